@@ -1,0 +1,43 @@
+#ifndef LLMC_COMMON_CONFIG_CONTROLLER_CONFIG_H_
+#define LLMC_COMMON_CONFIG_CONTROLLER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace llmc::config {
+
+// The `controller:` section.
+struct ControllerConfig {
+  std::string listen_address = "0.0.0.0:21001";
+  std::string metrics_address = "0.0.0.0:21081";
+  absl::Duration heartbeat_interval = absl::Seconds(2);
+  uint32_t expiry_missed_heartbeats = 3;
+  std::string dispatch_policy = "shortest_queue";
+  uint64_t dispatch_seed = 0;
+  absl::Duration shutdown_grace = absl::Seconds(5);
+  std::string log_level = "info";
+
+  // A worker is dropped when its last heartbeat is older than this.
+  absl::Duration expiry_after() const { return heartbeat_interval * expiry_missed_heartbeats; }
+
+  template <typename Visitor>
+  void VisitFields(Visitor& v) {
+    v("listen_address", listen_address, "host:port of the gRPC server (port 0 picks a free one)");
+    v("metrics_address", metrics_address, "host:port of the HTTP /metrics endpoint; empty disables it");
+    v("heartbeat_interval", heartbeat_interval, "how often workers are told to send heartbeats");
+    v("expiry_missed_heartbeats", expiry_missed_heartbeats, "missed heartbeats after which a worker is dropped");
+    v("dispatch_policy", dispatch_policy, "how PickWorker chooses: shortest_queue or lottery");
+    v("dispatch_seed", dispatch_seed, "seed of the dispatch random generator; 0 seeds from the OS");
+    v("shutdown_grace", shutdown_grace, "how long in-flight RPCs may take to finish on SIGTERM");
+    v("log_level", log_level, "debug, info, warning or error");
+  }
+
+  absl::Status Validate() const;
+};
+
+}  // namespace llmc::config
+
+#endif  // LLMC_COMMON_CONFIG_CONTROLLER_CONFIG_H_

@@ -1,0 +1,99 @@
+#include "controller/controller_server.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+
+namespace llmc::controller {
+namespace {
+
+constexpr char kServiceName[] = "llmc.v1.Controller";
+
+// Several sweeps per heartbeat interval, so a worker expires at most a fraction of an interval late.
+absl::Duration SweepInterval(absl::Duration heartbeat_interval) {
+  return std::clamp(heartbeat_interval / 4, absl::Milliseconds(10), absl::Seconds(1));
+}
+
+}  // namespace
+
+ControllerServer::ControllerServer(config::ControllerConfig config, const Clock& clock) : config_(std::move(config)) {
+  auto policy = MakeDispatchPolicy(config_.dispatch_policy, config_.dispatch_seed);
+  // The configuration was validated, so the policy name is known.
+  registry_ = std::make_unique<WorkerRegistry>(clock, config_.expiry_after(), std::move(policy).value());
+  metrics_ = std::make_unique<ControllerMetrics>(*registry_, config_.dispatch_policy);
+  service_ = std::make_unique<ControllerService>(*registry_, *metrics_, config_.heartbeat_interval);
+}
+
+ControllerServer::~ControllerServer() { Shutdown(); }
+
+absl::Status ControllerServer::Start() {
+  ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(config_.listen_address, /*allow_port_zero=*/true));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(config_.listen_address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || bound_port == 0) {
+    server_.reset();
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config_.listen_address));
+  }
+  grpc_address_ = HostPort{listen.host, static_cast<uint16_t>(bound_port)};
+
+  if (!config_.metrics_address.empty()) {
+    metrics_server_ = std::make_unique<MetricsHttpServer>(metrics_->prometheus_registry(),
+                                                          [this] { metrics_->RefreshWorkerGauges(); });
+    ASSIGN_OR_RETURN(metrics_address_, metrics_server_->Start(config_.metrics_address));
+  }
+  sweep_thread_ = std::thread([this] { SweepLoop(); });
+
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus(kServiceName, true);
+  health->SetServingStatus(true);
+  LLMC_LOG(Info)
+          .With("grpc", grpc_address_.ToString())
+          .With("metrics", metrics_server_ ? metrics_address_.ToString() : "off")
+          .With("policy", config_.dispatch_policy)
+          .With("heartbeat_interval", absl::FormatDuration(config_.heartbeat_interval))
+          .With("expiry_after", absl::FormatDuration(config_.expiry_after()))
+      << "controller listening";
+  return absl::OkStatus();
+}
+
+void ControllerServer::SweepLoop() {
+  const absl::Duration interval = SweepInterval(config_.heartbeat_interval);
+  while (!stop_sweep_.WaitForNotificationWithTimeout(interval)) {
+    const std::vector<std::string> expired = registry_->ExpireSilent();
+    if (expired.empty()) continue;
+    metrics_->CountExpired(expired.size());
+    for (const auto& worker_id : expired) {
+      LLMC_LOG(Warning).With("worker_id", worker_id)
+          << "worker expired after " << config_.expiry_missed_heartbeats << " missed heartbeats";
+    }
+  }
+}
+
+void ControllerServer::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (server_) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(config_.shutdown_grace));
+  }
+  if (sweep_thread_.joinable()) {
+    stop_sweep_.Notify();
+    sweep_thread_.join();
+  }
+  if (metrics_server_) metrics_server_->Stop();
+  if (server_) {
+    server_->Wait();
+    LLMC_LOG(Info) << "controller stopped";
+  }
+}
+
+}  // namespace llmc::controller

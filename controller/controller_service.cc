@@ -1,0 +1,93 @@
+#include "controller/controller_service.h"
+
+#include "common/logging.h"
+#include "common/status_codes.h"
+
+namespace llmc::controller {
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+ControllerService::ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics,
+                                     absl::Duration heartbeat_interval)
+    : registry_(registry),
+      metrics_(metrics),
+      heartbeat_interval_ms_(static_cast<uint32_t>(absl::ToInt64Milliseconds(heartbeat_interval))) {}
+
+grpc::ServerUnaryReactor* ControllerService::RegisterWorker(grpc::CallbackServerContext* context,
+                                                            const v1::RegisterWorkerRequest* request,
+                                                            v1::RegisterWorkerResponse* response) {
+  const absl::Status status = registry_.Register(*request);
+  metrics_.CountRegistration(status);
+  if (status.ok()) {
+    std::string models;
+    for (const auto& model : request->models()) models += (models.empty() ? "" : ",") + model.name();
+    LLMC_LOG(Info).With("worker_id", request->worker_id()).With("address", request->address()).With("models", models)
+        << "worker registered";
+    response->set_heartbeat_interval_ms(heartbeat_interval_ms_);
+  } else {
+    LLMC_LOG(Warning).With("worker_id", request->worker_id()).With("peer", context->peer())
+        << "registration refused: " << status.message();
+  }
+  return Finish(context, status);
+}
+
+grpc::ServerUnaryReactor* ControllerService::Heartbeat(grpc::CallbackServerContext* context,
+                                                       const v1::HeartbeatRequest* request,
+                                                       v1::HeartbeatResponse* response) {
+  const absl::StatusOr<HeartbeatOutcome> outcome = registry_.Heartbeat(*request);
+  if (!outcome.ok()) return Finish(context, outcome.status());
+  const bool known = *outcome == HeartbeatOutcome::kAccepted;
+  metrics_.CountHeartbeat(known);
+  if (!known) {
+    LLMC_LOG(Info).With("worker_id", request->worker_id()) << "heartbeat from unknown worker: asked to register";
+  }
+  response->set_unknown_worker(!known);
+  response->set_heartbeat_interval_ms(heartbeat_interval_ms_);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ControllerService::DeregisterWorker(grpc::CallbackServerContext* context,
+                                                              const v1::DeregisterWorkerRequest* request,
+                                                              v1::DeregisterWorkerResponse* response) {
+  response->set_was_registered(registry_.Deregister(request->worker_id()));
+  LLMC_LOG(Info).With("worker_id", request->worker_id()) << "worker deregistered";
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ControllerService::PickWorker(grpc::CallbackServerContext* context,
+                                                        const v1::PickWorkerRequest* request,
+                                                        v1::PickWorkerResponse* response) {
+  if (request->model().empty()) return Finish(context, absl::InvalidArgumentError("model must not be empty"));
+  const absl::flat_hash_set<std::string> excluded(request->exclude_worker_ids().begin(),
+                                                  request->exclude_worker_ids().end());
+  absl::StatusOr<PickedWorker> picked = registry_.Pick(request->model(), excluded);
+  metrics_.CountPick(request->model(), picked.status());
+  if (!picked.ok()) return Finish(context, picked.status());
+  response->set_worker_id(picked->worker_id);
+  response->set_address(picked->address);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ControllerService::ListModels(grpc::CallbackServerContext* context,
+                                                        const v1::ListModelsRequest* request,
+                                                        v1::ListModelsResponse* response) {
+  for (auto& summary : registry_.ListModels()) *response->add_models() = std::move(summary);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* ControllerService::ListWorkers(grpc::CallbackServerContext* context,
+                                                         const v1::ListWorkersRequest* request,
+                                                         v1::ListWorkersResponse* response) {
+  for (auto& worker : registry_.ListWorkers(request->model())) *response->add_workers() = std::move(worker);
+  response->set_policy(std::string(registry_.policy_name()));
+  return Finish(context, absl::OkStatus());
+}
+
+}  // namespace llmc::controller

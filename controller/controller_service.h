@@ -1,0 +1,41 @@
+#ifndef LLMC_CONTROLLER_CONTROLLER_SERVICE_H_
+#define LLMC_CONTROLLER_CONTROLLER_SERVICE_H_
+
+#include <cstdint>
+
+#include "controller/controller_metrics.h"
+#include "controller/worker_registry.h"
+#include "llmc/v1/controller.grpc.pb.h"
+
+namespace llmc::controller {
+
+// The Controller gRPC service (callback API). Every RPC is a short registry operation finished on the
+// calling gRPC thread; nothing here waits on a worker.
+class ControllerService final : public v1::Controller::CallbackService {
+ public:
+  ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics, absl::Duration heartbeat_interval);
+
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
+                                           const v1::RegisterWorkerRequest* request,
+                                           v1::RegisterWorkerResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context, const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* DeregisterWorker(grpc::CallbackServerContext* context,
+                                             const v1::DeregisterWorkerRequest* request,
+                                             v1::DeregisterWorkerResponse* response) override;
+  grpc::ServerUnaryReactor* PickWorker(grpc::CallbackServerContext* context, const v1::PickWorkerRequest* request,
+                                       v1::PickWorkerResponse* response) override;
+  grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context, const v1::ListModelsRequest* request,
+                                       v1::ListModelsResponse* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context, const v1::ListWorkersRequest* request,
+                                        v1::ListWorkersResponse* response) override;
+
+ private:
+  WorkerRegistry& registry_;
+  ControllerMetrics& metrics_;
+  const uint32_t heartbeat_interval_ms_;
+};
+
+}  // namespace llmc::controller
+
+#endif  // LLMC_CONTROLLER_CONTROLLER_SERVICE_H_

@@ -1,0 +1,24 @@
+#ifndef LLMC_CONTROLLER_LOTTERY_POLICY_H_
+#define LLMC_CONTROLLER_LOTTERY_POLICY_H_
+
+#include <random>
+
+#include "controller/dispatch_policy.h"
+
+namespace llmc::controller {
+
+// Picks at random, each worker weighted by capacity × speed weight, so a worker twice as large or twice
+// as fast gets twice the traffic on average. Ignores current load.
+class LotteryPolicy final : public DispatchPolicy {
+ public:
+  explicit LotteryPolicy(uint64_t seed) : random_(seed) {}
+  absl::string_view name() const override { return "lottery"; }
+  size_t Choose(absl::Span<const RegisteredWorker* const> candidates) override;
+
+ private:
+  std::mt19937_64 random_;
+};
+
+}  // namespace llmc::controller
+
+#endif  // LLMC_CONTROLLER_LOTTERY_POLICY_H_

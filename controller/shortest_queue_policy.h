@@ -1,0 +1,25 @@
+#ifndef LLMC_CONTROLLER_SHORTEST_QUEUE_POLICY_H_
+#define LLMC_CONTROLLER_SHORTEST_QUEUE_POLICY_H_
+
+#include <random>
+
+#include "controller/dispatch_policy.h"
+
+namespace llmc::controller {
+
+// Picks the worker with the lowest (waiting + running + picks since its last heartbeat) ÷ capacity,
+// breaking ties at random. Because picks count at once, a burst that arrives between heartbeats
+// spreads over equal workers instead of piling onto the one that looked idle.
+class ShortestQueuePolicy final : public DispatchPolicy {
+ public:
+  explicit ShortestQueuePolicy(uint64_t seed) : random_(seed) {}
+  absl::string_view name() const override { return "shortest_queue"; }
+  size_t Choose(absl::Span<const RegisteredWorker* const> candidates) override;
+
+ private:
+  std::mt19937_64 random_;
+};
+
+}  // namespace llmc::controller
+
+#endif  // LLMC_CONTROLLER_SHORTEST_QUEUE_POLICY_H_
