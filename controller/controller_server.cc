@@ -37,6 +37,8 @@ absl::Status ControllerServer::Start() {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(config_.listen_address, grpc::InsecureServerCredentials(), &bound_port);
+  // Without this, a second process could bind the same port and silently take half the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || bound_port == 0) {
@@ -83,7 +85,10 @@ void ControllerServer::Shutdown() {
   shut_down_ = true;
   if (server_) {
     server_->GetHealthCheckService()->SetServingStatus(false);
-    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(config_.shutdown_grace));
+    // Every handler finishes its call before returning, so nothing is ever left in flight to wait for.
+    // An immediate deadline matters because gRPC otherwise holds Shutdown until the deadline whenever a
+    // client (a gateway, a worker) keeps an idle connection open.
+    server_->Shutdown(std::chrono::system_clock::now());
   }
   if (sweep_thread_.joinable()) {
     stop_sweep_.Notify();

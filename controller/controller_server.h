@@ -28,7 +28,7 @@ class ControllerServer {
 
   // Binds and starts serving; fails with a Status (e.g. the port is taken) rather than crashing.
   absl::Status Start();
-  // Marks health NOT_SERVING, stops the sweep and lets in-flight RPCs finish within the grace period.
+  // Marks health NOT_SERVING, stops the sweep and the servers. Idempotent.
   void Shutdown();
 
   const HostPort& grpc_address() const { return grpc_address_; }

@@ -13,7 +13,6 @@ absl::Status ControllerConfig::Validate() const {
     return absl::InvalidArgumentError("expiry_missed_heartbeats must be at least 1");
   }
   RETURN_IF_ERROR(ValidateOneOf("dispatch_policy", dispatch_policy, {"shortest_queue", "lottery"}));
-  RETURN_IF_ERROR(ValidatePositive("shutdown_grace", shutdown_grace));
   return ValidateLogLevel("log_level", log_level);
 }
 

@@ -17,7 +17,6 @@ struct ControllerConfig {
   uint32_t expiry_missed_heartbeats = 3;
   std::string dispatch_policy = "shortest_queue";
   uint64_t dispatch_seed = 0;
-  absl::Duration shutdown_grace = absl::Seconds(5);
   std::string log_level = "info";
 
   // A worker is dropped when its last heartbeat is older than this.
@@ -31,7 +30,6 @@ struct ControllerConfig {
     v("expiry_missed_heartbeats", expiry_missed_heartbeats, "missed heartbeats after which a worker is dropped");
     v("dispatch_policy", dispatch_policy, "how PickWorker chooses: shortest_queue or lottery");
     v("dispatch_seed", dispatch_seed, "seed of the dispatch random generator; 0 seeds from the OS");
-    v("shutdown_grace", shutdown_grace, "how long in-flight RPCs may take to finish on SIGTERM");
     v("log_level", log_level, "debug, info, warning or error");
   }
 

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite from nothing: installs dependencies, builds, and runs every test with ctest.
+# Extra arguments go to ctest, e.g. scripts/test.sh -L unit  or  scripts/test.sh -R registry
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/build.sh
+cd build
+ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 300 "$@"

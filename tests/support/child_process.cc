@@ -1,0 +1,110 @@
+#include "tests/support/child_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "absl/time/clock.h"
+
+namespace llmc::testing {
+
+ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::string>& args,
+                           const std::string& log_path)
+    : log_path_(log_path) {
+  // Everything the child needs is prepared before fork: after it only async-signal-safe calls are allowed.
+  std::vector<std::string> argv_storage;
+  argv_storage.push_back(binary);
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& arg : argv_storage) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+      close(fd);
+    }
+    // The test process may have blocked signals; the child must start with a clean mask.
+    sigset_t empty;
+    sigemptyset(&empty);
+    sigprocmask(SIG_SETMASK, &empty, nullptr);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (running()) {
+    kill(pid_, SIGKILL);
+    WaitForExit(absl::Seconds(10));
+  }
+}
+
+void ChildProcess::Signal(int signal_number) {
+  if (running()) kill(pid_, signal_number);
+}
+
+bool ChildProcess::running() {
+  if (exit_code_) return false;
+  return !WaitForExit(absl::ZeroDuration()).has_value();
+}
+
+std::optional<int> ChildProcess::WaitForExit(absl::Duration timeout) {
+  if (exit_code_) return exit_code_;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int status = 0;
+    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    if (done < 0) return exit_code_ = -1;
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+std::string ChildProcess::ReadLog() const {
+  std::ifstream in(log_path_);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+CommandResult RunCommand(const std::string& binary, const std::vector<std::string>& args, absl::Duration timeout) {
+  const std::string log = MakeTempDir("llmc-cmd") + "/output.log";
+  ChildProcess child(binary, args, log);
+  CommandResult result;
+  if (auto code = child.WaitForExit(timeout)) {
+    result.exit_code = *code;
+  } else {
+    child.Signal(SIGKILL);
+    result.exit_code = child.WaitForExit(absl::Seconds(10)).value_or(-1);
+  }
+  result.output = child.ReadLog();
+  return result;
+}
+
+std::string MakeTempDir(const std::string& prefix) {
+  const char* base = getenv("TMPDIR");
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return pattern;
+}
+
+}  // namespace llmc::testing

@@ -1,0 +1,52 @@
+#ifndef LLMC_TESTS_SUPPORT_CHILD_PROCESS_H_
+#define LLMC_TESTS_SUPPORT_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace llmc::testing {
+
+// A real binary started by a test, with stdout and stderr going to a log file. It dies with the test
+// process (PR_SET_PDEATHSIG) and is killed and reaped when the object goes away.
+class ChildProcess {
+ public:
+  // Throws std::runtime_error when the process cannot be started.
+  ChildProcess(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  void Signal(int signal_number);
+  // The exit code (128 + signal when killed by one), or nullopt if still running after `timeout`.
+  std::optional<int> WaitForExit(absl::Duration timeout);
+  bool running();
+  std::string ReadLog() const;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+  std::string log_path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a binary to completion (bounded by `timeout`; killed past it) and returns its exit code and output.
+CommandResult RunCommand(const std::string& binary, const std::vector<std::string>& args,
+                         absl::Duration timeout = absl::Seconds(30));
+
+// A fresh directory under the system temp dir for one test's files.
+std::string MakeTempDir(const std::string& prefix);
+
+}  // namespace llmc::testing
+
+#endif  // LLMC_TESTS_SUPPORT_CHILD_PROCESS_H_

@@ -1,0 +1,42 @@
+#ifndef LLMC_TESTS_SUPPORT_CONTROLLER_PROCESS_H_
+#define LLMC_TESTS_SUPPORT_CONTROLLER_PROCESS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "llmc/v1/controller.grpc.pb.h"
+#include "tests/support/child_process.h"
+
+namespace llmc::testing {
+
+// The real llmc-controller binary on free loopback ports, with clients for its services.
+class ControllerProcess {
+ public:
+  // Starts the binary with `extra_args` after the address flags; `grpc_port` 0 picks a free port.
+  // Throws when the process does not report SERVING on the health service within 20 s.
+  ControllerProcess(const std::string& binary, std::vector<std::string> extra_args, int grpc_port = 0);
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+  ChildProcess& process() { return *process_; }
+  v1::Controller::Stub& controller() { return *controller_; }
+  grpc::health::v1::Health::Stub& health() { return *health_; }
+
+  // grpc.health.v1 Check for `service`; the gRPC status code on failure as a negative number.
+  int HealthStatus(const std::string& service);
+  std::vector<v1::WorkerInfo> ListWorkers();
+
+ private:
+  int grpc_port_;
+  int metrics_port_;
+  std::unique_ptr<ChildProcess> process_;
+  std::unique_ptr<v1::Controller::Stub> controller_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+};
+
+}  // namespace llmc::testing
+
+#endif  // LLMC_TESTS_SUPPORT_CONTROLLER_PROCESS_H_
