@@ -3,8 +3,6 @@
 #include <array>
 #include <string>
 
-#include "common/status_macros.h"
-
 namespace llmc {
 namespace {
 
@@ -39,11 +37,6 @@ const StatusCodeMapping& InternalRow() {
 }
 
 }  // namespace
-
-absl::Status Annotate(const absl::Status& status, absl::string_view context) {
-  if (status.ok()) return status;
-  return absl::Status(status.code(), std::string(context) + ": " + std::string(status.message()));
-}
 
 const StatusCodeMapping& MappingFor(StatusCode code) {
   for (const auto& row : kMappings) {

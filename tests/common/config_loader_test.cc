@@ -1,9 +1,9 @@
+#include "common/config/config_loader.h"
+
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 
-#include <catch2/catch.hpp>
-
-#include "common/config/config_loader.h"
 #include "common/config/controller_config.h"
 #include "common/config/gateway_config.h"
 #include "common/config/worker_config.h"
@@ -59,7 +59,8 @@ std::string WriteFile(const std::string& text) {
 absl::StatusOr<ConfigOutcome> Load(SampleConfig& config, std::vector<std::string> args, std::string* output = nullptr) {
   std::vector<ConfigField> fields = CollectConfigFields(config);
   std::ostringstream out;
-  auto outcome = LoadConfigFromArgs(kProgram, args, fields, [&] { return config.Validate(); }, out);
+  auto outcome = LoadConfigFromArgs(
+      kProgram, args, fields, [&] { return config.Validate(); }, out);
   if (output) *output = out.str();
   return outcome;
 }
@@ -130,7 +131,8 @@ TEST_CASE("config: unknown sections, unknown flags and broken files are refused"
   SampleConfig config;
   auto outcome = Load(config, {"--config", WriteFile("wroker:\n  name: x\n")});
   REQUIRE_FALSE(outcome.ok());
-  CHECK_THAT(std::string(outcome.status().message()), Catch::Contains("wroker: unknown section (did you mean worker?)"));
+  CHECK_THAT(std::string(outcome.status().message()),
+             Catch::Contains("wroker: unknown section (did you mean worker?)"));
 
   outcome = Load(config, {"--nmae=x"});
   REQUIRE_FALSE(outcome.ok());
@@ -158,8 +160,9 @@ TEST_CASE("config: validation runs after flags and its error is reported", "[uni
 TEST_CASE("config: --print-config output loads back to the same configuration", "[unit][config]") {
   SampleConfig config;
   std::string printed;
-  REQUIRE(Load(config, {"--name=round trip: yes", "--interval=90s", "--tags=a,b", "--print-config"}, &printed)
-              .value() == ConfigOutcome::kExit);
+  REQUIRE(
+      Load(config, {"--name=round trip: yes", "--interval=90s", "--tags=a,b", "--print-config"}, &printed).value() ==
+      ConfigOutcome::kExit);
   SampleConfig reloaded;
   std::string printed_again;
   REQUIRE(Load(reloaded, {"--config", WriteFile(printed), "--print-config"}, &printed_again).value() ==

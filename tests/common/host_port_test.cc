@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "common/host_port.h"
+
+#include <catch2/catch.hpp>
 
 namespace llmc {
 namespace {
@@ -25,9 +25,9 @@ TEST_CASE("host_port: valid addresses parse", "[unit][host_port]") {
 }
 
 TEST_CASE("host_port: malformed addresses are INVALID_ARGUMENT", "[unit][host_port]") {
-  for (const char* bad : {"", "localhost", "localhost:", ":8000", "host:65536", "host:-1", "host:80x", "::1:80",
-                          "[::1]", "[::1]80", "[zz::1]:80", "bad host:80", "-host:80", "host-:80", "a..b:80",
-                          "host:0", "http://host:80"}) {
+  for (const char* bad :
+       {"", "localhost", "localhost:", ":8000", "host:65536", "host:-1", "host:80x", "::1:80", "[::1]", "[::1]80",
+        "[zz::1]:80", "bad host:80", "-host:80", "host-:80", "a..b:80", "host:0", "http://host:80"}) {
     INFO(bad);
     auto parsed = ParseHostPort(bad);
     REQUIRE_FALSE(parsed.ok());

@@ -1,12 +1,12 @@
+#include "common/logging.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 
-#include <catch2/catch.hpp>
-
-#include "common/logging.h"
 #include "tests/support/child_process.h"
 
 namespace llmc {

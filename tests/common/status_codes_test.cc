@@ -1,6 +1,7 @@
+#include "common/status_codes.h"
+
 #include <catch2/catch.hpp>
 
-#include "common/status_codes.h"
 #include "common/status_macros.h"
 
 namespace llmc {

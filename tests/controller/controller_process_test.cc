@@ -1,13 +1,13 @@
 // Integration tests: the real llmc-controller binary on free loopback ports, with fake workers speaking
 // the real gRPC protocol to it.
+#include "tests/support/controller_process.h"
+
 #include <signal.h>
 
+#include <catch2/catch.hpp>
 #include <fstream>
 
-#include <catch2/catch.hpp>
-
 #include "absl/time/clock.h"
-#include "tests/support/controller_process.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/http_get.h"
 #include "tests/support/wait.h"
@@ -70,8 +70,7 @@ TEST_CASE("controller process: workers register, get picked, and unknown models 
   CHECK(models.models(0).num_ready() == 1);
 }
 
-TEST_CASE("controller process: malformed addresses are refused with INVALID_ARGUMENT",
-          "[integration][controller]") {
+TEST_CASE("controller process: malformed addresses are refused with INVALID_ARGUMENT", "[integration][controller]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   for (const char* address : {"no-port", "127.0.0.1:0", "bad host:1"}) {
     grpc::ClientContext context;
@@ -92,8 +91,7 @@ TEST_CASE("controller process: a silenced worker expires, a live one does not", 
   FakeWorker silenced(controller.address(), MakeRegistration("silenced", "127.0.0.1:31003", "qwen"), kHeartbeat);
   steady.Start();
   silenced.Start();
-  REQUIRE(WaitUntil([&] { return Listed(controller, "steady") && Listed(controller, "silenced"); },
-                    absl::Seconds(10)));
+  REQUIRE(WaitUntil([&] { return Listed(controller, "steady") && Listed(controller, "silenced"); }, absl::Seconds(10)));
 
   // Heartbeats keep both alive across several expiry periods.
   const absl::Time alive_until = absl::Now() + absl::Seconds(2);
@@ -107,8 +105,8 @@ TEST_CASE("controller process: a silenced worker expires, a live one does not", 
   REQUIRE(WaitUntil([&] { return !Listed(controller, "silenced"); }, absl::Seconds(10)));
   const absl::Duration took = absl::Now() - silenced_at;
   INFO("expired after " << absl::FormatDuration(took));
-  // The last heartbeat may have gone out up to one interval before Silence().
-  CHECK(took >= absl::Milliseconds(600) - kHeartbeat);
+  // The last heartbeat may have gone out up to an interval (plus scheduling delay) before Silence().
+  CHECK(took >= absl::Milliseconds(600) - 2 * kHeartbeat);
   CHECK(Listed(controller, "steady"));
   CHECK(silenced.successful_registrations() == 1);
 
@@ -171,8 +169,7 @@ TEST_CASE("controller process: draining workers are not picked and load steers s
   CHECK(controller.ListWorkers().size() == 2);
 }
 
-TEST_CASE("controller process: /metrics reports workers per model and picks by policy",
-          "[integration][controller]") {
+TEST_CASE("controller process: /metrics reports workers per model and picks by policy", "[integration][controller]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {"--dispatch_policy=lottery", "--heartbeat_interval=200ms"});
   FakeWorker worker(controller.address(), MakeRegistration("worker-m", "127.0.0.1:31007", "qwen,llama"), kHeartbeat);
   worker.Start();

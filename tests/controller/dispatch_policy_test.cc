@@ -1,7 +1,6 @@
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
-
-#include <catch2/catch.hpp>
 
 #include "tests/controller/registry_test_support.h"
 
@@ -71,10 +70,10 @@ TEST_CASE("shortest_queue: load is relative to capacity and heartbeats reset the
   REQUIRE(registry->Register(MakeRegistration("small", "10.0.0.2:1", "m", 4)).ok());
   REQUIRE(registry->Heartbeat(MakeHeartbeat("big", 4, 8, 16)).ok());   // 12 / 16 = 0.75
   REQUIRE(registry->Heartbeat(MakeHeartbeat("small", 0, 2, 4)).ok());  // 2 / 4 = 0.5
-  CHECK(registry->Pick("m", {})->worker_id == "small");               // 0.75 after the pick
+  CHECK(registry->Pick("m", {})->worker_id == "small");                // 0.75 after the pick
   // Both at 0.75 now: further picks alternate as each pick raises the chosen worker's load.
   const auto counts = CountPicks(*registry, 20);
-  CHECK(counts.at("big") == 16);  // (12 + 16) / 16 = 1.75
+  CHECK(counts.at("big") == 16);   // (12 + 16) / 16 = 1.75
   CHECK(counts.at("small") == 4);  // (3 + 4) / 4 = 1.75
 
   // A heartbeat replaces counted picks with the worker's own report.

@@ -58,8 +58,7 @@ TEST_CASE("registry: malformed registrations are INVALID_ARGUMENT and change not
   }
   CHECK(registry->Register(MakeRegistration("", "10.0.0.1:1", "qwen")).code() == absl::StatusCode::kInvalidArgument);
   CHECK(registry->Register(MakeRegistration("w1", "10.0.0.1:1", "")).code() == absl::StatusCode::kInvalidArgument);
-  CHECK(registry->Register(MakeRegistration("w1", "10.0.0.1:1", "a,a")).code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(registry->Register(MakeRegistration("w1", "10.0.0.1:1", "a,a")).code() == absl::StatusCode::kInvalidArgument);
   auto negative_weight = MakeRegistration("w1", "10.0.0.1:1", "a");
   negative_weight.set_speed_weight(-1);
   CHECK(registry->Register(negative_weight).code() == absl::StatusCode::kInvalidArgument);

@@ -15,8 +15,7 @@
 
 namespace llmc::testing {
 
-ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::string>& args,
-                           const std::string& log_path)
+ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path)
     : log_path_(log_path) {
   // Everything the child needs is prepared before fork: after it only async-signal-safe calls are allowed.
   std::vector<std::string> argv_storage;
