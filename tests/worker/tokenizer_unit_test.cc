@@ -1,0 +1,119 @@
+// The tokenizer's mechanics on small hand-made tokenizer.json files.
+#include <catch2/catch.hpp>
+
+#include "nlohmann/json.hpp"
+#include "worker/tokenizer/byte_level.h"
+#include "worker/tokenizer/split_pattern.h"
+#include "worker/tokenizer/tokenizer.h"
+
+namespace llmc::tokenizer {
+namespace {
+
+using nlohmann::json;
+
+// A byte-level BPE over all 256 bytes (ids 0..255 = the bytes) plus `merges` (raw-byte pairs), whose
+// merged tokens take ids from 256 in order.
+json TinyTokenizer(const std::vector<std::pair<std::string, std::string>>& merges) {
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  json vocab = json::object();
+  for (int byte = 0; byte < 256; ++byte) vocab[alphabet.CharFor(static_cast<uint8_t>(byte))] = byte;
+  json merge_list = json::array();
+  int next_id = 256;
+  for (const auto& [left, right] : merges) {
+    const std::string merged = alphabet.FromBytes(left + right);
+    if (!vocab.contains(merged)) vocab[merged] = next_id++;
+    merge_list.push_back(json::array({alphabet.FromBytes(left), alphabet.FromBytes(right)}));
+  }
+  return json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
+              {"normalizer", nullptr},
+              {"pre_tokenizer",
+               {{"type", "Split"}, {"pattern", {{"Regex", " ?[a-z]+|\\s+|."}}}, {"behavior", "Isolated"}}},
+              {"decoder", {{"type", "ByteLevel"}}},
+              {"added_tokens", json::array()}};
+}
+
+std::unique_ptr<Tokenizer> Load(const json& file) {
+  auto tokenizer = Tokenizer::FromJson(file.dump());
+  REQUIRE(tokenizer.ok());
+  return std::move(*tokenizer);
+}
+
+TEST_CASE("bpe: merges apply by rank, leftmost first, not left to right", "[unit][tokenizer]") {
+  // "b c" has the best rank, so "abc" becomes a + bc even though "a b" could merge first from the left.
+  auto tokenizer = Load(TinyTokenizer({{"b", "c"}, {"a", "b"}, {"a", "bc"}}));
+  const int32_t bc = tokenizer->TokenId("bc"), abc = tokenizer->TokenId("abc"), ab = tokenizer->TokenId("ab");
+  CHECK(tokenizer->Encode("abc").value() == std::vector<int32_t>{abc});
+  CHECK(tokenizer->Encode("abab").value() == std::vector<int32_t>{ab, ab});
+  CHECK(tokenizer->Encode("bcab").value() == std::vector<int32_t>{bc, ab});
+  // Equal ranks can only come from the same pair: "aaaa" with a+a merges pairs from the left.
+  auto repeated = Load(TinyTokenizer({{"a", "a"}}));
+  const int32_t aa = repeated->TokenId("aa");
+  CHECK(repeated->Encode("aaaaa").value() == std::vector<int32_t>{aa, aa, 'a'});
+  // A long word goes through the same heap path.
+  const std::string long_word(5000, 'a');
+  CHECK(repeated->Encode(long_word).value().size() == 2500);
+  CHECK(repeated->Decode(repeated->Encode(long_word).value()).value() == long_word);
+}
+
+TEST_CASE("bpe: ignore_merges takes a whole word that is in the vocabulary", "[unit][tokenizer]") {
+  json file = TinyTokenizer({{"b", "c"}, {"a", "b"}});
+  file["model"]["vocab"][ByteLevelAlphabet::Get().FromBytes("abc")] = 400;  // no merge path reaches it
+  CHECK(Load(file)->Encode("abc").value() == std::vector<int32_t>{'a', Load(file)->TokenId("bc")});
+  file["model"]["ignore_merges"] = true;
+  CHECK(Load(file)->Encode("abc").value() == std::vector<int32_t>{400});
+}
+
+TEST_CASE("added tokens: leftmost-longest, before the regex, honouring lstrip and rstrip", "[unit][tokenizer]") {
+  json file = TinyTokenizer({});
+  file["added_tokens"] = json::array({
+      {{"id", 300}, {"content", "<x>"}, {"special", true}},
+      {{"id", 301}, {"content", "<x>y"}, {"special", false}},
+      {{"id", 302}, {"content", "[M]"}, {"special", true}, {"lstrip", true}, {"rstrip", true}},
+  });
+  auto tokenizer = Load(file);
+  CHECK(tokenizer->Encode("a<x>b").value() == std::vector<int32_t>{'a', 300, 'b'});
+  CHECK(tokenizer->Encode("<x>y<x>").value() == std::vector<int32_t>{301, 300});
+  CHECK(tokenizer->Encode("a  [M]  b").value() == std::vector<int32_t>{'a', 302, 'b'});
+  CHECK(tokenizer->Decode({300, 'a', 301}, true).value() == "a<x>y");  // only special ones are skipped
+  CHECK(tokenizer->Decode({300, 'a'}, false).value() == "<x>a");
+}
+
+TEST_CASE("tokenizer.json: unsupported or broken files fail with errors that name the problem", "[unit][tokenizer]") {
+  const auto error = [](const json& file) { return std::string(Tokenizer::FromJson(file.dump()).status().message()); };
+  json file = TinyTokenizer({});
+  file["model"]["type"] = "WordPiece";
+  CHECK_THAT(error(file), Catch::Contains("unsupported tokenizer model type 'WordPiece'"));
+  file = TinyTokenizer({});
+  file["model"]["byte_fallback"] = true;
+  CHECK_THAT(error(file), Catch::Contains("byte_fallback"));
+  file = TinyTokenizer({});
+  file["normalizer"] = {{"type", "Lowercase"}};
+  CHECK_THAT(error(file), Catch::Contains("unsupported tokenizer normalizer 'Lowercase'"));
+  file = TinyTokenizer({});
+  file["pre_tokenizer"] = {{"type", "Metaspace"}};
+  CHECK_THAT(error(file), Catch::Contains("unsupported tokenizer pre-tokenizer 'Metaspace'"));
+  file = TinyTokenizer({});
+  file["decoder"] = {{"type", "WordPiece"}};
+  CHECK_THAT(error(file), Catch::Contains("unsupported tokenizer decoder 'WordPiece'"));
+  file = TinyTokenizer({{"a", "b"}});
+  file["model"]["merges"].push_back(json::array({"q", "zzz"}));
+  CHECK_THAT(error(file), Catch::Contains("not in the vocab"));
+  CHECK_THAT(std::string(Tokenizer::FromJson("{not json").status().message()), Catch::Contains("not valid JSON"));
+  CHECK(Tokenizer::FromFile("/nonexistent/tokenizer.json").status().code() == absl::StatusCode::kNotFound);
+}
+
+TEST_CASE("split pattern: \\s means Unicode White_Space, in and out of classes", "[unit][tokenizer]") {
+  CHECK(RewriteWhitespaceClasses("a\\sb") == "a[\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
+                                             "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]b");
+  CHECK(RewriteWhitespaceClasses("[^\\s\\p{L}]").rfind("[^\\t\\n", 0) == 0);
+  CHECK(RewriteWhitespaceClasses("\\\\s") == "\\\\s");  // an escaped backslash followed by 's'
+  auto pattern = SplitPattern::Compile("\\s+|\\S+");
+  REQUIRE(pattern.ok());
+  std::vector<absl::string_view> pieces;
+  (*pattern)->Split("a\u3000b\u00a0 c", pieces);
+  CHECK(pieces == std::vector<absl::string_view>{"a", "\u3000", "b", "\u00a0 ", "c"});
+  CHECK_FALSE(SplitPattern::Compile("(unclosed").ok());
+}
+
+}  // namespace
+}  // namespace llmc::tokenizer

@@ -1,0 +1,199 @@
+#include "worker/tokenizer/bpe_model.h"
+
+#include <queue>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "nlohmann/json.hpp"
+#include "worker/tokenizer/byte_level.h"
+
+namespace llmc::tokenizer {
+namespace {
+
+constexpr size_t kCacheShards = 16;
+constexpr size_t kCacheEntriesPerShard = 8192;
+constexpr size_t kMaxCachedWordBytes = 64;
+
+}  // namespace
+
+// Recently seen words and their ids: natural text repeats words constantly, and a lookup is far cheaper
+// than merging. Sharded so concurrent encoders rarely meet on a lock; a full shard is simply emptied.
+class BpeModel::WordCache {
+ public:
+  bool Lookup(absl::string_view word, std::vector<int32_t>& ids) {
+    Shard& shard = ShardFor(word);
+    absl::MutexLock lock(&shard.mu);
+    const auto it = shard.words.find(word);
+    if (it == shard.words.end()) return false;
+    ids.insert(ids.end(), it->second.begin(), it->second.end());
+    return true;
+  }
+
+  void Insert(absl::string_view word, const int32_t* ids, size_t count) {
+    Shard& shard = ShardFor(word);
+    absl::MutexLock lock(&shard.mu);
+    if (shard.words.size() >= kCacheEntriesPerShard) shard.words.clear();
+    shard.words.try_emplace(word, ids, ids + count);
+  }
+
+ private:
+  struct Shard {
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, std::vector<int32_t>> words ABSL_GUARDED_BY(mu);
+  };
+  Shard& ShardFor(absl::string_view word) { return shards_[absl::Hash<absl::string_view>()(word) % kCacheShards]; }
+
+  std::array<Shard, kCacheShards> shards_;
+};
+
+BpeModel::BpeModel() : cache_(std::make_unique<WordCache>()) {}
+BpeModel::~BpeModel() = default;
+
+absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& model) {
+  const std::string type = model.value("type", "");
+  if (type != "BPE") {
+    return absl::UnimplementedError(absl::StrCat("unsupported tokenizer model type '", type, "' (only BPE is)"));
+  }
+  if (model.value("byte_fallback", false)) {
+    return absl::UnimplementedError(
+        "unsupported tokenizer: BPE with byte_fallback (SentencePiece-style); only byte-level BPE is supported");
+  }
+  const auto vocab = model.find("vocab");
+  const auto merges = model.find("merges");
+  if (vocab == model.end() || !vocab->is_object() || merges == model.end() || !merges->is_array()) {
+    return absl::InvalidArgumentError("tokenizer model needs a 'vocab' object and a 'merges' list");
+  }
+  auto result = std::unique_ptr<BpeModel>(new BpeModel());
+  result->ignore_merges_ = model.value("ignore_merges", false);
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  for (const auto& [token, id_json] : vocab->items()) {
+    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > INT32_MAX) {
+      return absl::InvalidArgumentError(absl::StrCat("vocab entry '", token, "' has no valid id"));
+    }
+    const int32_t id = id_json.get<int32_t>();
+    std::optional<std::string> bytes = alphabet.ToBytes(token);
+    if (!bytes) {
+      return absl::UnimplementedError(
+          absl::StrCat("vocab token '", token, "' is not written in the byte-level alphabet; only byte-level BPE "
+                                               "tokenizers are supported"));
+    }
+    if (static_cast<size_t>(id) >= result->id_to_bytes_.size()) result->id_to_bytes_.resize(id + 1);
+    result->id_to_bytes_[id] = *bytes;
+    result->bytes_to_id_.emplace(std::move(*bytes), id);
+  }
+  for (int byte = 0; byte < 256; ++byte) {
+    const auto it = result->bytes_to_id_.find(std::string(1, static_cast<char>(byte)));
+    if (it == result->bytes_to_id_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("vocab has no token for byte ", byte));
+    }
+    result->byte_ids_[byte] = it->second;
+  }
+  result->merges_.reserve(merges->size());
+  int32_t rank = 0;
+  for (const auto& merge : *merges) {
+    std::string left, right;
+    if (merge.is_string()) {
+      const std::string text = merge.get<std::string>();
+      const size_t space = text.find(' ');
+      if (space == std::string::npos) return absl::InvalidArgumentError(absl::StrCat("bad merge '", text, "'"));
+      left = text.substr(0, space);
+      right = text.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("bad merge at rank ", rank));
+    }
+    const auto left_bytes = alphabet.ToBytes(left), right_bytes = alphabet.ToBytes(right);
+    const int32_t left_id = left_bytes ? result->TokenId(*left_bytes) : -1;
+    const int32_t right_id = right_bytes ? result->TokenId(*right_bytes) : -1;
+    const int32_t merged_id = left_bytes && right_bytes ? result->TokenId(*left_bytes + *right_bytes) : -1;
+    if (left_id < 0 || right_id < 0 || merged_id < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("merge '", left, " ", right, "' uses tokens not in the vocab"));
+    }
+    result->merges_.try_emplace(PairKey(left_id, right_id), MergeRule{rank, merged_id});
+    ++rank;
+  }
+  return result;
+}
+
+absl::string_view BpeModel::TokenBytes(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_bytes_.size()) return {};
+  return id_to_bytes_[id];
+}
+
+int32_t BpeModel::TokenId(absl::string_view bytes) const {
+  const auto it = bytes_to_id_.find(bytes);
+  return it == bytes_to_id_.end() ? -1 : it->second;
+}
+
+void BpeModel::EncodeWord(absl::string_view word, std::vector<int32_t>& ids) const {
+  if (word.empty()) return;
+  if (word.size() == 1) {
+    ids.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
+    return;
+  }
+  if (ignore_merges_) {
+    if (const int32_t id = TokenId(word); id >= 0) {
+      ids.push_back(id);
+      return;
+    }
+  }
+  const bool cacheable = word.size() <= kMaxCachedWordBytes;
+  if (cacheable && cache_->Lookup(word, ids)) return;
+  const size_t start = ids.size();
+  ApplyMerges(word, ids);
+  if (cacheable) cache_->Insert(word, ids.data() + start, ids.size() - start);
+}
+
+// Standard BPE: repeatedly merge the adjacent pair with the lowest rank, leftmost first, using a heap of
+// candidate pairs over a linked list of symbols (stale heap entries are skipped), O(n log n).
+void BpeModel::ApplyMerges(absl::string_view word, std::vector<int32_t>& ids) const {
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+  };
+  struct Candidate {
+    int32_t rank;
+    int32_t position;
+    int32_t left_id;
+    int32_t right_id;
+    bool operator>(const Candidate& other) const {
+      return rank != other.rank ? rank > other.rank : position > other.position;
+    }
+  };
+  const int32_t length = static_cast<int32_t>(word.size());
+  std::vector<Symbol> symbols(length);
+  for (int32_t i = 0; i < length; ++i) {
+    symbols[i] = {byte_ids_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < length ? i + 1 : -1};
+  }
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  const auto push_pair = [&](int32_t left) {
+    if (left < 0) return;
+    const int32_t right = symbols[left].next;
+    if (right < 0) return;
+    const auto it = merges_.find(PairKey(symbols[left].id, symbols[right].id));
+    if (it != merges_.end()) heap.push({it->second.rank, left, symbols[left].id, symbols[right].id});
+  };
+  for (int32_t i = 0; i + 1 < length; ++i) push_pair(i);
+  while (!heap.empty()) {
+    const Candidate candidate = heap.top();
+    heap.pop();
+    Symbol& left = symbols[candidate.position];
+    if (left.id != candidate.left_id || left.next < 0) continue;  // stale: the symbol changed or died
+    Symbol& right = symbols[left.next];
+    if (right.id != candidate.right_id) continue;
+    left.id = merges_.find(PairKey(candidate.left_id, candidate.right_id))->second.merged_id;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = candidate.position;
+    right.id = -1;  // dead
+    push_pair(left.prev);
+    push_pair(candidate.position);
+  }
+  for (int32_t i = 0; i >= 0; i = symbols[i].next) ids.push_back(symbols[i].id);
+}
+
+}  // namespace llmc::tokenizer

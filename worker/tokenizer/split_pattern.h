@@ -1,0 +1,36 @@
+#ifndef LLMC_WORKER_TOKENIZER_SPLIT_PATTERN_H_
+#define LLMC_WORKER_TOKENIZER_SPLIT_PATTERN_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace llmc::tokenizer {
+
+// A pre-tokenizer regex (the tokenizer.json `Split` pattern), compiled once with PCRE2 (UTF, Unicode
+// properties, JIT) and split "Isolated": every match is a piece, and so is any text between matches.
+// `\s` and `\S` are rewritten to Unicode White_Space, which is what Hugging Face tokenizers match.
+// Thread-safe.
+class SplitPattern {
+ public:
+  static absl::StatusOr<std::unique_ptr<SplitPattern>> Compile(absl::string_view pattern);
+  ~SplitPattern();
+
+  // Appends the pieces of `text` (valid UTF-8) in order; they cover `text` exactly.
+  void Split(absl::string_view text, std::vector<absl::string_view>& pieces) const;
+
+ private:
+  struct Compiled;
+  explicit SplitPattern(std::unique_ptr<Compiled> compiled);
+  std::unique_ptr<Compiled> compiled_;
+};
+
+// The pattern with `\s` / `\S` replaced by explicit White_Space classes (exposed for tests).
+std::string RewriteWhitespaceClasses(absl::string_view pattern);
+
+}  // namespace llmc::tokenizer
+
+#endif  // LLMC_WORKER_TOKENIZER_SPLIT_PATTERN_H_
