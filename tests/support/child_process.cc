@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -99,9 +100,34 @@ CommandResult RunCommand(const std::string& binary, const std::vector<std::strin
   return result;
 }
 
+namespace {
+
+// One folder per test process for logs and scratch files, removed when the process exits unless
+// LLMC_KEEP_TEST_FILES is set (to read the logs of a failure).
+class TestRoot {
+ public:
+  TestRoot() {
+    const char* base = getenv("TMPDIR");
+    path_ = std::string(base && *base ? base : "/tmp") + "/llmc-tests-XXXXXX";
+    if (mkdtemp(path_.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  }
+  ~TestRoot() {
+    if (getenv("LLMC_KEEP_TEST_FILES") == nullptr) {
+      std::error_code ignored;
+      std::filesystem::remove_all(path_, ignored);
+    }
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
 std::string MakeTempDir(const std::string& prefix) {
-  const char* base = getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
+  static TestRoot root;
+  std::string pattern = root.path() + "/" + prefix + "-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   return pattern;
 }

@@ -4,6 +4,24 @@
 #include "common/utf8.h"
 
 namespace llmc::tokenizer {
+namespace {
+
+// Added tokens become their ids; the text between them goes through `encode_plain`.
+template <typename EncodePlainFn>
+void EncodeAroundAddedTokens(const AddedTokenMatcher& matcher, absl::string_view text, std::vector<int32_t>& ids,
+                             EncodePlainFn encode_plain) {
+  std::vector<TextSegment> segments;
+  matcher.Split(text, segments);
+  for (const auto& segment : segments) {
+    if (segment.token_id >= 0) {
+      ids.push_back(segment.token_id);
+    } else {
+      encode_plain(segment.text, ids);
+    }
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text, bool add_special_tokens) const {
   if (const auto bad = FindInvalidUtf8(text)) {
@@ -12,15 +30,9 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text, b
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (add_special_tokens) ids.insert(ids.end(), template_prefix_.begin(), template_prefix_.end());
-  std::vector<TextSegment> segments;
-  raw_added_->Split(text, segments);
-  for (const auto& segment : segments) {
-    if (segment.token_id >= 0) {
-      ids.push_back(segment.token_id);
-    } else {
-      EncodePlain(segment.text, ids);
-    }
-  }
+  EncodeAroundAddedTokens(*raw_added_, text, ids, [this](absl::string_view plain, std::vector<int32_t>& out) {
+    EncodePlain(plain, out);
+  });
   if (add_special_tokens) ids.insert(ids.end(), template_suffix_.begin(), template_suffix_.end());
   return ids;
 }
@@ -31,15 +43,8 @@ void Tokenizer::EncodePlain(absl::string_view text, std::vector<int32_t>& ids) c
     EncodeNormalized(normalized, ids);
     return;
   }
-  std::vector<TextSegment> segments;
-  normalized_added_->Split(normalized, segments);
-  for (const auto& segment : segments) {
-    if (segment.token_id >= 0) {
-      ids.push_back(segment.token_id);
-    } else {
-      EncodeNormalized(segment.text, ids);
-    }
-  }
+  EncodeAroundAddedTokens(*normalized_added_, normalized, ids,
+                          [this](absl::string_view plain, std::vector<int32_t>& out) { EncodeNormalized(plain, out); });
 }
 
 void Tokenizer::EncodeNormalized(absl::string_view text, std::vector<int32_t>& ids) const {
