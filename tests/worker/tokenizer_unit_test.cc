@@ -78,6 +78,24 @@ TEST_CASE("added tokens: leftmost-longest, before the regex, honouring lstrip an
   CHECK(tokenizer->Decode({300, 'a'}, false).value() == "<x>a");
 }
 
+TEST_CASE("post-processor: TemplateProcessing ids wrap the sequence only when asked", "[unit][tokenizer]") {
+  json file = TinyTokenizer({});
+  file["added_tokens"] = json::array({{{"id", 300}, {"content", "<s>"}, {"special", true}},
+                                      {{"id", 301}, {"content", "</s>"}, {"special", true}}});
+  file["post_processor"] = {
+      {"type", "Sequence"},
+      {"processors",
+       json::array({{{"type", "ByteLevel"}},
+                    {{"type", "TemplateProcessing"},
+                     {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                             {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}})},
+                     {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {300}}}}, {"</s>", {{"id", "</s>"}, {"ids", {301}}}}}}}})}};
+  auto tokenizer = Load(file);
+  CHECK(tokenizer->Encode("ab", true).value() == std::vector<int32_t>{300, 'a', 'b', 301});
+  CHECK(tokenizer->Encode("ab", false).value() == std::vector<int32_t>{'a', 'b'});
+}
+
 TEST_CASE("tokenizer.json: unsupported or broken files fail with errors that name the problem", "[unit][tokenizer]") {
   const auto error = [](const json& file) { return std::string(Tokenizer::FromJson(file.dump()).status().message()); };
   json file = TinyTokenizer({});
