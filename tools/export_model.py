@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Exports an llmc model package from a Hugging Face checkpoint folder, or with random weights.
+
+  tools/export_model.py --checkpoint ~/models/Qwen2.5-0.5B-Instruct --out packages/qwen2.5-0.5b --dtype bfloat16
+  tools/export_model.py --random --preset qwen2-0.5b --tokenizer path/to/tokenizer.json --out packages/random
+
+Runs on Debian's python3-torch with no other packages. See docs/model-package.md.
+"""
+import argparse
+import dataclasses
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from llmc_export.config import ExportError, ModelConfig  # noqa: E402
+from llmc_export.package import DTYPES, build_model, write_package  # noqa: E402
+
+PRESETS = {
+    # Qwen2-0.5B's shape: the benchmark model.
+    "qwen2-0.5b": ModelConfig(),
+    # Small enough for tests to export and run in seconds.
+    "tiny": ModelConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4,
+                        num_kv_heads=2, head_dim=32, max_context_length=2048),
+}
+SIZE_FLAGS = ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
+              "head_dim", "max_context_length")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", help="Hugging Face folder with config.json, *.safetensors, tokenizer.json")
+    source.add_argument("--random", action="store_true", help="random weights (tests and benchmarks)")
+    parser.add_argument("--out", required=True, help="package folder to write")
+    parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
+    parser.add_argument("--name", help="model name clients use (default: the output folder's name)")
+    parser.add_argument("--tokenizer", help="tokenizer.json (default: the checkpoint's)")
+    parser.add_argument("--chat-template", help="built-in chat template name (default: by architecture)")
+    parser.add_argument("--preset", default="qwen2-0.5b", choices=sorted(PRESETS), help="shape for --random")
+    parser.add_argument("--seed", type=int, default=0, help="seed for --random")
+    parser.add_argument("--eos-token-id", type=int, action="append", help="EOS ids for --random")
+    for flag in SIZE_FLAGS:
+        parser.add_argument("--" + flag.replace("_", "-"), type=int, help=f"override {flag} for --random")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        if args.checkpoint:
+            config = ModelConfig.from_hf_config(os.path.join(args.checkpoint, "config.json"))
+            tokenizer = args.tokenizer or os.path.join(args.checkpoint, "tokenizer.json")
+            model = build_model(config, checkpoint=args.checkpoint)
+        else:
+            overrides = {flag: getattr(args, flag) for flag in SIZE_FLAGS if getattr(args, flag) is not None}
+            config = dataclasses.replace(PRESETS[args.preset], **overrides)
+            if args.eos_token_id:
+                config.eos_token_ids = tuple(args.eos_token_id)
+            config.validate()
+            tokenizer = args.tokenizer
+            model = build_model(config, seed=args.seed)
+        name = args.name or os.path.basename(os.path.normpath(args.out))
+        write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template)
+    except ExportError as error:
+        print(f"export_model: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out} ({config.architecture}, {config.num_layers} layers, {args.dtype})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

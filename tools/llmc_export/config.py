@@ -1,0 +1,113 @@
+"""Architecture sizes of a Llama-family model, read from a Hugging Face config.json or given directly."""
+import dataclasses
+import json
+import math
+from typing import Optional
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+
+
+class ExportError(Exception):
+    """A checkpoint or request the exporter cannot turn into a package; the message says why."""
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    architecture: str = "qwen2"
+    vocab_size: int = 151936
+    hidden_size: int = 896
+    intermediate_size: int = 4864
+    num_layers: int = 24
+    num_heads: int = 14
+    num_kv_heads: int = 2
+    head_dim: int = 64
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 1000000.0
+    rope_scaling: Optional[dict] = None
+    qkv_bias: bool = True
+    tie_word_embeddings: bool = True
+    max_context_length: int = 32768
+    bos_token_id: Optional[int] = None
+    eos_token_ids: tuple = ()
+
+    def validate(self):
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
+                     "head_dim", "max_context_length"):
+            if getattr(self, name) <= 0:
+                raise ExportError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.num_heads % self.num_kv_heads != 0:
+            raise ExportError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
+        if self.head_dim % 2 != 0:
+            raise ExportError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        if self.rope_scaling is not None:
+            kind = self.rope_scaling.get("rope_type", self.rope_scaling.get("type"))
+            if kind not in ("linear", "llama3", "default"):
+                raise ExportError(f"unsupported rope_scaling type '{kind}' (supported: linear, llama3)")
+        return self
+
+    def inverse_frequencies(self):
+        """RoPE inverse frequencies with the configured scaling applied."""
+        inv_freq = [1.0 / (self.rope_theta ** (i / self.head_dim)) for i in range(0, self.head_dim, 2)]
+        scaling = self.rope_scaling or {}
+        kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind == "linear":
+            inv_freq = [f / float(scaling["factor"]) for f in inv_freq]
+        elif kind == "llama3":
+            factor = float(scaling["factor"])
+            low, high = float(scaling.get("low_freq_factor", 1.0)), float(scaling.get("high_freq_factor", 4.0))
+            original = float(scaling["original_max_position_embeddings"])
+            low_wavelength, high_wavelength = original / low, original / high
+            scaled = []
+            for f in inv_freq:
+                wavelength = 2 * math.pi / f
+                if wavelength < high_wavelength:
+                    scaled.append(f)
+                elif wavelength > low_wavelength:
+                    scaled.append(f / factor)
+                else:
+                    smooth = (original / wavelength - low) / (high - low)
+                    scaled.append((1 - smooth) * f / factor + smooth * f)
+            inv_freq = scaled
+        return inv_freq
+
+    @staticmethod
+    def from_hf_config(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                hf = json.load(f)
+        except FileNotFoundError:
+            raise ExportError(f"{path} not found") from None
+        except ValueError as error:
+            raise ExportError(f"{path} is not JSON ({error})") from None
+        return ModelConfig.from_hf_config_dict(hf)
+
+    @staticmethod
+    def from_hf_config_dict(hf):
+        model_type = hf.get("model_type", "")
+        if model_type not in SUPPORTED_MODEL_TYPES:
+            raise ExportError(f"unsupported architecture '{model_type}' (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+        try:
+            num_heads = int(hf["num_attention_heads"])
+            hidden = int(hf["hidden_size"])
+            eos = hf.get("eos_token_id")
+            config = ModelConfig(
+                architecture=model_type,
+                vocab_size=int(hf["vocab_size"]),
+                hidden_size=hidden,
+                intermediate_size=int(hf["intermediate_size"]),
+                num_layers=int(hf["num_hidden_layers"]),
+                num_heads=num_heads,
+                num_kv_heads=int(hf.get("num_key_value_heads") or num_heads),
+                head_dim=int(hf.get("head_dim") or hidden // num_heads),
+                rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
+                rope_theta=float(hf.get("rope_theta", 10000.0)),
+                rope_scaling=hf.get("rope_scaling"),
+                qkv_bias=model_type == "qwen2" or bool(hf.get("attention_bias", False)),
+                tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+                max_context_length=int(hf.get("max_position_embeddings", 4096)),
+                bos_token_id=hf.get("bos_token_id"),
+                eos_token_ids=tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []),
+            )
+        except KeyError as missing:
+            raise ExportError(f"config.json lacks {missing}") from None
+        return config.validate()

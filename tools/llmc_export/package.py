@@ -1,0 +1,93 @@
+"""Writes an llmc model package: model.pt (TorchScript), tokenizer.json and the llmc-model.json manifest."""
+import json
+import os
+import shutil
+
+import torch
+
+from .config import ExportError, ModelConfig
+from .model import CausalLM, random_weights
+from .safetensors import read_checkpoint
+
+FORMAT = "llmc-model"
+FORMAT_VERSION = 1
+MANIFEST = "llmc-model.json"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def default_chat_template(config: ModelConfig) -> str:
+    if config.architecture == "qwen2":
+        return "chatml"
+    if config.architecture == "mistral":
+        return "mistral"
+    return "llama3" if config.vocab_size >= 128000 else "llama2"
+
+
+def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str) -> dict:
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "name": name,
+        "architecture": config.architecture,
+        "dtype": dtype,
+        "vocab_size": config.vocab_size,
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_layers": config.num_layers,
+        "num_heads": config.num_heads,
+        "num_kv_heads": config.num_kv_heads,
+        "head_dim": config.head_dim,
+        "max_context_length": config.max_context_length,
+        "rms_norm_eps": config.rms_norm_eps,
+        "rope_theta": config.rope_theta,
+        "tie_word_embeddings": config.tie_word_embeddings,
+        "bos_token_id": config.bos_token_id,
+        "eos_token_ids": list(config.eos_token_ids),
+        "chat_template": chat_template,
+    }
+
+
+def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> CausalLM:
+    """The network with weights from a checkpoint folder, or random ones from `seed`."""
+    model = CausalLM(config)
+    if checkpoint is None:
+        random_weights(model, seed)
+        return model
+    tensors = read_checkpoint(checkpoint)
+    if config.tie_word_embeddings:
+        tensors.pop("lm_head.weight", None)
+    expected = dict(model.named_parameters())
+    missing = sorted(name for name in expected if name not in tensors)
+    if missing:
+        raise ExportError(f"checkpoint is missing tensors: {', '.join(missing[:8])}"
+                          + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
+    for name, parameter in expected.items():
+        if tuple(tensors[name].shape) != tuple(parameter.shape):
+            raise ExportError(f"tensor {name} has shape {tuple(tensors[name].shape)}, config implies "
+                              f"{tuple(parameter.shape)}")
+    unexpected = sorted(name for name in tensors if name not in expected and not name.endswith("rotary_emb.inv_freq"))
+    if unexpected:
+        raise ExportError(f"checkpoint has tensors this architecture does not use: {', '.join(unexpected[:8])}")
+    with torch.no_grad():
+        for name, parameter in expected.items():
+            parameter.copy_(tensors[name].to(torch.float32))
+    return model
+
+
+def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str, dtype: str,
+                  tokenizer_path: str, chat_template: str = None) -> str:
+    if dtype not in DTYPES:
+        raise ExportError(f"unsupported dtype '{dtype}' (supported: {', '.join(DTYPES)})")
+    if tokenizer_path is None or not os.path.exists(tokenizer_path):
+        raise ExportError(f"tokenizer.json not found at {tokenizer_path}")
+    os.makedirs(out_dir, exist_ok=True)
+    model = model.to(DTYPES[dtype]).eval()
+    model.inv_freq = model.inv_freq.float()  # rotary angles stay in float32 whatever the weights' dtype
+    scripted = torch.jit.script(model)
+    scripted.save(os.path.join(out_dir, "model.pt"))
+    shutil.copyfile(tokenizer_path, os.path.join(out_dir, "tokenizer.json"))
+    manifest = manifest_for(config, name, dtype, chat_template or default_chat_template(config))
+    with open(os.path.join(out_dir, MANIFEST), "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return out_dir
