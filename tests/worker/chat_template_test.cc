@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "worker/tokenizer/chat_template.h"
+
+#include <catch2/catch.hpp>
 
 namespace llmc::tokenizer {
 namespace {

@@ -1,6 +1,6 @@
-#include <catch2/catch.hpp>
-
 #include "worker/tokenizer/stop_string_matcher.h"
+
+#include <catch2/catch.hpp>
 
 namespace llmc::tokenizer {
 namespace {
@@ -31,8 +31,7 @@ TEST_CASE("stop strings: the output is the text before the stop at every split p
   const std::vector<std::string> stops = {"\n###", "STOP"};
   for (size_t first = 0; first <= text.size(); ++first) {
     for (size_t second = first; second <= text.size(); second += 3) {
-      const auto out =
-          Stream({text.substr(0, first), text.substr(first, second - first), text.substr(second)}, stops);
+      const auto out = Stream({text.substr(0, first), text.substr(first, second - first), text.substr(second)}, stops);
       INFO("split at " << first << " and " << second);
       CHECK(out.text == "The answer is 42.");
       CHECK(out.stopped);

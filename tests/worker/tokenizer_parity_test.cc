@@ -1,9 +1,8 @@
 // The C++ tokenizer against the JavaScript reference encoders of the real Qwen3 and Llama-3 vocabularies.
 #include <utf8proc.h>
 
-#include <cstdlib>
-
 #include <catch2/catch.hpp>
+#include <cstdlib>
 
 #include "common/utf8.h"
 #include "tests/support/tokenizer_files.h"
@@ -125,8 +124,7 @@ TEST_CASE("tokenizer: special tokens, BOS templates, counting and decoding error
   CHECK(qwen.Encode("Hello", true).value() == qwen.Encode("Hello", false).value());
 }
 
-TEST_CASE("incremental detokenizer: a character split over byte tokens is released whole",
-          "[integration][tokenizer]") {
+TEST_CASE("incremental detokenizer: a character split over byte tokens is released whole", "[integration][tokenizer]") {
   const auto& qwen = RealTokenizer("qwen3");
   // "😀" is F0 9F 98 80: spell it with the four single-byte tokens.
   tokenizer::IncrementalDetokenizer detokenizer(qwen);

@@ -24,12 +24,12 @@ json TinyTokenizer(const std::vector<std::pair<std::string, std::string>>& merge
     if (!vocab.contains(merged)) vocab[merged] = next_id++;
     merge_list.push_back(json::array({alphabet.FromBytes(left), alphabet.FromBytes(right)}));
   }
-  return json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
-              {"normalizer", nullptr},
-              {"pre_tokenizer",
-               {{"type", "Split"}, {"pattern", {{"Regex", " ?[a-z]+|\\s+|."}}}, {"behavior", "Isolated"}}},
-              {"decoder", {{"type", "ByteLevel"}}},
-              {"added_tokens", json::array()}};
+  return json{
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merge_list}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", " ?[a-z]+|\\s+|."}}}, {"behavior", "Isolated"}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"added_tokens", json::array()}};
 }
 
 std::unique_ptr<Tokenizer> Load(const json& file) {
@@ -80,8 +80,8 @@ TEST_CASE("added tokens: leftmost-longest, before the regex, honouring lstrip an
 
 TEST_CASE("post-processor: TemplateProcessing ids wrap the sequence only when asked", "[unit][tokenizer]") {
   json file = TinyTokenizer({});
-  file["added_tokens"] = json::array({{{"id", 300}, {"content", "<s>"}, {"special", true}},
-                                      {{"id", 301}, {"content", "</s>"}, {"special", true}}});
+  file["added_tokens"] = json::array(
+      {{{"id", 300}, {"content", "<s>"}, {"special", true}}, {{"id", 301}, {"content", "</s>"}, {"special", true}}});
   file["post_processor"] = {
       {"type", "Sequence"},
       {"processors",
@@ -90,7 +90,8 @@ TEST_CASE("post-processor: TemplateProcessing ids wrap the sequence only when as
                      {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
                                              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
                                              {{"SpecialToken", {{"id", "</s>"}, {"type_id", 0}}}}})},
-                     {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {300}}}}, {"</s>", {{"id", "</s>"}, {"ids", {301}}}}}}}})}};
+                     {"special_tokens",
+                      {{"<s>", {{"id", "<s>"}, {"ids", {300}}}}, {"</s>", {{"id", "</s>"}, {"ids", {301}}}}}}}})}};
   auto tokenizer = Load(file);
   CHECK(tokenizer->Encode("ab", true).value() == std::vector<int32_t>{300, 'a', 'b', 301});
   CHECK(tokenizer->Encode("ab", false).value() == std::vector<int32_t>{'a', 'b'});
@@ -121,8 +122,9 @@ TEST_CASE("tokenizer.json: unsupported or broken files fail with errors that nam
 }
 
 TEST_CASE("split pattern: \\s means Unicode White_Space, in and out of classes", "[unit][tokenizer]") {
-  CHECK(RewriteWhitespaceClasses("a\\sb") == "a[\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
-                                             "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]b");
+  CHECK(RewriteWhitespaceClasses("a\\sb") ==
+        "a[\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}"
+        "\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]b");
   CHECK(RewriteWhitespaceClasses("[^\\s\\p{L}]").rfind("[^\\t\\n", 0) == 0);
   CHECK(RewriteWhitespaceClasses("\\\\s") == "\\\\s");  // an escaped backslash followed by 's'
   auto pattern = SplitPattern::Compile("\\s+|\\S+");

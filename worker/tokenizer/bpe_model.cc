@@ -75,9 +75,9 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     const int32_t id = id_json.get<int32_t>();
     std::optional<std::string> bytes = alphabet.ToBytes(token);
     if (!bytes) {
-      return absl::UnimplementedError(
-          absl::StrCat("vocab token '", token, "' is not written in the byte-level alphabet; only byte-level BPE "
-                                               "tokenizers are supported"));
+      return absl::UnimplementedError(absl::StrCat("vocab token '", token,
+                                                   "' is not written in the byte-level alphabet; only byte-level BPE "
+                                                   "tokenizers are supported"));
     }
     if (static_cast<size_t>(id) >= result->id_to_bytes_.size()) result->id_to_bytes_.resize(id + 1);
     result->id_to_bytes_[id] = *bytes;

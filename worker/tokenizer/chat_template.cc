@@ -156,7 +156,7 @@ class RawTemplate final : public ChatTemplate {
 
 const std::array<std::unique_ptr<ChatTemplate>, 6>& Templates() {
   static const auto* const templates = new std::array<std::unique_ptr<ChatTemplate>, 6>{
-      std::make_unique<ChatMlTemplate>(), std::make_unique<Llama3Template>(),  std::make_unique<Llama2Template>(),
+      std::make_unique<ChatMlTemplate>(),  std::make_unique<Llama3Template>(), std::make_unique<Llama2Template>(),
       std::make_unique<MistralTemplate>(), std::make_unique<VicunaTemplate>(), std::make_unique<RawTemplate>()};
   return *templates;
 }

@@ -22,8 +22,7 @@ class ChatTemplate {
  public:
   virtual ~ChatTemplate() = default;
   virtual absl::string_view name() const = 0;
-  virtual absl::StatusOr<std::string> Render(absl::Span<const ChatTurn> messages,
-                                             bool add_generation_prompt) const = 0;
+  virtual absl::StatusOr<std::string> Render(absl::Span<const ChatTurn> messages, bool add_generation_prompt) const = 0;
 };
 
 // "chatml" (Qwen), "llama3", "llama2", "mistral", "vicuna" or "raw"; NOT_FOUND names the known ones.

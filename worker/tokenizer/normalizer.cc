@@ -64,9 +64,8 @@ std::string Normalizer::Apply(absl::string_view text) const {
         break;
     }
     utf8proc_uint8_t* output = nullptr;
-    const utf8proc_ssize_t length =
-        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(current.data()), current.size(), &output,
-                     static_cast<utf8proc_option_t>(options));
+    const utf8proc_ssize_t length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(current.data()),
+                                                 current.size(), &output, static_cast<utf8proc_option_t>(options));
     // utf8proc fails only on invalid UTF-8, which callers have already refused; keep the text as it is.
     if (length >= 0) current.assign(reinterpret_cast<const char*>(output), length);
     std::free(output);

@@ -93,8 +93,8 @@ void SplitPattern::Split(absl::string_view text, std::vector<absl::string_view>&
   size_t emitted = 0;
   while (offset < text.size()) {
     // The caller has validated the UTF-8, so PCRE2 need not check it again on every call.
-    const int rc = pcre2_match(compiled_->code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK,
-                               scratch.match_data, scratch.context);
+    const int rc = pcre2_match(compiled_->code, subject, text.size(), offset, PCRE2_NO_UTF_CHECK, scratch.match_data,
+                               scratch.context);
     if (rc < 0) break;  // no further match (or a resource limit): the rest is one piece
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.match_data);
     const size_t start = ovector[0], end = ovector[1];

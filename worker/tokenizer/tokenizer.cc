@@ -30,9 +30,8 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text, b
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (add_special_tokens) ids.insert(ids.end(), template_prefix_.begin(), template_prefix_.end());
-  EncodeAroundAddedTokens(*raw_added_, text, ids, [this](absl::string_view plain, std::vector<int32_t>& out) {
-    EncodePlain(plain, out);
-  });
+  EncodeAroundAddedTokens(*raw_added_, text, ids,
+                          [this](absl::string_view plain, std::vector<int32_t>& out) { EncodePlain(plain, out); });
   if (add_special_tokens) ids.insert(ids.end(), template_suffix_.begin(), template_suffix_.end());
   return ids;
 }

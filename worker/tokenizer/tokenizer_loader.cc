@@ -139,8 +139,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
     }
     tokenizer->add_prefix_space_ = plan.add_prefix_space;
     RETURN_IF_ERROR(CheckDecoder(root.value("decoder", json())));
-    RETURN_IF_ERROR(
-        ReadPostProcessor(root.value("post_processor", json()), tokenizer->template_prefix_, tokenizer->template_suffix_));
+    RETURN_IF_ERROR(ReadPostProcessor(root.value("post_processor", json()), tokenizer->template_prefix_,
+                                      tokenizer->template_suffix_));
 
     std::vector<AddedToken> raw, normalized;
     for (const auto& entry : root.value("added_tokens", json::array())) {

@@ -1,0 +1,124 @@
+// The C++ CPU kernels of llmc::paged_attention / llmc::write_kv_cache against a plain ATen reference.
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "worker/model/paged_attention_ops.h"
+
+namespace llmc::model {
+namespace {
+
+// The same computation as tools/llmc_export/ops.py: gather each sequence's context, causal softmax.
+at::Tensor ReferenceAttention(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
+                              const at::Tensor& block_tables, const at::Tensor& seq_lens, const at::Tensor& starts,
+                              double scale) {
+  const int64_t heads = query.size(1), block_size = key_cache.size(1), kv_heads = key_cache.size(2);
+  const int64_t dim = query.size(2);
+  at::Tensor out = at::zeros_like(query, at::kFloat);
+  for (int64_t s = 0; s < seq_lens.size(0); ++s) {
+    const int64_t begin = starts[s].item<int64_t>(), end = starts[s + 1].item<int64_t>();
+    const int64_t context = seq_lens[s].item<int64_t>(), n = end - begin;
+    if (n == 0) continue;
+    const at::Tensor blocks = block_tables[s].narrow(0, 0, (context + block_size - 1) / block_size).to(at::kLong);
+    at::Tensor keys =
+        key_cache.index_select(0, blocks).reshape({-1, kv_heads, dim}).narrow(0, 0, context).to(at::kFloat);
+    at::Tensor values =
+        value_cache.index_select(0, blocks).reshape({-1, kv_heads, dim}).narrow(0, 0, context).to(at::kFloat);
+    keys = keys.repeat_interleave(heads / kv_heads, 1);
+    values = values.repeat_interleave(heads / kv_heads, 1);
+    const at::Tensor q = query.narrow(0, begin, n).to(at::kFloat);
+    at::Tensor scores = at::einsum("qhd,khd->hqk", {q, keys}) * scale;
+    const at::Tensor query_positions = at::arange(context - n, context).unsqueeze(1);
+    const at::Tensor key_positions = at::arange(context).unsqueeze(0);
+    scores = scores.masked_fill(key_positions > query_positions, -std::numeric_limits<float>::infinity());
+    out.narrow(0, begin, n).copy_(at::einsum("hqk,khd->qhd", {at::softmax(scores, -1), values}));
+  }
+  return out;
+}
+
+struct Case {
+  int64_t heads, kv_heads, head_dim, block_size;
+};
+
+TEST_CASE("paged attention CPU kernel equals the reference on random shapes", "[unit][paged_attention]") {
+  std::mt19937 random(42);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const Case c :
+         {Case{4, 4, 64, 16}, Case{8, 4, 128, 32}, Case{14, 2, 64, 16}, Case{7, 1, 128, 32}, Case{2, 1, 64, 32}}) {
+      at::manual_seed(c.heads * 1000 + c.head_dim + c.block_size);
+      const int64_t num_blocks = 40;
+      const auto options = at::TensorOptions().dtype(dtype);
+      const at::Tensor key_cache = at::randn({num_blocks, c.block_size, c.kv_heads, c.head_dim}, options);
+      const at::Tensor value_cache = at::randn({num_blocks, c.block_size, c.kv_heads, c.head_dim}, options);
+      // Mixed batch: a long prefill chunk, decode rows, a chunk continuing a cached prefix, a one-token prompt.
+      const std::vector<std::pair<int64_t, int64_t>> sequences = {{37, 37}, {70, 1}, {5, 1}, {50, 18}, {1, 1}};
+      std::vector<int32_t> lengths, starts = {0};
+      std::vector<int32_t> all_blocks(num_blocks);
+      std::iota(all_blocks.begin(), all_blocks.end(), 0);
+      std::shuffle(all_blocks.begin(), all_blocks.end(), random);
+      const int64_t width = (70 + c.block_size - 1) / c.block_size;
+      at::Tensor tables = at::zeros({static_cast<int64_t>(sequences.size()), width}, at::kInt);
+      size_t next_block = 0;
+      for (size_t s = 0; s < sequences.size(); ++s) {
+        const auto [context, rows] = sequences[s];
+        lengths.push_back(static_cast<int32_t>(context));
+        starts.push_back(starts.back() + static_cast<int32_t>(rows));
+        for (int64_t b = 0; b < (context + c.block_size - 1) / c.block_size; ++b) {
+          tables[s][b] = all_blocks[next_block++];
+        }
+      }
+      const at::Tensor seq_lens = at::tensor(lengths, at::kInt), query_starts = at::tensor(starts, at::kInt);
+      const at::Tensor query = at::randn({starts.back(), c.heads, c.head_dim}, options);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+      const at::Tensor ours = PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens, query_starts, scale);
+      const at::Tensor expected =
+          ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts, scale);
+      const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
+      INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
+                    << c.block_size << " max difference " << difference);
+      CHECK(ours.scalar_type() == dtype);
+      // bfloat16 output is rounded to 8 mantissa bits; values are weighted means of N(0,1) samples.
+      CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+    }
+  }
+}
+
+TEST_CASE("write_kv_cache stores rows in their slots and refuses slots outside the cache", "[unit][paged_attention]") {
+  at::Tensor key_cache = at::zeros({4, 16, 2, 8}), value_cache = at::zeros({4, 16, 2, 8});
+  const at::Tensor key = at::randn({3, 2, 8}), value = at::randn({3, 2, 8});
+  WriteKvCacheCpu(key, value, key_cache, value_cache, at::tensor({5, 16 * 3 + 15, 0}, at::kLong));
+  CHECK(at::equal(key_cache[0][5], key[0]));
+  CHECK(at::equal(key_cache[3][15], key[1]));
+  CHECK(at::equal(value_cache[0][0], value[2]));
+  CHECK(key_cache.abs().sum().item<float>() == Approx((key.abs().sum()).item<float>()));
+  CHECK_THROWS_WITH(WriteKvCacheCpu(key, value, key_cache, value_cache, at::tensor({0, 1, 64}, at::kLong)),
+                    Catch::Contains("slot outside the cache"));
+  CHECK_THROWS_WITH(WriteKvCacheCpu(key, value, key_cache, value_cache, at::tensor({0, 1}, at::kLong)),
+                    Catch::Contains("one slot per token"));
+}
+
+TEST_CASE("the operators are registered with the dispatcher under llmc::", "[unit][paged_attention]") {
+  EnsurePagedAttentionOpsRegistered();
+  const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("llmc::paged_attention", "");
+  CHECK(handle.schema().arguments().size() == 7);
+  CHECK(c10::Dispatcher::singleton().findSchema({"llmc::write_kv_cache", ""}).has_value());
+}
+
+TEST_CASE("paged attention rejects inconsistent inputs with a message", "[unit][paged_attention]") {
+  const at::Tensor cache = at::zeros({2, 16, 2, 8});
+  const at::Tensor query = at::zeros({2, 4, 8});
+  const at::Tensor tables = at::zeros({1, 1}, at::kInt);
+  CHECK_THROWS_WITH(
+      PagedAttentionCpu(query, cache, cache, tables, at::tensor({20}, at::kInt), at::tensor({0, 2}, at::kInt), 1.0),
+      Catch::Contains("block table too short"));
+  CHECK_THROWS_WITH(PagedAttentionCpu(query, cache, cache, at::full({1, 1}, 9, at::kInt), at::tensor({2}, at::kInt),
+                                      at::tensor({0, 2}, at::kInt), 1.0),
+                    Catch::Contains("block id outside the cache"));
+  CHECK_THROWS_WITH(PagedAttentionCpu(at::zeros({2, 3, 8}), cache, cache, tables, at::tensor({2}, at::kInt),
+                                      at::tensor({0, 2}, at::kInt), 1.0),
+                    Catch::Contains("multiple of kv_heads"));
+}
+
+}  // namespace
+}  // namespace llmc::model

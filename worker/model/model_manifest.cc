@@ -1,0 +1,94 @@
+#include "worker/model/model_manifest.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace llmc::model {
+namespace {
+
+using nlohmann::json;
+
+absl::Status Missing(const std::string& path, const char* field, const char* what) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": '", field, "' must be ", what));
+}
+
+absl::Status ReadPositive(const json& root, const std::string& path, const char* field, int64_t* out) {
+  const auto it = root.find(field);
+  if (it == root.end() || !it->is_number_integer() || it->get<int64_t>() <= 0) {
+    return Missing(path, field, "a positive integer");
+  }
+  *out = it->get<int64_t>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(const json& root, const std::string& path, const char* field, std::string* out) {
+  const auto it = root.find(field);
+  if (it == root.end() || !it->is_string() || it->get<std::string>().empty()) {
+    return Missing(path, field, "a non-empty string");
+  }
+  *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) {
+  const std::string path = absl::StrCat(package_dir, "/", kManifestFile);
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("model package has no manifest: ", path));
+  json root;
+  try {
+    root = json::parse(in);
+  } catch (const json::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON: ", error.what()));
+  }
+  if (!root.is_object() || root.value("format", "") != "llmc-model") {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": not an llmc model manifest"));
+  }
+  const int version = root.value("format_version", 0);
+  if (version != kManifestFormatVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(path, ": package format version ", version,
+                                                      " is not supported (this llmc reads version ",
+                                                      kManifestFormatVersion, "); export the model again"));
+  }
+  ModelManifest manifest;
+  absl::Status status = ReadString(root, path, "name", &manifest.name);
+  if (status.ok()) status = ReadString(root, path, "architecture", &manifest.architecture);
+  if (status.ok()) status = ReadString(root, path, "dtype", &manifest.dtype);
+  if (status.ok()) status = ReadString(root, path, "chat_template", &manifest.chat_template);
+  for (auto [field, target] : {std::pair{"vocab_size", &manifest.vocab_size},
+                               {"hidden_size", &manifest.hidden_size},
+                               {"intermediate_size", &manifest.intermediate_size},
+                               {"num_layers", &manifest.num_layers},
+                               {"num_heads", &manifest.num_heads},
+                               {"num_kv_heads", &manifest.num_kv_heads},
+                               {"head_dim", &manifest.head_dim},
+                               {"max_context_length", &manifest.max_context_length}}) {
+    if (status.ok()) status = ReadPositive(root, path, field, target);
+  }
+  if (!status.ok()) return status;
+  if (manifest.dtype != "float32" && manifest.dtype != "bfloat16") {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": unsupported dtype '", manifest.dtype, "'"));
+  }
+  if (manifest.num_heads % manifest.num_kv_heads != 0) {
+    return Missing(path, "num_heads", "a multiple of num_kv_heads");
+  }
+  manifest.rms_norm_eps = root.value("rms_norm_eps", 1e-6);
+  manifest.rope_theta = root.value("rope_theta", 10000.0);
+  manifest.tie_word_embeddings = root.value("tie_word_embeddings", false);
+  if (root.contains("bos_token_id") && root["bos_token_id"].is_number_integer()) {
+    manifest.bos_token_id = root["bos_token_id"].get<int32_t>();
+  }
+  if (root.contains("eos_token_ids")) {
+    if (!root["eos_token_ids"].is_array()) return Missing(path, "eos_token_ids", "a list of token ids");
+    for (const auto& id : root["eos_token_ids"]) {
+      if (!id.is_number_integer()) return Missing(path, "eos_token_ids", "a list of token ids");
+      manifest.eos_token_ids.push_back(id.get<int32_t>());
+    }
+  }
+  return manifest;
+}
+
+}  // namespace llmc::model

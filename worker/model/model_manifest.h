@@ -1,0 +1,43 @@
+#ifndef LLMC_WORKER_MODEL_MODEL_MANIFEST_H_
+#define LLMC_WORKER_MODEL_MODEL_MANIFEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace llmc::model {
+
+inline constexpr char kManifestFile[] = "llmc-model.json";
+inline constexpr int kManifestFormatVersion = 1;
+
+// llmc-model.json (docs/model-package.md).
+struct ModelManifest {
+  std::string name;
+  std::string architecture;
+  std::string dtype;  // "float32" or "bfloat16"
+  std::string chat_template;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_context_length = 0;
+  double rms_norm_eps = 0;
+  double rope_theta = 0;
+  bool tie_word_embeddings = false;
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;
+};
+
+// Reads and validates `<package_dir>/llmc-model.json`: NOT_FOUND when missing, FAILED_PRECONDITION for
+// another format or version, INVALID_ARGUMENT naming the field for anything malformed.
+absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir);
+
+}  // namespace llmc::model
+
+#endif  // LLMC_WORKER_MODEL_MODEL_MANIFEST_H_

@@ -1,0 +1,22 @@
+#ifndef LLMC_WORKER_MODEL_PAGED_ATTENTION_OPS_H_
+#define LLMC_WORKER_MODEL_PAGED_ATTENTION_OPS_H_
+
+#include <ATen/ATen.h>
+
+namespace llmc::model {
+
+// The llmc:: operators that model packages call (schemas in tools/llmc_export/ops.py, documented in
+// docs/model-package.md). Registration happens when this file's object is linked in; calling
+// EnsurePagedAttentionOpsRegistered() from the loader guarantees that.
+bool EnsurePagedAttentionOpsRegistered();
+
+// CPU kernels, also callable directly (tests, benchmarks).
+void WriteKvCacheCpu(const at::Tensor& key, const at::Tensor& value, at::Tensor& key_cache, at::Tensor& value_cache,
+                     const at::Tensor& slot_mapping);
+at::Tensor PagedAttentionCpu(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
+                             const at::Tensor& block_tables, const at::Tensor& seq_lens,
+                             const at::Tensor& query_start_locs, double scale);
+
+}  // namespace llmc::model
+
+#endif  // LLMC_WORKER_MODEL_PAGED_ATTENTION_OPS_H_
