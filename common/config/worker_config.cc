@@ -1,15 +1,43 @@
 #include "common/config/worker_config.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/config/validation.h"
 #include "common/status_macros.h"
 
 namespace llmc::config {
+namespace {
+
+absl::Status ValidateAtLeast(absl::string_view key, uint64_t value, uint64_t minimum) {
+  if (value >= minimum) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(key, " must be at least ", minimum, ", got ", value));
+}
+
+}  // namespace
 
 absl::Status WorkerConfig::Validate() const {
+  if (!dtype.empty()) RETURN_IF_ERROR(ValidateOneOf("dtype", dtype, {"float32", "bfloat16"}));
+  if (kv_cache_memory_fraction <= 0 || kv_cache_memory_fraction > 0.95) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_cache_memory_fraction must be in (0, 0.95], got ", kv_cache_memory_fraction));
+  }
+  if (block_size != 8 && block_size != 16 && block_size != 32) {
+    return absl::InvalidArgumentError(absl::StrCat("block_size must be 8, 16 or 32, got ", block_size));
+  }
+  RETURN_IF_ERROR(ValidateAtLeast("max_num_batched_tokens", max_num_batched_tokens, 16));
+  RETURN_IF_ERROR(ValidateAtLeast("max_running", max_running, 1));
+  RETURN_IF_ERROR(ValidateAtLeast("max_waiting", max_waiting, 1));
+  if (max_running > max_num_batched_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("max_running (", max_running,
+                                                   ") must not exceed max_num_batched_tokens (",
+                                                   max_num_batched_tokens, "): every running sequence needs a token"));
+  }
+  if (request_timeout < absl::ZeroDuration()) return absl::InvalidArgumentError("request_timeout must not be negative");
   RETURN_IF_ERROR(ValidateListenAddress("listen_address", listen_address));
   if (!advertised_address.empty()) RETURN_IF_ERROR(ValidateDialAddress("advertised_address", advertised_address));
-  RETURN_IF_ERROR(ValidateDialAddress("controller_address", controller_address));
+  if (!controller_address.empty()) RETURN_IF_ERROR(ValidateDialAddress("controller_address", controller_address));
   RETURN_IF_ERROR(ValidateListenAddress("metrics_address", metrics_address, /*allow_empty=*/true));
+  RETURN_IF_ERROR(ValidatePositive("heartbeat_interval", heartbeat_interval));
+  RETURN_IF_ERROR(ValidatePositive("drain_grace_period", drain_grace_period));
   return ValidateLogLevel("log_level", log_level);
 }
 

@@ -1,28 +1,66 @@
 #ifndef LLMC_COMMON_CONFIG_WORKER_CONFIG_H_
 #define LLMC_COMMON_CONFIG_WORKER_CONFIG_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace llmc::config {
 
-// The `worker:` section. The engine settings arrive with the worker itself; this is its network identity.
+// The `worker:` section: the model, the engine's limits and the worker's network identity.
 struct WorkerConfig {
+  // Model
+  std::string model_path;  // a model package folder (docs/model-package.md)
+  std::string model_name;  // empty: the manifest's name
+  std::string device = "auto";
+  std::string dtype;  // empty: the package's
+  uint32_t max_model_len = 0;  // 0: the manifest's max_context_length
+
+  // Engine
+  uint64_t kv_cache_bytes = 0;  // 0: use kv_cache_memory_fraction
+  double kv_cache_memory_fraction = 0.3;
+  uint32_t block_size = 16;
+  uint32_t max_num_batched_tokens = 512;  // token budget of one step (decode tokens + prefill chunks)
+  uint32_t max_running = 32;              // sequences in the continuous batch
+  uint32_t max_waiting = 256;             // queued requests before RESOURCE_EXHAUSTED
+  uint32_t num_threads = 0;               // intra-op threads for CPU kernels; 0 keeps libtorch's default
+  absl::Duration request_timeout = absl::ZeroDuration();  // 0: no deadline beyond the caller's
+
+  // Network
   std::string listen_address = "0.0.0.0:21002";
   std::string advertised_address;  // empty: derived from listen_address
   std::string controller_address = "127.0.0.1:21001";
   std::string worker_id;  // empty: hostname and pid
   std::string metrics_address = "0.0.0.0:21082";
+  absl::Duration heartbeat_interval = absl::Seconds(2);  // until the controller says otherwise
+  absl::Duration drain_grace_period = absl::Seconds(30);
   std::string log_level = "info";
 
   template <typename Visitor>
   void VisitFields(Visitor& v) {
-    v("listen_address", listen_address, "host:port of the Worker gRPC server");
+    v("model_path", model_path, "model package folder (llmc-model.json, model.pt, tokenizer.json)");
+    v("model_name", model_name, "name clients pass as `model`; empty uses the manifest's");
+    v("device", device, "auto (CUDA when available), cpu, cuda or cuda:N");
+    v("dtype", dtype, "float32 or bfloat16; empty uses the package's");
+    v("max_model_len", max_model_len, "context length limit (prompt + completion); 0 uses the manifest's");
+    v("kv_cache_bytes", kv_cache_bytes, "KV cache budget in bytes; 0 uses kv_cache_memory_fraction");
+    v("kv_cache_memory_fraction", kv_cache_memory_fraction,
+      "KV cache budget as a fraction of free device memory (of available RAM on CPU), when kv_cache_bytes is 0");
+    v("block_size", block_size, "tokens per KV cache block");
+    v("max_num_batched_tokens", max_num_batched_tokens, "token budget of one engine step (chunked prefill size)");
+    v("max_running", max_running, "sequences run at once in the continuous batch");
+    v("max_waiting", max_waiting, "requests queued before new ones get RESOURCE_EXHAUSTED");
+    v("num_threads", num_threads, "intra-op CPU threads; 0 keeps libtorch's default");
+    v("request_timeout", request_timeout, "deadline for one request; 0 means only the caller's deadline");
+    v("listen_address", listen_address, "host:port of the Worker gRPC server (port 0 picks a free one)");
     v("advertised_address", advertised_address, "host:port gateways dial; empty derives it from listen_address");
-    v("controller_address", controller_address, "host:port of the controller");
+    v("controller_address", controller_address, "host:port of the controller; empty runs without one");
     v("worker_id", worker_id, "unique id in the cluster; empty uses hostname and pid");
     v("metrics_address", metrics_address, "host:port of the HTTP /metrics endpoint; empty disables it");
+    v("heartbeat_interval", heartbeat_interval, "heartbeat period until the controller names its own");
+    v("drain_grace_period", drain_grace_period, "on SIGTERM, how long in-flight streams may run before abort");
     v("log_level", log_level, "debug, info, warning or error");
   }
 

@@ -32,9 +32,10 @@ void CheckInputs(const at::Tensor& query, const at::Tensor& key_cache, const at:
 // One (query row, head) at a time: scores over the row's causal context, softmax, weighted values.
 template <typename scalar_t>
 void AttendRows(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
-                const at::Tensor& block_tables, const std::vector<int32_t>& row_sequence,
-                const std::vector<int32_t>& row_position, float scale, at::Tensor& out) {
-  const int64_t num_tokens = query.size(0), num_heads = query.size(1), head_dim = query.size(2);
+                const at::Tensor& block_tables, const std::vector<int32_t>& rows,
+                const std::vector<int32_t>& row_sequence, const std::vector<int32_t>& row_position, float scale,
+                at::Tensor& out) {
+  const int64_t num_rows = static_cast<int64_t>(rows.size()), num_heads = query.size(1), head_dim = query.size(2);
   const int64_t block_size = key_cache.size(1), num_kv_heads = key_cache.size(2);
   const int64_t group = num_heads / num_kv_heads;
   const int64_t max_blocks = block_tables.size(1);
@@ -44,10 +45,10 @@ void AttendRows(const at::Tensor& query, const at::Tensor& key_cache, const at::
   const int32_t* tables = block_tables.data_ptr<int32_t>();
   scalar_t* out_data = out.data_ptr<scalar_t>();
   const int64_t token_stride = block_size * num_kv_heads * head_dim;  // one block
-  at::parallel_for(0, num_tokens * num_heads, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, num_rows * num_heads, 1, [&](int64_t begin, int64_t end) {
     std::vector<float> q(head_dim), accumulator(head_dim), scores;
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t row = item / num_heads, head = item % num_heads, kv_head = head / group;
+      const int64_t row = rows[item / num_heads], head = item % num_heads, kv_head = head / group;
       const int32_t sequence = row_sequence[row];
       const int64_t context = row_position[row] + 1;
       const scalar_t* q_row = q_data + (row * num_heads + head) * head_dim;
@@ -82,6 +83,41 @@ void AttendRows(const at::Tensor& query, const at::Tensor& key_cache, const at::
     }
   });
 }
+
+// A sequence with many query rows (a prefill chunk) as two batched matrix products in float32, so BLAS
+// does the heavy lifting; grouped-query heads share their KV head's matrices.
+void AttendChunk(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
+                 const at::Tensor& block_table, int64_t first_row, int64_t num_rows, int64_t context, double scale,
+                 at::Tensor& out) {
+  const int64_t num_heads = query.size(1), head_dim = query.size(2);
+  const int64_t block_size = key_cache.size(1), num_kv_heads = key_cache.size(2), group = num_heads / num_kv_heads;
+  const at::Tensor blocks = block_table.narrow(0, 0, (context + block_size - 1) / block_size).to(at::kLong);
+  const auto gather = [&](const at::Tensor& cache) {  // [kv_heads, context, head_dim]
+    return cache.index_select(0, blocks)
+        .reshape({-1, num_kv_heads, head_dim})
+        .narrow(0, 0, context)
+        .to(at::kFloat)
+        .permute({1, 0, 2});
+  };
+  const at::Tensor keys = gather(key_cache), values = gather(value_cache);
+  const at::Tensor q = query.narrow(0, first_row, num_rows)
+                           .to(at::kFloat)
+                           .reshape({num_rows, num_kv_heads, group, head_dim})
+                           .permute({1, 2, 0, 3})
+                           .reshape({num_kv_heads, group * num_rows, head_dim});
+  at::Tensor scores = at::matmul(q, keys.transpose(1, 2)).mul_(scale);  // [kv_heads, group * rows, context]
+  const at::Tensor query_positions = at::arange(context - num_rows, context).repeat({group}).unsqueeze(1);
+  const at::Tensor key_positions = at::arange(context).unsqueeze(0);
+  scores.masked_fill_(key_positions > query_positions, -std::numeric_limits<float>::infinity());
+  const at::Tensor attended = at::matmul(at::softmax(scores, -1), values)  // [kv_heads, group * rows, head_dim]
+                                  .reshape({num_kv_heads, group, num_rows, head_dim})
+                                  .permute({2, 0, 1, 3})
+                                  .reshape({num_rows, num_heads, head_dim});
+  out.narrow(0, first_row, num_rows).copy_(attended);
+}
+
+// Chunks at least this long go through AttendChunk; shorter ones (decode) through the row kernel.
+constexpr int32_t kMatmulRows = 8;
 
 }  // namespace
 
@@ -136,8 +172,18 @@ at::Tensor PagedAttentionCpu(const at::Tensor& query_in, const at::Tensor& key_c
                   (block_tables.min().item<int32_t>() >= 0 && block_tables.max().item<int32_t>() < blocks_in_cache),
               "paged_attention: block id outside the cache");
   at::Tensor out = at::empty_like(query);
+  std::vector<int32_t> short_rows;
+  for (int64_t s = 0; s < num_sequences; ++s) {
+    const int32_t first = start[s], count = start[s + 1] - start[s];
+    if (count >= kMatmulRows) {
+      AttendChunk(query, key_cache, value_cache, block_tables[s], first, count, lengths[s], scale, out);
+    } else {
+      for (int32_t row = first; row < first + count; ++row) short_rows.push_back(row);
+    }
+  }
+  if (short_rows.empty()) return out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, query.scalar_type(), "paged_attention_cpu", [&] {
-    AttendRows<scalar_t>(query, key_cache, value_cache, block_tables, row_sequence, row_position,
+    AttendRows<scalar_t>(query, key_cache, value_cache, block_tables, short_rows, row_sequence, row_position,
                          static_cast<float>(scale), out);
   });
   return out;

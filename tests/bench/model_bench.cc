@@ -1,0 +1,121 @@
+// Forward step time of a model package through the C++ loader and operators: decode batches and a long
+// prefill, with tokens/s and the ratio to the weight-bandwidth limit (weight bytes ÷ the machine's best
+// multi-threaded read bandwidth, measured here in the same run). Prints figures; judges nothing.
+//
+//   llmc_model_bench <package-dir> [<package-dir> ...]
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <thread>
+
+#include "worker/model/loaded_model.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
+
+// Best of several multi-threaded sums over a buffer far larger than the caches.
+double ReadBandwidthGbPerSecond() {
+  const at::Tensor buffer = at::ones({512LL * 1024 * 1024}, at::kFloat);  // 2 GiB
+  double best = 0;
+  for (int run = 0; run < 5; ++run) {
+    const auto start = Clock::now();
+    const float total = buffer.sum().item<float>();
+    const double seconds = Seconds(start);
+    if (total > 0) best = std::max(best, buffer.numel() * 4.0 / seconds / 1e9);
+  }
+  return best;
+}
+
+int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
+  const int64_t per_layer = m.hidden_size * (m.num_heads + 2 * m.num_kv_heads) * m.head_dim +
+                            m.num_heads * m.head_dim * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
+  const int64_t embeddings = m.vocab_size * m.hidden_size * (m.tie_word_embeddings ? 1 : 2);
+  return (m.num_layers * per_layer + embeddings) * static_cast<int64_t>(c10::elementSize(dtype));
+}
+
+// `sequences` sequences, each with `context` tokens already cached, decoding one token each; or, with
+// `prefill` > 0, one sequence prefilling that many tokens.
+llmc::model::ForwardBatch MakeBatch(int64_t sequences, int64_t context, int64_t prefill, int64_t block_size,
+                                    int64_t vocab) {
+  const int64_t new_tokens = prefill > 0 ? prefill : 1;
+  const int64_t total = context + new_tokens;
+  const int64_t blocks_per_sequence = (total + block_size - 1) / block_size;
+  std::vector<int64_t> ids, positions, slots, rows;
+  std::vector<int32_t> lengths, starts = {0};
+  at::Tensor tables = at::zeros({sequences, blocks_per_sequence}, at::kInt);
+  for (int64_t s = 0; s < sequences; ++s) {
+    for (int64_t b = 0; b < blocks_per_sequence; ++b) tables[s][b] = static_cast<int32_t>(s * blocks_per_sequence + b);
+    for (int64_t t = 0; t < new_tokens; ++t) {
+      const int64_t position = context + t;
+      ids.push_back((s * 7919 + position * 31) % vocab);
+      positions.push_back(position);
+      slots.push_back((s * blocks_per_sequence + position / block_size) * block_size + position % block_size);
+    }
+    lengths.push_back(static_cast<int32_t>(total));
+    starts.push_back(static_cast<int32_t>(ids.size()));
+    rows.push_back(static_cast<int64_t>(ids.size()) - 1);
+  }
+  return {at::tensor(ids, at::kLong),     at::tensor(positions, at::kLong), at::tensor(slots, at::kLong), tables,
+          at::tensor(lengths, at::kInt), at::tensor(starts, at::kInt),     at::tensor(rows, at::kLong)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s <package-dir> [<package-dir> ...]\n", argv[0]);
+    return 2;
+  }
+  // libtorch defaults to the number of physical cores, which on a 2-vCPU machine can be 1.
+  const char* threads = std::getenv("LLMC_THREADS");
+  at::set_num_threads(threads ? std::atoi(threads) : static_cast<int>(std::thread::hardware_concurrency()));
+  const double bandwidth = ReadBandwidthGbPerSecond();
+  std::printf("threads %d, read bandwidth %.1f GB/s (best multi-threaded sum over 2 GiB)\n",
+              at::get_num_threads(), bandwidth);
+  std::printf("%-10s %-14s %10s %12s %12s %14s\n", "dtype", "step", "ms/step", "tokens/s", "limit ms", "% of limit");
+  constexpr int64_t kBlockSize = 16, kContext = 128;
+  for (int i = 1; i < argc; ++i) {
+    auto model = llmc::model::LoadedModel::Load(argv[i], {"cpu", ""});
+    if (!model.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
+      return 1;
+    }
+    const auto& manifest = (*model)->manifest();
+    const double weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
+    const double limit_ms = weight_bytes / (bandwidth * 1e9) * 1e3;
+    auto cache = (*model)->AllocateKvCache(32 * ((kContext + 512) / kBlockSize + 2), kBlockSize);
+    if (!cache.ok()) return 1;
+    struct Shape {
+      const char* label;
+      int64_t sequences, prefill;
+    };
+    for (const Shape shape : {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=32", 32, 0},
+                              Shape{"prefill 512", 1, 512}}) {
+      const auto batch = MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize,
+                                   manifest.vocab_size);
+      const int runs = shape.prefill > 0 ? 2 : 10;
+      for (int warm = 0; warm < (shape.prefill > 0 ? 1 : 3); ++warm) (void)(*model)->Forward(batch, *cache);
+      double best = 1e9;
+      for (int run = 0; run < runs; ++run) {
+        const auto start = Clock::now();
+        auto logits = (*model)->Forward(batch, *cache);
+        if (!logits.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(logits.status().message()).c_str());
+          return 1;
+        }
+        best = std::min(best, Seconds(start));
+      }
+      const int64_t tokens = shape.prefill > 0 ? shape.prefill : shape.sequences;
+      std::printf("%-10s %-14s %10.2f %12.1f %12.2f %13.1f%%\n", manifest.dtype.c_str(), shape.label, best * 1e3,
+                  tokens / best, limit_ms, limit_ms / (best * 1e3) * 100);
+    }
+    std::printf("%-10s weights %.0f MB\n", manifest.dtype.c_str(), weight_bytes / 1e6);
+  }
+  return 0;
+}

@@ -1,0 +1,146 @@
+#include "tests/support/model_scenario.h"
+
+#include <torch/script.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+
+#include "tests/support/child_process.h"
+#include "tests/support/tokenizer_files.h"
+
+namespace llmc::testing {
+namespace {
+constexpr int64_t kBlockSize = 16;
+constexpr int kSteps = 32;
+
+}  // namespace
+
+std::string ParityFixture(const std::string& dtype) {
+  static std::map<std::string, std::string> made;
+  auto& dir = made[dtype];
+  if (dir.empty()) {
+    dir = MakeTempDir("llmc-parity-" + dtype);
+    const auto result = RunCommand(LLMC_PYTHON,
+                                   {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_parity_fixture.py", "--out", dir,
+                                    "--dtype", dtype, "--tokenizer", TokenizerJsonPath("qwen3")},
+                                   absl::Seconds(240));
+    if (result.exit_code != 0) throw std::runtime_error("fixture script failed:\n" + result.output);
+  }
+  return dir;
+}
+
+ModelReference LoadModelReference(const std::string& dir) {
+  torch::jit::Module module = torch::jit::load(dir + "/reference.pt");
+  ModelReference reference;
+  for (const auto& t : module.attr("prompts").toTensorList()) reference.prompts.push_back(t);
+  for (const auto& t : module.attr("continuations").toTensorList()) reference.continuations.push_back(t);
+  for (const auto& t : module.attr("logits").toTensorList()) reference.logits.push_back(t);
+  return reference;
+}
+
+namespace {
+
+// The engine's bookkeeping in miniature: scattered blocks, slot mapping, one flattened batch per step.
+class PagedRunner {
+ public:
+  PagedRunner(model::LoadedModel& model, int64_t num_blocks) : model_(model) {
+    cache_ = model.AllocateKvCache(num_blocks, kBlockSize).value();
+    free_.resize(num_blocks);
+    std::iota(free_.begin(), free_.end(), 0);
+    std::shuffle(free_.begin(), free_.end(), std::mt19937(7));
+  }
+
+  // chunks: (sequence, new tokens); returns the logits row of each chunk's last token.
+  std::vector<at::Tensor> Step(const std::vector<std::pair<int, std::vector<int64_t>>>& chunks) {
+    std::vector<int64_t> ids, positions, slots, rows;
+    std::vector<int32_t> lengths, starts = {0};
+    std::vector<std::vector<int32_t>> tables;
+    for (const auto& [sequence, tokens] : chunks) {
+      auto& blocks = blocks_[sequence];
+      const int64_t done = cached_[sequence], total = done + static_cast<int64_t>(tokens.size());
+      while (static_cast<int64_t>(blocks.size()) * kBlockSize < total) {
+        blocks.push_back(free_.back());
+        free_.pop_back();
+      }
+      for (size_t i = 0; i < tokens.size(); ++i) {
+        const int64_t position = done + static_cast<int64_t>(i);
+        ids.push_back(tokens[i]);
+        positions.push_back(position);
+        slots.push_back(blocks[position / kBlockSize] * kBlockSize + position % kBlockSize);
+      }
+      cached_[sequence] = total;
+      starts.push_back(static_cast<int32_t>(ids.size()));
+      lengths.push_back(static_cast<int32_t>(total));
+      tables.push_back(blocks);
+      rows.push_back(static_cast<int64_t>(ids.size()) - 1);
+    }
+    size_t width = 0;
+    for (const auto& t : tables) width = std::max(width, t.size());
+    at::Tensor block_tables = at::zeros({static_cast<int64_t>(tables.size()), static_cast<int64_t>(width)}, at::kInt);
+    for (size_t s = 0; s < tables.size(); ++s) {
+      for (size_t b = 0; b < tables[s].size(); ++b) block_tables[s][b] = tables[s][b];
+    }
+    model::ForwardBatch batch{
+        at::tensor(ids, at::kLong),    at::tensor(positions, at::kLong), at::tensor(slots, at::kLong), block_tables,
+        at::tensor(lengths, at::kInt), at::tensor(starts, at::kInt),     at::tensor(rows, at::kLong)};
+    const at::Tensor logits = model_.Forward(batch, cache_).value();
+    std::vector<at::Tensor> result;
+    for (int64_t i = 0; i < logits.size(0); ++i) result.push_back(logits[i]);
+    return result;
+  }
+
+ private:
+  model::LoadedModel& model_;
+  at::Tensor cache_;
+  std::vector<int32_t> free_;
+  std::map<int, std::vector<int32_t>> blocks_;
+  std::map<int, int64_t> cached_;
+};
+
+std::vector<int64_t> ToVector(const at::Tensor& tensor) {
+  return std::vector<int64_t>(tensor.data_ptr<int64_t>(), tensor.data_ptr<int64_t>() + tensor.numel());
+}
+
+}  // namespace
+
+// Sequences 0..2 prefill together; sequence 3 joins at step 5 in two chunks mixed with decode tokens. With
+// `teacher_forcing` the reference tokens are fed instead of the model's own greedy choices.
+void RunModelScenario(model::LoadedModel& model, const ModelReference& reference, double tolerance,
+                      bool teacher_forcing) {
+  PagedRunner runner(model, 64);
+  std::map<int, std::vector<int64_t>> generated;
+  std::map<int, int> step_of;
+  std::vector<std::pair<int, std::vector<int64_t>>> chunks;
+  for (int s = 0; s < 3; ++s) chunks.emplace_back(s, ToVector(reference.prompts[s]));
+  const std::vector<int64_t> late = ToVector(reference.prompts[3]);
+  int compared = 0, agreed = 0;
+  for (int step = 0; !chunks.empty(); ++step) {
+    const auto logits = runner.Step(chunks);
+    std::vector<std::pair<int, std::vector<int64_t>>> next;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const int s = chunks[i].first;
+      if (s == 3 && step == 5) continue;  // the first half of a prompt: nothing to sample
+      const int k = step_of[s]++;
+      const at::Tensor expected = reference.logits[s][k];
+      const double difference = (logits[i] - expected).abs().max().item<double>();
+      const int64_t ours = logits[i].argmax().item<int64_t>();
+      const int64_t theirs = reference.continuations[s][k].item<int64_t>();
+      INFO("sequence " << s << " step " << k << " difference " << difference);
+      CHECK(difference < tolerance);
+      if (!teacher_forcing) CHECK(ours == theirs);
+      agreed += ours == theirs;
+      ++compared;
+      if (k + 1 < kSteps) next.emplace_back(s, std::vector<int64_t>{teacher_forcing ? theirs : ours});
+    }
+    if (step == 4) next.emplace_back(3, std::vector<int64_t>(late.begin(), late.begin() + 20));
+    if (step == 5) next.emplace_back(3, std::vector<int64_t>(late.begin() + 20, late.end()));
+    chunks = std::move(next);
+  }
+  CHECK(compared == 4 * kSteps);
+  WARN("greedy agreement " << agreed << "/" << compared);
+}
+
+}  // namespace llmc::testing

@@ -1,0 +1,56 @@
+// [gpu]: the CUDA kernels against the CPU ones, and the model scenario on CUDA. Built only when libtorch
+// has CUDA (LLMC_WITH_CUDA); run on a machine with a GPU.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/cuda.h>
+
+#include <cmath>
+#include <tuple>
+
+#include <catch2/catch.hpp>
+
+#include "tests/support/model_scenario.h"
+#include "worker/model/paged_attention_ops.h"
+
+namespace llmc::model {
+namespace {
+
+TEST_CASE("gpu: CUDA paged attention equals the CPU kernel", "[gpu]") {
+  REQUIRE(torch::cuda::is_available());
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const auto [heads, kv_heads, head_dim] : {std::tuple{4, 4, 64}, {14, 2, 64}, {7, 1, 128}, {8, 4, 128}}) {
+      at::manual_seed(heads + head_dim);
+      const auto options = at::TensorOptions().dtype(dtype);
+      const at::Tensor key_cache = at::randn({32, 16, kv_heads, head_dim}, options);
+      const at::Tensor value_cache = at::randn({32, 16, kv_heads, head_dim}, options);
+      const at::Tensor query = at::randn({45, heads, head_dim}, options);
+      const at::Tensor tables = at::randperm(32, at::kInt).reshape({4, 8});
+      const at::Tensor lengths = at::tensor({40, 100, 3, 1}, at::kInt);
+      const at::Tensor starts = at::tensor({0, 40, 41, 44, 45}, at::kInt);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+      const at::Tensor cpu = PagedAttentionCpu(query, key_cache, value_cache, tables, lengths, starts, scale);
+      static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("llmc::paged_attention", "").typed<at::Tensor(
+          const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+          const at::Tensor&, double)>();
+      const at::Tensor on_gpu = op.call(query.cuda(), key_cache.cuda(), value_cache.cuda(), tables.cuda(),
+                                        lengths.cuda(), starts.cuda(), scale);
+      const double difference = (on_gpu.cpu().to(at::kFloat) - cpu.to(at::kFloat)).abs().max().item<double>();
+      INFO("dtype " << dtype << " heads " << heads << "/" << kv_heads << " dim " << head_dim);
+      CHECK(difference < (dtype == at::kFloat ? 1e-4 : 2e-2));
+    }
+  }
+}
+
+TEST_CASE("gpu: the model scenario on CUDA matches the reference", "[gpu]") {
+  REQUIRE(torch::cuda::is_available());
+  for (const std::string dtype : {"float32", "bfloat16"}) {
+    const std::string dir = testing::ParityFixture(dtype);
+    auto model = LoadedModel::Load(dir + "/package", {"cuda", ""});
+    REQUIRE(model.ok());
+    CHECK((*model)->device().is_cuda());
+    testing::RunModelScenario(**model, testing::LoadModelReference(dir), dtype == "float32" ? 1e-3 : 3e-2,
+                              /*teacher_forcing=*/dtype != "float32");
+  }
+}
+
+}  // namespace
+}  // namespace llmc::model

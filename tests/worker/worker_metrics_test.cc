@@ -1,0 +1,50 @@
+// The worker's Prometheus metrics: vLLM's names with the llmc: prefix, fed by engine events and load.
+#include "worker/service/worker_metrics.h"
+
+#include <catch2/catch.hpp>
+
+#include "prometheus/text_serializer.h"
+
+namespace llmc::worker {
+namespace {
+
+std::string Render(const WorkerMetrics& metrics) {
+  return prometheus::TextSerializer().Serialize(metrics.prometheus_registry()->Collect());
+}
+
+TEST_CASE("worker metrics: engine events and load appear under vLLM's names", "[unit][worker]") {
+  WorkerMetrics metrics("tiny");
+  engine::EngineLoad load;
+  load.num_running = 3;
+  load.num_waiting = 2;
+  load.num_kv_blocks = 10;
+  load.num_kv_blocks_used = 4;
+  metrics.RefreshLoad(load);
+  metrics.OnStep(100, 3, absl::Milliseconds(20));
+  metrics.OnFirstToken(absl::Milliseconds(50));
+  metrics.OnInterToken(absl::Milliseconds(30));
+  metrics.OnPreemption();
+  metrics.OnRequestFinished(10, 5, v1::FINISH_REASON_STOP, absl::Seconds(1));
+  metrics.OnRequestFinished(7, 2, v1::FINISH_REASON_LENGTH, absl::Seconds(2));
+  metrics.OnRequestFinished(7, 0, v1::FINISH_REASON_UNSPECIFIED, absl::Seconds(2));
+
+  const std::string text = Render(metrics);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("llmc:num_requests_running{model_name=\"tiny\"} 3"));
+  CHECK_THAT(text, Catch::Contains("llmc:num_requests_waiting{model_name=\"tiny\"} 2"));
+  CHECK_THAT(text, Catch::Contains("llmc:kv_cache_usage_perc{model_name=\"tiny\"} 0.4"));
+  CHECK_THAT(text, Catch::Contains("llmc:prompt_tokens_total{model_name=\"tiny\"} 24"));
+  CHECK_THAT(text, Catch::Contains("llmc:generation_tokens_total{model_name=\"tiny\"} 7"));
+  CHECK_THAT(text, Catch::Contains("llmc:num_preemptions_total{model_name=\"tiny\"} 1"));
+  CHECK_THAT(text, Catch::Contains("llmc:request_success_total{finished_reason=\"stop\",model_name=\"tiny\"} 1"));
+  CHECK_THAT(text, Catch::Contains("llmc:request_success_total{finished_reason=\"length\",model_name=\"tiny\"} 1"));
+  CHECK_THAT(text, Catch::Contains("llmc:request_success_total{finished_reason=\"error\",model_name=\"tiny\"} 1"));
+  CHECK_THAT(text, Catch::Contains("llmc:time_to_first_token_seconds_count{model_name=\"tiny\"} 1"));
+  CHECK_THAT(text, Catch::Contains("llmc:inter_token_latency_seconds_count{model_name=\"tiny\"} 1"));
+  CHECK_THAT(text, Catch::Contains("llmc:e2e_request_latency_seconds_count{model_name=\"tiny\"} 3"));
+  CHECK_THAT(text, Catch::Contains("llmc:iteration_tokens_total_sum{model_name=\"tiny\"} 103"));
+  CHECK_THAT(text, Catch::Contains("llmc:iteration_duration_seconds_count{model_name=\"tiny\"} 1"));
+}
+
+}  // namespace
+}  // namespace llmc::worker

@@ -1,0 +1,80 @@
+#ifndef LLMC_WORKER_ENGINE_ENGINE_H_
+#define LLMC_WORKER_ENGINE_ENGINE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/engine/engine_observer.h"
+#include "worker/engine/generation.h"
+#include "worker/model/loaded_model.h"
+#include "worker/tokenizer/tokenizer.h"
+
+namespace llmc::engine {
+
+struct EngineOptions {
+  int64_t kv_cache_bytes = 0;  // 0: kv_cache_memory_fraction of free device memory (available RAM on CPU)
+  double kv_cache_memory_fraction = 0.3;
+  int64_t block_size = 16;
+  int64_t max_num_batched_tokens = 512;
+  int64_t max_running = 32;
+  int64_t max_waiting = 256;
+  int64_t max_model_len = 0;  // 0: the manifest's max_context_length
+};
+
+// A snapshot of the engine's load, for heartbeats, status and metrics.
+struct EngineLoad {
+  int64_t num_waiting = 0;  // requests queued, not yet running
+  int64_t num_running = 0;  // sequences in the continuous batch
+  int64_t num_kv_blocks = 0;
+  int64_t num_kv_blocks_used = 0;
+  int64_t max_running = 0;
+  int64_t max_waiting = 0;
+  int64_t num_preemptions = 0;  // since start
+  double tokens_per_second = 0;  // generated tokens, recent
+  double kv_cache_usage() const {
+    return num_kv_blocks == 0 ? 0.0 : static_cast<double>(num_kv_blocks_used) / num_kv_blocks;
+  }
+};
+
+// The continuous-batching engine (ARCHITECTURE.md §3). One engine thread owns the model, the KV cache and
+// every sequence; Submit and Abort reach it through queues drained between steps.
+class Engine {
+ public:
+  // Allocates the KV cache from the budget. `tokenizer` must outlive the engine; `observer` may be null.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(std::unique_ptr<model::LoadedModel> model,
+                                                        const tokenizer::Tokenizer& tokenizer,
+                                                        const EngineOptions& options,
+                                                        EngineObserver* observer = nullptr);
+  virtual ~Engine() = default;
+
+  // Runs a warm-up step, then starts the engine thread.
+  virtual absl::Status Start() = 0;
+  // Checks and queues a request, or refuses it at once: INVALID_ARGUMENT (empty prompt, ids outside the
+  // vocabulary, prompt + max_tokens beyond the context, naming the numbers), RESOURCE_EXHAUSTED (waiting
+  // queue full), UNAVAILABLE (draining or stopped). On success the sink gets its output and exactly one
+  // OnDone; the returned id is for Abort.
+  virtual absl::StatusOr<uint64_t> Submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) = 0;
+  // Drops the request at the next step and frees its blocks; its sink gets OnDone(CANCELLED). Unknown or
+  // finished ids are ignored.
+  virtual void Abort(uint64_t id) = 0;
+  // Refuses new requests with UNAVAILABLE from now on; in-flight ones continue.
+  virtual void StopAccepting() = 0;
+  // Sequences waiting or running.
+  virtual int64_t NumUnfinished() const = 0;
+  virtual EngineLoad Load() const = 0;
+  // Aborts whatever is left (OnDone(UNAVAILABLE)) and joins the engine thread. Idempotent.
+  virtual void Stop() = 0;
+
+  // The model's context limit as served (after max_model_len).
+  virtual int64_t max_model_len() const = 0;
+  virtual const model::ModelManifest& manifest() const = 0;
+  virtual std::string device() const = 0;
+  virtual std::string dtype() const = 0;
+};
+
+}  // namespace llmc::engine
+
+#endif  // LLMC_WORKER_ENGINE_ENGINE_H_

@@ -1,0 +1,39 @@
+#ifndef LLMC_WORKER_ENGINE_GENERATION_H_
+#define LLMC_WORKER_ENGINE_GENERATION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "llmc/v1/worker.pb.h"
+#include "worker/engine/sampling_options.h"
+
+namespace llmc::engine {
+
+// One generation request as the engine takes it: already tokenized, sampling options resolved.
+struct GenerationRequest {
+  std::string request_id;  // for logs
+  std::vector<int32_t> prompt_token_ids;
+  SamplingOptions sampling;
+  absl::Time deadline = absl::InfiniteFuture();  // past it: DEADLINE_EXCEEDED
+};
+
+// Where the engine delivers a request's output. Called on the engine thread: implementations must only
+// queue and return (the network is a separate delivery path).
+class GenerationSink {
+ public:
+  virtual ~GenerationSink() = default;
+  // The tokens one step produced for this request: at most one delta per choice. The last response of a
+  // successful request carries usage, and every choice's last delta its finish_reason.
+  virtual void OnResponse(v1::GenerateResponse response) = 0;
+  // Called exactly once, after the last OnResponse: OK when every choice finished; otherwise why the
+  // request ended early (CANCELLED after Abort, DEADLINE_EXCEEDED, UNAVAILABLE when the engine stopped,
+  // INTERNAL when the model failed).
+  virtual void OnDone(absl::Status status) = 0;
+};
+
+}  // namespace llmc::engine
+
+#endif  // LLMC_WORKER_ENGINE_GENERATION_H_

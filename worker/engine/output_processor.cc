@@ -1,0 +1,88 @@
+#include "worker/engine/output_processor.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/utf8.h"
+
+namespace llmc::engine {
+namespace {
+
+bool Contains(const std::vector<int32_t>& ids, int32_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+}  // namespace
+
+OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer, const model::ModelManifest& manifest,
+                                 int64_t max_model_len)
+    : tokenizer_(tokenizer),
+      eos_token_ids_(manifest.eos_token_ids.begin(), manifest.eos_token_ids.end()),
+      max_model_len_(max_model_len) {}
+
+void OutputProcessor::SuppressedTokens(const Sequence& sequence, std::vector<int32_t>& out) const {
+  out.clear();
+  const SamplingOptions& options = sequence.group.request.sampling;
+  if (sequence.num_output() >= options.min_tokens) return;
+  if (!options.ignore_eos) out.insert(out.end(), eos_token_ids_.begin(), eos_token_ids_.end());
+  out.insert(out.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
+}
+
+std::string OutputProcessor::Flush(Sequence& sequence) const {
+  const tokenizer::StopStringMatcher::Result tail = sequence.stop_matcher.Add(sequence.detokenizer.Finish());
+  return tail.stopped ? tail.text : tail.text + sequence.stop_matcher.Finish();
+}
+
+void OutputProcessor::FillLogprob(const SampledToken& sampled, const SamplingOptions& options,
+                                  v1::TokenLogprob& out) const {
+  const auto describe = [this](int32_t id, auto& entry) {
+    const absl::string_view bytes = tokenizer_.TokenBytes(id);
+    entry.set_token_id(id);
+    entry.set_token(ReplaceInvalidUtf8(bytes));
+    entry.set_token_bytes(std::string(bytes));
+  };
+  describe(sampled.token_id, out);
+  out.set_logprob(sampled.logprob);
+  for (const auto& [id, logprob] : sampled.top_logprobs) {
+    v1::TopLogprob* top = out.add_top();
+    describe(id, *top);
+    top->set_logprob(logprob);
+  }
+}
+
+v1::TokenDelta OutputProcessor::Append(Sequence& sequence, const SampledToken& sampled) const {
+  const SamplingOptions& options = sequence.group.request.sampling;
+  const int32_t token = sampled.token_id;
+  sequence.tokens.push_back(token);
+  v1::TokenDelta delta;
+  delta.set_choice_index(sequence.choice_index);
+  delta.set_index(static_cast<uint32_t>(sequence.num_output() - 1));
+  delta.add_token_ids(token);
+  if (options.logprobs || options.top_logprobs > 0) FillLogprob(sampled, options, *delta.add_logprobs());
+
+  const auto finish = [&](v1::FinishReason reason, std::string stop_reason) {
+    sequence.state = SequenceState::kFinished;
+    delta.set_finish_reason(reason);
+    delta.set_stop_reason(std::move(stop_reason));
+  };
+  const bool past_min_tokens = sequence.num_output() > options.min_tokens;
+  const bool is_eos = !options.ignore_eos && eos_token_ids_.contains(token);
+  if (past_min_tokens && (is_eos || Contains(options.stop_token_ids, token))) {
+    // The stop token's own text is not part of the answer.
+    delta.set_text(Flush(sequence));
+    finish(v1::FINISH_REASON_STOP, is_eos ? "" : absl::StrCat(token));
+    return delta;
+  }
+  tokenizer::StopStringMatcher::Result text = sequence.stop_matcher.Add(sequence.detokenizer.Add(token));
+  if (text.stopped) {
+    delta.set_text(std::move(text.text));
+    finish(v1::FINISH_REASON_STOP, text.matched);
+    return delta;
+  }
+  if (sequence.num_output() >= options.max_tokens || static_cast<int64_t>(sequence.tokens.size()) >= max_model_len_) {
+    text.text += Flush(sequence);
+    finish(v1::FINISH_REASON_LENGTH, "");
+  }
+  delta.set_text(std::move(text.text));
+  return delta;
+}
+
+}  // namespace llmc::engine

@@ -1,0 +1,46 @@
+#ifndef LLMC_WORKER_ENGINE_SAMPLER_H_
+#define LLMC_WORKER_ENGINE_SAMPLER_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "worker/engine/sampling_options.h"
+
+namespace llmc::engine {
+
+// What the sampler needs to know about one row of logits (one sequence in this step).
+struct SamplerRow {
+  const SamplingOptions* options = nullptr;
+  std::mt19937_64* rng = nullptr;               // the sequence's own generator: same seed, same output
+  absl::Span<const int32_t> prompt_token_ids;   // for the repetition penalty
+  absl::Span<const int32_t> output_token_ids;   // for repetition, presence and frequency penalties
+  absl::Span<const int32_t> suppressed_token_ids;  // never sampled this step (EOS / stop ids before min_tokens)
+};
+
+struct SampledToken {
+  int32_t token_id = 0;
+  float logprob = 0;  // of token_id under the model's raw distribution (log_softmax of the logits)
+  std::vector<std::pair<int32_t, float>> top_logprobs;  // options->top_logprobs best (id, logprob), best first
+};
+
+// Turns one step's logits into one token per row: penalties, then greedy argmax, or temperature, top-k,
+// min-p, top-p and a draw from the row's generator. Logprobs are those of the raw model distribution,
+// computed only when asked. Runs on the engine thread; rows are processed in parallel.
+class Sampler {
+ public:
+  // `logits`: float32 [rows.size(), vocab], CPU, contiguous; modified in place.
+  std::vector<SampledToken> Sample(at::Tensor& logits, absl::Span<const SamplerRow> rows) const;
+};
+
+// The generator of choice `choice_index` of a request: from seed + choice_index when seeded, from the OS
+// otherwise.
+std::mt19937_64 MakeChoiceGenerator(const SamplingOptions& options, uint32_t choice_index);
+
+}  // namespace llmc::engine
+
+#endif  // LLMC_WORKER_ENGINE_SAMPLER_H_

@@ -1,0 +1,38 @@
+#ifndef LLMC_WORKER_ENGINE_SAMPLING_OPTIONS_H_
+#define LLMC_WORKER_ENGINE_SAMPLING_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace llmc::engine {
+
+// One request's sampling settings with every default resolved and every range checked
+// (worker/service/request_conversion.cc builds them from the proto's SamplingParams).
+struct SamplingOptions {
+  uint32_t max_tokens = 16;  // generated tokens per choice
+  uint32_t min_tokens = 0;   // EOS and stop token ids are suppressed until this many
+  float temperature = 1.0f;  // 0: greedy
+  float top_p = 1.0f;        // (0, 1]
+  int32_t top_k = 0;         // 0: disabled
+  float min_p = 0.0f;        // [0, 1]; 0: disabled
+  float repetition_penalty = 1.0f;  // > 0; 1: none (prompt and output tokens, as in vLLM)
+  float presence_penalty = 0.0f;    // [-2, 2] (output tokens)
+  float frequency_penalty = 0.0f;   // [-2, 2] (output tokens)
+  std::optional<uint64_t> seed;     // choice i samples from seed + i
+  std::vector<std::string> stop;    // stop strings, never in the output unless include_stop_str_in_output
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  bool logprobs = false;
+  uint32_t top_logprobs = 0;  // 0..20
+  uint32_t n = 1;             // parallel choices
+  bool skip_special_tokens = true;
+  bool include_stop_str_in_output = false;
+
+  bool greedy() const { return temperature == 0.0f; }
+};
+
+}  // namespace llmc::engine
+
+#endif  // LLMC_WORKER_ENGINE_SAMPLING_OPTIONS_H_

@@ -1,0 +1,141 @@
+#include "worker/service/generate_reactor.h"
+
+#include "common/logging.h"
+#include "common/status_codes.h"
+
+namespace llmc::worker {
+namespace {
+
+class StreamSink final : public engine::GenerationSink {
+ public:
+  explicit StreamSink(std::shared_ptr<GenerateReactor> reactor) : reactor_(std::move(reactor)) {}
+  void OnResponse(v1::GenerateResponse response) override { reactor_->Deliver(std::move(response)); }
+  void OnDone(absl::Status status) override { reactor_->Complete(std::move(status)); }
+
+ private:
+  const std::shared_ptr<GenerateReactor> reactor_;
+};
+
+}  // namespace
+
+GenerateReactor* GenerateReactor::Create(engine::Engine& engine, std::atomic<int64_t>& live_streams) {
+  auto reactor = std::shared_ptr<GenerateReactor>(new GenerateReactor(engine, live_streams));
+  reactor->self_ = reactor;
+  ++live_streams;
+  return reactor.get();
+}
+
+void GenerateReactor::Refuse(const absl::Status& status) { Complete(status); }
+
+void GenerateReactor::Submit(engine::GenerationRequest request, bool echo_prompt) {
+  if (echo_prompt) {
+    absl::MutexLock lock(&mu_);
+    prompt_to_echo_ = request.prompt_token_ids;
+  }
+  absl::StatusOr<uint64_t> id = engine_.Submit(std::move(request), std::make_shared<StreamSink>(self_));
+  if (!id.ok()) {
+    LLMC_LOG(Debug) << "refused by the engine: " << id.status();
+    Complete(id.status());
+    return;
+  }
+  bool abort = false;
+  {
+    absl::MutexLock lock(&mu_);
+    engine_id_ = *id;
+    abort = cancelled_;
+  }
+  if (abort) engine_.Abort(*id);
+}
+
+void GenerateReactor::Deliver(v1::GenerateResponse response) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    pending_.push_back(std::move(response));
+  }
+  Pump();
+}
+
+void GenerateReactor::Complete(absl::Status status) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (engine_status_.has_value()) return;
+    engine_status_ = std::move(status);
+  }
+  Pump();
+}
+
+void GenerateReactor::Pump() {
+  bool write = false;
+  grpc::Status finish_status;
+  {
+    absl::MutexLock lock(&mu_);
+    if (write_in_flight_ || finished_) return;
+    if (cancelled_) pending_.clear();  // nobody is listening any more
+    if (!pending_.empty()) {
+      in_flight_ = std::move(pending_.front());
+      pending_.pop_front();
+      if (!prompt_to_echo_.empty()) {
+        in_flight_.mutable_prompt_token_ids()->Add(prompt_to_echo_.begin(), prompt_to_echo_.end());
+        prompt_to_echo_.clear();
+      }
+      write_in_flight_ = true;
+      write = true;
+    } else if (engine_status_.has_value()) {
+      finished_ = true;
+      finish_status = ToGrpcStatus(*engine_status_);
+    } else {
+      return;
+    }
+  }
+  if (write) {
+    StartWrite(&in_flight_);
+  } else {
+    Finish(finish_status);
+  }
+}
+
+void GenerateReactor::OnWriteDone(bool ok) {
+  if (ok) {
+    {
+      absl::MutexLock lock(&mu_);
+      write_in_flight_ = false;
+    }
+    Pump();
+    return;
+  }
+  // The stream broke (the client went away): stop the request and end the call; what the engine still
+  // delivers is dropped.
+  std::optional<uint64_t> id;
+  {
+    absl::MutexLock lock(&mu_);
+    write_in_flight_ = false;
+    finished_ = true;
+    pending_.clear();
+    id = engine_status_.has_value() ? std::nullopt : engine_id_;
+  }
+  if (id.has_value()) engine_.Abort(*id);
+  Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke"));
+}
+
+void GenerateReactor::OnCancel() {
+  std::optional<uint64_t> id;
+  {
+    absl::MutexLock lock(&mu_);
+    cancelled_ = true;
+    if (!engine_status_.has_value()) id = engine_id_;
+  }
+  // The engine answers with OnDone(CANCELLED) at its next step, which finishes the call.
+  if (id.has_value()) engine_.Abort(*id);
+}
+
+void GenerateReactor::OnDone() {
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.clear();
+  }
+  --live_streams_;
+  self_.reset();  // may delete this
+}
+
+}  // namespace llmc::worker

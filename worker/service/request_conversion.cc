@@ -1,0 +1,231 @@
+#include "worker/service/request_conversion.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace llmc::worker {
+namespace {
+
+constexpr uint32_t kMaxChoices = 16;
+constexpr uint32_t kMaxTopLogprobs = 20;
+// Far beyond any useful value, but keeps nonsense (and infinities) out of the sampler.
+constexpr float kMaxTemperature = 100.0f;
+
+absl::Status OutOfRange(absl::string_view field, absl::string_view range, double value) {
+  return absl::InvalidArgumentError(absl::StrCat("sampling.", field, " must be ", range, ", got ", value));
+}
+
+absl::StatusOr<std::string> RenderChat(const v1::ChatInput& chat, const ServedModel& model) {
+  if (model.chat_template == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("model ", model.name(),
+                                                   " has no chat template; send a prompt or prompt_token_ids"));
+  }
+  std::vector<tokenizer::ChatTurn> turns;
+  turns.reserve(chat.messages_size());
+  for (const auto& message : chat.messages()) turns.push_back({message.role(), message.content()});
+  const bool add_generation_prompt = !chat.has_add_generation_prompt() || chat.add_generation_prompt();
+  absl::StatusOr<std::string> text = model.chat_template->Render(turns, add_generation_prompt);
+  if (!text.ok()) return Annotate(text.status(), "chat");
+  return text;
+}
+
+absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text, bool add_special_tokens, absl::string_view field,
+                                            const ServedModel& model) {
+  absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer->Encode(text, add_special_tokens);
+  if (!ids.ok()) return Annotate(ids.status(), field);
+  return ids;
+}
+
+absl::Status CheckIdsInVocabulary(absl::Span<const int32_t> ids, absl::string_view field, const ServedModel& model) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= model.vocab_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", ids[i], " is outside the vocabulary of ",
+                                                     model.name(), " (", model.vocab_size(), " ids)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Float checks are written so that NaN fails them.
+absl::Status CheckFloats(const v1::SamplingParams& params, engine::SamplingOptions& options) {
+  if (params.has_temperature()) {
+    options.temperature = params.temperature();
+    if (!(options.temperature >= 0 && options.temperature <= kMaxTemperature)) {
+      return OutOfRange("temperature", absl::StrCat("in [0, ", kMaxTemperature, "]"), options.temperature);
+    }
+  }
+  if (params.has_top_p()) {
+    options.top_p = params.top_p();
+    if (!(options.top_p > 0 && options.top_p <= 1)) return OutOfRange("top_p", "in (0, 1]", options.top_p);
+  }
+  if (params.has_min_p()) {
+    options.min_p = params.min_p();
+    if (!(options.min_p >= 0 && options.min_p <= 1)) return OutOfRange("min_p", "in [0, 1]", options.min_p);
+  }
+  if (params.has_repetition_penalty()) {
+    options.repetition_penalty = params.repetition_penalty();
+    if (!(options.repetition_penalty > 0 && std::isfinite(options.repetition_penalty))) {
+      return OutOfRange("repetition_penalty", "greater than 0", options.repetition_penalty);
+    }
+  }
+  if (params.has_presence_penalty()) {
+    options.presence_penalty = params.presence_penalty();
+    if (!(options.presence_penalty >= -2 && options.presence_penalty <= 2)) {
+      return OutOfRange("presence_penalty", "in [-2, 2]", options.presence_penalty);
+    }
+  }
+  if (params.has_frequency_penalty()) {
+    options.frequency_penalty = params.frequency_penalty();
+    if (!(options.frequency_penalty >= -2 && options.frequency_penalty <= 2)) {
+      return OutOfRange("frequency_penalty", "in [-2, 2]", options.frequency_penalty);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveLengths(const v1::SamplingParams& params, size_t prompt_tokens, const ServedModel& model,
+                            engine::SamplingOptions& options) {
+  const int64_t prompt = static_cast<int64_t>(prompt_tokens);
+  const int64_t context = model.max_model_len();
+  if (prompt >= context) {
+    return absl::InvalidArgumentError(absl::StrCat("the prompt has ", prompt, " tokens but the context length of ",
+                                                   model.name(), " is ", context,
+                                                   ", which leaves no room for a completion"));
+  }
+  if (params.has_max_tokens()) {
+    if (params.max_tokens() < 1) return OutOfRange("max_tokens", "at least 1", params.max_tokens());
+    if (prompt + params.max_tokens() > context) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling.max_tokens = ", params.max_tokens(), " plus the prompt's ",
+                                                     prompt, " tokens exceeds the context length of ", model.name(),
+                                                     " (", context, ")"));
+    }
+    options.max_tokens = params.max_tokens();
+  } else {
+    options.max_tokens = static_cast<uint32_t>(context - prompt);
+  }
+  options.min_tokens = params.min_tokens();
+  if (options.min_tokens > options.max_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.min_tokens = ", options.min_tokens,
+                                                   " must not exceed max_tokens (", options.max_tokens, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckModelName(absl::string_view requested, const ServedModel& model) {
+  if (requested.empty() || requested == model.name()) return absl::OkStatus();
+  return absl::NotFoundError(
+      absl::StrCat("model '", requested, "' is not served by this worker; it serves '", model.name(), "'"));
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptTokenIds(const v1::GenerateRequest& request, const ServedModel& model) {
+  std::vector<int32_t> ids;
+  absl::string_view field;
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kPrompt: {
+      field = "prompt";
+      ASSIGN_OR_RETURN(ids, Encode(request.prompt(), /*add_special_tokens=*/true, field, model));
+      break;
+    }
+    case v1::GenerateRequest::kPromptTokenIds:
+      field = "prompt_token_ids";
+      ids.assign(request.prompt_token_ids().ids().begin(), request.prompt_token_ids().ids().end());
+      break;
+    case v1::GenerateRequest::kChat: {
+      field = "chat";
+      ASSIGN_OR_RETURN(const std::string text, RenderChat(request.chat(), model));
+      ASSIGN_OR_RETURN(ids, Encode(text, /*add_special_tokens=*/false, field, model));
+      break;
+    }
+    case v1::GenerateRequest::INPUT_NOT_SET:
+      return absl::InvalidArgumentError("one of prompt, prompt_token_ids or chat is required");
+  }
+  if (ids.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is empty: it has no tokens"));
+  RETURN_IF_ERROR(CheckIdsInVocabulary(ids, field == "prompt_token_ids" ? field : "prompt token ids", model));
+  return ids;
+}
+
+absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingParams& params, size_t prompt_tokens,
+                                                          const ServedModel& model) {
+  engine::SamplingOptions options;
+  RETURN_IF_ERROR(CheckFloats(params, options));
+  if (params.has_top_k()) {
+    // vLLM and older OpenAI-compatible clients send -1 for "disabled".
+    if (params.top_k() < -1) return OutOfRange("top_k", "at least 0 (or -1 for disabled)", params.top_k());
+    options.top_k = params.top_k() == -1 ? 0 : params.top_k();
+  }
+  RETURN_IF_ERROR(ResolveLengths(params, prompt_tokens, model, options));
+  options.n = params.n() == 0 ? 1 : params.n();
+  if (options.n > kMaxChoices) return OutOfRange("n", absl::StrCat("in [1, ", kMaxChoices, "]"), options.n);
+  options.logprobs = params.logprobs();
+  options.top_logprobs = params.top_logprobs();
+  if (options.top_logprobs > kMaxTopLogprobs) {
+    return OutOfRange("top_logprobs", absl::StrCat("in [0, ", kMaxTopLogprobs, "]"), options.top_logprobs);
+  }
+  if (options.top_logprobs > 0 && !options.logprobs) {
+    return absl::InvalidArgumentError("sampling.top_logprobs needs sampling.logprobs to be true");
+  }
+  if (params.has_seed()) options.seed = params.seed();
+  for (int i = 0; i < params.stop_size(); ++i) {
+    if (params.stop(i).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling.stop[", i, "] must not be empty"));
+    }
+  }
+  options.stop.assign(params.stop().begin(), params.stop().end());
+  options.stop_token_ids.assign(params.stop_token_ids().begin(), params.stop_token_ids().end());
+  RETURN_IF_ERROR(CheckIdsInVocabulary(options.stop_token_ids, "sampling.stop_token_ids", model));
+  options.ignore_eos = params.ignore_eos();
+  options.skip_special_tokens = !params.has_skip_special_tokens() || params.skip_special_tokens();
+  options.include_stop_str_in_output = params.include_stop_str_in_output();
+  return options;
+}
+
+absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
+                                                              const ServedModel& model) {
+  RETURN_IF_ERROR(CheckModelName(request.model(), model));
+  engine::GenerationRequest out;
+  out.request_id = request.request_id();
+  ASSIGN_OR_RETURN(out.prompt_token_ids, PromptTokenIds(request, model));
+  ASSIGN_OR_RETURN(out.sampling, ToSamplingOptions(request.sampling(), out.prompt_token_ids.size(), model));
+  return out;
+}
+
+absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request, const ServedModel& model) {
+  RETURN_IF_ERROR(CheckModelName(request.model(), model));
+  std::vector<int32_t> ids;
+  switch (request.input_case()) {
+    case v1::TokenizeRequest::kText: {
+      // The same encoding Generate applies to a prompt, so counts agree.
+      ASSIGN_OR_RETURN(ids, Encode(request.text(), /*add_special_tokens=*/true, "text", model));
+      break;
+    }
+    case v1::TokenizeRequest::kChat: {
+      ASSIGN_OR_RETURN(const std::string text, RenderChat(request.chat(), model));
+      ASSIGN_OR_RETURN(ids, Encode(text, /*add_special_tokens=*/false, "chat", model));
+      break;
+    }
+    case v1::TokenizeRequest::INPUT_NOT_SET:
+      return absl::InvalidArgumentError("one of text or chat is required");
+  }
+  v1::TokenizeResponse response;
+  response.set_count(static_cast<uint32_t>(ids.size()));
+  response.set_max_context_length(static_cast<uint32_t>(model.max_model_len()));
+  if (!request.count_only()) response.mutable_token_ids()->Add(ids.begin(), ids.end());
+  return response;
+}
+
+absl::StatusOr<v1::DetokenizeResponse> Detokenize(const v1::DetokenizeRequest& request, const ServedModel& model) {
+  RETURN_IF_ERROR(CheckModelName(request.model(), model));
+  const bool skip_special_tokens = !request.has_skip_special_tokens() || request.skip_special_tokens();
+  absl::StatusOr<std::string> text = model.tokenizer->Decode(
+      absl::MakeConstSpan(request.token_ids().data(), request.token_ids().size()), skip_special_tokens);
+  if (!text.ok()) return Annotate(text.status(), "token_ids");
+  v1::DetokenizeResponse response;
+  response.set_text(*std::move(text));
+  return response;
+}
+
+}  // namespace llmc::worker

@@ -1,0 +1,54 @@
+#include "worker/service/served_model.h"
+
+#include <unistd.h>
+
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace llmc::worker {
+
+ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Tokenizer& tokenizer,
+                            const std::string& name) {
+  const model::ModelManifest& manifest = engine.manifest();
+  ServedModel served;
+  served.info.set_name(name.empty() ? manifest.name : name);
+  served.info.set_max_context_length(static_cast<uint32_t>(engine.max_model_len()));
+  served.info.set_chat_template(manifest.chat_template);
+  served.info.set_architecture(manifest.architecture);
+  served.info.set_dtype(engine.dtype());
+  served.info.set_device(engine.device());
+  served.info.set_vocab_size(static_cast<uint32_t>(manifest.vocab_size));
+  served.tokenizer = &tokenizer;
+  if (!manifest.chat_template.empty()) {
+    absl::StatusOr<const tokenizer::ChatTemplate*> chat_template = tokenizer::FindChatTemplate(manifest.chat_template);
+    if (chat_template.ok()) {
+      served.chat_template = *chat_template;
+    } else {
+      LLMC_LOG(Warning) << "chat requests will be refused: " << chat_template.status().message();
+    }
+  }
+  return served;
+}
+
+v1::WorkerLoad ToWorkerLoad(const engine::EngineLoad& load) {
+  v1::WorkerLoad out;
+  out.set_num_waiting(static_cast<uint32_t>(load.num_waiting));
+  out.set_num_running(static_cast<uint32_t>(load.num_running));
+  out.set_kv_cache_usage(static_cast<float>(load.kv_cache_usage()));
+  out.set_max_running(static_cast<uint32_t>(load.max_running));
+  out.set_max_waiting(static_cast<uint32_t>(load.max_waiting));
+  out.set_tokens_per_second(static_cast<float>(load.tokens_per_second));
+  return out;
+}
+
+std::string DefaultWorkerId() {
+  char host[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return absl::StrCat("worker-", ::getpid());
+  return absl::StrCat(host, "-", ::getpid());
+}
+
+const char* WorkerVersion() { return LLMC_VERSION; }
+
+}  // namespace llmc::worker

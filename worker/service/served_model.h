@@ -1,0 +1,41 @@
+#ifndef LLMC_WORKER_SERVICE_SERVED_MODEL_H_
+#define LLMC_WORKER_SERVICE_SERVED_MODEL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "llmc/v1/types.pb.h"
+#include "worker/engine/engine.h"
+#include "worker/tokenizer/chat_template.h"
+#include "worker/tokenizer/tokenizer.h"
+
+namespace llmc::worker {
+
+// What the service side knows about the one model this worker serves. The tokenizer (and the engine the
+// info came from) must outlive it.
+struct ServedModel {
+  v1::ModelInfo info;  // as clients and the controller see it; max_context_length is the served limit
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  const tokenizer::ChatTemplate* chat_template = nullptr;  // null when the package names no built-in template
+
+  const std::string& name() const { return info.name(); }
+  int64_t max_model_len() const { return info.max_context_length(); }
+  // Prompt ids must be below this: the model's embedding size.
+  int64_t vocab_size() const { return info.vocab_size(); }
+};
+
+// Describes `engine`'s model under `name` (empty: the manifest's name).
+ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Tokenizer& tokenizer,
+                            const std::string& name);
+
+v1::WorkerLoad ToWorkerLoad(const engine::EngineLoad& load);
+
+// "<hostname>-<pid>": unique per process on a host, recognisable in logs.
+std::string DefaultWorkerId();
+
+// The llmc version this worker reports to the controller and in GetStatus.
+const char* WorkerVersion();
+
+}  // namespace llmc::worker
+
+#endif  // LLMC_WORKER_SERVICE_SERVED_MODEL_H_

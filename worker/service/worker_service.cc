@@ -1,0 +1,98 @@
+#include "worker/service/worker_service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status_codes.h"
+#include "worker/service/generate_reactor.h"
+#include "worker/service/request_conversion.h"
+
+namespace llmc::worker {
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status NotServing(v1::WorkerState state) {
+  return absl::UnavailableError(state == v1::WORKER_STATE_DRAINING
+                                    ? "this worker is draining and takes no new requests; try another worker"
+                                    : "this worker is still starting; try another worker");
+}
+
+}  // namespace
+
+WorkerService::WorkerService(engine::Engine& engine, ServedModel model, std::string worker_id,
+                             absl::Duration request_timeout)
+    : engine_(engine),
+      model_(std::move(model)),
+      worker_id_(std::move(worker_id)),
+      request_timeout_(request_timeout),
+      started_(absl::Now()) {}
+
+absl::Time WorkerService::Deadline(const grpc::CallbackServerContext& context) const {
+  absl::Time deadline = absl::InfiniteFuture();
+  // gRPC reports "no deadline" as the largest time point.
+  if (context.deadline() != std::chrono::system_clock::time_point::max()) {
+    deadline = absl::FromChrono(context.deadline());
+  }
+  if (request_timeout_ > absl::ZeroDuration()) deadline = std::min(deadline, absl::Now() + request_timeout_);
+  return deadline;
+}
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::CallbackServerContext* context,
+                                                                        const v1::GenerateRequest* request) {
+  GenerateReactor* reactor = GenerateReactor::Create(engine_, live_streams_);
+  const std::string request_id =
+      request->request_id().empty() ? absl::StrCat("worker-", ++unnamed_requests_) : request->request_id();
+  ScopedLogContext log_context("request_id", request_id);
+  if (const v1::WorkerState state = state_.load(); state != v1::WORKER_STATE_READY) {
+    reactor->Refuse(NotServing(state));
+    return reactor;
+  }
+  absl::StatusOr<engine::GenerationRequest> converted = ToGenerationRequest(*request, model_);
+  if (!converted.ok()) {
+    LLMC_LOG(Debug) << "invalid request: " << converted.status();
+    reactor->Refuse(converted.status());
+    return reactor;
+  }
+  converted->request_id = request_id;
+  converted->deadline = Deadline(*context);
+  reactor->Submit(*std::move(converted), request->return_prompt_token_ids());
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* context,
+                                                   const v1::GetStatusRequest* request,
+                                                   v1::GetStatusResponse* response) {
+  const engine::EngineLoad load = engine_.Load();
+  response->set_worker_id(worker_id_);
+  response->set_state(state_.load());
+  *response->add_models() = model_.info;
+  *response->mutable_load() = ToWorkerLoad(load);
+  response->set_version(WorkerVersion());
+  response->set_uptime_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - started_)));
+  response->set_num_preemptions(static_cast<uint64_t>(load.num_preemptions));
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* WorkerService::Tokenize(grpc::CallbackServerContext* context,
+                                                  const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
+  absl::StatusOr<v1::TokenizeResponse> result = worker::Tokenize(*request, model_);
+  if (result.ok()) *response = *std::move(result);
+  return Finish(context, result.status());
+}
+
+grpc::ServerUnaryReactor* WorkerService::Detokenize(grpc::CallbackServerContext* context,
+                                                    const v1::DetokenizeRequest* request,
+                                                    v1::DetokenizeResponse* response) {
+  absl::StatusOr<v1::DetokenizeResponse> result = worker::Detokenize(*request, model_);
+  if (result.ok()) *response = *std::move(result);
+  return Finish(context, result.status());
+}
+
+}  // namespace llmc::worker

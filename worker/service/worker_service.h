@@ -1,0 +1,54 @@
+#ifndef LLMC_WORKER_SERVICE_WORKER_SERVICE_H_
+#define LLMC_WORKER_SERVICE_WORKER_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "llmc/v1/worker.grpc.pb.h"
+#include "worker/engine/engine.h"
+#include "worker/service/served_model.h"
+
+namespace llmc::worker {
+
+// The Worker gRPC service (callback API). Generate is a GenerateReactor per stream; the unary RPCs answer
+// on the calling gRPC thread. The engine must outlive the server the service is registered with.
+class WorkerService final : public v1::Worker::CallbackService {
+ public:
+  // `request_timeout` bounds each request on top of the caller's deadline (zero: no bound).
+  WorkerService(engine::Engine& engine, ServedModel model, std::string worker_id,
+                absl::Duration request_timeout = absl::ZeroDuration());
+
+  // Generate is served only when READY: STARTING and DRAINING refuse it with UNAVAILABLE.
+  void SetState(v1::WorkerState state) { state_.store(state); }
+  v1::WorkerState state() const { return state_.load(); }
+  const ServedModel& model() const { return model_; }
+  // Generate calls not yet done (their last message or status may still be on its way to the client).
+  int64_t live_streams() const { return live_streams_.load(); }
+
+  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
+                                                           const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context, const v1::GetStatusRequest* request,
+                                      v1::GetStatusResponse* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context, const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context, const v1::DetokenizeRequest* request,
+                                       v1::DetokenizeResponse* response) override;
+
+ private:
+  absl::Time Deadline(const grpc::CallbackServerContext& context) const;
+
+  engine::Engine& engine_;
+  const ServedModel model_;
+  const std::string worker_id_;
+  const absl::Duration request_timeout_;
+  const absl::Time started_;
+  std::atomic<v1::WorkerState> state_{v1::WORKER_STATE_STARTING};
+  std::atomic<uint64_t> unnamed_requests_{0};
+  std::atomic<int64_t> live_streams_{0};
+};
+
+}  // namespace llmc::worker
+
+#endif  // LLMC_WORKER_SERVICE_WORKER_SERVICE_H_
