@@ -28,8 +28,8 @@ absl::Status WorkerConfig::Validate() const {
   RETURN_IF_ERROR(ValidateAtLeast("max_waiting", max_waiting, 1));
   if (max_running > max_num_batched_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("max_running (", max_running,
-                                                   ") must not exceed max_num_batched_tokens (",
-                                                   max_num_batched_tokens, "): every running sequence needs a token"));
+                                                   ") must not exceed max_num_batched_tokens (", max_num_batched_tokens,
+                                                   "): every running sequence needs a token"));
   }
   if (request_timeout < absl::ZeroDuration()) return absl::InvalidArgumentError("request_timeout must not be negative");
   RETURN_IF_ERROR(ValidateListenAddress("listen_address", listen_address));

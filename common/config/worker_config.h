@@ -15,7 +15,7 @@ struct WorkerConfig {
   std::string model_path;  // a model package folder (docs/model-package.md)
   std::string model_name;  // empty: the manifest's name
   std::string device = "auto";
-  std::string dtype;  // empty: the package's
+  std::string dtype;           // empty: the package's
   uint32_t max_model_len = 0;  // 0: the manifest's max_context_length
 
   // Engine

@@ -183,8 +183,7 @@ TEST_CASE("engine: cancelling mid-stream frees every KV block", "[integration][e
   CHECK(sink->choice(0).tokens.size() < 1000);
   CHECK(WaitForIdle(*engine));
   engine->Abort(*id);  // already gone: ignored
-  CHECK(Run(*engine, Greedy(ToIds(Reference().prompts[0])))->choice(0).tokens ==
-        ToIds(Reference().continuations[0]));
+  CHECK(Run(*engine, Greedy(ToIds(Reference().prompts[0])))->choice(0).tokens == ToIds(Reference().continuations[0]));
 }
 
 TEST_CASE("engine: admission limits and bad requests are refused at once", "[integration][engine]") {
@@ -285,8 +284,7 @@ TEST_CASE("engine: stop token ids, stop strings and max_tokens end choices as sp
     const auto sink = Run(*engine, request);
     const auto eos = std::find(full.begin(), full.end(), 3);  // the fixture's EOS id
     CHECK(sink->choice(0).tokens == std::vector<int32_t>(full.begin(), eos == full.end() ? full.end() : eos + 1));
-    CHECK(sink->choice(0).finish_reason ==
-          (eos == full.end() ? v1::FINISH_REASON_LENGTH : v1::FINISH_REASON_STOP));
+    CHECK(sink->choice(0).finish_reason == (eos == full.end() ? v1::FINISH_REASON_LENGTH : v1::FINISH_REASON_STOP));
   }
   CHECK(WaitForIdle(*engine));
 }

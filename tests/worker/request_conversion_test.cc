@@ -122,7 +122,8 @@ TEST_CASE_METHOD(ConversionFixture, "request conversion: every refused sampling 
       {"sampling.repetition_penalty", [](auto& p) { p.set_repetition_penalty(0); }},
       {"sampling.presence_penalty", [](auto& p) { p.set_presence_penalty(2.5f); }},
       {"sampling.frequency_penalty", [](auto& p) { p.set_frequency_penalty(-3); }},
-      {"sampling.top_logprobs", [](auto& p) {
+      {"sampling.top_logprobs",
+       [](auto& p) {
          p.set_logprobs(true);
          p.set_top_logprobs(21);
        }},
@@ -130,11 +131,13 @@ TEST_CASE_METHOD(ConversionFixture, "request conversion: every refused sampling 
       {"sampling.n", [](auto& p) { p.set_n(17); }},
       {"sampling.max_tokens", [](auto& p) { p.set_max_tokens(0); }},
       {"sampling.max_tokens", [](auto& p) { p.set_max_tokens(kContext); }},  // beyond the context
-      {"sampling.min_tokens", [](auto& p) {
+      {"sampling.min_tokens",
+       [](auto& p) {
          p.set_max_tokens(4);
          p.set_min_tokens(5);
        }},
-      {"sampling.stop[1]", [](auto& p) {
+      {"sampling.stop[1]",
+       [](auto& p) {
          p.add_stop("x");
          p.add_stop("");
        }},
@@ -166,11 +169,13 @@ TEST_CASE_METHOD(ConversionFixture, "request conversion: the three prompt forms 
   message->set_role("user");
   message->set_content("yo");
   const std::vector<int32_t> with_prompt = PromptTokenIds(chat, model_).value();
-  const std::vector<int32_t> expected = tokenizer_->Encode("<|im_start|>user\nyo<|im_end|>\n<|im_start|>assistant\n").value();
+  const std::vector<int32_t> expected =
+      tokenizer_->Encode("<|im_start|>user\nyo<|im_end|>\n<|im_start|>assistant\n").value();
   CHECK(with_prompt == expected);
   CHECK(with_prompt.front() == kImStart);
   chat.mutable_chat()->set_add_generation_prompt(false);
-  CHECK(PromptTokenIds(chat, model_).value().size() == with_prompt.size() - tokenizer_->Encode("<|im_start|>assistant\n").value().size());
+  CHECK(PromptTokenIds(chat, model_).value().size() ==
+        with_prompt.size() - tokenizer_->Encode("<|im_start|>assistant\n").value().size());
 }
 
 TEST_CASE_METHOD(ConversionFixture, "request conversion: bad prompts are INVALID_ARGUMENT naming the problem",

@@ -4,14 +4,11 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <set>
-#include <tuple>
 
 namespace llmc::engine {
 namespace {
@@ -259,19 +256,26 @@ TEST_CASE("sampler: penalties change exactly the affected logits", "[unit][sampl
   row.options.frequency_penalty = 0.25f;
   row.prompt = {0, 1, 0, 0};
   row.output = {1, 2, 2};
-  at::Tensor logits = Logits({{2.0f, -1.0f, 0.5f, 3.0f, 1.0f, -0.5f}});
-  const auto sampled = SampleRows(logits, {&row});
   const std::vector<float> expected = {1.0f,  // prompt only: positive, divided once however often it appears
                                        -1.0f * 2 - 0.25f - 0.5f,     // prompt and output once: negative, multiplied
                                        0.5f / 2 - 2 * 0.25f - 0.5f,  // output twice
                                        3.0f,
                                        1.0f,
                                        -0.5f};  // untouched
-  for (size_t i = 0; i < expected.size(); ++i) {
-    INFO("token " << i);
-    CHECK(logits[0][i].item<float>() == Approx(expected[i]).margin(1e-6));
+  // Several identical rows, so that some thread handles more than one and reuses its buffers.
+  constexpr int kRows = 6;
+  std::vector<TestRow> rows(kRows, row);
+  std::vector<TestRow*> pointers;
+  for (TestRow& copy : rows) pointers.push_back(&copy);
+  at::Tensor logits = Logits({{2.0f, -1.0f, 0.5f, 3.0f, 1.0f, -0.5f}}).repeat({kRows, 1});
+  const auto sampled = SampleRows(logits, pointers);
+  for (int r = 0; r < kRows; ++r) {
+    for (size_t i = 0; i < expected.size(); ++i) {
+      INFO("row " << r << " token " << i);
+      CHECK(logits[r][i].item<float>() == Approx(expected[i]).margin(1e-6));
+    }
+    CHECK(sampled[r].token_id == 3);
   }
-  CHECK(sampled[0].token_id == 3);
 }
 
 TEST_CASE("sampler: each penalty can flip the greedy choice", "[unit][sampler]") {
@@ -493,33 +497,4 @@ TEST_CASE("sampler: rejects logits that do not match the rows", "[unit][sampler]
 }
 
 }  // namespace
-}  // namespace llmc::engine
-namespace llmc::engine {
-TEST_CASE("TMPBENCH", "[.tmpbench]") {
-  for (const auto& [name, scale, top_p, top_k, rows] :
-       std::vector<std::tuple<const char*, double, float, int, int>>{{"peaky T=1", 3.0, 1.0f, 0, 8},
-                                                                     {"peaky top_p .9", 3.0, 0.9f, 0, 8},
-                                                                     {"peaky top_k 50", 3.0, 1.0f, 50, 8},
-                                                                     {"flat top_p .9", 0.01, 0.9f, 0, 8},
-                                                                     {"greedy", 3.0, 1.0f, -1, 8},
-                                                                     {"peaky top_p .9 x64", 3.0, 0.9f, 0, 64}}) {
-    at::manual_seed(1);
-    at::Tensor logits = at::randn({rows, 151936}) * scale;
-    if (scale == 3.0) logits.narrow(1, 1000, 10).add_(12.0);  // llm-like: a few tokens hold most mass
-    std::vector<SamplingOptions> options(rows);
-    std::vector<std::mt19937_64> rngs(rows);
-    std::vector<SamplerRow> views(rows);
-    for (int r = 0; r < rows; ++r) {
-      options[r].top_p = top_p;
-      options[r].top_k = std::max(top_k, 0);
-      if (top_k < 0) options[r].temperature = 0;
-      views[r].options = &options[r];
-      views[r].rng = &rngs[r];
-    }
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < 20; ++i) Sampler().Sample(logits, views);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() / 20;
-    std::printf("%-22s rows %3d: %.2f ms/step (%.3f ms/row)\n", name, rows, ms, ms / rows);
-  }
-}
 }  // namespace llmc::engine

@@ -170,6 +170,17 @@ TEST_CASE("worker process: on SIGTERM in-flight streams complete, new ones are r
   CHECK(absl::Now() - signalled < kGrace);
   CheckComplete(streams, kMaxTokens);
   CHECK(controller.deregistrations() == std::vector<std::string>{kWorkerId});
+  // The drain found work in flight (rather than the streams finishing before the signal landed).
+  CHECK_THAT(worker.process().ReadLog(), Catch::Contains("draining: waiting up to"));
+}
+
+TEST_CASE("worker process: serves while the controller is unreachable", "[integration][worker]") {
+  const std::string nowhere = "127.0.0.1:" + std::to_string(PickFreePort());
+  WorkerProcess worker(LLMC_WORKER_BINARY, PackagePath(),
+                       {"--controller_address=" + nowhere, "--device=cpu", "--kv_cache_bytes=16777216"});
+  CheckComplete({Collect(worker.worker(), Request(0, 8))}, 8);
+  CHECK(worker.process().running());
+  CHECK_THAT(worker.process().ReadLog(), Catch::Contains("serving continues"));
 }
 
 TEST_CASE("worker process: a missing model_path or package is a clear error", "[integration][worker]") {

@@ -120,7 +120,8 @@ TEST_CASE("worker service: concurrent streams arrive complete, in order, with in
   for (int i = 0; i < kStreams; ++i) {
     INFO("stream " << i);
     const bool length = i % 2 == 0;
-    CheckEcho(results[i], i, length ? 10 : 20 + i, 1 + i % 3, length ? v1::FINISH_REASON_LENGTH : v1::FINISH_REASON_STOP);
+    CheckEcho(results[i], i, length ? 10 : 20 + i, 1 + i % 3,
+              length ? v1::FINISH_REASON_LENGTH : v1::FINISH_REASON_STOP);
     CHECK(results[i].responses.back().usage().prompt_tokens() == static_cast<uint32_t>(20 + i));
   }
 }

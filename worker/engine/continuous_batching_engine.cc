@@ -25,9 +25,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Lo
   const model::ModelManifest& manifest = model->manifest();
   EngineOptions resolved = options;
   if (resolved.max_model_len > manifest.max_context_length) {
-    return absl::InvalidArgumentError(absl::StrCat("max_model_len ", resolved.max_model_len,
-                                                   " exceeds the model's context length ",
-                                                   manifest.max_context_length));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_model_len ", resolved.max_model_len, " exceeds the model's context length ", manifest.max_context_length));
   }
   if (resolved.max_model_len <= 0) resolved.max_model_len = manifest.max_context_length;
   if (resolved.block_size <= 0 || resolved.max_running <= 0 || resolved.max_waiting <= 0 ||
@@ -58,15 +57,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Lo
   ASSIGN_OR_RETURN(at::Tensor kv_cache, model->AllocateKvCache(num_blocks, resolved.block_size));
   LLMC_LOG(Info) << "KV cache allocated: " << num_blocks << " blocks of " << resolved.block_size << " tokens, "
                  << num_blocks * block_bytes << " bytes; max_model_len " << resolved.max_model_len;
-  return std::unique_ptr<Engine>(new ContinuousBatchingEngine(std::move(model), tokenizer, resolved,
-                                                              static_cast<int32_t>(num_blocks),
-                                                              std::move(kv_cache), observer));
+  return std::unique_ptr<Engine>(new ContinuousBatchingEngine(
+      std::move(model), tokenizer, resolved, static_cast<int32_t>(num_blocks), std::move(kv_cache), observer));
 }
 
 ContinuousBatchingEngine::ContinuousBatchingEngine(std::unique_ptr<model::LoadedModel> model,
-                                                   const tokenizer::Tokenizer& tokenizer,
-                                                   const EngineOptions& options, int32_t num_blocks,
-                                                   at::Tensor kv_cache, EngineObserver* observer)
+                                                   const tokenizer::Tokenizer& tokenizer, const EngineOptions& options,
+                                                   int32_t num_blocks, at::Tensor kv_cache, EngineObserver* observer)
     : model_(std::move(model)),
       tokenizer_(tokenizer),
       options_(options),
@@ -95,8 +92,9 @@ absl::Status ContinuousBatchingEngine::Start() {
   const auto view = [](auto& values, at::ScalarType type) {
     return at::from_blob(values.data(), {static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(type));
   };
-  model::ForwardBatch warm_up{view(ids, at::kLong),        view(positions, at::kLong), view(slots, at::kLong),
-                              view(table, at::kInt).view({1, 1}), view(lengths, at::kInt), view(starts, at::kInt),
+  model::ForwardBatch warm_up{view(ids, at::kLong),        view(positions, at::kLong),
+                              view(slots, at::kLong),      view(table, at::kInt).view({1, 1}),
+                              view(lengths, at::kInt),     view(starts, at::kInt),
                               view(logits_rows, at::kLong)};
   {
     c10::InferenceMode inference;
@@ -123,13 +121,19 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
           absl::StrCat("prompt token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
     }
   }
+  for (const int32_t id : sampling.stop_token_ids) {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stop token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
   if (sampling.n < 1) return absl::InvalidArgumentError("n must be at least 1");
   if (sampling.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
   if (prompt_length + sampling.max_tokens > options_.max_model_len) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "this model's maximum context length is ", options_.max_model_len, " tokens, but ",
-        prompt_length + sampling.max_tokens, " were requested (", prompt_length, " in the prompt, ",
-        sampling.max_tokens, " for the completion)"));
+    return absl::InvalidArgumentError(absl::StrCat("this model's maximum context length is ", options_.max_model_len,
+                                                   " tokens, but ", prompt_length + sampling.max_tokens,
+                                                   " were requested (", prompt_length, " in the prompt, ",
+                                                   sampling.max_tokens, " for the completion)"));
   }
   return absl::OkStatus();
 }
@@ -143,7 +147,7 @@ absl::StatusOr<uint64_t> ContinuousBatchingEngine::Submit(GenerationRequest requ
   group->arrival_time = absl::Now();
   absl::MutexLock lock(&mu_);
   if (!accepting_) {
-    return absl::UnavailableError(stopping_ ? "the engine has stopped"
+    return absl::UnavailableError(stopping_            ? "the engine has stopped"
                                   : thread_.joinable() ? "the worker is draining and takes no new requests"
                                                        : "the engine is not started yet");
   }
@@ -258,8 +262,8 @@ void ContinuousBatchingEngine::ExpireDeadlines() {
   for (const uint64_t id : expired) {
     RequestGroup& group = *groups_.at(id);
     EndEarly(group,
-             absl::DeadlineExceededError(absl::StrCat("the request's deadline passed after ", group.completion_tokens,
-                                                      " generated tokens")),
+             absl::DeadlineExceededError(
+                 absl::StrCat("the request's deadline passed after ", group.completion_tokens, " generated tokens")),
              v1::FINISH_REASON_ABORT);
   }
 }
@@ -317,15 +321,7 @@ void ContinuousBatchingEngine::Step() {
   const model::ForwardBatch batch = batch_builder_.Build(plan.chunks);
   absl::StatusOr<at::Tensor> logits = model_->Forward(batch, kv_cache_);
   if (!logits.ok()) {
-    LLMC_LOG(Error) << "model step failed: " << logits.status().message();
-    std::vector<uint64_t> failed;
-    for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(chunk.sequence->group.id);
-    std::sort(failed.begin(), failed.end());
-    failed.erase(std::unique(failed.begin(), failed.end()), failed.end());
-    for (const uint64_t id : failed) {
-      EndEarly(*groups_.at(id), absl::InternalError(logits.status().message()), v1::FINISH_REASON_ERROR);
-    }
-    PublishLoad(0);
+    FailStep(plan, absl::InternalError(logits.status().message()));
     return;
   }
 
@@ -344,10 +340,16 @@ void ContinuousBatchingEngine::Step() {
   for (size_t k = 0; k < sampled_sequences.size(); ++k) {
     Sequence& sequence = *sampled_sequences[k];
     output_.SuppressedTokens(sequence, suppressed_[k]);
-    rows.push_back({&sequence.group.request.sampling, &sequence.rng, sequence.prompt(), sequence.output(),
-                    suppressed_[k]});
+    rows.push_back(
+        {&sequence.group.request.sampling, &sequence.rng, sequence.prompt(), sequence.output(), suppressed_[k]});
   }
-  const std::vector<SampledToken> sampled = sampler_.Sample(host_logits, rows);
+  std::vector<SampledToken> sampled;
+  try {
+    sampled = sampler_.Sample(host_logits, rows);
+  } catch (const std::exception& error) {  // only on inputs Validate should have refused
+    FailStep(plan, absl::InternalError(absl::StrCat("sampling failed: ", error.what())));
+    return;
+  }
 
   const absl::Time now = absl::Now();
   std::vector<RequestGroup*> touched;
@@ -379,6 +381,16 @@ void ContinuousBatchingEngine::Step() {
   SendPendingResponses(touched);
   if (observer_ != nullptr) observer_->OnStep(plan.num_prefill_tokens, plan.num_decode_tokens, now - start);
   PublishLoad(static_cast<int64_t>(sampled.size()));
+}
+
+void ContinuousBatchingEngine::FailStep(const SchedulerOutput& plan, const absl::Status& status) {
+  LLMC_LOG(Error) << "engine step failed: " << status.message();
+  std::vector<uint64_t> failed;
+  for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(chunk.sequence->group.id);
+  std::sort(failed.begin(), failed.end());
+  failed.erase(std::unique(failed.begin(), failed.end()), failed.end());
+  for (const uint64_t id : failed) EndEarly(*groups_.at(id), status, v1::FINISH_REASON_ERROR);
+  PublishLoad(0);
 }
 
 void ContinuousBatchingEngine::SendPendingResponses(const std::vector<RequestGroup*>& touched) {

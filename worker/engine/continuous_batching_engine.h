@@ -52,6 +52,8 @@ class ContinuousBatchingEngine final : public Engine {
   // Ends a request that did not complete: frees its sequences and tells the sink why.
   void EndEarly(RequestGroup& group, const absl::Status& status, v1::FinishReason reason);
   void EndGroup(uint64_t id);
+  // The model or the sampler failed: every request in the step ends with `status`; the engine goes on.
+  void FailStep(const SchedulerOutput& plan, const absl::Status& status);
   void SendPendingResponses(const std::vector<RequestGroup*>& touched);
   void PublishLoad(int64_t generated_tokens);
 

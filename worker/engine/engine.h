@@ -32,7 +32,7 @@ struct EngineLoad {
   int64_t num_kv_blocks_used = 0;
   int64_t max_running = 0;
   int64_t max_waiting = 0;
-  int64_t num_preemptions = 0;  // since start
+  int64_t num_preemptions = 0;   // since start
   double tokens_per_second = 0;  // generated tokens, recent
   double kv_cache_usage() const {
     return num_kv_blocks == 0 ? 0.0 : static_cast<double>(num_kv_blocks_used) / num_kv_blocks;

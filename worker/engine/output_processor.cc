@@ -8,7 +8,9 @@
 namespace llmc::engine {
 namespace {
 
-bool Contains(const std::vector<int32_t>& ids, int32_t id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+bool Contains(const std::vector<int32_t>& ids, int32_t id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
 
 }  // namespace
 

@@ -19,8 +19,7 @@ namespace llmc::engine {
 // token ids, stop strings, max_tokens, the context length) and packed into the choice's delta.
 class OutputProcessor {
  public:
-  OutputProcessor(const tokenizer::Tokenizer& tokenizer, const model::ModelManifest& manifest,
-                  int64_t max_model_len);
+  OutputProcessor(const tokenizer::Tokenizer& tokenizer, const model::ModelManifest& manifest, int64_t max_model_len);
 
   // Appends `sampled` to `sequence` and returns its delta. When a stop condition holds, the delta carries
   // the finish reason and the sequence's state becomes kFinished.

@@ -10,7 +10,6 @@
 #include <optional>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 
 namespace llmc::engine {
 namespace {
@@ -32,6 +31,7 @@ bool Heavier(const Candidate& a, const Candidate& b) {
 struct Scratch {
   std::vector<float> weights;
   std::vector<Candidate> candidates;
+  std::vector<int32_t> counts;  // all zero between uses
 };
 
 // The raw values of the logits this step changes, kept only when logprobs are asked for.
@@ -44,28 +44,35 @@ float& LogitAt(float* logits, int64_t vocab, int32_t id, RawLogits* raw) {
 }
 
 // vLLM's order: repetition (prompt and output, each distinct token once), then frequency and presence
-// (output only).
-void ApplyPenalties(const SamplerRow& row, float* logits, int64_t vocab, RawLogits* raw) {
+// (output only). Touches only the ids named; `counts` is zero again on return.
+void ApplyPenalties(const SamplerRow& row, float* logits, int64_t vocab, std::vector<int32_t>& counts, RawLogits* raw) {
   const SamplingOptions& options = *row.options;
-  if (options.repetition_penalty != 1.0f) {
+  const bool repetition = options.repetition_penalty != 1.0f;
+  const bool occurrence = options.presence_penalty != 0.0f || options.frequency_penalty != 0.0f;
+  if (!repetition && !occurrence) return;
+  counts.resize(vocab);
+  if (repetition) {
     const float penalty = options.repetition_penalty;
-    absl::flat_hash_set<int32_t> seen;
-    seen.reserve(row.prompt_token_ids.size() + row.output_token_ids.size());
     for (const absl::Span<const int32_t> ids : {row.prompt_token_ids, row.output_token_ids}) {
       for (const int32_t id : ids) {
-        if (!seen.insert(id).second) continue;
         float& logit = LogitAt(logits, vocab, id, raw);
-        logit = logit > 0 ? logit / penalty : logit * penalty;
+        if (counts[id]++ == 0) logit = logit > 0 ? logit / penalty : logit * penalty;
       }
     }
+    for (const absl::Span<const int32_t> ids : {row.prompt_token_ids, row.output_token_ids}) {
+      for (const int32_t id : ids) counts[id] = 0;
+    }
   }
-  if (options.presence_penalty == 0.0f && options.frequency_penalty == 0.0f) return;
-  absl::flat_hash_map<int32_t, int32_t> counts;
-  for (const int32_t id : row.output_token_ids) ++counts[id];
-  for (const auto& [id, count] : counts) {
-    float& logit = LogitAt(logits, vocab, id, raw);
-    logit -= options.frequency_penalty * static_cast<float>(count);
-    logit -= options.presence_penalty;
+  if (!occurrence) return;
+  for (const int32_t id : row.output_token_ids) {
+    LogitAt(logits, vocab, id, raw);  // checks the id before it indexes `counts`
+    ++counts[id];
+  }
+  for (const int32_t id : row.output_token_ids) {
+    if (counts[id] == 0) continue;  // a repeat, already penalised
+    logits[id] -= options.frequency_penalty * static_cast<float>(counts[id]);
+    logits[id] -= options.presence_penalty;
+    counts[id] = 0;
   }
 }
 
@@ -221,8 +228,8 @@ int32_t Draw(const float* logits, int64_t vocab, const SamplingOptions& options,
              Scratch& scratch) {
   const float max_logit = RowTensor(logits, vocab).max().item<float>();
   if (!std::isfinite(max_logit)) return Argmax(logits, vocab);  // all suppressed, an infinite or a NaN logit
-  const std::vector<float>& weights = scratch.weights;
   ComputeWeights(logits, vocab, max_logit, options.temperature, scratch.weights);
+  const std::vector<float>& weights = scratch.weights;
   // The best token weighs exactly 1, so min-p's bar (min_p × the largest probability) is min_p itself.
   // Tokens whose weight underflowed to 0 could never be drawn and are dropped with them.
   const float floor = std::max(options.min_p, std::numeric_limits<float>::denorm_min());
@@ -262,7 +269,7 @@ SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scra
   RawLogits* const raw_or_null = with_logprobs ? &raw : nullptr;
 
   for (const int32_t id : row.suppressed_token_ids) LogitAt(logits, vocab, id, raw_or_null) = kNegativeInfinity;
-  ApplyPenalties(row, logits, vocab, raw_or_null);
+  ApplyPenalties(row, logits, vocab, scratch.counts, raw_or_null);
 
   if (options.greedy()) {
     result.token_id = Argmax(logits, vocab);

@@ -16,9 +16,9 @@ namespace llmc::engine {
 // What the sampler needs to know about one row of logits (one sequence in this step).
 struct SamplerRow {
   const SamplingOptions* options = nullptr;
-  std::mt19937_64* rng = nullptr;               // the sequence's own generator: same seed, same output
-  absl::Span<const int32_t> prompt_token_ids;   // for the repetition penalty
-  absl::Span<const int32_t> output_token_ids;   // for repetition, presence and frequency penalties
+  std::mt19937_64* rng = nullptr;                  // the sequence's own generator: same seed, same output
+  absl::Span<const int32_t> prompt_token_ids;      // for the repetition penalty
+  absl::Span<const int32_t> output_token_ids;      // for repetition, presence and frequency penalties
   absl::Span<const int32_t> suppressed_token_ids;  // never sampled this step (EOS / stop ids before min_tokens)
 };
 

@@ -11,12 +11,12 @@ namespace llmc::engine {
 // One request's sampling settings with every default resolved and every range checked
 // (worker/service/request_conversion.cc builds them from the proto's SamplingParams).
 struct SamplingOptions {
-  uint32_t max_tokens = 16;  // generated tokens per choice
-  uint32_t min_tokens = 0;   // EOS and stop token ids are suppressed until this many
-  float temperature = 1.0f;  // 0: greedy
-  float top_p = 1.0f;        // (0, 1]
-  int32_t top_k = 0;         // 0: disabled
-  float min_p = 0.0f;        // [0, 1]; 0: disabled
+  uint32_t max_tokens = 16;         // generated tokens per choice
+  uint32_t min_tokens = 0;          // EOS and stop token ids are suppressed until this many
+  float temperature = 1.0f;         // 0: greedy
+  float top_p = 1.0f;               // (0, 1]
+  int32_t top_k = 0;                // 0: disabled
+  float min_p = 0.0f;               // [0, 1]; 0: disabled
   float repetition_penalty = 1.0f;  // > 0; 1: none (prompt and output tokens, as in vLLM)
   float presence_penalty = 0.0f;    // [-2, 2] (output tokens)
   float frequency_penalty = 0.0f;   // [-2, 2] (output tokens)

@@ -33,7 +33,7 @@ struct Sequence {
   SequenceState state = SequenceState::kQueued;
   std::vector<int32_t> tokens;  // prompt then output
   int64_t prompt_length = 0;
-  int64_t num_computed = 0;     // leading tokens whose K/V are in the cache
+  int64_t num_computed = 0;  // leading tokens whose K/V are in the cache
   std::vector<int32_t> block_table;
   uint64_t admission_order = 0;  // larger is newer; the newest is preempted first
   std::mt19937_64 rng;
@@ -47,8 +47,7 @@ struct Sequence {
   absl::Span<const int32_t> prompt() const { return absl::MakeConstSpan(tokens).first(prompt_length); }
   absl::Span<const int32_t> output() const { return absl::MakeConstSpan(tokens).subspan(prompt_length); }
   bool finished() const {
-    return state == SequenceState::kFinished || state == SequenceState::kCancelled ||
-           state == SequenceState::kFailed;
+    return state == SequenceState::kFinished || state == SequenceState::kCancelled || state == SequenceState::kFailed;
   }
 };
 

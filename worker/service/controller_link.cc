@@ -1,6 +1,7 @@
 #include "worker/service/controller_link.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/logging.h"
 #include "common/status_codes.h"
@@ -26,8 +27,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, absl::Dur
 
 }  // namespace
 
-ControllerLink::ControllerLink(ControllerLinkOptions options, v1::ModelInfo model,
-                               std::function<v1::WorkerLoad()> load)
+ControllerLink::ControllerLink(ControllerLinkOptions options, v1::ModelInfo model, std::function<v1::WorkerLoad()> load)
     : options_(std::move(options)),
       model_(std::move(model)),
       load_(std::move(load)),
@@ -59,17 +59,16 @@ void ControllerLink::Stop(bool deregister) {
 }
 
 void ControllerLink::Run() {
+  ScopedLogContext log_context("worker_id", options_.worker_id);
   absl::Duration retry = kFirstRetry;
   while (true) {
     v1::WorkerState state;
-    absl::Duration interval;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       state = state_;
-      interval = interval_;
     }
-    absl::Duration wait = interval;
+    std::optional<absl::Duration> backoff;
     if (registered_) {
       absl::StatusOr<bool> unknown = Heartbeat(state);
       if (!unknown.ok()) {
@@ -86,13 +85,14 @@ void ControllerLink::Run() {
         retry = kFirstRetry;
       } else {
         NoteFailure(status);
-        wait = retry;
-        retry = std::min(retry * 2, interval);
+        backoff = retry;
       }
     }
     absl::MutexLock lock(&mu_);
+    // The interval may just have come from the controller.
+    if (backoff.has_value()) retry = std::min(retry * 2, interval_);
     auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return wake_ || stopping_; };
-    mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
+    mu_.AwaitWithTimeout(absl::Condition(&woken), backoff.value_or(interval_));
     wake_ = false;
   }
 }

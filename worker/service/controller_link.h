@@ -19,7 +19,7 @@ namespace llmc::worker {
 struct ControllerLinkOptions {
   std::string controller_address;  // host:port
   std::string worker_id;
-  std::string advertised_address;  // what gateways dial
+  std::string advertised_address;                        // what gateways dial
   absl::Duration heartbeat_interval = absl::Seconds(2);  // until the controller names its own
   absl::Duration rpc_timeout = absl::Seconds(2);
 };

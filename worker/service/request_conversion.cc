@@ -19,8 +19,8 @@ absl::Status OutOfRange(absl::string_view field, absl::string_view range, double
 
 absl::StatusOr<std::string> RenderChat(const v1::ChatInput& chat, const ServedModel& model) {
   if (model.chat_template == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("model ", model.name(),
-                                                   " has no chat template; send a prompt or prompt_token_ids"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model ", model.name(), " has no chat template; send a prompt or prompt_token_ids"));
   }
   std::vector<tokenizer::ChatTurn> turns;
   turns.reserve(chat.messages_size());
@@ -97,9 +97,9 @@ absl::Status ResolveLengths(const v1::SamplingParams& params, size_t prompt_toke
   if (params.has_max_tokens()) {
     if (params.max_tokens() < 1) return OutOfRange("max_tokens", "at least 1", params.max_tokens());
     if (prompt + params.max_tokens() > context) {
-      return absl::InvalidArgumentError(absl::StrCat("sampling.max_tokens = ", params.max_tokens(), " plus the prompt's ",
-                                                     prompt, " tokens exceeds the context length of ", model.name(),
-                                                     " (", context, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling.max_tokens = ", params.max_tokens(), " plus the prompt's ", prompt,
+                       " tokens exceeds the context length of ", model.name(), " (", context, ")"));
     }
     options.max_tokens = params.max_tokens();
   } else {

@@ -8,16 +8,15 @@ namespace {
 using prometheus::Histogram;
 
 // vLLM's buckets, so histograms compare across the two.
-const Histogram::BucketBoundaries kTimeToFirstTokenBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
-                                                              0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
+const Histogram::BucketBoundaries kTimeToFirstTokenBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                                              0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
                                                               20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
-const Histogram::BucketBoundaries kInterTokenBuckets = {0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,
-                                                        0.3,  0.4,   0.5,  0.75,  1.0,  2.5,  5.0,
-                                                        7.5,  10.0,  20.0, 40.0,  80.0};
-const Histogram::BucketBoundaries kRequestLatencyBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,
-                                                            5.0,  10.0, 15.0, 20.0, 30.0,  40.0,  50.0,
+const Histogram::BucketBoundaries kInterTokenBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                                        0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const Histogram::BucketBoundaries kRequestLatencyBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,    2.5,
+                                                            5.0,  10.0, 15.0, 20.0, 30.0,  40.0,   50.0,
                                                             60.0, 120,  240,  480,  960.0, 1920.0, 7680.0};
-const Histogram::BucketBoundaries kTokenCountBuckets = {1,   2,    5,    10,   20,   50,    100,   200,
+const Histogram::BucketBoundaries kTokenCountBuckets = {1,   2,    5,    10,   20,    50,    100,   200,
                                                         500, 1000, 2000, 5000, 10000, 20000, 50000, 100000};
 const Histogram::BucketBoundaries kIterationTokenBuckets = {1,   8,    16,   32,   64,   128,  256,
                                                             512, 1024, 2048, 4096, 8192, 16384};
@@ -52,8 +51,8 @@ WorkerMetrics::WorkerMetrics(const std::string& model_name)
                                {{"model_name", model_name}})),
       prompt_tokens_(AddCounter(*registry_, "llmc:prompt_tokens_total", "Prompt tokens of finished requests",
                                 {{"model_name", model_name}})),
-      generation_tokens_(AddCounter(*registry_, "llmc:generation_tokens_total",
-                                    "Generated tokens of finished requests", {{"model_name", model_name}})),
+      generation_tokens_(AddCounter(*registry_, "llmc:generation_tokens_total", "Generated tokens of finished requests",
+                                    {{"model_name", model_name}})),
       preemptions_(AddCounter(*registry_, "llmc:num_preemptions_total",
                               "Sequences preempted (KV blocks freed, recomputed later)", {{"model_name", model_name}})),
       time_to_first_token_(AddHistogram(*registry_, "llmc:time_to_first_token_seconds",

@@ -86,8 +86,8 @@ absl::Status WorkerServer::LoadEngine() {
   if (!model.ok()) return Annotate(model.status(), absl::StrCat("loading ", config_.model_path));
   const std::string name = config_.model_name.empty() ? (*model)->manifest().name : config_.model_name;
   metrics_ = std::make_unique<WorkerMetrics>(name);
-  ASSIGN_OR_RETURN(engine_, engine::Engine::Create(*std::move(model), *tokenizer_, ToEngineOptions(config_),
-                                                   metrics_.get()));
+  ASSIGN_OR_RETURN(engine_,
+                   engine::Engine::Create(*std::move(model), *tokenizer_, ToEngineOptions(config_), metrics_.get()));
   service_ = std::make_unique<WorkerService>(*engine_, MakeServedModel(*engine_, *tokenizer_, name), worker_id_,
                                              config_.request_timeout);
   LLMC_LOG(Info).With("model", name).With("max_model_len", absl::StrCat(engine_->max_model_len()))
