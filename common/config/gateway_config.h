@@ -1,25 +1,49 @@
 #ifndef LLMC_COMMON_CONFIG_GATEWAY_CONFIG_H_
 #define LLMC_COMMON_CONFIG_GATEWAY_CONFIG_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace llmc::config {
 
-// The `gateway:` section. The HTTP limits and routing settings arrive with the gateway itself.
+// The `gateway:` section: the OpenAI-compatible HTTP server, its limits, and how it reaches workers.
 struct GatewayConfig {
   std::string listen_address = "0.0.0.0:8000";
   std::string controller_address = "127.0.0.1:21001";
   std::vector<std::string> api_keys;  // empty: no authentication
+  std::vector<std::string> cors_allow_origins = {"*"};  // empty: no CORS headers
+  uint32_t num_threads = 4;                             // HTTP I/O threads
+  uint64_t max_body_bytes = 8 << 20;
+  uint32_t max_header_bytes = 16 << 10;
+  absl::Duration read_timeout = absl::Seconds(30);        // to receive a whole request
+  absl::Duration idle_timeout = absl::Seconds(60);        // keep-alive connections with no request
+  absl::Duration sse_keepalive_interval = absl::Seconds(15);  // comment lines on quiet streams
+  absl::Duration request_timeout = absl::Seconds(600);    // deadline of one generation
+  absl::Duration routing_refresh_interval = absl::Seconds(2);
+  uint32_t max_attempts = 3;  // workers tried when one refuses before the first token
+  uint32_t retry_after_seconds = 1;  // the Retry-After of a 429
   std::string log_level = "info";
 
   template <typename Visitor>
   void VisitFields(Visitor& v) {
-    v("listen_address", listen_address, "host:port of the OpenAI-compatible HTTP server");
+    v("listen_address", listen_address, "host:port of the OpenAI-compatible HTTP server (port 0 picks a free one)");
     v("controller_address", controller_address, "host:port of the controller");
     v("api_keys", api_keys, "accepted bearer API keys; empty list disables authentication");
+    v("cors_allow_origins", cors_allow_origins, "origins allowed by CORS (* for any); empty disables CORS");
+    v("num_threads", num_threads, "HTTP I/O threads");
+    v("max_body_bytes", max_body_bytes, "largest request body accepted; larger gets 413");
+    v("max_header_bytes", max_header_bytes, "largest request header block accepted");
+    v("read_timeout", read_timeout, "time allowed to receive one whole request");
+    v("idle_timeout", idle_timeout, "how long an idle keep-alive connection stays open");
+    v("sse_keepalive_interval", sse_keepalive_interval, "comment lines keep quiet event streams alive this often");
+    v("request_timeout", request_timeout, "deadline of one generation (504 past it)");
+    v("routing_refresh_interval", routing_refresh_interval, "how often the cached routing table is refreshed");
+    v("max_attempts", max_attempts, "workers tried when one refuses (queue full, draining) before the first token");
+    v("retry_after_seconds", retry_after_seconds, "Retry-After header of 429 answers");
     v("log_level", log_level, "debug, info, warning or error");
   }
 

@@ -7,6 +7,9 @@
 #include <numeric>
 #include <random>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/support/child_process.h"
 #include "tests/support/tokenizer_files.h"
@@ -18,15 +21,23 @@ constexpr int kSteps = 32;
 
 }  // namespace
 
-std::string ParityFixture(const std::string& dtype) {
-  static std::map<std::string, std::string> made;
-  auto& dir = made[dtype];
+std::string ParityFixture(const std::string& dtype, int format_version) {
+  static std::map<std::pair<std::string, int>, std::string> made;
+  auto& dir = made[{dtype, format_version}];
   if (dir.empty()) {
     dir = MakeTempDir("llmc-parity-" + dtype);
-    const auto result = RunCommand(LLMC_PYTHON,
-                                   {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_parity_fixture.py", "--out", dir,
-                                    "--dtype", dtype, "--tokenizer", TokenizerJsonPath("qwen3")},
-                                   absl::Seconds(240));
+    std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_parity_fixture.py",
+                                     "--out",
+                                     dir,
+                                     "--dtype",
+                                     dtype,
+                                     "--tokenizer",
+                                     TokenizerJsonPath("qwen3")};
+    if (format_version != 0) {
+      args.push_back("--format-version");
+      args.push_back(std::to_string(format_version));
+    }
+    const auto result = RunCommand(LLMC_PYTHON, args, absl::Seconds(240));
     if (result.exit_code != 0) throw std::runtime_error("fixture script failed:\n" + result.output);
   }
   return dir;

@@ -25,6 +25,13 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
+class Linear(nn.Linear):
+    """nn.Linear (same parameters and names) whose forward is the llmc::linear operator."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.llmc.linear(x, self.weight, self.bias)
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -37,10 +44,10 @@ class Attention(nn.Module):
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
         self.scale = config.head_dim ** -0.5
-        self.q_proj = nn.Linear(config.hidden_size, config.num_heads * config.head_dim, bias=config.qkv_bias)
-        self.k_proj = nn.Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=config.qkv_bias)
-        self.v_proj = nn.Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=config.qkv_bias)
-        self.o_proj = nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
+        self.q_proj = Linear(config.hidden_size, config.num_heads * config.head_dim, bias=config.qkv_bias)
+        self.k_proj = Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=config.qkv_bias)
+        self.v_proj = Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=config.qkv_bias)
+        self.o_proj = Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, key_cache: torch.Tensor,
                 value_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
@@ -59,9 +66,9 @@ class Attention(nn.Module):
 class Mlp(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.up_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
+        self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -104,7 +111,7 @@ class CausalLM(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.model = Backbone(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.register_buffer("inv_freq", torch.tensor(config.inverse_frequencies(), dtype=torch.float32),

@@ -1,8 +1,11 @@
-"""The llmc:: custom operators for the paged KV cache: schemas and plain reference implementations.
+"""The llmc:: custom operators: schemas and plain reference implementations.
 
 The worker registers the same schemas in C++ with fast CPU and CUDA kernels; the TorchScript graph records
 only the operator names, so a package exported here runs on the C++ kernels at serving time. These Python
 implementations exist so export and tests need no C++ build; they favour clarity over speed.
+
+llmc::linear is torch.nn.functional.linear under its own name, so the worker can run the decode-sized
+(few-row) projections through a kernel that streams the weight once.
 
 Cache layout: key_cache and value_cache are [num_blocks, block_size, num_kv_heads, head_dim]. Token slot s
 lives at block s // block_size, offset s % block_size.
@@ -13,8 +16,10 @@ already written) is seq_lens[i] tokens long and occupies the blocks in block_tab
 sequence with n new tokens sits at position seq_lens[i] - n + j and attends causally to positions <= it.
 """
 import torch
+import torch.nn.functional as F
 
 _library = torch.library.Library("llmc", "DEF")
+_library.define("linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor")
 _library.define(
     "write_kv_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, "
     "Tensor slot_mapping) -> ()")
@@ -57,5 +62,6 @@ def paged_attention_reference(query, key_cache, value_cache, block_tables, seq_l
     return out
 
 
+_library.impl("linear", F.linear, "CPU")
 _library.impl("write_kv_cache", write_kv_cache_reference, "CPU")
 _library.impl("paged_attention", paged_attention_reference, "CPU")

@@ -10,7 +10,7 @@ from .model import CausalLM, random_weights
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "worker/model/linear_ops.h"
 #include "worker/model/paged_attention_ops.h"
 
 namespace llmc::model {
@@ -88,6 +89,7 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& package_dir,
                                                                const LoadOptions& options) {
   EnsurePagedAttentionOpsRegistered();
+  EnsureLinearOpRegistered();
   ASSIGN_OR_RETURN(ModelManifest manifest, ReadModelManifest(package_dir));
   ASSIGN_OR_RETURN(const at::ScalarType package_dtype, ParseDtype(manifest.dtype));
   ASSIGN_OR_RETURN(const at::ScalarType dtype, options.dtype.empty() ? package_dtype : ParseDtype(options.dtype));

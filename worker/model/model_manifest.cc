@@ -48,10 +48,11 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
     return absl::FailedPreconditionError(absl::StrCat(path, ": not an llmc model manifest"));
   }
   const int version = root.value("format_version", 0);
-  if (version != kManifestFormatVersion) {
+  if (version < kMinManifestFormatVersion || version > kManifestFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(path, ": package format version ", version,
-                                                      " is not supported (this llmc reads version ",
-                                                      kManifestFormatVersion, "); export the model again"));
+                                                      " is not supported (this llmc reads versions ",
+                                                      kMinManifestFormatVersion, " to ", kManifestFormatVersion,
+                                                      "); export the model again"));
   }
   ModelManifest manifest;
   absl::Status status = ReadString(root, path, "name", &manifest.name);

@@ -11,7 +11,9 @@
 namespace llmc::model {
 
 inline constexpr char kManifestFile[] = "llmc-model.json";
-inline constexpr int kManifestFormatVersion = 1;
+// Version 2 packages call llmc::linear for their projections; version 1 packages (aten::linear) still load.
+inline constexpr int kMinManifestFormatVersion = 1;
+inline constexpr int kManifestFormatVersion = 2;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {

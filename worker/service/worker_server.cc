@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_server_options.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -101,8 +102,7 @@ absl::Status WorkerServer::StartGrpc() {
   grpc::ServerBuilder builder;
   int bound_port = 0;
   builder.AddListeningPort(config_.listen_address, grpc::InsecureServerCredentials(), &bound_port);
-  // Without this, a second process could bind the same port and silently take half the connections.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ApplyServerDefaults(builder);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || bound_port == 0) {

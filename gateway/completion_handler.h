@@ -1,0 +1,43 @@
+#ifndef LLMC_GATEWAY_COMPLETION_HANDLER_H_
+#define LLMC_GATEWAY_COMPLETION_HANDLER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/time/time.h"
+#include "gateway/dispatch/generation_dispatcher.h"
+#include "gateway/gateway_metrics.h"
+#include "gateway/http/http_handler.h"
+#include "gateway/openai/openai_request.h"
+
+namespace llmc::gateway {
+
+// POST /v1/chat/completions and /v1/completions: parse and validate the OpenAI body, dispatch the
+// generation to a worker, and answer with one JSON body or an SSE stream. Headers of a stream are sent with
+// the first generated token, so a refusal before it (queue full everywhere, unknown model, prompt too long)
+// still gets its proper HTTP status; errors after it arrive as an error event before `data: [DONE]`.
+class CompletionHandler {
+ public:
+  struct Options {
+    absl::Duration request_timeout = absl::Seconds(600);
+    uint32_t retry_after_seconds = 1;
+    std::string system_fingerprint;
+  };
+
+  CompletionHandler(GenerationDispatcher& dispatcher, GatewayMetrics& metrics, Options options)
+      : dispatcher_(dispatcher), metrics_(metrics), options_(std::move(options)) {}
+
+  void Handle(OpenAiKind kind, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
+
+ private:
+  GenerationDispatcher& dispatcher_;
+  GatewayMetrics& metrics_;
+  const Options options_;
+};
+
+// An error answer in the OpenAI envelope, with Retry-After on 429.
+void SendError(ResponseWriter& writer, const absl::Status& status, uint32_t retry_after_seconds);
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_COMPLETION_HANDLER_H_

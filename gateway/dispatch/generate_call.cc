@@ -1,0 +1,77 @@
+#include "gateway/dispatch/generate_call.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/client_context.h"
+
+namespace llmc::gateway {
+namespace {
+
+// Shared between the reactor (which deletes itself when the stream ends) and whoever may cancel it.
+class Handle final : public GenerateCallHandle {
+ public:
+  void Cancel() override;
+  void Attach(grpc::ClientContext* context) {
+    absl::MutexLock lock(&mu_);
+    context_ = context;
+  }
+  void Detach() {
+    absl::MutexLock lock(&mu_);
+    context_ = nullptr;
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
+void Handle::Cancel() {
+  absl::MutexLock lock(&mu_);
+  if (context_ != nullptr) context_->TryCancel();
+}
+
+class GenerateReader final : public grpc::ClientReadReactor<v1::GenerateResponse> {
+ public:
+  GenerateReader(std::shared_ptr<Handle> handle, GenerateCallbacks callbacks)
+      : handle_(std::move(handle)), callbacks_(std::move(callbacks)) {}
+
+  void Begin(v1::Worker::Stub& stub, const v1::GenerateRequest& request, absl::Time deadline) {
+    request_ = request;  // must stay valid while the call runs
+    context_.set_deadline(absl::ToChronoTime(deadline));
+    handle_->Attach(&context_);
+    stub.async()->Generate(&context_, &request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the stream ended; OnDone follows
+    callbacks_.on_response(std::move(response_));
+    response_.Clear();
+    StartRead(&response_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    handle_->Detach();
+    callbacks_.on_done(status);
+    delete this;
+  }
+
+ private:
+  std::shared_ptr<Handle> handle_;
+  GenerateCallbacks callbacks_;
+  grpc::ClientContext context_;
+  v1::GenerateRequest request_;
+  v1::GenerateResponse response_;
+};
+
+}  // namespace
+
+std::shared_ptr<GenerateCallHandle> StartGenerateCall(v1::Worker::Stub& stub, const v1::GenerateRequest& request,
+                                                      absl::Time deadline, GenerateCallbacks callbacks) {
+  auto handle = std::make_shared<Handle>();
+  (new GenerateReader(handle, std::move(callbacks)))->Begin(stub, request, deadline);
+  return handle;
+}
+
+}  // namespace llmc::gateway

@@ -1,0 +1,56 @@
+#ifndef LLMC_GATEWAY_DISPATCH_GENERATION_DISPATCHER_H_
+#define LLMC_GATEWAY_DISPATCH_GENERATION_DISPATCHER_H_
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gateway/dispatch/generate_call.h"
+#include "gateway/dispatch/worker_channels.h"
+#include "gateway/dispatch/worker_router.h"
+#include "llmc/v1/worker.pb.h"
+
+namespace llmc::gateway {
+
+struct DispatchCallbacks {
+  std::function<void(v1::GenerateResponse response)> on_response;
+  // Once, last: OK, or why the generation failed (the worker's status, or the routing error).
+  std::function<void(absl::Status status)> on_done;
+};
+
+class DispatchHandle {
+ public:
+  virtual ~DispatchHandle() = default;
+  // The client went away: cancels the worker call (or the pending pick); on_done still runs.
+  virtual void Cancel() = 0;
+};
+
+// Runs one generation on some worker: picks one through the WorkerRouter, opens Worker.Generate, and when
+// the worker refuses before its first message (RESOURCE_EXHAUSTED: queue full; UNAVAILABLE: draining or
+// gone) tries another, excluding those that refused, up to `max_attempts` workers.
+class GenerationDispatcher {
+ public:
+  // `on_retry` (may be empty) runs each time a generation moves on to another worker.
+  GenerationDispatcher(WorkerRouter& router, WorkerChannels& channels, uint32_t max_attempts,
+                       std::function<void()> on_retry = {})
+      : router_(router), channels_(channels), max_attempts_(max_attempts), on_retry_(std::move(on_retry)) {}
+
+  std::shared_ptr<DispatchHandle> Dispatch(const v1::GenerateRequest& request, absl::Time deadline,
+                                           DispatchCallbacks callbacks);
+
+  int64_t num_retries() const { return num_retries_.load(); }
+
+ private:
+  friend class DispatchRun;
+  WorkerRouter& router_;
+  WorkerChannels& channels_;
+  const uint32_t max_attempts_;
+  const std::function<void()> on_retry_;
+  std::atomic<int64_t> num_retries_{0};
+};
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_DISPATCH_GENERATION_DISPATCHER_H_

@@ -1,0 +1,32 @@
+#ifndef LLMC_GATEWAY_DISPATCH_WORKER_CHANNELS_H_
+#define LLMC_GATEWAY_DISPATCH_WORKER_CHANNELS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/channel.h"
+#include "llmc/v1/worker.grpc.pb.h"
+
+namespace llmc::gateway {
+
+// One gRPC channel per worker address, shared by all requests to it, with keepalive pings so a worker that
+// vanishes mid-stream is noticed. Thread-safe.
+class WorkerChannels {
+ public:
+  v1::Worker::Stub& Stub(const std::string& address);
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::Worker::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+};
+
+// Channel arguments shared by the gateway's channels: keepalive, and a short reconnect backoff so a
+// restarted peer is reachable again within a second.
+std::shared_ptr<grpc::Channel> MakeClusterChannel(const std::string& address);
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_DISPATCH_WORKER_CHANNELS_H_

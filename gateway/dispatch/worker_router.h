@@ -1,0 +1,70 @@
+#ifndef LLMC_GATEWAY_DISPATCH_WORKER_ROUTER_H_
+#define LLMC_GATEWAY_DISPATCH_WORKER_ROUTER_H_
+
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "llmc/v1/controller.grpc.pb.h"
+
+namespace llmc::gateway {
+
+struct PickedWorker {
+  std::string worker_id;
+  std::string address;
+  bool from_cache = false;  // the controller was unreachable; chosen from the cached routing table
+};
+
+// Where requests go: asks the controller (PickWorker) and keeps a routing table refreshed from ListWorkers
+// and ListModels, used when the controller is unreachable. Pick and ListModels never block the caller:
+// their callbacks run on a gRPC thread.
+class WorkerRouter {
+ public:
+  WorkerRouter(const std::string& controller_address, absl::Duration refresh_interval);
+  ~WorkerRouter();
+  WorkerRouter(const WorkerRouter&) = delete;
+  WorkerRouter& operator=(const WorkerRouter&) = delete;
+
+  void Start();
+  void Stop();
+
+  using PickCallback = std::function<void(absl::StatusOr<PickedWorker>)>;
+  // NOT_FOUND for a model no worker serves, UNAVAILABLE when none can take it now.
+  void Pick(const std::string& model, const std::vector<std::string>& exclude_worker_ids, PickCallback done);
+
+  using ModelsCallback = std::function<void(absl::StatusOr<std::vector<v1::ModelSummary>>)>;
+  void ListModels(ModelsCallback done);
+
+  // True when the last known routing table has a ready worker.
+  bool HasReadyWorker() const;
+  int64_t num_cache_picks() const;
+
+ private:
+  void RefreshLoop();
+  void Refresh();
+  absl::StatusOr<PickedWorker> PickFromCache(const std::string& model, const std::vector<std::string>& exclude);
+  std::vector<v1::ModelSummary> ModelsFromCache() const;
+
+  std::unique_ptr<v1::Controller::Stub> stub_;
+  const absl::Duration refresh_interval_;
+  mutable absl::Mutex mu_;
+  std::vector<v1::WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int64_t> cache_picks_ ABSL_GUARDED_BY(mu_);  // per worker since refresh
+  std::mt19937_64 random_ ABSL_GUARDED_BY(mu_){std::random_device{}()};
+  int64_t num_cache_picks_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification stop_;
+  std::thread refresh_thread_;
+};
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_DISPATCH_WORKER_ROUTER_H_

@@ -1,0 +1,100 @@
+#include "gateway/gateway_server.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "gateway/openai/openai_error.h"
+#include "nlohmann/json.hpp"
+#include "prometheus/text_serializer.h"
+
+namespace llmc::gateway {
+namespace {
+
+HttpServerOptions HttpOptionsFrom(const config::GatewayConfig& config) {
+  HttpServerOptions options;
+  options.num_threads = config.num_threads;
+  options.max_body_bytes = config.max_body_bytes;
+  options.max_header_bytes = config.max_header_bytes;
+  options.read_timeout = config.read_timeout;
+  options.idle_timeout = config.idle_timeout;
+  options.sse_keepalive_interval = config.sse_keepalive_interval;
+  options.api_keys = config.api_keys;
+  options.cors_allow_origins = config.cors_allow_origins;
+  return options;
+}
+
+}  // namespace
+
+GatewayServer::GatewayServer(config::GatewayConfig config)
+    : config_(std::move(config)),
+      metrics_(std::make_shared<GatewayMetrics>()),
+      router_(config_.controller_address, config_.routing_refresh_interval),
+      dispatcher_(router_, channels_, config_.max_attempts, [metrics = metrics_] { metrics->CountRetries(1); }),
+      completions_(dispatcher_, *metrics_,
+                   {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}) {}
+
+GatewayServer::~GatewayServer() { Shutdown(); }
+
+void GatewayServer::AddRoutes() {
+  http_->Route("POST", "/v1/chat/completions", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
+    completions_.Handle(OpenAiKind::kChat, request, std::move(w));
+  });
+  http_->Route("POST", "/v1/completions", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
+    completions_.Handle(OpenAiKind::kCompletion, request, std::move(w));
+  });
+  http_->Route("GET", "/v1/models",
+               [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleModels(std::move(w)); });
+  http_->Route(
+      "GET", "/health", [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleHealth(std::move(w)); },
+      /*requires_auth=*/false);
+  http_->Route("GET", "/metrics",
+               [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleMetrics(std::move(w)); });
+}
+
+absl::Status GatewayServer::Start() {
+  router_.Start();
+  http_ = std::make_unique<HttpServer>(HttpOptionsFrom(config_), metrics_);
+  AddRoutes();
+  ASSIGN_OR_RETURN(address_, http_->Start(config_.listen_address));
+  LLMC_LOG(Info).With("http", address_.ToString()).With("controller", config_.controller_address)
+      << "gateway ready";
+  return absl::OkStatus();
+}
+
+void GatewayServer::Shutdown() {
+  if (http_ != nullptr) http_->Stop();
+  router_.Stop();
+}
+
+void GatewayServer::HandleModels(std::shared_ptr<ResponseWriter> writer) {
+  router_.ListModels([writer](absl::StatusOr<std::vector<v1::ModelSummary>> models) {
+    if (!models.ok()) return SendError(*writer, models.status(), 1);
+    nlohmann::ordered_json data = nlohmann::ordered_json::array();
+    const int64_t created = absl::ToUnixSeconds(absl::Now());
+    for (const v1::ModelSummary& model : *models) {
+      data.push_back({{"id", model.info().name()},
+                      {"object", "model"},
+                      {"created", created},
+                      {"owned_by", "llmc"},
+                      {"max_model_len", model.info().max_context_length()},
+                      {"num_workers", model.num_workers()},
+                      {"num_ready", model.num_ready()}});
+    }
+    writer->Send(200, "application/json", nlohmann::ordered_json{{"object", "list"}, {"data", data}}.dump());
+  });
+}
+
+void GatewayServer::HandleHealth(std::shared_ptr<ResponseWriter> writer) {
+  if (router_.HasReadyWorker()) {
+    writer->Send(200, "application/json", R"({"status":"ok"})");
+  } else {
+    SendError(*writer, absl::UnavailableError("no ready worker is known yet"), 1);
+  }
+}
+
+void GatewayServer::HandleMetrics(std::shared_ptr<ResponseWriter> writer) {
+  const std::string text = prometheus::TextSerializer().Serialize(metrics_->prometheus_registry()->Collect());
+  writer->Send(200, "text/plain; version=0.0.4; charset=utf-8", text);
+}
+
+}  // namespace llmc::gateway

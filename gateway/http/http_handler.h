@@ -1,0 +1,48 @@
+#ifndef LLMC_GATEWAY_HTTP_HTTP_HANDLER_H_
+#define LLMC_GATEWAY_HTTP_HTTP_HANDLER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "boost/beast/http/message.hpp"
+#include "boost/beast/http/string_body.hpp"
+
+namespace llmc::gateway {
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
+
+// How a handler answers one request. Thread-safe: any method may be called from any thread (a gRPC
+// callback thread, say); the session applies it on its own strand with one write in flight. Exactly one of
+// Send or StartEventStream is called per request; calls after the response ended are ignored.
+class ResponseWriter {
+ public:
+  virtual ~ResponseWriter() = default;
+
+  // A complete response with a body.
+  virtual void Send(int status, std::string content_type, std::string body, HttpHeaders extra_headers = {}) = 0;
+
+  // Server-Sent Events: 200 with text/event-stream and headers that stop proxy buffering, then events as
+  // they come (`data: <data>\n\n` each), with comment lines while the stream is quiet, until EndEventStream.
+  virtual void StartEventStream(HttpHeaders extra_headers = {}) = 0;
+  virtual void WriteEvent(std::string data) = 0;
+  virtual void EndEventStream() = 0;
+
+  // `callback` runs once, on some thread, if the client goes away (disconnects or the connection fails)
+  // before the response ended. Set it before starting work that should be cancelled then.
+  virtual void OnClientGone(std::function<void()> callback) = 0;
+
+  // The id of this request (X-Request-Id if the client sent a sane one, else generated), for logs.
+  virtual const std::string& request_id() const = 0;
+};
+
+// A route's handler. Runs on the session's strand; it must not block: long work answers through the writer
+// later, from whatever thread.
+using HttpHandler = std::function<void(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer)>;
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_HTTP_HTTP_HANDLER_H_

@@ -1,0 +1,118 @@
+#include "gateway/http/http_server.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/post.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/strand.hpp"
+#include "common/logging.h"
+#include "gateway/http/http_server_state.h"
+#include "gateway/http/http_session.h"
+
+namespace llmc::gateway {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+struct HttpServer::Impl {
+  asio::io_context io_context;
+  // Accepting runs on its own strand so that Stop can close the acceptor from another thread.
+  tcp::acceptor acceptor{asio::make_strand(io_context)};
+  asio::steady_timer accept_backoff{acceptor.get_executor()};
+  std::shared_ptr<HttpServerState> state;
+
+  void Accept() {
+    acceptor.async_accept(asio::make_strand(io_context), [this](error_code error, tcp::socket socket) {
+      if (!acceptor.is_open()) return;
+      if (error) {
+        // Out of file descriptors, say: wait a little instead of spinning on the failure.
+        LLMC_LOG(Warning) << "accepting an HTTP connection failed: " << error.message();
+        accept_backoff.expires_after(std::chrono::milliseconds(100));
+        accept_backoff.async_wait([this](error_code wait_error) {
+          if (!wait_error && acceptor.is_open()) Accept();
+        });
+        return;
+      }
+      error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);  // events must leave at once, not wait for Nagle
+      std::make_shared<HttpSession>(std::move(socket), state)->Start();
+      Accept();
+    });
+  }
+};
+
+HttpServer::HttpServer(HttpServerOptions options, std::shared_ptr<HttpObserver> observer)
+    : state_(std::make_shared<HttpServerState>(std::move(options), std::move(observer))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+void HttpServer::Route(std::string method, std::string path, HttpHandler handler, bool requires_auth) {
+  if (started_) {
+    LLMC_LOG(Error) << "HttpServer::Route(" << method << " " << path << ") after Start is ignored";
+    return;
+  }
+  state_->router().Add(std::move(method), std::move(path), std::move(handler), requires_auth);
+}
+
+absl::StatusOr<HostPort> HttpServer::Start(const std::string& listen_address) {
+  if (started_) return absl::FailedPreconditionError("the HTTP server was already started");
+  auto parsed = ParseHostPort(listen_address, /*allow_port_zero=*/true);
+  if (!parsed.ok()) return parsed.status();
+  auto impl = std::make_unique<Impl>();
+  impl->state = state_;
+
+  error_code error;
+  tcp::endpoint endpoint;
+  const auto address = asio::ip::make_address(parsed->host, error);
+  if (!error) {
+    endpoint = tcp::endpoint(address, parsed->port);
+  } else {
+    tcp::resolver resolver(impl->io_context);
+    const auto results = resolver.resolve(parsed->host, std::to_string(parsed->port), error);
+    if (error || results.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot resolve HTTP listen address '", listen_address,
+                                                     "': ", error ? error.message() : "no addresses"));
+    }
+    endpoint = results.begin()->endpoint();
+  }
+  impl->acceptor.open(endpoint.protocol(), error);
+  if (!error) impl->acceptor.set_option(asio::socket_base::reuse_address(true), error);
+  if (!error) impl->acceptor.bind(endpoint, error);
+  if (!error) impl->acceptor.listen(asio::socket_base::max_listen_connections, error);
+  if (error) {
+    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", listen_address, ": ", error.message()));
+  }
+  HostPort bound{parsed->host, impl->acceptor.local_endpoint().port()};
+  started_ = true;
+  impl_ = std::move(impl);
+  impl_->Accept();
+  const uint32_t threads = std::max<uint32_t>(1, state_->options().num_threads);
+  for (uint32_t i = 0; i < threads; ++i) {
+    threads_.emplace_back([this] { impl_->io_context.run(); });
+  }
+  LLMC_LOG(Info).With("address", bound.ToString()).With("threads", absl::StrCat(threads)) << "HTTP server listening";
+  return bound;
+}
+
+void HttpServer::Stop() {
+  if (impl_ == nullptr) return;
+  std::vector<std::shared_ptr<HttpSession>> sessions = state_->BeginStop();
+  asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    error_code ignored;
+    impl->acceptor.close(ignored);
+    impl->accept_backoff.cancel();
+  });
+  for (const auto& session : sessions) session->Close();
+  sessions.clear();
+  // With the acceptor closed and every connection closed, the threads run out of work and return.
+  for (auto& thread : threads_) thread.join();
+  threads_.clear();
+  impl_.reset();
+}
+
+}  // namespace llmc::gateway

@@ -1,0 +1,41 @@
+#ifndef LLMC_GATEWAY_HTTP_HTTP_SERVER_OPTIONS_H_
+#define LLMC_GATEWAY_HTTP_HTTP_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace llmc::gateway {
+
+// Limits and policies of the HTTP server; the gateway fills them from config::GatewayConfig.
+struct HttpServerOptions {
+  uint32_t num_threads = 4;                                   // I/O threads running the one io_context
+  uint64_t max_body_bytes = 8 << 20;                          // larger bodies get 413
+  uint32_t max_header_bytes = 16 << 10;                       // larger header blocks get 431
+  absl::Duration read_timeout = absl::Seconds(30);            // from a request's first byte to its last
+  absl::Duration idle_timeout = absl::Seconds(60);            // a keep-alive connection waiting for a request
+  absl::Duration write_timeout = absl::Seconds(30);           // one write the client does not drain closes it
+  absl::Duration sse_keepalive_interval = absl::Seconds(15);  // a comment chunk when a stream is this quiet
+  std::vector<std::string> api_keys;                          // empty: no authentication
+  std::vector<std::string> cors_allow_origins;                // "*" allows any origin; empty: no CORS headers
+};
+
+// Hooks for metrics, called on I/O threads (so implementations must be thread-safe and quick).
+class HttpObserver {
+ public:
+  virtual ~HttpObserver() = default;
+
+  virtual void OnConnectionOpened() {}
+  virtual void OnConnectionClosed() {}
+  // One call per request that got a response (or whose client went away, status 499). `route` is the
+  // registered path, or "" for requests that matched none (404, malformed), so label sets stay bounded;
+  // `method` is the request's method when some route uses it, else "OTHER".
+  virtual void OnRequestDone(absl::string_view method, absl::string_view route, int status, absl::Duration duration) {}
+};
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_HTTP_HTTP_SERVER_OPTIONS_H_

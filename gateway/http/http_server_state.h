@@ -1,0 +1,56 @@
+#ifndef LLMC_GATEWAY_HTTP_HTTP_SERVER_STATE_H_
+#define LLMC_GATEWAY_HTTP_HTTP_SERVER_STATE_H_
+
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
+#include "absl/synchronization/mutex.h"
+#include "gateway/http/http_router.h"
+#include "gateway/http/http_server_options.h"
+
+namespace llmc::gateway {
+
+class HttpSession;
+
+// What the server shares with its sessions and their response writers, which may outlive the server
+// object itself (a handler's gRPC callback can still hold a writer).
+class HttpServerState {
+ public:
+  HttpServerState(HttpServerOptions options, std::shared_ptr<HttpObserver> observer);
+
+  const HttpServerOptions& options() const { return options_; }
+  // Mutable only before the server starts; read-only (and so lock-free) afterwards.
+  HttpRouter& router() { return router_; }
+  const HttpRouter& router() const { return router_; }
+  HttpObserver* observer() const { return observer_.get(); }
+
+  // Runs `fn` unless the server began stopping, holding off Stop until it returns. Writers post to the
+  // io_context inside it, so nothing is posted to an io_context that is being torn down.
+  bool RunWhileOpen(absl::FunctionRef<void()> fn);
+
+  // False once the server is stopping: the session should close at once.
+  bool AddSession(HttpSession* session, std::weak_ptr<HttpSession> handle);
+  void RemoveSession(HttpSession* session);
+
+  // Closes the gate and returns the sessions alive now, for the server to close.
+  std::vector<std::shared_ptr<HttpSession>> BeginStop();
+
+ private:
+  const HttpServerOptions options_;
+  HttpRouter router_;
+  const std::shared_ptr<HttpObserver> observer_;
+
+  absl::Mutex gate_mu_;  // acquired before sessions_mu_ when both are held
+  bool open_ ABSL_GUARDED_BY(gate_mu_) = true;
+
+  absl::Mutex sessions_mu_;
+  bool stopping_ ABSL_GUARDED_BY(sessions_mu_) = false;
+  std::unordered_map<HttpSession*, std::weak_ptr<HttpSession>> sessions_ ABSL_GUARDED_BY(sessions_mu_);
+};
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_HTTP_HTTP_SERVER_STATE_H_

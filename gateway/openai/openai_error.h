@@ -1,0 +1,31 @@
+#ifndef LLMC_GATEWAY_OPENAI_OPENAI_ERROR_H_
+#define LLMC_GATEWAY_OPENAI_OPENAI_ERROR_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace llmc::gateway {
+
+// INVALID_ARGUMENT naming the offending request parameter (reported as the envelope's `param`).
+absl::Status InvalidParameter(std::string_view param, std::string_view message);
+// The parameter a status names, or "" when it names none.
+std::string ParameterOf(const absl::Status& status);
+
+// Attaches an OpenAI error `code` (e.g. "model_not_found") to a status; by default the envelope's code is null.
+absl::Status WithErrorCode(absl::Status status, std::string_view code);
+std::string ErrorCodeOf(const absl::Status& status);
+
+// The HTTP status for an error, from the table in common/status_codes.h (an OK status reads as 500: it is a
+// bug to answer with an error body for it).
+int HttpStatusOf(const absl::Status& status);
+
+// {"error":{"message","type","param","code"}} for a non-streaming error answer.
+std::string ErrorEnvelope(const absl::Status& status);
+// The same envelope as the data of an SSE event, sent inside a stream before `data: [DONE]` (no framing).
+std::string StreamErrorEvent(const absl::Status& status);
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_OPENAI_OPENAI_ERROR_H_

@@ -1,0 +1,445 @@
+#include "gateway/openai/openai_request.h"
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "common/utf8.h"
+#include "gateway/openai/json_fields.h"
+#include "gateway/openai/openai_error.h"
+#include "nlohmann/json.hpp"
+
+namespace llmc::gateway {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxChoices = 16;
+constexpr size_t kMaxStopStrings = 16;
+constexpr int64_t kMaxChatTopLogprobs = 20;
+constexpr int64_t kMaxCompletionLogprobs = 5;
+constexpr int64_t kMaxTokenCount = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
+constexpr size_t kMaxErrorDetail = 300;
+
+absl::StatusOr<json> ParseBody(std::string_view body) {
+  if (const std::optional<size_t> bad = FindInvalidUtf8(absl::string_view(body.data(), body.size()))) {
+    return InvalidParameter("",
+                            absl::StrCat("the request body is not valid UTF-8 (first bad byte at offset ", *bad, ")"));
+  }
+  json parsed;
+  try {
+    parsed = json::parse(body.begin(), body.end());
+  } catch (const json::exception& e) {
+    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; the rest says where and why.
+    std::string_view detail = e.what();
+    if (const size_t end = detail.find("] "); !detail.empty() && detail[0] == '[' && end != std::string_view::npos) {
+      detail.remove_prefix(end + 2);
+    }
+    // The detail quotes what was last read, which can be most of a huge unterminated string.
+    std::string message =
+        absl::StrCat("could not parse the JSON body of the request: ", std::string(detail.substr(0, kMaxErrorDetail)));
+    if (detail.size() > kMaxErrorDetail) message += "...";
+    return InvalidParameter("", message);
+  }
+  if (!parsed.is_object()) {
+    return InvalidParameter("", absl::StrCat("the request body must be a JSON object, not ", DescribeJsonType(parsed)));
+  }
+  return parsed;
+}
+
+absl::Status ParseModel(const FieldReader& fields, OpenAiRequest& request) {
+  ASSIGN_OR_RETURN(const std::optional<std::string> model, fields.String("model"));
+  if (!model.has_value() || model->empty()) {
+    return InvalidParameter("model", "you must provide a model parameter ('model' is missing or empty)");
+  }
+  request.model = *model;
+  request.generate.set_model(*model);
+  return absl::OkStatus();
+}
+
+absl::Status ParseStreaming(const FieldReader& fields, OpenAiRequest& request) {
+  ASSIGN_OR_RETURN(const std::optional<bool> stream, fields.Bool("stream"));
+  request.stream = stream.value_or(false);
+  const json* options = fields.Find("stream_options");
+  if (options == nullptr) return absl::OkStatus();
+  if (!options->is_object()) return fields.WrongType("stream_options", *options, "an object");
+  if (!request.stream) {
+    return InvalidParameter("stream_options", "'stream_options' is only allowed when 'stream' is true");
+  }
+  ASSIGN_OR_RETURN(const std::optional<bool> include_usage,
+                   FieldReader(*options, "stream_options.").Bool("include_usage"));
+  request.include_usage = include_usage.value_or(false);
+  return absl::OkStatus();
+}
+
+// Reads a float parameter into a proto setter when present.
+template <typename Setter>
+absl::Status ReadFloat(const FieldReader& fields, std::string_view name, double min, double max, Setter set) {
+  ASSIGN_OR_RETURN(const std::optional<double> value, fields.Number(name, min, max));
+  if (value.has_value()) set(static_cast<float>(*value));
+  return absl::OkStatus();
+}
+
+// Numbers that must be above zero, with an optional upper bound.
+absl::StatusOr<std::optional<double>> ReadPositive(const FieldReader& fields, std::string_view name, double max) {
+  ASSIGN_OR_RETURN(const std::optional<double> value, fields.Number(name, 0, max));
+  if (value.has_value() && *value == 0) {
+    return InvalidParameter(name, absl::StrCat("'", std::string(name), "' must be greater than 0"));
+  }
+  return value;
+}
+
+absl::Status ParseStop(const FieldReader& fields, v1::SamplingParams& sampling) {
+  const json* stop = fields.Find("stop");
+  if (stop == nullptr) return absl::OkStatus();
+  std::vector<std::string> strings;
+  if (stop->is_string()) {
+    strings.push_back(stop->get<std::string>());
+  } else if (stop->is_array()) {
+    if (stop->size() > kMaxStopStrings) {
+      return InvalidParameter(
+          "stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings, " strings, got ", stop->size()));
+    }
+    for (const json& item : *stop) {
+      if (!item.is_string()) return fields.WrongType("stop", item, "a string or an array of strings");
+      strings.push_back(item.get<std::string>());
+    }
+  } else {
+    return fields.WrongType("stop", *stop, "a string or an array of strings");
+  }
+  for (std::string& text : strings) {
+    if (text.empty()) return InvalidParameter("stop", "'stop' must not contain an empty string");
+    sampling.add_stop(std::move(text));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStopTokenIds(const FieldReader& fields, v1::SamplingParams& sampling) {
+  const json* ids = fields.Find("stop_token_ids");
+  if (ids == nullptr) return absl::OkStatus();
+  if (!ids->is_array()) return fields.WrongType("stop_token_ids", *ids, "an array of token ids");
+  for (const json& id : *ids) {
+    if (!id.is_number_integer()) return fields.WrongType("stop_token_ids", id, "an array of token ids");
+    if (id.is_number_unsigned() ? id.get<uint64_t>() > static_cast<uint64_t>(kMaxTokenId) : id.get<int64_t>() < 0) {
+      return InvalidParameter("stop_token_ids",
+                              absl::StrCat("'stop_token_ids' holds ", DumpJson(id), ", which is not a token id"));
+    }
+    sampling.add_stop_token_ids(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSeed(const FieldReader& fields, v1::SamplingParams& sampling) {
+  const json* seed = fields.Find("seed");
+  if (seed == nullptr) return absl::OkStatus();
+  if (seed->is_number_unsigned()) {
+    sampling.set_seed(seed->get<uint64_t>());
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const std::optional<int64_t> value,
+                   fields.Int("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+  // Negative seeds are legal in vLLM; any fixed bit pattern gives the same determinism.
+  sampling.set_seed(static_cast<uint64_t>(*value));
+  return absl::OkStatus();
+}
+
+absl::Status ParseLengths(const FieldReader& fields, OpenAiKind kind, v1::SamplingParams& sampling) {
+  ASSIGN_OR_RETURN(std::optional<int64_t> max_tokens, fields.Int("max_tokens", 1, kMaxTokenCount));
+  std::string_view max_name = "max_tokens";
+  if (kind == OpenAiKind::kChat) {
+    // OpenAI deprecated max_tokens for chat in favour of max_completion_tokens, which wins when both are given.
+    ASSIGN_OR_RETURN(const std::optional<int64_t> max_completion_tokens,
+                     fields.Int("max_completion_tokens", 1, kMaxTokenCount));
+    if (max_completion_tokens.has_value()) {
+      max_tokens = max_completion_tokens;
+      max_name = "max_completion_tokens";
+    }
+  }
+  if (max_tokens.has_value()) sampling.set_max_tokens(static_cast<uint32_t>(*max_tokens));
+  ASSIGN_OR_RETURN(const std::optional<int64_t> min_tokens, fields.Int("min_tokens", 0, kMaxTokenCount));
+  if (min_tokens.has_value()) {
+    if (max_tokens.has_value() && *min_tokens > *max_tokens) {
+      return InvalidParameter("min_tokens", absl::StrCat("'min_tokens' (", *min_tokens, ") must not exceed '",
+                                                         std::string(max_name), "' (", *max_tokens, ")"));
+    }
+    sampling.set_min_tokens(static_cast<uint32_t>(*min_tokens));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseChoices(const FieldReader& fields, v1::SamplingParams& sampling) {
+  const json* given = fields.Find("n");
+  if (given == nullptr) return absl::OkStatus();
+  const absl::StatusOr<std::optional<int64_t>> n = fields.Int("n", 1, kMaxChoices);
+  if (!n.ok()) {
+    if (!given->is_number()) return n.status();
+    return InvalidParameter("n", absl::StrCat("'n' must be between 1 and ", kMaxChoices, ", got ", DumpJson(*given),
+                                              " (this server returns at most ", kMaxChoices, " choices per request)"));
+  }
+  sampling.set_n(static_cast<uint32_t>(**n));
+  return absl::OkStatus();
+}
+
+absl::Status ParseSampling(const FieldReader& fields, OpenAiKind kind, v1::SamplingParams& sampling) {
+  RETURN_IF_ERROR(ParseLengths(fields, kind, sampling));
+  RETURN_IF_ERROR(ParseChoices(fields, sampling));
+  RETURN_IF_ERROR(ReadFloat(fields, "temperature", 0, 2, [&](float v) { sampling.set_temperature(v); }));
+  ASSIGN_OR_RETURN(const std::optional<double> top_p, ReadPositive(fields, "top_p", 1));
+  if (top_p.has_value()) sampling.set_top_p(static_cast<float>(*top_p));
+  ASSIGN_OR_RETURN(const std::optional<int64_t> top_k, fields.Int("top_k", -1, std::numeric_limits<int32_t>::max()));
+  if (top_k.has_value()) sampling.set_top_k(static_cast<int32_t>(*top_k));
+  RETURN_IF_ERROR(ReadFloat(fields, "min_p", 0, 1, [&](float v) { sampling.set_min_p(v); }));
+  RETURN_IF_ERROR(ReadFloat(fields, "presence_penalty", -2, 2, [&](float v) { sampling.set_presence_penalty(v); }));
+  RETURN_IF_ERROR(ReadFloat(fields, "frequency_penalty", -2, 2, [&](float v) { sampling.set_frequency_penalty(v); }));
+  ASSIGN_OR_RETURN(const std::optional<double> repetition_penalty,
+                   ReadPositive(fields, "repetition_penalty", std::numeric_limits<float>::max()));
+  if (repetition_penalty.has_value()) sampling.set_repetition_penalty(static_cast<float>(*repetition_penalty));
+  RETURN_IF_ERROR(ParseSeed(fields, sampling));
+  RETURN_IF_ERROR(ParseStop(fields, sampling));
+  RETURN_IF_ERROR(ParseStopTokenIds(fields, sampling));
+  ASSIGN_OR_RETURN(const std::optional<bool> ignore_eos, fields.Bool("ignore_eos"));
+  sampling.set_ignore_eos(ignore_eos.value_or(false));
+  ASSIGN_OR_RETURN(const std::optional<bool> skip_special_tokens, fields.Bool("skip_special_tokens"));
+  if (skip_special_tokens.has_value()) sampling.set_skip_special_tokens(*skip_special_tokens);
+  ASSIGN_OR_RETURN(const std::optional<bool> include_stop, fields.Bool("include_stop_str_in_output"));
+  sampling.set_include_stop_str_in_output(include_stop.value_or(false));
+  return absl::OkStatus();
+}
+
+// Parameters with a meaning this server does not implement: refusing beats silently ignoring them.
+absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint32_t num_choices) {
+  if (const json* bias = fields.Find("logit_bias"); bias != nullptr) {
+    if (!bias->is_object()) return fields.WrongType("logit_bias", *bias, "an object");
+    if (!bias->empty()) return InvalidParameter("logit_bias", "'logit_bias' is not supported by this server");
+  }
+  if (kind == OpenAiKind::kChat) {
+    if (const json* format = fields.Find("response_format"); format != nullptr) {
+      if (!format->is_object()) return fields.WrongType("response_format", *format, "an object");
+      ASSIGN_OR_RETURN(const std::optional<std::string> type, FieldReader(*format, "response_format.").String("type"));
+      if (type.value_or("text") != "text") {
+        return InvalidParameter("response_format",
+                                absl::StrCat("response_format type '", *type, "' is not supported; only 'text' is"));
+      }
+    }
+    if (const json* tools = fields.Find("tools"); tools != nullptr) {
+      if (!tools->is_array()) return fields.WrongType("tools", *tools, "an array");
+      const json* choice = fields.Find("tool_choice");
+      const bool none = choice != nullptr && choice->is_string() && choice->get<std::string>() == "none";
+      if (!tools->empty() && !none) {
+        return InvalidParameter("tools", "tool calling is not supported by this server");
+      }
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const std::optional<std::string> suffix, fields.String("suffix"));
+  if (suffix.has_value() && !suffix->empty()) {
+    return InvalidParameter("suffix", "'suffix' is not supported by this server");
+  }
+  ASSIGN_OR_RETURN(const std::optional<int64_t> best_of, fields.Int("best_of", 1, kMaxChoices));
+  if (best_of.has_value() && *best_of != num_choices) {
+    return InvalidParameter("best_of", "'best_of' is not supported by this server unless it equals 'n'");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseCommon(const json& body, OpenAiKind kind, OpenAiRequest& request) {
+  const FieldReader fields(body);
+  request.kind = kind;
+  RETURN_IF_ERROR(ParseModel(fields, request));
+  RETURN_IF_ERROR(ParseStreaming(fields, request));
+  RETURN_IF_ERROR(ParseSampling(fields, kind, *request.generate.mutable_sampling()));
+  RETURN_IF_ERROR(RejectUnsupported(fields, kind, request.num_choices()));
+  ASSIGN_OR_RETURN(std::optional<std::string> user, fields.String("user"));
+  if (user.has_value()) request.generate.set_user(*std::move(user));
+  return absl::OkStatus();
+}
+
+// --- chat ---
+
+absl::StatusOr<std::string> ParseContentParts(const json& parts, const std::string& param) {
+  std::vector<std::string> texts;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const json& part = parts[i];
+    const std::string part_param = absl::StrCat(param, "[", i, "]");
+    if (!part.is_object()) {
+      return InvalidParameter(part_param,
+                              absl::StrCat("'", part_param, "' must be an object, not ", DescribeJsonType(part)));
+    }
+    const FieldReader fields(part, part_param + ".");
+    ASSIGN_OR_RETURN(const std::optional<std::string> type, fields.String("type"));
+    if (!type.has_value()) return InvalidParameter(fields.Param("type"), "a content part needs a 'type'");
+    if (*type != "text") {
+      return InvalidParameter(fields.Param("type"), absl::StrCat("content parts of type '", *type,
+                                                                 "' are not supported; only 'text' parts are"));
+    }
+    ASSIGN_OR_RETURN(std::optional<std::string> text, fields.String("text"));
+    if (!text.has_value()) return InvalidParameter(fields.Param("text"), "a text content part needs 'text'");
+    texts.push_back(*std::move(text));
+  }
+  // vLLM joins text parts with newlines when it flattens content for a string-based chat template.
+  return absl::StrJoin(texts, "\n");
+}
+
+absl::StatusOr<std::string> MapRole(const FieldReader& fields) {
+  ASSIGN_OR_RETURN(const std::optional<std::string> role, fields.String("role"));
+  if (!role.has_value()) return InvalidParameter(fields.Param("role"), "every message needs a 'role'");
+  if (*role == "developer") return std::string("system");  // OpenAI's newer name for the system role
+  if (*role == "system" || *role == "user" || *role == "assistant" || *role == "tool") return *role;
+  return InvalidParameter(
+      fields.Param("role"),
+      absl::StrCat("unknown role '", *role, "'; expected one of system, developer, user, assistant, tool"));
+}
+
+absl::Status ParseMessage(const json& message, size_t index, v1::ChatMessage& out) {
+  const std::string param = absl::StrCat("messages[", index, "]");
+  if (!message.is_object()) {
+    return InvalidParameter(param, absl::StrCat("'", param, "' must be an object, not ", DescribeJsonType(message)));
+  }
+  const FieldReader fields(message, param + ".");
+  ASSIGN_OR_RETURN(std::string role, MapRole(fields));
+  const json* content = fields.Find("content");
+  const std::string content_param = fields.Param("content");
+  if (content == nullptr) {
+    // An assistant turn that only called tools has no content.
+    if (role != "assistant") return InvalidParameter(content_param, absl::StrCat("'", content_param, "' is required"));
+  } else if (content->is_string()) {
+    out.set_content(content->get<std::string>());
+  } else if (content->is_array()) {
+    ASSIGN_OR_RETURN(std::string text, ParseContentParts(*content, content_param));
+    out.set_content(std::move(text));
+  } else {
+    return fields.WrongType("content", *content, "a string or an array of content parts");
+  }
+  ASSIGN_OR_RETURN(std::optional<std::string> name, fields.String("name"));
+  if (name.has_value()) out.set_name(*std::move(name));
+  out.set_role(std::move(role));
+  return absl::OkStatus();
+}
+
+absl::Status ParseMessages(const json& body, v1::ChatInput& chat) {
+  const FieldReader fields(body);
+  const json* messages = fields.Find("messages");
+  if (messages == nullptr) return InvalidParameter("messages", "'messages' is required");
+  if (!messages->is_array()) return fields.WrongType("messages", *messages, "an array");
+  if (messages->empty()) return InvalidParameter("messages", "'messages' must hold at least one message");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    RETURN_IF_ERROR(ParseMessage((*messages)[i], i, *chat.add_messages()));
+  }
+  ASSIGN_OR_RETURN(const std::optional<bool> add_generation_prompt, fields.Bool("add_generation_prompt"));
+  if (add_generation_prompt.has_value()) chat.set_add_generation_prompt(*add_generation_prompt);
+  return absl::OkStatus();
+}
+
+absl::Status ParseChatLogprobs(const FieldReader& fields, OpenAiRequest& request) {
+  ASSIGN_OR_RETURN(const std::optional<bool> logprobs, fields.Bool("logprobs"));
+  ASSIGN_OR_RETURN(const std::optional<int64_t> top_logprobs, fields.Int("top_logprobs", 0, kMaxChatTopLogprobs));
+  request.logprobs = logprobs.value_or(false);
+  request.top_logprobs = static_cast<uint32_t>(top_logprobs.value_or(0));
+  if (request.top_logprobs > 0 && !request.logprobs) {
+    return InvalidParameter("top_logprobs", "'top_logprobs' needs 'logprobs' to be true");
+  }
+  request.generate.mutable_sampling()->set_logprobs(request.logprobs);
+  request.generate.mutable_sampling()->set_top_logprobs(request.top_logprobs);
+  return absl::OkStatus();
+}
+
+// --- completions ---
+
+absl::StatusOr<std::vector<int32_t>> ReadTokenIds(const json& ids) {
+  std::vector<int32_t> out;
+  out.reserve(ids.size());
+  for (const json& id : ids) {
+    if (!id.is_number_integer()) {
+      return InvalidParameter("prompt",
+                              absl::StrCat("a token-id prompt must hold only integers, not ", DescribeJsonType(id)));
+    }
+    if (id.is_number_unsigned() ? id.get<uint64_t>() > static_cast<uint64_t>(kMaxTokenId) : id.get<int64_t>() < 0) {
+      return InvalidParameter("prompt", absl::StrCat("the prompt holds ", DumpJson(id), ", which is not a token id"));
+    }
+    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  if (out.empty()) return InvalidParameter("prompt", "the prompt's token id list is empty");
+  return out;
+}
+
+absl::Status SeveralPrompts(size_t count) {
+  return InvalidParameter("prompt", absl::StrCat("the request holds ", count,
+                                                 " prompts, but this server supports one prompt per request; send "
+                                                 "one request per prompt (use 'n' for several completions of one)"));
+}
+
+absl::Status ParsePrompt(const FieldReader& fields, OpenAiRequest& request) {
+  const json* prompt = fields.Find("prompt");
+  if (prompt == nullptr) return InvalidParameter("prompt", "'prompt' is required");
+  const auto set_ids = [&](const json& ids) -> absl::Status {
+    ASSIGN_OR_RETURN(const std::vector<int32_t> parsed, ReadTokenIds(ids));
+    request.generate.mutable_prompt_token_ids()->mutable_ids()->Add(parsed.begin(), parsed.end());
+    return absl::OkStatus();
+  };
+  if (prompt->is_string()) {
+    request.generate.set_prompt(prompt->get<std::string>());
+    return absl::OkStatus();
+  }
+  const std::string_view expected = "a string, an array of token ids, or an array holding one of these";
+  if (!prompt->is_array()) return fields.WrongType("prompt", *prompt, expected);
+  if (prompt->empty()) return InvalidParameter("prompt", "'prompt' must not be an empty array");
+  const json& first = prompt->front();
+  if (first.is_number()) return set_ids(*prompt);
+  if (!first.is_string() && !first.is_array()) return fields.WrongType("prompt", first, expected);
+  for (const json& item : *prompt) {
+    if (item.type() != first.type()) return fields.WrongType("prompt", *prompt, expected);
+  }
+  if (prompt->size() > 1) return SeveralPrompts(prompt->size());
+  if (first.is_array()) return set_ids(first);
+  request.generate.set_prompt(first.get<std::string>());
+  return absl::OkStatus();
+}
+
+absl::Status ParseCompletionOptions(const FieldReader& fields, OpenAiRequest& request) {
+  ASSIGN_OR_RETURN(const std::optional<int64_t> logprobs, fields.Int("logprobs", 0, kMaxCompletionLogprobs));
+  if (logprobs.has_value()) {
+    // The completions `logprobs` is the number of alternatives per token; the sampled token always comes too.
+    request.logprobs = true;
+    request.top_logprobs = static_cast<uint32_t>(*logprobs);
+    request.generate.mutable_sampling()->set_logprobs(true);
+    request.generate.mutable_sampling()->set_top_logprobs(request.top_logprobs);
+  }
+  ASSIGN_OR_RETURN(const std::optional<bool> echo, fields.Bool("echo"));
+  request.echo = echo.value_or(false);
+  if (request.echo) {
+    if (!request.generate.has_prompt()) {
+      return InvalidParameter("echo", "'echo' is not supported with a token-id prompt; send the prompt as text");
+    }
+    request.echo_text = request.generate.prompt();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(const json parsed, ParseBody(body));
+  OpenAiRequest request;
+  RETURN_IF_ERROR(ParseCommon(parsed, OpenAiKind::kChat, request));
+  RETURN_IF_ERROR(ParseMessages(parsed, *request.generate.mutable_chat()));
+  RETURN_IF_ERROR(ParseChatLogprobs(FieldReader(parsed), request));
+  return request;
+}
+
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body) {
+  ASSIGN_OR_RETURN(const json parsed, ParseBody(body));
+  OpenAiRequest request;
+  RETURN_IF_ERROR(ParseCommon(parsed, OpenAiKind::kCompletion, request));
+  const FieldReader fields(parsed);
+  RETURN_IF_ERROR(ParsePrompt(fields, request));
+  RETURN_IF_ERROR(ParseCompletionOptions(fields, request));
+  return request;
+}
+
+}  // namespace llmc::gateway

@@ -1,0 +1,43 @@
+#ifndef LLMC_GATEWAY_OPENAI_OPENAI_REQUEST_H_
+#define LLMC_GATEWAY_OPENAI_OPENAI_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "llmc/v1/worker.pb.h"
+
+namespace llmc::gateway {
+
+enum class OpenAiKind {
+  kChat,        // POST /v1/chat/completions
+  kCompletion,  // POST /v1/completions
+};
+
+// A validated OpenAI request and the worker request it becomes.
+struct OpenAiRequest {
+  OpenAiKind kind = OpenAiKind::kChat;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: put the prompt before the generated text
+  std::string echo_text;       // the prompt text when `echo` is set
+  // Chat: `logprobs` is the boolean and `top_logprobs` (0..20) the alternatives per token. Completions:
+  // `logprobs` is set when the integer was given and `top_logprobs` is its value (0..5).
+  bool logprobs = false;
+  uint32_t top_logprobs = 0;
+  v1::GenerateRequest generate;  // model, input, sampling and user filled; request_id left to the caller
+
+  // The number of choices (`n`, at least 1).
+  uint32_t num_choices() const { return generate.sampling().n() == 0 ? 1 : generate.sampling().n(); }
+};
+
+// Parse and validate the JSON body of POST /v1/chat/completions or /v1/completions. Errors are
+// INVALID_ARGUMENT naming the offending parameter (see ParameterOf); unknown fields are ignored.
+absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body);
+absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body);
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_OPENAI_OPENAI_REQUEST_H_

@@ -1,0 +1,225 @@
+#include "gateway/openai/openai_response.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gateway/openai/json_fields.h"
+#include "gateway/openai/openai_logprobs.h"
+
+namespace llmc::gateway {
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr char kChatObject[] = "chat.completion";
+constexpr char kChatChunkObject[] = "chat.completion.chunk";
+constexpr char kCompletionObject[] = "text_completion";
+
+ordered_json FinishReasonJson(v1::FinishReason reason) {
+  switch (reason) {
+    case v1::FINISH_REASON_STOP:
+      return "stop";
+    case v1::FINISH_REASON_LENGTH:
+      return "length";
+    default:
+      return nullptr;  // still generating (ABORT and ERROR never get here: Check turns them into errors)
+  }
+}
+
+}  // namespace
+
+std::string NewResponseId(OpenAiKind kind) {
+  thread_local std::mt19937_64 generator{std::random_device{}()};
+  return absl::StrFormat("%s-%016x%016x", kind == OpenAiKind::kChat ? "chatcmpl" : "cmpl", generator(), generator());
+}
+
+OpenAiResponseBuilder::OpenAiResponseBuilder(const OpenAiRequest& request, std::string id, int64_t created,
+                                             std::string model, std::string system_fingerprint)
+    : kind_(request.kind),
+      id_(std::move(id)),
+      created_(created),
+      model_(std::move(model)),
+      system_fingerprint_(std::move(system_fingerprint)),
+      include_usage_(request.include_usage),
+      logprobs_(request.logprobs),
+      echo_text_(request.echo ? request.echo_text : std::string()),
+      stop_strings_(request.generate.sampling().stop().begin(), request.generate.sampling().stop().end()),
+      stop_token_ids_(request.generate.sampling().stop_token_ids().begin(),
+                      request.generate.sampling().stop_token_ids().end()),
+      choices_(request.num_choices()) {
+  for (Choice& choice : choices_) {
+    choice.text = echo_text_;
+    choice.text_offset = CountCodePoints(echo_text_);
+    choice.logprobs = is_chat() ? ordered_json::array() : EmptyCompletionLogprobs();
+  }
+}
+
+absl::Status OpenAiResponseBuilder::Check(const v1::TokenDelta& delta) const {
+  if (delta.choice_index() >= choices_.size()) {
+    return absl::InternalError(absl::StrCat("the worker sent choice ", delta.choice_index(), " but the request has ",
+                                            choices_.size(), " choices"));
+  }
+  if (delta.finish_reason() == v1::FINISH_REASON_ABORT) {
+    return absl::UnavailableError(
+        absl::StrCat("generation of choice ", delta.choice_index(), " was aborted by the worker (draining?)"));
+  }
+  if (delta.finish_reason() == v1::FINISH_REASON_ERROR) {
+    return absl::InternalError(absl::StrCat("generation of choice ", delta.choice_index(), " failed in the worker"));
+  }
+  return absl::OkStatus();
+}
+
+ordered_json OpenAiResponseBuilder::Header(const char* object) const {
+  ordered_json out;
+  out["id"] = id_;
+  out["object"] = object;
+  out["created"] = created_;
+  out["model"] = model_;
+  out["system_fingerprint"] = system_fingerprint_;
+  return out;
+}
+
+ordered_json OpenAiResponseBuilder::Chunk(ordered_json choice) const {
+  ordered_json out = Header(is_chat() ? kChatChunkObject : kCompletionObject);
+  out["choices"] = ordered_json::array({std::move(choice)});
+  // OpenAI puts "usage": null on every chunk but the last when usage was asked for.
+  if (include_usage_) out["usage"] = nullptr;
+  return out;
+}
+
+// The stop string that matched, the stop token id (as a number, like vLLM), or null for EOS and length.
+ordered_json OpenAiResponseBuilder::StopReason(v1::FinishReason finish_reason, const std::string& stop_reason) const {
+  if (finish_reason != v1::FINISH_REASON_STOP || stop_reason.empty()) return nullptr;
+  const bool is_stop_string = std::find(stop_strings_.begin(), stop_strings_.end(), stop_reason) != stop_strings_.end();
+  int32_t token_id = 0;
+  if (!is_stop_string && absl::SimpleAtoi(stop_reason, &token_id) &&
+      std::find(stop_token_ids_.begin(), stop_token_ids_.end(), token_id) != stop_token_ids_.end()) {
+    return token_id;
+  }
+  return stop_reason;
+}
+
+ordered_json OpenAiResponseBuilder::LogprobsOf(const v1::TokenDelta& delta, Choice& choice) const {
+  if (!logprobs_) return nullptr;
+  if (is_chat()) {
+    ordered_json content = ordered_json::array();
+    AppendChatLogprobs(delta.logprobs(), content);
+    return ordered_json{{"content", std::move(content)}};
+  }
+  ordered_json out = EmptyCompletionLogprobs();
+  AppendCompletionLogprobs(delta.logprobs(), choice.text_offset, out);
+  return out;
+}
+
+ordered_json OpenAiResponseBuilder::UsageJson(const v1::Usage& usage) const {
+  ordered_json out;
+  out["prompt_tokens"] = usage.prompt_tokens();
+  out["completion_tokens"] = usage.completion_tokens();
+  out["total_tokens"] = static_cast<uint64_t>(usage.prompt_tokens()) + usage.completion_tokens();
+  if (usage.cached_prompt_tokens() > 0) {
+    out["prompt_tokens_details"] = ordered_json{{"cached_tokens", usage.cached_prompt_tokens()}};
+  }
+  return out;
+}
+
+std::vector<std::string> OpenAiResponseBuilder::Start() {
+  std::vector<std::string> chunks;
+  if (!is_chat() && echo_text_.empty()) return chunks;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    ordered_json choice;
+    choice["index"] = i;
+    if (is_chat()) {
+      choice["delta"] = ordered_json{{"role", "assistant"}, {"content", ""}};
+    } else {
+      choice["text"] = echo_text_;
+    }
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = nullptr;
+    choice["stop_reason"] = nullptr;
+    chunks.push_back(DumpJson(Chunk(std::move(choice))));
+  }
+  return chunks;
+}
+
+absl::StatusOr<std::vector<std::string>> OpenAiResponseBuilder::OnResponse(const v1::GenerateResponse& response) {
+  std::vector<std::string> chunks;
+  for (const v1::TokenDelta& delta : response.deltas()) {
+    if (absl::Status status = Check(delta); !status.ok()) return status;
+    const bool finished = delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
+    const bool has_logprobs = logprobs_ && delta.logprobs_size() > 0;
+    // Text held back (half a UTF-8 character, a possible stop string) leaves nothing to send yet.
+    if (delta.text().empty() && !finished && !has_logprobs) continue;
+    Choice& state = choices_[delta.choice_index()];
+    ordered_json choice;
+    choice["index"] = delta.choice_index();
+    if (is_chat()) {
+      // OpenAI's last chunk has an empty delta; vLLM's too when no text came with the finish.
+      choice["delta"] =
+          delta.text().empty() && finished ? ordered_json::object() : ordered_json{{"content", delta.text()}};
+    } else {
+      choice["text"] = delta.text();
+    }
+    choice["logprobs"] = LogprobsOf(delta, state);
+    choice["finish_reason"] = FinishReasonJson(delta.finish_reason());
+    choice["stop_reason"] = StopReason(delta.finish_reason(), delta.stop_reason());
+    chunks.push_back(DumpJson(Chunk(std::move(choice))));
+  }
+  return chunks;
+}
+
+std::vector<std::string> OpenAiResponseBuilder::Finish(const v1::Usage& usage) const {
+  if (!include_usage_) return {};
+  ordered_json out = Header(is_chat() ? kChatChunkObject : kCompletionObject);
+  out["choices"] = ordered_json::array();
+  out["usage"] = UsageJson(usage);
+  return {DumpJson(out)};
+}
+
+absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& response) {
+  for (const v1::TokenDelta& delta : response.deltas()) {
+    if (absl::Status status = Check(delta); !status.ok()) return status;
+    Choice& choice = choices_[delta.choice_index()];
+    choice.text += delta.text();
+    if (logprobs_) {
+      if (is_chat()) {
+        AppendChatLogprobs(delta.logprobs(), choice.logprobs);
+      } else {
+        AppendCompletionLogprobs(delta.logprobs(), choice.text_offset, choice.logprobs);
+      }
+    }
+    if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      choice.finish_reason = delta.finish_reason();
+      choice.stop_reason = delta.stop_reason();
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string OpenAiResponseBuilder::FinalJson(const v1::Usage& usage) const {
+  ordered_json out = Header(is_chat() ? kChatObject : kCompletionObject);
+  ordered_json choices = ordered_json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& state = choices_[i];
+    ordered_json choice;
+    choice["index"] = i;
+    if (is_chat()) {
+      choice["message"] = ordered_json{{"role", "assistant"}, {"content", state.text}};
+      choice["logprobs"] = logprobs_ ? ordered_json{{"content", state.logprobs}} : ordered_json(nullptr);
+    } else {
+      choice["text"] = state.text;
+      choice["logprobs"] = logprobs_ ? state.logprobs : ordered_json(nullptr);
+    }
+    choice["finish_reason"] = FinishReasonJson(state.finish_reason);
+    choice["stop_reason"] = StopReason(state.finish_reason, state.stop_reason);
+    choices.push_back(std::move(choice));
+  }
+  out["choices"] = std::move(choices);
+  out["usage"] = UsageJson(usage);
+  return DumpJson(out);
+}
+
+}  // namespace llmc::gateway

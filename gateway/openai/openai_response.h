@@ -1,0 +1,75 @@
+#ifndef LLMC_GATEWAY_OPENAI_OPENAI_RESPONSE_H_
+#define LLMC_GATEWAY_OPENAI_OPENAI_RESPONSE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gateway/openai/openai_request.h"
+#include "llmc/v1/worker.pb.h"
+#include "nlohmann/json.hpp"
+
+namespace llmc::gateway {
+
+// "chatcmpl-<32 hex digits>" for chat, "cmpl-<32 hex digits>" for completions.
+std::string NewResponseId(OpenAiKind kind);
+
+// Turns the worker's GenerateResponse stream for one request into OpenAI JSON: chunks for a streamed
+// answer (Start, OnResponse..., Finish) or one body (Accumulate..., FinalJson). Not thread-safe; one
+// instance per request, used by one thread (or strand) at a time.
+class OpenAiResponseBuilder {
+ public:
+  OpenAiResponseBuilder(const OpenAiRequest& request, std::string id, int64_t created, std::string model,
+                        std::string system_fingerprint);
+
+  // Streaming. Each string is the JSON data of one SSE event; the caller frames it (`data: ...\n\n`) and
+  // sends `data: [DONE]` at the end itself.
+  // Chat: one chunk per choice with delta {"role":"assistant","content":""}. Completions with echo: one chunk
+  // per choice carrying the prompt text. Otherwise nothing.
+  std::vector<std::string> Start();
+  // One chunk per delta that carries text, logprobs or a finish reason. A choice that ended in ABORT or
+  // ERROR, or a choice index beyond `n`, is an error status: send it with StreamErrorEvent and stop.
+  absl::StatusOr<std::vector<std::string>> OnResponse(const v1::GenerateResponse& response);
+  // The usage chunk (choices: []) when stream_options.include_usage was set; nothing otherwise.
+  std::vector<std::string> Finish(const v1::Usage& usage) const;
+
+  // Non-streaming. Errors as for OnResponse; after one, answer with ErrorEnvelope instead of FinalJson.
+  absl::Status Accumulate(const v1::GenerateResponse& response);
+  // The "chat.completion" or "text_completion" body with every choice and usage.
+  std::string FinalJson(const v1::Usage& usage) const;
+
+ private:
+  struct Choice {
+    std::string text;
+    nlohmann::ordered_json logprobs;  // chat: the `content` array; completions: the four arrays
+    uint64_t text_offset = 0;         // completions: code points of the choice's text so far
+    v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+    std::string stop_reason;
+  };
+
+  absl::Status Check(const v1::TokenDelta& delta) const;
+  nlohmann::ordered_json Header(const char* object) const;
+  nlohmann::ordered_json Chunk(nlohmann::ordered_json choice) const;
+  nlohmann::ordered_json LogprobsOf(const v1::TokenDelta& delta, Choice& choice) const;
+  nlohmann::ordered_json StopReason(v1::FinishReason finish_reason, const std::string& stop_reason) const;
+  nlohmann::ordered_json UsageJson(const v1::Usage& usage) const;
+  bool is_chat() const { return kind_ == OpenAiKind::kChat; }
+
+  OpenAiKind kind_;
+  std::string id_;
+  int64_t created_;
+  std::string model_;
+  std::string system_fingerprint_;
+  bool include_usage_;
+  bool logprobs_;
+  std::string echo_text_;
+  std::vector<std::string> stop_strings_;
+  std::vector<int32_t> stop_token_ids_;
+  std::vector<Choice> choices_;
+};
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_OPENAI_OPENAI_RESPONSE_H_

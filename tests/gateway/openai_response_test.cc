@@ -1,0 +1,472 @@
+#include "gateway/openai/openai_response.h"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "gateway/openai/openai_error.h"
+#include "nlohmann/json.hpp"
+
+namespace llmc::gateway {
+namespace {
+
+using nlohmann::json;
+
+OpenAiRequest ParsedChat(const json& extra = json::object()) {
+  json body = {{"model", "qwen"}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}};
+  for (const auto& [key, value] : extra.items()) body[key] = value;
+  absl::StatusOr<OpenAiRequest> request = ParseChatCompletionRequest(body.dump());
+  REQUIRE(request.ok());
+  return *request;
+}
+
+OpenAiRequest ParsedCompletion(const json& extra = json::object()) {
+  json body = {{"model", "qwen"}, {"prompt", "Say:"}};
+  for (const auto& [key, value] : extra.items()) body[key] = value;
+  absl::StatusOr<OpenAiRequest> request = ParseCompletionRequest(body.dump());
+  REQUIRE(request.ok());
+  return *request;
+}
+
+OpenAiResponseBuilder Builder(const OpenAiRequest& request) {
+  return OpenAiResponseBuilder(request, request.kind == OpenAiKind::kChat ? "chatcmpl-abc" : "cmpl-abc", 1700000000,
+                               "qwen", "llmc-0.1.0");
+}
+
+v1::TokenDelta* AddDelta(v1::GenerateResponse& response, uint32_t choice, const std::string& text,
+                         v1::FinishReason finish = v1::FINISH_REASON_UNSPECIFIED, const std::string& stop_reason = "") {
+  v1::TokenDelta* delta = response.add_deltas();
+  delta->set_choice_index(choice);
+  delta->set_text(text);
+  delta->set_finish_reason(finish);
+  delta->set_stop_reason(stop_reason);
+  return delta;
+}
+
+void AddLogprob(v1::TokenDelta& delta, const std::string& token, float logprob,
+                const std::vector<std::pair<std::string, float>>& top = {}) {
+  v1::TokenLogprob* entry = delta.add_logprobs();
+  entry->set_token(token);
+  entry->set_token_bytes(token);
+  entry->set_logprob(logprob);
+  for (const auto& [text, value] : top) {
+    v1::TopLogprob* alternative = entry->add_top();
+    alternative->set_token(text);
+    alternative->set_token_bytes(text);
+    alternative->set_logprob(value);
+  }
+}
+
+v1::Usage MakeUsage(uint32_t prompt, uint32_t completion) {
+  v1::Usage usage;
+  usage.set_prompt_tokens(prompt);
+  usage.set_completion_tokens(completion);
+  usage.set_total_tokens(prompt + completion);
+  return usage;
+}
+
+std::vector<json> ParseAll(const std::vector<std::string>& chunks) {
+  std::vector<json> out;
+  for (const std::string& chunk : chunks) {
+    CHECK(chunk.find("data:") == std::string::npos);  // the HTTP layer frames events
+    CHECK(chunk.find('\n') == std::string::npos);     // one line per event
+    out.push_back(json::parse(chunk));
+  }
+  return out;
+}
+
+std::vector<json> Stream(OpenAiResponseBuilder& builder, const v1::GenerateResponse& response) {
+  absl::StatusOr<std::vector<std::string>> chunks = builder.OnResponse(response);
+  REQUIRE(chunks.ok());
+  return ParseAll(*chunks);
+}
+
+void CheckHeader(const json& chunk, const std::string& object, const std::string& id) {
+  CHECK(chunk.at("id") == id);
+  CHECK(chunk.at("object") == object);
+  CHECK(chunk.at("created") == 1700000000);
+  CHECK(chunk.at("model") == "qwen");
+  CHECK(chunk.at("system_fingerprint") == "llmc-0.1.0");
+}
+
+TEST_CASE("openai_response: chat stream starts with a role chunk per choice", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedChat({{"n", 2}, {"stream", true}}));
+  const std::vector<json> chunks = ParseAll(builder.Start());
+  REQUIRE(chunks.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CheckHeader(chunks[i], "chat.completion.chunk", "chatcmpl-abc");
+    CHECK_FALSE(chunks[i].contains("usage"));
+    REQUIRE(chunks[i]["choices"].size() == 1);
+    const json& choice = chunks[i]["choices"][0];
+    CHECK(choice["index"] == i);
+    CHECK(choice["delta"] == json{{"role", "assistant"}, {"content", ""}});
+    CHECK(choice["logprobs"].is_null());
+    CHECK(choice["finish_reason"].is_null());
+  }
+}
+
+TEST_CASE("openai_response: chat chunks carry each choice's delta with its index", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedChat({{"n", 2}, {"stream", true}}));
+  v1::GenerateResponse response;
+  AddDelta(response, 0, "Hel");
+  AddDelta(response, 1, "");  // bytes held back: no chunk
+  std::vector<json> chunks = Stream(builder, response);
+  REQUIRE(chunks.size() == 1);
+  CHECK(chunks[0]["choices"][0]["index"] == 0);
+  CHECK(chunks[0]["choices"][0]["delta"] == json{{"content", "Hel"}});
+  CHECK(chunks[0]["choices"][0]["finish_reason"].is_null());
+  CHECK(chunks[0]["choices"][0]["stop_reason"].is_null());
+
+  response.Clear();
+  AddDelta(response, 1, "Wor");
+  AddDelta(response, 0, "lo", v1::FINISH_REASON_STOP, "");
+  chunks = Stream(builder, response);
+  REQUIRE(chunks.size() == 2);
+  CHECK(chunks[0]["choices"][0]["index"] == 1);
+  CHECK(chunks[0]["choices"][0]["delta"]["content"] == "Wor");
+  CHECK(chunks[1]["choices"][0]["index"] == 0);
+  CHECK(chunks[1]["choices"][0]["delta"]["content"] == "lo");
+  CHECK(chunks[1]["choices"][0]["finish_reason"] == "stop");
+  CHECK(chunks[1]["choices"][0]["stop_reason"].is_null());
+
+  // A finish with no text still yields a chunk, with an empty delta.
+  response.Clear();
+  AddDelta(response, 1, "", v1::FINISH_REASON_LENGTH);
+  chunks = Stream(builder, response);
+  REQUIRE(chunks.size() == 1);
+  CHECK(chunks[0]["choices"][0]["index"] == 1);
+  CHECK(chunks[0]["choices"][0]["delta"] == json::object());
+  CHECK(chunks[0]["choices"][0]["finish_reason"] == "length");
+  CheckHeader(chunks[0], "chat.completion.chunk", "chatcmpl-abc");
+
+  // No usage chunk unless asked for.
+  CHECK(builder.Finish(MakeUsage(3, 4)).empty());
+}
+
+TEST_CASE("openai_response: include_usage puts usage null on chunks and ends with a usage chunk", "[unit][openai]") {
+  OpenAiResponseBuilder builder =
+      Builder(ParsedChat({{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  for (const json& chunk : ParseAll(builder.Start())) {
+    REQUIRE(chunk.contains("usage"));
+    CHECK(chunk["usage"].is_null());
+  }
+  v1::GenerateResponse response;
+  AddDelta(response, 0, "ok", v1::FINISH_REASON_STOP);
+  for (const json& chunk : Stream(builder, response)) {
+    REQUIRE(chunk.contains("usage"));
+    CHECK(chunk["usage"].is_null());
+  }
+  const std::vector<json> last = ParseAll(builder.Finish(MakeUsage(12, 7)));
+  REQUIRE(last.size() == 1);
+  CheckHeader(last[0], "chat.completion.chunk", "chatcmpl-abc");
+  CHECK(last[0]["choices"] == json::array());
+  CHECK(last[0]["usage"] == json{{"prompt_tokens", 12}, {"completion_tokens", 7}, {"total_tokens", 19}});
+
+  v1::Usage cached = MakeUsage(12, 7);
+  cached.set_cached_prompt_tokens(8);
+  const json with_cache = json::parse(builder.Finish(cached).at(0));
+  CHECK(with_cache["usage"]["prompt_tokens_details"]["cached_tokens"] == 8);
+}
+
+TEST_CASE("openai_response: completion stream chunks", "[unit][openai]") {
+  OpenAiResponseBuilder builder =
+      Builder(ParsedCompletion({{"stream", true}, {"stream_options", {{"include_usage", true}}}}));
+  CHECK(builder.Start().empty());
+  v1::GenerateResponse response;
+  AddDelta(response, 0, " once");
+  AddDelta(response, 0, "", v1::FINISH_REASON_STOP, "\n");
+  const std::vector<json> chunks = Stream(builder, response);
+  REQUIRE(chunks.size() == 2);
+  CheckHeader(chunks[0], "text_completion", "cmpl-abc");
+  CHECK(chunks[0]["choices"][0]["text"] == " once");
+  CHECK(chunks[0]["choices"][0]["logprobs"].is_null());
+  CHECK(chunks[0]["choices"][0]["finish_reason"].is_null());
+  CHECK(chunks[1]["choices"][0]["text"] == "");
+  CHECK(chunks[1]["choices"][0]["finish_reason"] == "stop");
+  CHECK(chunks[1]["usage"].is_null());
+  const std::vector<json> last = ParseAll(builder.Finish(MakeUsage(2, 1)));
+  REQUIRE(last.size() == 1);
+  CheckHeader(last[0], "text_completion", "cmpl-abc");
+  CHECK(last[0]["choices"].empty());
+  CHECK(last[0]["usage"]["total_tokens"] == 3);
+}
+
+TEST_CASE("openai_response: completion echo streams the prompt first", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedCompletion({{"stream", true}, {"echo", true}, {"n", 2}}));
+  const std::vector<json> chunks = ParseAll(builder.Start());
+  REQUIRE(chunks.size() == 2);
+  CHECK(chunks[0]["choices"][0]["index"] == 0);
+  CHECK(chunks[1]["choices"][0]["index"] == 1);
+  CHECK(chunks[1]["choices"][0]["text"] == "Say:");
+  CHECK(chunks[1]["choices"][0]["finish_reason"].is_null());
+}
+
+TEST_CASE("openai_response: non-streaming chat body", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedChat({{"n", 2}, {"stop", {"END", "42"}}, {"stop_token_ids", {42, 7}}}));
+  v1::GenerateResponse response;
+  AddDelta(response, 0, "Hello");
+  AddDelta(response, 1, "Bye");
+  REQUIRE(builder.Accumulate(response).ok());
+  response.Clear();
+  AddDelta(response, 0, ", world", v1::FINISH_REASON_STOP, "END");
+  AddDelta(response, 1, "", v1::FINISH_REASON_STOP, "7");
+  REQUIRE(builder.Accumulate(response).ok());
+  const json body = json::parse(builder.FinalJson(MakeUsage(5, 6)));
+  CheckHeader(body, "chat.completion", "chatcmpl-abc");
+  REQUIRE(body["choices"].size() == 2);
+  const json& first = body["choices"][0];
+  CHECK(first["index"] == 0);
+  CHECK(first["message"] == json{{"role", "assistant"}, {"content", "Hello, world"}});
+  CHECK(first["logprobs"].is_null());
+  CHECK(first["finish_reason"] == "stop");
+  CHECK(first["stop_reason"] == "END");
+  const json& second = body["choices"][1];
+  CHECK(second["index"] == 1);
+  CHECK(second["message"]["content"] == "Bye");
+  CHECK(second["stop_reason"] == 7);  // a stop token id is reported as a number, like vLLM
+  CHECK(body["usage"] == json{{"prompt_tokens", 5}, {"completion_tokens", 6}, {"total_tokens", 11}});
+  // The key order follows OpenAI's.
+  CHECK(builder.FinalJson(MakeUsage(5, 6)).rfind("{\"id\":\"chatcmpl-abc\",\"object\":\"chat.completion\"", 0) == 0);
+}
+
+TEST_CASE("openai_response: stop_reason for strings that look like numbers, EOS and length", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedChat({{"n", 3}, {"stop", "42"}, {"stop_token_ids", {42}}}));
+  v1::GenerateResponse response;
+  AddDelta(response, 0, "a", v1::FINISH_REASON_STOP, "42");  // the stop string wins the ambiguity
+  AddDelta(response, 1, "b", v1::FINISH_REASON_STOP, "");    // EOS
+  AddDelta(response, 2, "c", v1::FINISH_REASON_LENGTH, "");
+  REQUIRE(builder.Accumulate(response).ok());
+  const json body = json::parse(builder.FinalJson(MakeUsage(1, 3)));
+  CHECK(body["choices"][0]["stop_reason"] == "42");
+  CHECK(body["choices"][1]["stop_reason"].is_null());
+  CHECK(body["choices"][1]["finish_reason"] == "stop");
+  CHECK(body["choices"][2]["stop_reason"].is_null());
+  CHECK(body["choices"][2]["finish_reason"] == "length");
+}
+
+TEST_CASE("openai_response: non-streaming completion with echo", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedCompletion({{"echo", true}}));
+  v1::GenerateResponse response;
+  AddDelta(response, 0, " hello", v1::FINISH_REASON_LENGTH);
+  REQUIRE(builder.Accumulate(response).ok());
+  const json body = json::parse(builder.FinalJson(MakeUsage(2, 1)));
+  CheckHeader(body, "text_completion", "cmpl-abc");
+  REQUIRE(body["choices"].size() == 1);
+  CHECK(body["choices"][0]["index"] == 0);
+  CHECK(body["choices"][0]["text"] == "Say: hello");
+  CHECK(body["choices"][0]["logprobs"].is_null());
+  CHECK(body["choices"][0]["finish_reason"] == "length");
+  CHECK(body["usage"]["total_tokens"] == 3);
+
+  OpenAiResponseBuilder plain = Builder(ParsedCompletion());
+  REQUIRE(plain.Accumulate(response).ok());
+  CHECK(json::parse(plain.FinalJson(MakeUsage(2, 1)))["choices"][0]["text"] == " hello");
+}
+
+TEST_CASE("openai_response: chat logprobs format", "[unit][openai]") {
+  const OpenAiRequest request = ParsedChat({{"logprobs", true}, {"top_logprobs", 2}, {"stream", true}});
+  v1::GenerateResponse response;
+  v1::TokenDelta* delta = AddDelta(response, 0, "Hi!");
+  AddLogprob(*delta, "Hi", -0.25f, {{"Hi", -0.25f}, {"Hello", -1.5f}});
+  AddLogprob(*delta, "!", -0.5f, {{"!", -0.5f}, {".", -2.0f}});
+
+  OpenAiResponseBuilder streaming = Builder(request);
+  std::vector<json> chunks = Stream(streaming, response);
+  REQUIRE(chunks.size() == 1);
+  const json& content = chunks[0]["choices"][0]["logprobs"]["content"];
+  REQUIRE(content.size() == 2);
+  CHECK(content[0]["token"] == "Hi");
+  CHECK(content[0]["logprob"] == -0.25);
+  CHECK(content[0]["bytes"] == json::array({72, 105}));
+  REQUIRE(content[0]["top_logprobs"].size() == 2);
+  CHECK(content[0]["top_logprobs"][1] ==
+        json{{"token", "Hello"}, {"logprob", -1.5}, {"bytes", {72, 101, 108, 108, 111}}});
+  CHECK(content[1]["token"] == "!");
+
+  // Logprobs of tokens whose text is still held back are not lost.
+  v1::GenerateResponse held;
+  AddLogprob(*AddDelta(held, 0, ""), "\xe4", -0.1f);
+  chunks = Stream(streaming, held);
+  REQUIRE(chunks.size() == 1);
+  CHECK(chunks[0]["choices"][0]["delta"]["content"] == "");
+  CHECK(chunks[0]["choices"][0]["logprobs"]["content"][0]["bytes"] == json::array({0xe4}));
+
+  OpenAiResponseBuilder whole = Builder(request);
+  REQUIRE(whole.Accumulate(response).ok());
+  response.Clear();
+  AddLogprob(*AddDelta(response, 0, "", v1::FINISH_REASON_STOP), "<eos>", -0.125f);
+  REQUIRE(whole.Accumulate(response).ok());
+  const json body = json::parse(whole.FinalJson(MakeUsage(1, 3)));
+  const json& all = body["choices"][0]["logprobs"]["content"];
+  REQUIRE(all.size() == 3);
+  CHECK(all[2]["token"] == "<eos>");
+  CHECK(all[2]["top_logprobs"] == json::array());
+  CHECK(all[2]["logprob"] == -0.125);
+}
+
+TEST_CASE("openai_response: chat logprobs requested but absent is an empty content list", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedChat({{"logprobs", true}}));
+  v1::GenerateResponse response;
+  AddDelta(response, 0, "", v1::FINISH_REASON_STOP);
+  REQUIRE(builder.Accumulate(response).ok());
+  CHECK(json::parse(builder.FinalJson(MakeUsage(1, 0)))["choices"][0]["logprobs"] == json{{"content", json::array()}});
+}
+
+TEST_CASE("openai_response: completion logprobs format and text offsets", "[unit][openai]") {
+  // "Say:" is 4 code points; the offsets of the generated tokens start after the echoed prompt.
+  const OpenAiRequest request = ParsedCompletion({{"logprobs", 1}, {"echo", true}});
+  v1::GenerateResponse first;
+  v1::TokenDelta* delta = AddDelta(first, 0, " 日本");
+  AddLogprob(*delta, " 日", -0.5f, {{" 月", -0.25f}});
+  AddLogprob(*delta, "本", -1.0f, {{"本", -1.0f}});
+  v1::GenerateResponse second;
+  delta = AddDelta(second, 0, "😀", v1::FINISH_REASON_LENGTH);
+  AddLogprob(*delta, "😀", -2.0f, {{"😀", -2.0f}});
+
+  OpenAiResponseBuilder whole = Builder(request);
+  REQUIRE(whole.Accumulate(first).ok());
+  REQUIRE(whole.Accumulate(second).ok());
+  const json body = json::parse(whole.FinalJson(MakeUsage(2, 3)));
+  const json& logprobs = body["choices"][0]["logprobs"];
+  CHECK(body["choices"][0]["text"] == "Say: 日本😀");
+  CHECK(logprobs["tokens"] == json::array({" 日", "本", "😀"}));
+  CHECK(logprobs["token_logprobs"] == json::array({-0.5, -1.0, -2.0}));
+  REQUIRE(logprobs["top_logprobs"].size() == 3);
+  // The alternatives plus the sampled token.
+  CHECK(logprobs["top_logprobs"][0] == json{{" 月", -0.25}, {" 日", -0.5}});
+  CHECK(logprobs["top_logprobs"][1] == json{{"本", -1.0}});
+  CHECK(logprobs["text_offset"] == json::array({4, 6, 7}));
+
+  // Streaming continues the offsets across chunks.
+  OpenAiResponseBuilder streaming = Builder(request);
+  std::vector<json> chunks = Stream(streaming, first);
+  CHECK(chunks.at(0)["choices"][0]["logprobs"]["text_offset"] == json::array({4, 6}));
+  chunks = Stream(streaming, second);
+  CHECK(chunks.at(0)["choices"][0]["logprobs"]["text_offset"] == json::array({7}));
+  CHECK(chunks.at(0)["choices"][0]["logprobs"]["tokens"] == json::array({"😀"}));
+  CHECK(chunks.at(0)["choices"][0]["finish_reason"] == "length");
+
+  // Without echo the offsets start at 0.
+  OpenAiResponseBuilder no_echo = Builder(ParsedCompletion({{"logprobs", 0}}));
+  REQUIRE(no_echo.Accumulate(first).ok());
+  const json plain = json::parse(no_echo.FinalJson(MakeUsage(2, 2)));
+  CHECK(plain["choices"][0]["logprobs"]["text_offset"] == json::array({0, 2}));
+}
+
+TEST_CASE("openai_response: logprobs that JSON cannot carry, and float noise", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedChat({{"logprobs", true}, {"top_logprobs", 1}}));
+  v1::GenerateResponse response;
+  v1::TokenDelta* delta = AddDelta(response, 0, "x", v1::FINISH_REASON_STOP);
+  AddLogprob(*delta, "x", -0.1f, {{"y", -std::numeric_limits<float>::infinity()}});
+  AddLogprob(*delta, "z", std::numeric_limits<float>::quiet_NaN());
+  REQUIRE(builder.Accumulate(response).ok());
+  const std::string text = builder.FinalJson(MakeUsage(1, 2));
+  CHECK(text.find("\"logprob\":-0.1,") != std::string::npos);  // not -0.10000000149011612
+  const json body = json::parse(text);
+  const json& content = body["choices"][0]["logprobs"]["content"];
+  CHECK(content[0]["top_logprobs"][0]["logprob"] == -9999.0);
+  CHECK(content[1]["logprob"] == -9999.0);
+}
+
+TEST_CASE("openai_response: aborted, failed and unknown choices are errors", "[unit][openai]") {
+  for (const bool streaming : {true, false}) {
+    INFO(streaming);
+    OpenAiResponseBuilder builder = Builder(ParsedChat({{"n", 2}}));
+    const auto feed = [&](const v1::GenerateResponse& response) {
+      return streaming ? builder.OnResponse(response).status() : builder.Accumulate(response);
+    };
+    v1::GenerateResponse response;
+    AddDelta(response, 0, "a", v1::FINISH_REASON_ABORT);
+    absl::Status status = feed(response);
+    CHECK(status.code() == absl::StatusCode::kUnavailable);
+    CHECK(HttpStatusOf(status) == 503);
+    response.Clear();
+    AddDelta(response, 1, "a", v1::FINISH_REASON_ERROR);
+    status = feed(response);
+    CHECK(status.code() == absl::StatusCode::kInternal);
+    CHECK(HttpStatusOf(status) == 500);
+    response.Clear();
+    AddDelta(response, 2, "a");
+    status = feed(response);
+    CHECK(status.code() == absl::StatusCode::kInternal);
+    CHECK_THAT(std::string(status.message()), Catch::Contains("choice 2"));
+  }
+}
+
+TEST_CASE("openai_response: awkward text round-trips through JSON", "[unit][openai]") {
+  const std::string awkward = "line1\nline2\r\n\t\"quoted\" back\\slash \x01 </script> 漢字 한국어 😀🚀 \u00e9";
+  OpenAiResponseBuilder chat = Builder(ParsedChat({{"stream", true}}));
+  v1::GenerateResponse response;
+  AddDelta(response, 0, awkward, v1::FINISH_REASON_STOP);
+  const std::vector<json> chunks = Stream(chat, response);
+  CHECK(chunks.at(0)["choices"][0]["delta"]["content"] == awkward);
+
+  OpenAiResponseBuilder completion = Builder(ParsedCompletion({{"prompt", awkward}, {"echo", true}}));
+  REQUIRE(completion.Accumulate(response).ok());
+  const std::string body = completion.FinalJson(MakeUsage(1, 1));
+  CHECK(json::parse(body)["choices"][0]["text"] == awkward + awkward);
+  CHECK(body.find("漢字") != std::string::npos);  // UTF-8 as is, not \u escapes
+}
+
+TEST_CASE("openai_response: invalid UTF-8 from a worker never throws", "[unit][openai]") {
+  OpenAiResponseBuilder builder = Builder(ParsedCompletion({{"logprobs", 1}}));
+  v1::GenerateResponse response;
+  v1::TokenDelta* delta = AddDelta(response, 0, "ok\xff\xfe", v1::FINISH_REASON_STOP, "\xc3");
+  AddLogprob(*delta, "\xe4\xb8", -1.0f, {{"\xff", -2.0f}});
+  absl::StatusOr<std::vector<std::string>> chunks = builder.OnResponse(response);
+  REQUIRE(chunks.ok());
+  REQUIRE(chunks->size() == 1);
+  const json chunk = json::parse(chunks->front());
+  CHECK(chunk["choices"][0]["text"] == "ok\xef\xbf\xbd\xef\xbf\xbd");
+  REQUIRE(builder.Accumulate(response).ok());
+  CHECK_NOTHROW(json::parse(builder.FinalJson(MakeUsage(1, 1))));
+}
+
+TEST_CASE("openai_response: response ids", "[unit][openai]") {
+  const std::string chat = NewResponseId(OpenAiKind::kChat);
+  const std::string completion = NewResponseId(OpenAiKind::kCompletion);
+  CHECK(std::regex_match(chat, std::regex("chatcmpl-[0-9a-f]{32}")));
+  CHECK(std::regex_match(completion, std::regex("cmpl-[0-9a-f]{32}")));
+  CHECK(NewResponseId(OpenAiKind::kChat) != chat);
+}
+
+TEST_CASE("openai_error: the OpenAI envelope", "[unit][openai]") {
+  json error = json::parse(ErrorEnvelope(InvalidParameter("temperature", "'temperature' must be a number")));
+  CHECK(error == json{{"error",
+                       {{"message", "'temperature' must be a number"},
+                        {"type", "invalid_request_error"},
+                        {"param", "temperature"},
+                        {"code", nullptr}}}});
+
+  error = json::parse(ErrorEnvelope(WithErrorCode(absl::NotFoundError("model 'x' does not exist"), "model_not_found")));
+  CHECK(error["error"]["type"] == "not_found_error");
+  CHECK(error["error"]["param"].is_null());
+  CHECK(error["error"]["code"] == "model_not_found");
+  CHECK(error["error"]["message"] == "model 'x' does not exist");
+
+  const absl::Status busy = absl::ResourceExhaustedError("all workers are busy");
+  CHECK(HttpStatusOf(busy) == 429);
+  CHECK(json::parse(StreamErrorEvent(busy))["error"]["type"] == "rate_limit_error");
+  CHECK(StreamErrorEvent(busy) == ErrorEnvelope(busy));
+  CHECK(HttpStatusOf(absl::UnavailableError("x")) == 503);
+  CHECK(HttpStatusOf(absl::DeadlineExceededError("x")) == 504);
+  CHECK(HttpStatusOf(absl::OkStatus()) == 500);
+  CHECK(json::parse(ErrorEnvelope(absl::OkStatus()))["error"]["type"] == "server_error");
+
+  // Messages with bytes that are not UTF-8 (echoed from a client, say) still give valid JSON.
+  error = json::parse(ErrorEnvelope(absl::InvalidArgumentError("bad \xff byte")));
+  CHECK(error["error"]["message"] ==
+        "bad \xef\xbf\xbd"
+        " byte");
+
+  CHECK(ParameterOf(absl::InvalidArgumentError("plain")).empty());
+  CHECK(ParameterOf(InvalidParameter("messages[0].role", "x")) == "messages[0].role");
+  CHECK(ErrorCodeOf(absl::InternalError("x")).empty());
+  CHECK(WithErrorCode(absl::OkStatus(), "x").ok());
+}
+
+}  // namespace
+}  // namespace llmc::gateway

@@ -1,0 +1,24 @@
+#ifndef LLMC_TESTS_SUPPORT_SMALL_MODEL_H_
+#define LLMC_TESTS_SUPPORT_SMALL_MODEL_H_
+
+#include <string>
+#include <vector>
+
+namespace llmc::testing {
+
+// The name the small package serves under.
+inline constexpr char kSmallModelName[] = "llmc-small";
+
+// A small random-weight package (tools/export_model.py --preset small, bfloat16, seed 1) with the real
+// 151k-token Qwen3 vocabulary, so text prompts and chat templates work end to end. Exported once per test
+// process (a few seconds); throws with the exporter's output when that fails.
+std::string SmallModelPackage();
+
+// Flags for an llmc-worker serving the small package on CPU with one intra-op thread and a modest KV
+// cache, registered at `controller_address` as `worker_id`; `extra` goes last.
+std::vector<std::string> SmallWorkerArgs(const std::string& controller_address, const std::string& worker_id,
+                                         const std::vector<std::string>& extra = {});
+
+}  // namespace llmc::testing
+
+#endif  // LLMC_TESTS_SUPPORT_SMALL_MODEL_H_
