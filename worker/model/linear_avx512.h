@@ -20,15 +20,11 @@ struct SkinnyLinearArgs {
   int64_t m, n, k;
 };
 
-// Output columns [n_begin, n_end) for all m rows. The weight rows handled per call stay together, so a
-// thread's calls read one contiguous stretch of the weight.
+// Output columns [n_begin, n_end) for all m rows: weight rows n_begin .. n_end - 1, read once, in order.
 // bfloat16 everywhere (needs AVX512F, AVX512BW and AVX512_BF16); the result is rounded to nearest even.
 void SkinnyLinearBf16(const SkinnyLinearArgs& args, int64_t n_begin, int64_t n_end);
 // float32 everywhere (needs AVX512F).
 void SkinnyLinearFloat(const SkinnyLinearArgs& args, int64_t n_begin, int64_t n_end);
-
-// Weight rows per block: callers split [0, n) on multiples of this.
-inline constexpr int64_t kRowsPerBlock = 4;
 
 }  // namespace llmc::model::avx512
 

@@ -2,6 +2,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "worker/model/linear_avx512.h"
@@ -14,12 +15,14 @@ namespace {
 // beyond it the libraries' blocked GEMMs win (tests/bench/linear_bench.cc measures both).
 constexpr int64_t kMaxFastRowsBf16 = 8;
 constexpr int64_t kMaxFastRowsFloat = 8;
-// The kernel reads the input rows once per weight row, so with several rows they must stay in the L1 cache;
-// beyond it (e.g. 4 rows of the 4864-wide down projection) it runs at half the speed of oneDNN.
-constexpr int64_t kMaxInputBytes = 32 * 1024;
-// Each parallel task streams at least this many weight bytes, so small layers are not split into tasks
-// that cost more to start than to run.
-constexpr int64_t kMinBytesPerTask = 64 * 1024;
+// The kernel reads the input rows once per weight row, so several rows must stay in the L1 cache beside the
+// weight stream (half of a 32 KiB L1); beyond that (2 or more rows of the 4864-wide down projection) oneDNN
+// is faster.
+constexpr int64_t kMaxInputBytes = 16 * 1024;
+// Threads take chunks of about this many weight bytes from a shared counter: small layers are not split
+// into tasks that cost more to start than to run, and a thread that starts late (the other core busy) does
+// not hold the step up by a fixed half of the work.
+constexpr int64_t kChunkBytes = 64 * 1024;
 
 // LLMC_LINEAR_AVX512 is set where linear_avx512.cc is compiled (an x86-64 compiler that knows AVX512_BF16);
 // the CPU running the code is checked here.
@@ -53,10 +56,13 @@ at::Tensor SkinnyLinear(const at::Tensor& input, const at::Tensor& weight, const
                                       n,
                                       k};
   const auto kernel = weight.scalar_type() == at::kBFloat16 ? &avx512::SkinnyLinearBf16 : &avx512::SkinnyLinearFloat;
-  const int64_t blocks = (n + avx512::kRowsPerBlock - 1) / avx512::kRowsPerBlock;
-  const int64_t block_bytes = avx512::kRowsPerBlock * k * static_cast<int64_t>(weight.element_size());
-  at::parallel_for(0, blocks, std::max<int64_t>(1, kMinBytesPerTask / block_bytes), [&](int64_t begin, int64_t end) {
-    kernel(args, begin * avx512::kRowsPerBlock, std::min(n, end * avx512::kRowsPerBlock));
+  const int64_t rows_per_chunk = std::max<int64_t>(1, kChunkBytes / (k * static_cast<int64_t>(weight.element_size())));
+  const int64_t chunks = (n + rows_per_chunk - 1) / rows_per_chunk;
+  std::atomic<int64_t> next_chunk{0};
+  at::parallel_for(0, std::min<int64_t>(chunks, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    for (int64_t chunk = next_chunk++; chunk < chunks; chunk = next_chunk++) {
+      kernel(args, chunk * rows_per_chunk, std::min(n, (chunk + 1) * rows_per_chunk));
+    }
   });
   return out;
 }
@@ -89,8 +95,7 @@ bool LinearCpuUsesFastPath(const at::Tensor& input, const at::Tensor& weight, co
   const int64_t rows = input.numel() / k;
   if (rows < 1 || rows > max_rows || (rows > 1 && rows * k * weight.element_size() > kMaxInputBytes)) return false;
   if (!bias.has_value() || !bias->defined()) return true;
-  return SameDtypeOnCpu(*bias, weight) && bias->dim() == 1 && bias->size(0) == weight.size(0) &&
-         bias->is_contiguous();
+  return SameDtypeOnCpu(*bias, weight) && bias->dim() == 1 && bias->size(0) == weight.size(0) && bias->is_contiguous();
 }
 
 at::Tensor LinearCpu(const at::Tensor& input, const at::Tensor& weight, const c10::optional<at::Tensor>& bias,

@@ -49,10 +49,9 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   }
   const int version = root.value("format_version", 0);
   if (version < kMinManifestFormatVersion || version > kManifestFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": package format version ", version,
-                                                      " is not supported (this llmc reads versions ",
-                                                      kMinManifestFormatVersion, " to ", kManifestFormatVersion,
-                                                      "); export the model again"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": package format version ", version, " is not supported (this llmc reads versions ",
+                     kMinManifestFormatVersion, " to ", kManifestFormatVersion, "); export the model again"));
   }
   ModelManifest manifest;
   absl::Status status = ReadString(root, path, "name", &manifest.name);

