@@ -35,10 +35,9 @@ class Generation final : public std::enable_shared_from_this<Generation> {
   void Run(GenerationDispatcher& dispatcher, const v1::GenerateRequest& generate) {
     auto self = shared_from_this();
     writer_->OnClientGone([self] { self->CancelFromClient(); });
-    auto handle = dispatcher.Dispatch(
-        generate, start_ + options_.request_timeout,
-        {[self](v1::GenerateResponse response) { self->OnResponse(std::move(response)); },
-         [self](absl::Status status) { self->OnDone(std::move(status)); }});
+    auto handle = dispatcher.Dispatch(generate, start_ + options_.request_timeout,
+                                      {[self](v1::GenerateResponse response) { self->OnResponse(std::move(response)); },
+                                       [self](absl::Status status) { self->OnDone(std::move(status)); }});
     absl::MutexLock lock(&mu_);
     if (done_) return;  // finished already (a fast failure): keeping the handle would make a cycle
     handle_ = handle;

@@ -6,9 +6,9 @@ namespace llmc::gateway {
 namespace {
 
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
-  static const prometheus::Histogram::BucketBoundaries buckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
-                                                                  0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0,
-                                                                  20.0,  40.0,  80.0, 160.0};
+  static const prometheus::Histogram::BucketBoundaries buckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
+                                                                  0.1,   0.25,  0.5,  0.75, 1.0,  2.5,  5.0,
+                                                                  7.5,   10.0,  20.0, 40.0, 80.0, 160.0};
   return buckets;
 }
 

@@ -23,8 +23,7 @@ class GatewayMetrics final : public HttpObserver {
 
   std::shared_ptr<prometheus::Registry> prometheus_registry() const { return registry_; }
 
-  void OnRequestDone(absl::string_view method, absl::string_view route, int status,
-                     absl::Duration duration) override;
+  void OnRequestDone(absl::string_view method, absl::string_view route, int status, absl::Duration duration) override;
   void GenerationStarted() { in_flight_.Increment(); }
   void GenerationEnded() { in_flight_.Decrement(); }
   void ObserveTimeToFirstToken(absl::Duration duration) { time_to_first_token_.Observe(Seconds(duration)); }

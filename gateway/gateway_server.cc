@@ -56,8 +56,7 @@ absl::Status GatewayServer::Start() {
   http_ = std::make_unique<HttpServer>(HttpOptionsFrom(config_), metrics_);
   AddRoutes();
   ASSIGN_OR_RETURN(address_, http_->Start(config_.listen_address));
-  LLMC_LOG(Info).With("http", address_.ToString()).With("controller", config_.controller_address)
-      << "gateway ready";
+  LLMC_LOG(Info).With("http", address_.ToString()).With("controller", config_.controller_address) << "gateway ready";
   return absl::OkStatus();
 }
 

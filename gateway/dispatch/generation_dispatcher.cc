@@ -25,10 +25,9 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       if (cancelled_) return Finish(absl::CancelledError("the client went away"));
       excluded = refused_;
     }
-    dispatcher_.router_.Pick(request_.model(), excluded,
-                             [self = shared_from_this()](absl::StatusOr<PickedWorker> picked) {
-                               self->OnPicked(std::move(picked));
-                             });
+    dispatcher_.router_.Pick(
+        request_.model(), excluded,
+        [self = shared_from_this()](absl::StatusOr<PickedWorker> picked) { self->OnPicked(std::move(picked)); });
   }
 
   void Cancel() override {
@@ -64,8 +63,8 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
           self->callbacks_.on_response(std::move(response));
         },
         [self, worker_id = picked->worker_id](const grpc::Status& status) { self->OnCallDone(worker_id, status); }};
-    auto call = StartGenerateCall(dispatcher_.channels_.Stub(picked->address), request_, deadline_,
-                                  std::move(callbacks));
+    auto call =
+        StartGenerateCall(dispatcher_.channels_.Stub(picked->address), request_, deadline_, std::move(callbacks));
     absl::MutexLock lock(&mu_);
     call_ = call;
     if (cancelled_) call->Cancel();
@@ -109,8 +108,8 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   std::shared_ptr<GenerateCallHandle> call_ ABSL_GUARDED_BY(mu_);
 };
 
-std::shared_ptr<DispatchHandle> GenerationDispatcher::Dispatch(const v1::GenerateRequest& request,
-                                                               absl::Time deadline, DispatchCallbacks callbacks) {
+std::shared_ptr<DispatchHandle> GenerationDispatcher::Dispatch(const v1::GenerateRequest& request, absl::Time deadline,
+                                                               DispatchCallbacks callbacks) {
   auto run = std::make_shared<DispatchRun>(*this, request, deadline, std::move(callbacks));
   run->PickNext();
   return run;

@@ -159,17 +159,16 @@ void WorkerRouter::ListModels(ModelsCallback done) {
   };
   auto call = std::make_shared<Call>();
   SetDeadline(call->context);
-  stub_->async()->ListModels(&call->context, &call->request, &call->response,
-                             [this, call, done = std::move(done)](grpc::Status status) {
-                               if (status.ok()) {
-                                 done(std::vector<v1::ModelSummary>(call->response.models().begin(),
-                                                                    call->response.models().end()));
-                               } else if (ControllerUnreachable(status)) {
-                                 done(ModelsFromCache());
-                               } else {
-                                 done(FromGrpcStatus(status));
-                               }
-                             });
+  stub_->async()->ListModels(
+      &call->context, &call->request, &call->response, [this, call, done = std::move(done)](grpc::Status status) {
+        if (status.ok()) {
+          done(std::vector<v1::ModelSummary>(call->response.models().begin(), call->response.models().end()));
+        } else if (ControllerUnreachable(status)) {
+          done(ModelsFromCache());
+        } else {
+          done(FromGrpcStatus(status));
+        }
+      });
 }
 
 }  // namespace llmc::gateway

@@ -186,6 +186,19 @@ TEST_CASE("engine: cancelling mid-stream frees every KV block", "[integration][e
   CHECK(Run(*engine, Greedy(ToIds(Reference().prompts[0])))->choice(0).tokens == ToIds(Reference().continuations[0]));
 }
 
+TEST_CASE("engine: a request past its deadline ends with DEADLINE_EXCEEDED and frees its blocks",
+          "[integration][engine]") {
+  auto engine = StartEngine(SmallOptions());
+  GenerationRequest request = Greedy(ToIds(Reference().prompts[3]), 2000);
+  request.deadline = absl::Now() + absl::Milliseconds(300);
+  auto sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(std::move(request), sink).ok());
+  REQUIRE(sink->WaitDone());
+  CHECK(sink->status().code() == absl::StatusCode::kDeadlineExceeded);
+  CHECK(sink->choice(0).tokens.size() < 2000);
+  CHECK(WaitForIdle(*engine));
+}
+
 TEST_CASE("engine: admission limits and bad requests are refused at once", "[integration][engine]") {
   EngineOptions options = SmallOptions();
   options.max_running = 1;
