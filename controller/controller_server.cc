@@ -3,12 +3,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/grpc_server_options.h"
+#include "common/grpc_server.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "grpcpp/security/server_credentials.h"
-#include "grpcpp/server_builder.h"
 
 namespace llmc::controller {
 namespace {
@@ -33,19 +31,9 @@ ControllerServer::ControllerServer(config::ControllerConfig config, const Clock&
 ControllerServer::~ControllerServer() { Shutdown(); }
 
 absl::Status ControllerServer::Start() {
-  ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(config_.listen_address, /*allow_port_zero=*/true));
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(config_.listen_address, grpc::InsecureServerCredentials(), &bound_port);
-  ApplyServerDefaults(builder);
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (server_ == nullptr || bound_port == 0) {
-    server_.reset();
-    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config_.listen_address));
-  }
-  grpc_address_ = HostPort{listen.host, static_cast<uint16_t>(bound_port)};
+  ASSIGN_OR_RETURN(StartedGrpcServer started, StartGrpcServer(config_.listen_address, *service_));
+  server_ = std::move(started.server);
+  grpc_address_ = started.address;
 
   if (!config_.metrics_address.empty()) {
     metrics_server_ = std::make_unique<MetricsHttpServer>(metrics_->prometheus_registry(),

@@ -1,0 +1,26 @@
+#ifndef LLMC_COMMON_GRPC_SERVER_H_
+#define LLMC_COMMON_GRPC_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/host_port.h"
+#include "grpcpp/server.h"
+
+namespace llmc {
+
+struct StartedGrpcServer {
+  std::unique_ptr<grpc::Server> server;
+  HostPort address;  // as bound: the listen host with the real port (port 0 picks a free one)
+};
+
+// Starts a gRPC server for `service` on `listen_address`, with the grpc.health.v1 service and the settings
+// every llmc server shares: no port sharing (a second process must not silently take half the connections)
+// and a keepalive policy that accepts the pings llmc's clients send every 20 s, also on idle connections
+// (gRPC's default would answer them with GOAWAY "too many pings"). UNAVAILABLE when it cannot listen.
+absl::StatusOr<StartedGrpcServer> StartGrpcServer(const std::string& listen_address, grpc::Service& service);
+
+}  // namespace llmc
+
+#endif  // LLMC_COMMON_GRPC_SERVER_H_
