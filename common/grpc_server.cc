@@ -1,6 +1,7 @@
 #include "common/grpc_server.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_codes.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -23,6 +24,12 @@ absl::StatusOr<StartedGrpcServer> StartGrpcServer(const std::string& listen_addr
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", listen_address));
   }
   return StartedGrpcServer{std::move(server), HostPort{listen.host, static_cast<uint16_t>(bound_port)}};
+}
+
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
 }
 
 }  // namespace llmc

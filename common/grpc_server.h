@@ -4,9 +4,11 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/host_port.h"
 #include "grpcpp/server.h"
+#include "grpcpp/support/server_callback.h"
 
 namespace llmc {
 
@@ -20,6 +22,9 @@ struct StartedGrpcServer {
 // and a keepalive policy that accepts the pings llmc's clients send every 20 s, also on idle connections
 // (gRPC's default would answer them with GOAWAY "too many pings"). UNAVAILABLE when it cannot listen.
 absl::StatusOr<StartedGrpcServer> StartGrpcServer(const std::string& listen_address, grpc::Service& service);
+
+// Ends a callback unary RPC at once with `status` (mapped by common/status_codes.h).
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context, const absl::Status& status);
 
 }  // namespace llmc
 

@@ -1,19 +1,10 @@
 #include "controller/controller_service.h"
 
+#include "common/grpc_server.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
 
 namespace llmc::controller {
-namespace {
-
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
-}  // namespace
-
 ControllerService::ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics,
                                      absl::Duration heartbeat_interval)
     : registry_(registry),
@@ -35,14 +26,14 @@ grpc::ServerUnaryReactor* ControllerService::RegisterWorker(grpc::CallbackServer
     LLMC_LOG(Warning).With("worker_id", request->worker_id()).With("peer", context->peer())
         << "registration refused: " << status.message();
   }
-  return Finish(context, status);
+  return FinishUnary(context, status);
 }
 
 grpc::ServerUnaryReactor* ControllerService::Heartbeat(grpc::CallbackServerContext* context,
                                                        const v1::HeartbeatRequest* request,
                                                        v1::HeartbeatResponse* response) {
   const absl::StatusOr<HeartbeatOutcome> outcome = registry_.Heartbeat(*request);
-  if (!outcome.ok()) return Finish(context, outcome.status());
+  if (!outcome.ok()) return FinishUnary(context, outcome.status());
   const bool known = *outcome == HeartbeatOutcome::kAccepted;
   metrics_.CountHeartbeat(known);
   if (!known) {
@@ -50,7 +41,7 @@ grpc::ServerUnaryReactor* ControllerService::Heartbeat(grpc::CallbackServerConte
   }
   response->set_unknown_worker(!known);
   response->set_heartbeat_interval_ms(heartbeat_interval_ms_);
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ControllerService::DeregisterWorker(grpc::CallbackServerContext* context,
@@ -58,28 +49,28 @@ grpc::ServerUnaryReactor* ControllerService::DeregisterWorker(grpc::CallbackServ
                                                               v1::DeregisterWorkerResponse* response) {
   response->set_was_registered(registry_.Deregister(request->worker_id()));
   LLMC_LOG(Info).With("worker_id", request->worker_id()) << "worker deregistered";
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ControllerService::PickWorker(grpc::CallbackServerContext* context,
                                                         const v1::PickWorkerRequest* request,
                                                         v1::PickWorkerResponse* response) {
-  if (request->model().empty()) return Finish(context, absl::InvalidArgumentError("model must not be empty"));
+  if (request->model().empty()) return FinishUnary(context, absl::InvalidArgumentError("model must not be empty"));
   const absl::flat_hash_set<std::string> excluded(request->exclude_worker_ids().begin(),
                                                   request->exclude_worker_ids().end());
   absl::StatusOr<PickedWorker> picked = registry_.Pick(request->model(), excluded);
   metrics_.CountPick(request->model(), picked.status());
-  if (!picked.ok()) return Finish(context, picked.status());
+  if (!picked.ok()) return FinishUnary(context, picked.status());
   response->set_worker_id(picked->worker_id);
   response->set_address(picked->address);
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ControllerService::ListModels(grpc::CallbackServerContext* context,
                                                         const v1::ListModelsRequest* request,
                                                         v1::ListModelsResponse* response) {
   for (auto& summary : registry_.ListModels()) *response->add_models() = std::move(summary);
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* ControllerService::ListWorkers(grpc::CallbackServerContext* context,
@@ -87,7 +78,7 @@ grpc::ServerUnaryReactor* ControllerService::ListWorkers(grpc::CallbackServerCon
                                                          v1::ListWorkersResponse* response) {
   for (auto& worker : registry_.ListWorkers(request->model())) *response->add_workers() = std::move(worker);
   response->set_policy(std::string(registry_.policy_name()));
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 }  // namespace llmc::controller

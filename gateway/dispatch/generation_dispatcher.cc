@@ -86,7 +86,6 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       }
     }
     if (!retry) return Finish(status);
-    dispatcher_.num_retries_.fetch_add(1);
     if (dispatcher_.on_retry_) dispatcher_.on_retry_();
     LLMC_LOG(Info).With("request_id", request_.request_id()).With("worker_id", worker_id)
         << "worker refused (" << status.message() << "); trying another";

@@ -1,7 +1,6 @@
 #ifndef LLMC_GATEWAY_DISPATCH_GENERATION_DISPATCHER_H_
 #define LLMC_GATEWAY_DISPATCH_GENERATION_DISPATCHER_H_
 
-#include <atomic>
 #include <functional>
 #include <memory>
 
@@ -40,15 +39,12 @@ class GenerationDispatcher {
   std::shared_ptr<DispatchHandle> Dispatch(const v1::GenerateRequest& request, absl::Time deadline,
                                            DispatchCallbacks callbacks);
 
-  int64_t num_retries() const { return num_retries_.load(); }
-
  private:
   friend class DispatchRun;
   WorkerRouter& router_;
   WorkerChannels& channels_;
   const uint32_t max_attempts_;
   const std::function<void()> on_retry_;
-  std::atomic<int64_t> num_retries_{0};
 };
 
 }  // namespace llmc::gateway

@@ -66,11 +66,6 @@ bool WorkerRouter::HasReadyWorker() const {
                      [](const v1::WorkerInfo& worker) { return worker.state() == v1::WORKER_STATE_READY; });
 }
 
-int64_t WorkerRouter::num_cache_picks() const {
-  absl::MutexLock lock(&mu_);
-  return num_cache_picks_;
-}
-
 absl::StatusOr<PickedWorker> WorkerRouter::PickFromCache(const std::string& model,
                                                          const std::vector<std::string>& exclude) {
   absl::MutexLock lock(&mu_);
@@ -104,7 +99,6 @@ absl::StatusOr<PickedWorker> WorkerRouter::PickFromCache(const std::string& mode
     return absl::UnavailableError(absl::StrCat("no worker can take requests for '", model, "' right now"));
   }
   ++cache_picks_[best->worker_id()];
-  ++num_cache_picks_;
   return PickedWorker{best->worker_id(), best->address(), /*from_cache=*/true};
 }
 

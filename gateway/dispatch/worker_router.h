@@ -46,7 +46,6 @@ class WorkerRouter {
 
   // True when the last known routing table has a ready worker.
   bool HasReadyWorker() const;
-  int64_t num_cache_picks() const;
 
  private:
   void RefreshLoop();
@@ -60,7 +59,6 @@ class WorkerRouter {
   std::vector<v1::WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> cache_picks_ ABSL_GUARDED_BY(mu_);  // per worker since refresh
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_){std::random_device{}()};
-  int64_t num_cache_picks_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Notification stop_;
   std::thread refresh_thread_;
 };

@@ -3,20 +3,11 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "common/grpc_server.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 
 namespace llmc::testing {
-namespace {
-
-grpc::ServerUnaryReactor* FinishOk(grpc::CallbackServerContext* context) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
-}
-
-}  // namespace
-
 FakeController::FakeController(absl::Duration heartbeat_interval, int port)
     : heartbeat_interval_ms_(static_cast<uint32_t>(absl::ToInt64Milliseconds(heartbeat_interval))) {
   grpc::ServerBuilder builder;
@@ -76,7 +67,7 @@ grpc::ServerUnaryReactor* FakeController::RegisterWorker(grpc::CallbackServerCon
     known_.insert(request->worker_id());
   }
   response->set_heartbeat_interval_ms(heartbeat_interval_ms_);
-  return FinishOk(context);
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* FakeController::Heartbeat(grpc::CallbackServerContext* context,
@@ -88,7 +79,7 @@ grpc::ServerUnaryReactor* FakeController::Heartbeat(grpc::CallbackServerContext*
     response->set_unknown_worker(!known_.contains(request->worker_id()));
   }
   response->set_heartbeat_interval_ms(heartbeat_interval_ms_);
-  return FinishOk(context);
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* FakeController::DeregisterWorker(grpc::CallbackServerContext* context,
@@ -99,7 +90,7 @@ grpc::ServerUnaryReactor* FakeController::DeregisterWorker(grpc::CallbackServerC
     deregistrations_.push_back(request->worker_id());
     response->set_was_registered(known_.erase(request->worker_id()) > 0);
   }
-  return FinishOk(context);
+  return FinishUnary(context, absl::OkStatus());
 }
 
 }  // namespace llmc::testing

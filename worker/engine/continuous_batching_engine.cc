@@ -367,10 +367,7 @@ void ContinuousBatchingEngine::Step() {
     group.first_token_sent = true;
     sequence.last_token_time = now;
     ++group.completion_tokens;
-    if (!group.has_pending_response) {
-      group.has_pending_response = true;
-      touched.push_back(&group);
-    }
+    if (group.pending_response.deltas_size() == 0) touched.push_back(&group);
     if (sequence.finished()) {
       group.finish_reason = delta.finish_reason();
       scheduler_.Remove(&sequence);
@@ -397,7 +394,6 @@ void ContinuousBatchingEngine::SendPendingResponses(const std::vector<RequestGro
   for (RequestGroup* group : touched) {
     v1::GenerateResponse response = std::move(group->pending_response);
     group->pending_response.Clear();
-    group->has_pending_response = false;
     if (group->num_unfinished > 0) {
       group->sink->OnResponse(std::move(response));
       continue;

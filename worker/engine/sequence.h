@@ -65,7 +65,6 @@ struct RequestGroup {
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;  // of the choice that finished last
   // The deltas of the step being processed, sent as one response at the end of the step.
   v1::GenerateResponse pending_response;
-  bool has_pending_response = false;
 };
 
 }  // namespace llmc::engine

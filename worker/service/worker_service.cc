@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/grpc_server.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
 #include "worker/service/generate_reactor.h"
@@ -11,12 +12,6 @@
 
 namespace llmc::worker {
 namespace {
-
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
 
 absl::Status NotServing(v1::WorkerState state) {
   return absl::UnavailableError(state == v1::WORKER_STATE_DRAINING
@@ -77,14 +72,14 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
   response->set_version(WorkerVersion());
   response->set_uptime_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(absl::Now() - started_)));
   response->set_num_preemptions(static_cast<uint64_t>(load.num_preemptions));
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* WorkerService::Tokenize(grpc::CallbackServerContext* context,
                                                   const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
   absl::StatusOr<v1::TokenizeResponse> result = worker::Tokenize(*request, model_);
   if (result.ok()) *response = *std::move(result);
-  return Finish(context, result.status());
+  return FinishUnary(context, result.status());
 }
 
 grpc::ServerUnaryReactor* WorkerService::Detokenize(grpc::CallbackServerContext* context,
@@ -92,7 +87,7 @@ grpc::ServerUnaryReactor* WorkerService::Detokenize(grpc::CallbackServerContext*
                                                     v1::DetokenizeResponse* response) {
   absl::StatusOr<v1::DetokenizeResponse> result = worker::Detokenize(*request, model_);
   if (result.ok()) *response = *std::move(result);
-  return Finish(context, result.status());
+  return FinishUnary(context, result.status());
 }
 
 }  // namespace llmc::worker
