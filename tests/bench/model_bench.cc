@@ -2,15 +2,22 @@
 // prefill, with tokens/s and the ratio to the weight-bandwidth limit (weight bytes ÷ the machine's best
 // multi-threaded read bandwidth, measured here in the same run). Prints figures; judges nothing.
 //
-//   llmc_model_bench <package-dir> [<package-dir> ...]
+//   llmc_model_bench [--profile] <package-dir> [<package-dir> ...]
+//
+// --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
+// operator kind and per layer (tests/bench/step_profiler.h).
 #include <ATen/Parallel.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
 #include <numeric>
 #include <thread>
 
+#include "tests/bench/step_profiler.h"
 #include "worker/model/loaded_model.h"
 
 namespace {
@@ -68,8 +75,17 @@ llmc::model::ForwardBatch MakeBatch(int64_t sequences, int64_t context, int64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: %s <package-dir> [<package-dir> ...]\n", argv[0]);
+  bool profile = false;
+  std::vector<std::string> packages;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--profile") {
+      profile = true;
+    } else {
+      packages.emplace_back(argv[i]);
+    }
+  }
+  if (packages.empty()) {
+    std::fprintf(stderr, "usage: %s [--profile] <package-dir> [<package-dir> ...]\n", argv[0]);
     return 2;
   }
   // libtorch defaults to the number of physical cores, which on a 2-vCPU machine can be 1.
@@ -80,8 +96,8 @@ int main(int argc, char** argv) {
               at::get_num_threads(), bandwidth);
   std::printf("%-10s %-14s %10s %12s %12s %14s\n", "dtype", "step", "ms/step", "tokens/s", "limit ms", "% of limit");
   constexpr int64_t kBlockSize = 16, kContext = 128;
-  for (int i = 1; i < argc; ++i) {
-    auto model = llmc::model::LoadedModel::Load(argv[i], {"cpu", ""});
+  for (const std::string& package : packages) {
+    auto model = llmc::model::LoadedModel::Load(package, {"cpu", ""});
     if (!model.ok()) {
       std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
       return 1;
@@ -89,14 +105,16 @@ int main(int argc, char** argv) {
     const auto& manifest = (*model)->manifest();
     const double weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
     const double limit_ms = weight_bytes / (bandwidth * 1e9) * 1e3;
-    auto cache = (*model)->AllocateKvCache(32 * ((kContext + 512) / kBlockSize + 2), kBlockSize);
+    auto cache = (*model)->AllocateKvCache(32 * ((kContext + 2048) / kBlockSize + 2), kBlockSize);
     if (!cache.ok()) return 1;
     struct Shape {
       const char* label;
       int64_t sequences, prefill;
     };
-    for (const Shape shape : {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=32", 32, 0},
-                              Shape{"prefill 512", 1, 512}}) {
+    std::map<std::string, double> step_ms;
+    for (const Shape shape : {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=16", 16, 0},
+                              Shape{"decode b=32", 32, 0}, Shape{"prefill 512", 1, 512},
+                              Shape{"prefill 2000", 1, 2000}}) {
       const auto batch = MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize,
                                    manifest.vocab_size);
       const int runs = shape.prefill > 0 ? 2 : 10;
@@ -112,8 +130,31 @@ int main(int argc, char** argv) {
         best = std::min(best, Seconds(start));
       }
       const int64_t tokens = shape.prefill > 0 ? shape.prefill : shape.sequences;
+      step_ms[shape.label] = best * 1e3;
       std::printf("%-10s %-14s %10.2f %12.1f %12.2f %13.1f%%\n", manifest.dtype.c_str(), shape.label, best * 1e3,
                   tokens / best, limit_ms, limit_ms / (best * 1e3) * 100);
+    }
+    const double b1 = step_ms["decode b=1"];
+    std::printf("%-10s step(b=8)/step(b=1) %.2f, step(b=16)/step(b=1) %.2f, step(b=32)/step(b=1) %.2f\n",
+                manifest.dtype.c_str(), step_ms["decode b=8"] / b1, step_ms["decode b=16"] / b1,
+                step_ms["decode b=32"] / b1);
+    std::printf("%-10s prefill 2000 runs at %.0f%% of the 512-token rate\n", manifest.dtype.c_str(),
+                (2000 / step_ms["prefill 2000"]) / (512 / step_ms["prefill 512"]) * 100);
+    if (profile) {
+      for (const Shape shape : {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=32", 32, 0},
+                                Shape{"prefill 512", 1, 512}}) {
+        const auto batch = MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize,
+                                     manifest.vocab_size);
+        llmc::bench::StepProfiler profiler;
+        const int runs = shape.prefill > 0 ? 2 : 10;
+        for (int run = 0; run < runs; ++run) {
+          profiler.Begin();
+          auto logits = (*model)->Forward(batch, *cache);
+          profiler.End();
+          if (!logits.ok()) return 1;
+        }
+        profiler.Print(manifest.dtype + " " + shape.label);
+      }
     }
     std::printf("%-10s weights %.0f MB\n", manifest.dtype.c_str(), weight_bytes / 1e6);
   }

@@ -1,12 +1,11 @@
 #!/usr/bin/env python3
 """Writes what the C++ model tests need: a tiny random model package and the full-recompute reference.
 
-  make_parity_fixture.py --out DIR --dtype float32|bfloat16 --tokenizer tokenizer.json [--format-version 1]
+  make_parity_fixture.py --out DIR --dtype float32|bfloat16 --tokenizer tokenizer.json
 
 DIR/package/ is the exported package; DIR/reference.pt a TorchScript module whose attributes hold, for
 each scenario sequence, the prompt, the greedy continuation (32 tokens) and the reference logits at every
-step, computed by plain causal attention without any cache. --format-version 1 writes the package as
-exporters before llmc::linear did (aten::linear projections), to check that such packages keep loading.
+step, computed by plain causal attention without any cache.
 """
 import argparse
 import os
@@ -15,12 +14,10 @@ import sys
 from typing import List
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from paged_scenario import reference_logits  # noqa: E402
 from llmc_export.config import ModelConfig  # noqa: E402
-from llmc_export import model as model_module, package  # noqa: E402
 from llmc_export.model import CausalLM, random_weights  # noqa: E402
 from llmc_export.package import write_package  # noqa: E402
 
@@ -41,20 +38,12 @@ class Reference(torch.nn.Module):
         return len(self.prompts)
 
 
-def aten_linear(self, x: torch.Tensor) -> torch.Tensor:
-    return F.linear(x, self.weight, self.bias)
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", required=True)
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--tokenizer", required=True)
-    parser.add_argument("--format-version", type=int, default=package.FORMAT_VERSION, choices=[1, 2])
     args = parser.parse_args()
-    if args.format_version == 1:
-        model_module.Linear.forward = aten_linear
-        package.FORMAT_VERSION = 1
     dtype = torch.float32 if args.dtype == "float32" else torch.bfloat16
     model = CausalLM(CONFIG)
     random_weights(model, 11)

@@ -6,6 +6,7 @@ import random
 import sys
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 
@@ -28,9 +29,11 @@ def reference_logits(model: CausalLM, config: ModelConfig, token_ids):
         for layer in model.model.layers:
             attn = layer.self_attn
             x = layer.input_layernorm(hidden)
-            q = attn.q_proj(x).view(n, config.num_heads, config.head_dim)
-            k = attn.k_proj(x).view(n, config.num_kv_heads, config.head_dim)
-            v = attn.v_proj(x).view(n, config.num_kv_heads, config.head_dim)
+            qkv = F.linear(x, attn.qkv_proj.weight, attn.qkv_proj.bias)
+            q_width, kv_width = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
+            q = qkv[:, :q_width].reshape(n, config.num_heads, config.head_dim)
+            k = qkv[:, q_width:q_width + kv_width].reshape(n, config.num_kv_heads, config.head_dim)
+            v = qkv[:, q_width + kv_width:].reshape(n, config.num_kv_heads, config.head_dim)
             q = q * cos + rotate_half(q) * sin
             k = k * cos + rotate_half(k) * sin
             k = k.repeat_interleave(group, dim=1).float()
@@ -39,7 +42,9 @@ def reference_logits(model: CausalLM, config: ModelConfig, token_ids):
             scores = scores.masked_fill(~mask, float("-inf"))
             out = torch.einsum("hqk,khd->qhd", torch.softmax(scores, -1), v).to(hidden.dtype)
             hidden = hidden + attn.o_proj(out.reshape(n, -1))
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+            gate_up = F.linear(layer.post_attention_layernorm(hidden), layer.mlp.gate_up_proj.weight)
+            gate, up = gate_up[:, :config.intermediate_size], gate_up[:, config.intermediate_size:]
+            hidden = hidden + layer.mlp.down_proj(F.silu(gate) * up)
         return model.lm_head(model.model.norm(hidden[-1:])).float()[0]
 
 

@@ -21,9 +21,9 @@ constexpr int kSteps = 32;
 
 }  // namespace
 
-std::string ParityFixture(const std::string& dtype, int format_version) {
-  static std::map<std::pair<std::string, int>, std::string> made;
-  auto& dir = made[{dtype, format_version}];
+std::string ParityFixture(const std::string& dtype) {
+  static std::map<std::string, std::string> made;
+  auto& dir = made[dtype];
   if (dir.empty()) {
     dir = MakeTempDir("llmc-parity-" + dtype);
     std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_parity_fixture.py",
@@ -33,10 +33,6 @@ std::string ParityFixture(const std::string& dtype, int format_version) {
                                      dtype,
                                      "--tokenizer",
                                      TokenizerJsonPath("qwen3")};
-    if (format_version != 0) {
-      args.push_back("--format-version");
-      args.push_back(std::to_string(format_version));
-    }
     const auto result = RunCommand(LLMC_PYTHON, args, absl::Seconds(240));
     if (result.exit_code != 0) throw std::runtime_error("fixture script failed:\n" + result.output);
   }

@@ -11,7 +11,7 @@ namespace llmc::testing {
 // A tiny random package and its full-recompute reference, made once per dtype (and package format
 // version; 0: the exporter's current one) by tests/python/make_parity_fixture.py; returns the folder
 // (package/ and reference.pt inside).
-std::string ParityFixture(const std::string& dtype, int format_version = 0);
+std::string ParityFixture(const std::string& dtype);
 
 struct ModelReference {
   std::vector<at::Tensor> prompts, continuations, logits;  // per sequence: prompt, 32 greedy tokens, logits

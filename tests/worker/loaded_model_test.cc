@@ -39,14 +39,6 @@ TEST_CASE("loaded model: bfloat16 logits stay within 3e-2 of the bfloat16 refere
   testing::RunModelScenario(**model, testing::LoadModelReference(dir), 3e-2, /*teacher_forcing=*/true);
 }
 
-TEST_CASE("loaded model: a format version 1 package (aten::linear projections) still loads and matches",
-          "[integration][model]") {
-  const std::string dir = testing::ParityFixture("float32", /*format_version=*/1);
-  auto model = LoadedModel::Load(dir + "/package", {"cpu", ""});
-  REQUIRE(model.ok());
-  testing::RunModelScenario(**model, testing::LoadModelReference(dir), 1e-4, /*teacher_forcing=*/false);
-}
-
 TEST_CASE("loaded model: a float32 package can be served in bfloat16", "[integration][model]") {
   const std::string dir = testing::ParityFixture("float32");
   auto model = LoadedModel::Load(dir + "/package", {"cpu", "bfloat16"});
@@ -94,10 +86,18 @@ TEST_CASE("loaded model: corrupt or mismatched packages give the expected error"
   CHECK_THAT(std::string(status.message()), Catch::Contains("corrupt or not TorchScript"));
 
   dir = CopyPackage(good);
-  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 3; });
+  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 4; });
   status = error(dir);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 3 is not supported"));
+  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 4 is not supported"));
+
+  // Packages of format 2 call per-projection operators the fused kernels replaced: a clear re-export hint.
+  dir = CopyPackage(good);
+  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 2; });
+  status = error(dir);
+  CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 2 is not supported"));
+  CHECK_THAT(std::string(status.message()), Catch::Contains("re-export it with tools/export_model.py"));
 
   dir = CopyPackage(good);
   EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 0; });
@@ -113,7 +113,7 @@ TEST_CASE("loaded model: corrupt or mismatched packages give the expected error"
 
   dir = CopyPackage(good);
   EditManifest(dir, [](nlohmann::json& m) { m["num_kv_heads"] = 4; });
-  CHECK_THAT(std::string(error(dir).message()), Catch::Contains("self_attn.k_proj.weight is [64, 128]"));
+  CHECK_THAT(std::string(error(dir).message()), Catch::Contains("self_attn.qkv_proj.weight is [256, 128]"));
 
   dir = CopyPackage(good);
   EditManifest(dir, [](nlohmann::json& m) { m["dtype"] = "float16"; });

@@ -25,56 +25,38 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
-class Linear(nn.Linear):
-    """nn.Linear (same parameters and names) whose forward is the llmc::linear operator."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.llmc.linear(x, self.weight, self.bias)
-
-
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 class Attention(nn.Module):
+    """q, k and v projections stacked in one matrix (qkv_proj: [q; k; v] rows), so one operator reads them."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
         self.scale = config.head_dim ** -0.5
-        self.q_proj = Linear(config.hidden_size, config.num_heads * config.head_dim, bias=config.qkv_bias)
-        self.k_proj = Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=config.qkv_bias)
-        self.v_proj = Linear(config.hidden_size, config.num_kv_heads * config.head_dim, bias=config.qkv_bias)
-        self.o_proj = Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
-
-    def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, key_cache: torch.Tensor,
-                value_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
-                seq_lens: torch.Tensor, query_start_locs: torch.Tensor) -> torch.Tensor:
-        q = self.q_proj(hidden).view(-1, self.num_heads, self.head_dim)
-        k = self.k_proj(hidden).view(-1, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(hidden).view(-1, self.num_kv_heads, self.head_dim)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        torch.ops.llmc.write_kv_cache(k, v, key_cache, value_cache, slot_mapping)
-        out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
-                                             self.scale)
-        return self.o_proj(out.reshape(-1, self.num_heads * self.head_dim))
+        qkv_width = (config.num_heads + 2 * config.num_kv_heads) * config.head_dim
+        self.qkv_proj = nn.Linear(config.hidden_size, qkv_width, bias=config.qkv_bias)
+        self.o_proj = nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
 
 
 class Mlp(nn.Module):
+    """Gate and up projections stacked in one matrix (gate_up_proj: [gate; up] rows)."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.gate_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.down_proj = Linear(config.intermediate_size, config.hidden_size, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        self.intermediate_size = config.intermediate_size
+        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
 
 class DecoderLayer(nn.Module):
+    """One layer as four fused operators and the paged attention (tools/llmc_export/ops.py)."""
+
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.self_attn = Attention(config)
@@ -85,9 +67,18 @@ class DecoderLayer(nn.Module):
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, key_cache: torch.Tensor,
                 value_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
                 seq_lens: torch.Tensor, query_start_locs: torch.Tensor) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.input_layernorm(hidden), cos, sin, key_cache, value_cache, slot_mapping,
-                                         block_tables, seq_lens, query_start_locs)
-        return hidden + self.mlp(self.post_attention_layernorm(hidden))
+        attn = self.self_attn
+        q = torch.ops.llmc.rms_norm_qkv_rope(hidden, self.input_layernorm.weight, self.input_layernorm.eps,
+                                             attn.qkv_proj.weight, attn.qkv_proj.bias, cos, sin, key_cache,
+                                             value_cache, slot_mapping, attn.num_heads, attn.num_kv_heads)
+        out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
+                                             attn.scale)
+        hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim), attn.o_proj.weight,
+                                                hidden)
+        act = torch.ops.llmc.rms_norm_gate_up_silu(hidden, self.post_attention_layernorm.weight,
+                                                   self.post_attention_layernorm.eps, self.mlp.gate_up_proj.weight,
+                                                   self.mlp.intermediate_size)
+        return torch.ops.llmc.linear_residual(act, self.mlp.down_proj.weight, hidden)
 
 
 class Backbone(nn.Module):
@@ -110,8 +101,10 @@ class CausalLM(nn.Module):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        self.hidden_size = config.hidden_size
+        self.vocab_size = config.vocab_size
         self.model = Backbone(config)
-        self.lm_head = Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.register_buffer("inv_freq", torch.tensor(config.inverse_frequencies(), dtype=torch.float32),
@@ -120,18 +113,53 @@ class CausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
                 slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
                 query_start_locs: torch.Tensor, logits_indices: torch.Tensor) -> torch.Tensor:
-        hidden = self.model.embed_tokens(input_ids)
-        freqs = positions.float().unsqueeze(1) * self.inv_freq.unsqueeze(0)
-        angles = torch.cat((freqs, freqs), dim=-1).unsqueeze(1)  # [num_tokens, 1, head_dim]
-        cos = angles.cos().to(hidden.dtype)
-        sin = angles.sin().to(hidden.dtype)
+        hidden = torch.ops.llmc.embed(input_ids, self.model.embed_tokens.weight, self.hidden_size)
+        freqs = positions.float().unsqueeze(1) * self.inv_freq.unsqueeze(0)  # [num_tokens, head_dim / 2]
+        cos = freqs.cos()
+        sin = freqs.sin()
         layer_index = 0
         for layer in self.model.layers:
             hidden = layer(hidden, cos, sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1], slot_mapping,
                            block_tables, seq_lens, query_start_locs)
             layer_index += 1
-        hidden = self.model.norm(hidden.index_select(0, logits_indices))
-        return self.lm_head(hidden).float()
+        return torch.ops.llmc.rms_norm_lm_head(hidden.index_select(0, logits_indices), self.model.norm.weight,
+                                               self.model.norm.eps, self.lm_head.weight, self.vocab_size)
+
+
+def hf_parameter_shapes(config: ModelConfig) -> dict:
+    """The parameters a Hugging Face checkpoint of this architecture holds, with their shapes."""
+    q, kv = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
+    h, i = config.hidden_size, config.intermediate_size
+    shapes = {"model.embed_tokens.weight": (config.vocab_size, h), "model.norm.weight": (h,)}
+    if not config.tie_word_embeddings:
+        shapes["lm_head.weight"] = (config.vocab_size, h)
+    for layer in range(config.num_layers):
+        prefix = f"model.layers.{layer}."
+        shapes.update({
+            prefix + "self_attn.q_proj.weight": (q, h), prefix + "self_attn.k_proj.weight": (kv, h),
+            prefix + "self_attn.v_proj.weight": (kv, h), prefix + "self_attn.o_proj.weight": (h, q),
+            prefix + "mlp.gate_proj.weight": (i, h), prefix + "mlp.up_proj.weight": (i, h),
+            prefix + "mlp.down_proj.weight": (h, i),
+            prefix + "input_layernorm.weight": (h,), prefix + "post_attention_layernorm.weight": (h,),
+        })
+        if config.qkv_bias:
+            shapes.update({prefix + "self_attn.q_proj.bias": (q,), prefix + "self_attn.k_proj.bias": (kv,),
+                           prefix + "self_attn.v_proj.bias": (kv,)})
+    return shapes
+
+
+def load_hf_tensors(model: CausalLM, config: ModelConfig, tensors: dict) -> None:
+    """Copies a checkpoint's tensors (Hugging Face names) into the model, stacking q/k/v and gate/up."""
+    def stacked(name: str) -> torch.Tensor:
+        if ".qkv_proj." in name:
+            return torch.cat([tensors[name.replace("qkv_proj", p)] for p in ("q_proj", "k_proj", "v_proj")])
+        if ".gate_up_proj." in name:
+            return torch.cat([tensors[name.replace("gate_up_proj", p)] for p in ("gate_proj", "up_proj")])
+        return tensors[name]
+
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            parameter.copy_(stacked(name).to(torch.float32))
 
 
 def random_weights(model: CausalLM, seed: int) -> None:

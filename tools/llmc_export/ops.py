@@ -4,8 +4,14 @@ The worker registers the same schemas in C++ with fast CPU and CUDA kernels; the
 only the operator names, so a package exported here runs on the C++ kernels at serving time. These Python
 implementations exist so export and tests need no C++ build; they favour clarity over speed.
 
-llmc::linear is torch.nn.functional.linear under its own name, so the worker can run the decode-sized
-(few-row) projections through a kernel that streams the weight once.
+The decoder layer is four fused operators around the attention, so the worker's CPU kernels stream each
+weight matrix once for every row of the batch: rms_norm_qkv_rope (RMSNorm, the stacked q/k/v projection with
+bias, rotary embedding, and the k/v cache write), linear_residual (o_proj and down_proj with the residual
+add), rms_norm_gate_up_silu (RMSNorm, the stacked gate/up projection, SiLU(gate) * up), rms_norm_lm_head (the
+final norm and the LM head, float32 logits), and embed. Weights arrive as [out_features, in_features]; the
+worker repacks them for its kernels at load time, which the graph does not see. cos and sin are
+[num_tokens, head_dim / 2] float32; rotation follows the rotate-half convention of Llama and Qwen2.
+llmc::linear is torch.nn.functional.linear under its own name (packages of format 2).
 
 Cache layout: key_cache and value_cache are [num_blocks, block_size, num_kv_heads, head_dim]. Token slot s
 lives at block s // block_size, offset s % block_size.
@@ -26,6 +32,60 @@ _library.define(
 _library.define(
     "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, "
     "Tensor seq_lens, Tensor query_start_locs, float scale) -> Tensor")
+_library.define("embed(Tensor input_ids, Tensor weight, int hidden_size) -> Tensor")
+_library.define(
+    "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor? bias, Tensor cos, "
+    "Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, int num_heads, "
+    "int num_kv_heads) -> Tensor")
+_library.define("linear_residual(Tensor input, Tensor weight, Tensor residual) -> Tensor")
+_library.define(
+    "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int intermediate_size) "
+    "-> Tensor")
+_library.define(
+    "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size) -> Tensor")
+
+
+def rms_norm_reference(hidden, weight, eps):
+    x = hidden.float()
+    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(hidden.dtype)
+
+
+def rope_reference(x, cos, sin):
+    """x [tokens, heads, head_dim]; cos/sin [tokens, head_dim / 2] float32."""
+    half = x.shape[-1] // 2
+    xf = x.float()
+    first, second = xf[..., :half], xf[..., half:]
+    c, s = cos.unsqueeze(1), sin.unsqueeze(1)
+    return torch.cat((first * c - second * s, second * c + first * s), dim=-1).to(x.dtype)
+
+
+def embed_reference(input_ids, weight, hidden_size):
+    return F.embedding(input_ids, weight)
+
+
+def rms_norm_qkv_rope_reference(hidden, norm_weight, eps, weight, bias, cos, sin, key_cache, value_cache,
+                                slot_mapping, num_heads, num_kv_heads):
+    head_dim = key_cache.shape[-1]
+    qkv = F.linear(rms_norm_reference(hidden, norm_weight, eps), weight, bias)
+    q_width, kv_width = num_heads * head_dim, num_kv_heads * head_dim
+    q = qkv[:, :q_width].reshape(-1, num_heads, head_dim)
+    k = qkv[:, q_width:q_width + kv_width].reshape(-1, num_kv_heads, head_dim)
+    v = qkv[:, q_width + kv_width:].reshape(-1, num_kv_heads, head_dim)
+    write_kv_cache_reference(rope_reference(k, cos, sin), v, key_cache, value_cache, slot_mapping)
+    return rope_reference(q, cos, sin)
+
+
+def linear_residual_reference(input, weight, residual):
+    return residual + F.linear(input, weight)
+
+
+def rms_norm_gate_up_silu_reference(hidden, norm_weight, eps, weight, intermediate_size):
+    gate_up = F.linear(rms_norm_reference(hidden, norm_weight, eps), weight)
+    return F.silu(gate_up[:, :intermediate_size]) * gate_up[:, intermediate_size:]
+
+
+def rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, vocab_size):
+    return F.linear(rms_norm_reference(hidden, norm_weight, eps), weight).float()
 
 
 def write_kv_cache_reference(key, value, key_cache, value_cache, slot_mapping):
@@ -65,3 +125,8 @@ def paged_attention_reference(query, key_cache, value_cache, block_tables, seq_l
 _library.impl("linear", F.linear, "CPU")
 _library.impl("write_kv_cache", write_kv_cache_reference, "CPU")
 _library.impl("paged_attention", paged_attention_reference, "CPU")
+_library.impl("embed", embed_reference, "CPU")
+_library.impl("rms_norm_qkv_rope", rms_norm_qkv_rope_reference, "CPU")
+_library.impl("linear_residual", linear_residual_reference, "CPU")
+_library.impl("rms_norm_gate_up_silu", rms_norm_gate_up_silu_reference, "CPU")
+_library.impl("rms_norm_lm_head", rms_norm_lm_head_reference, "CPU")

@@ -6,11 +6,11 @@ import shutil
 import torch
 
 from .config import ExportError, ModelConfig
-from .model import CausalLM, random_weights
+from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -56,21 +56,18 @@ def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> C
     tensors = read_checkpoint(checkpoint)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
-    expected = dict(model.named_parameters())
+    expected = hf_parameter_shapes(config)
     missing = sorted(name for name in expected if name not in tensors)
     if missing:
         raise ExportError(f"checkpoint is missing tensors: {', '.join(missing[:8])}"
                           + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
-    for name, parameter in expected.items():
-        if tuple(tensors[name].shape) != tuple(parameter.shape):
-            raise ExportError(f"tensor {name} has shape {tuple(tensors[name].shape)}, config implies "
-                              f"{tuple(parameter.shape)}")
+    for name, shape in expected.items():
+        if tuple(tensors[name].shape) != tuple(shape):
+            raise ExportError(f"tensor {name} has shape {tuple(tensors[name].shape)}, config implies {tuple(shape)}")
     unexpected = sorted(name for name in tensors if name not in expected and not name.endswith("rotary_emb.inv_freq"))
     if unexpected:
         raise ExportError(f"checkpoint has tensors this architecture does not use: {', '.join(unexpected[:8])}")
-    with torch.no_grad():
-        for name, parameter in expected.items():
-            parameter.copy_(tensors[name].to(torch.float32))
+    load_hf_tensors(model, config, tensors)
     return model
 
 

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/packed_weight.h"
 #include "worker/model/linear_ops.h"
 #include "worker/model/paged_attention_ops.h"
 
@@ -68,13 +70,15 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
   const int64_t kv_width = m.num_kv_heads * m.head_dim;
   RETURN_IF_ERROR(ExpectShape(module, "model.embed_tokens.weight", {m.vocab_size, m.hidden_size}));
   RETURN_IF_ERROR(ExpectShape(module, "lm_head.weight", {m.vocab_size, m.hidden_size}));
+  const int64_t q_width = m.num_heads * m.head_dim;
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     const std::string prefix = absl::StrCat("model.layers.", layer, ".");
-    RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.q_proj.weight", {m.num_heads * m.head_dim, m.hidden_size}));
-    RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.k_proj.weight", {kv_width, m.hidden_size}));
-    RETURN_IF_ERROR(ExpectShape(module, prefix + "mlp.gate_proj.weight", {m.intermediate_size, m.hidden_size}));
+    RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, m.hidden_size}));
+    RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.o_proj.weight", {m.hidden_size, q_width}));
+    RETURN_IF_ERROR(ExpectShape(module, prefix + "mlp.gate_up_proj.weight", {2 * m.intermediate_size, m.hidden_size}));
+    RETURN_IF_ERROR(ExpectShape(module, prefix + "mlp.down_proj.weight", {m.hidden_size, m.intermediate_size}));
   }
-  const std::string extra_layer = absl::StrCat("model.layers.", m.num_layers, ".self_attn.q_proj.weight");
+  const std::string extra_layer = absl::StrCat("model.layers.", m.num_layers, ".self_attn.qkv_proj.weight");
   for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
     if (parameter.name == extra_layer) {
       return absl::InvalidArgumentError(
@@ -84,12 +88,41 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
   return absl::OkStatus();
 }
 
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Replaces every projection matrix by its packed layout (cpu/packed_weight.h), in place: the original storage
+// is released, so resident memory does not grow. A tied embedding shares the packed LM head.
+void PackWeightsForCpu(torch::jit::Module& module, const ModelManifest& m) {
+  at::Tensor lm_head;
+  for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
+    at::Tensor value = parameter.value;
+    if (cpu::IsPackedWeight(value) || value.dim() != 2) continue;
+    if (EndsWith(parameter.name, "mlp.gate_up_proj.weight")) {
+      value.set_data(cpu::PackWeight(value, cpu::GateUpColumnOrder(m.intermediate_size)));
+    } else if (EndsWith(parameter.name, "qkv_proj.weight") || EndsWith(parameter.name, "o_proj.weight") ||
+               EndsWith(parameter.name, "down_proj.weight") || parameter.name == "lm_head.weight") {
+      value.set_data(cpu::PackWeight(value));
+    }
+    if (parameter.name == "lm_head.weight") lm_head = value;
+  }
+  if (!m.tie_word_embeddings || !lm_head.defined()) return;
+  for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
+    if (parameter.name == "model.embed_tokens.weight" && !cpu::IsPackedWeight(parameter.value)) {
+      at::Tensor value = parameter.value;
+      value.set_data(lm_head);
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& package_dir,
                                                                const LoadOptions& options) {
   EnsurePagedAttentionOpsRegistered();
   EnsureLinearOpRegistered();
+  cpu::EnsureFusedOpsRegistered();
   ASSIGN_OR_RETURN(ModelManifest manifest, ReadModelManifest(package_dir));
   ASSIGN_OR_RETURN(const at::ScalarType package_dtype, ParseDtype(manifest.dtype));
   ASSIGN_OR_RETURN(const at::ScalarType dtype, options.dtype.empty() ? package_dtype : ParseDtype(options.dtype));
@@ -113,6 +146,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
     if (dtype != package_dtype) {
       for (auto parameter : module.parameters(/*recurse=*/true)) parameter.set_data(parameter.to(dtype));
     }
+    if (device.is_cpu() && options.pack_weights) PackWeightsForCpu(module, manifest);
   } catch (const std::exception& error) {
     return absl::InternalError(absl::StrCat("cannot move the model to ", device.str(), ": ", error.what()));
   }

@@ -14,6 +14,9 @@ namespace llmc::model {
 struct LoadOptions {
   std::string device = "auto";  // "auto" (CUDA when libtorch has it and a GPU is visible), "cpu", "cuda", "cuda:N"
   std::string dtype;            // empty: the package's; or "float32" / "bfloat16"
+  // On the CPU, repack the projection weights for the fused kernels (worker/model/cpu/). Off only to compare
+  // against the composite ATen path.
+  bool pack_weights = true;
 };
 
 // One engine step's flattened batch (docs/model-package.md); tensors on any device, moved as needed.

@@ -12,8 +12,8 @@ namespace llmc::model {
 
 inline constexpr char kManifestFile[] = "llmc-model.json";
 // Version 2 packages call llmc::linear for their projections; version 1 packages (aten::linear) still load.
-inline constexpr int kMinManifestFormatVersion = 1;
-inline constexpr int kManifestFormatVersion = 2;
+inline constexpr int kMinManifestFormatVersion = 3;
+inline constexpr int kManifestFormatVersion = 3;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {

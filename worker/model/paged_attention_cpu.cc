@@ -2,10 +2,14 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "worker/model/cpu/attention_kernel.h"
+#include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/paged_attention_ops.h"
 
 namespace llmc::model {
@@ -29,95 +33,68 @@ void CheckInputs(const at::Tensor& query, const at::Tensor& key_cache, const at:
               "paged_attention: query_start_locs must be int32 [seqs + 1]");
 }
 
-// One (query row, head) at a time: scores over the row's causal context, softmax, weighted values.
-template <typename scalar_t>
-void AttendRows(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
-                const at::Tensor& block_tables, const std::vector<int32_t>& rows,
-                const std::vector<int32_t>& row_sequence, const std::vector<int32_t>& row_position, float scale,
-                at::Tensor& out) {
-  const int64_t num_rows = static_cast<int64_t>(rows.size()), num_heads = query.size(1), head_dim = query.size(2);
+using AttendKernel = void (*)(const cpu::AttentionArgs&);
+
+AttendKernel SelectAttendKernel() {
+#ifdef LLMC_CPU_X86_KERNELS
+  const cpu::CpuIsa isa = cpu::ActiveCpuIsa();
+  if (isa >= cpu::CpuIsa::kAvx512Bf16) return &cpu::AttendAvx512;
+  if (isa == cpu::CpuIsa::kAvx2) return &cpu::AttendAvx2;
+#endif
+  return &cpu::AttendPortable;
+}
+
+// One work item: a tile of up to kAttentionRowTile query rows of one sequence, for one KV head and the
+// query heads that share it.
+struct AttentionTile {
+  int32_t sequence;
+  int32_t first_row;
+  int32_t num_rows;
+  int32_t first_position;
+  int32_t kv_head;
+};
+
+// Tiles are independent; the team takes them from a shared counter, longest context first, so a long
+// prefill's last tiles do not leave one thread working alone at the end.
+void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
+                 const at::Tensor& block_tables, std::vector<AttentionTile>& tiles, float scale, at::Tensor& out) {
+  const int64_t num_heads = query.size(1), head_dim = query.size(2);
   const int64_t block_size = key_cache.size(1), num_kv_heads = key_cache.size(2);
   const int64_t group = num_heads / num_kv_heads;
-  const int64_t max_blocks = block_tables.size(1);
-  const scalar_t* q_data = query.data_ptr<scalar_t>();
-  const scalar_t* k_data = key_cache.data_ptr<scalar_t>();
-  const scalar_t* v_data = value_cache.data_ptr<scalar_t>();
+  std::sort(tiles.begin(), tiles.end(), [](const AttentionTile& a, const AttentionTile& b) {
+    return a.first_position + a.num_rows > b.first_position + b.num_rows;
+  });
+  const AttendKernel kernel = SelectAttendKernel();
+  const int64_t scratch_floats = cpu::AttentionScratchFloats(group, head_dim, block_size);
   const int32_t* tables = block_tables.data_ptr<int32_t>();
-  scalar_t* out_data = out.data_ptr<scalar_t>();
-  const int64_t token_stride = block_size * num_kv_heads * head_dim;  // one block
-  at::parallel_for(0, num_rows * num_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> q(head_dim), accumulator(head_dim), scores;
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t row = rows[item / num_heads], head = item % num_heads, kv_head = head / group;
-      const int32_t sequence = row_sequence[row];
-      const int64_t context = row_position[row] + 1;
-      const scalar_t* q_row = q_data + (row * num_heads + head) * head_dim;
-      for (int64_t d = 0; d < head_dim; ++d) q[d] = static_cast<float>(q_row[d]) * scale;
-      scores.resize(context);
-      float max_score = -std::numeric_limits<float>::infinity();
-      for (int64_t position = 0; position < context; ++position) {
-        const int64_t block = tables[sequence * max_blocks + position / block_size];
-        const scalar_t* k_row =
-            k_data + block * token_stride + ((position % block_size) * num_kv_heads + kv_head) * head_dim;
-        float dot = 0;
-        for (int64_t d = 0; d < head_dim; ++d) dot += q[d] * static_cast<float>(k_row[d]);
-        scores[position] = dot;
-        max_score = std::max(max_score, dot);
-      }
-      float total = 0;
-      for (int64_t position = 0; position < context; ++position) {
-        scores[position] = std::exp(scores[position] - max_score);
-        total += scores[position];
-      }
-      std::fill(accumulator.begin(), accumulator.end(), 0.0f);
-      for (int64_t position = 0; position < context; ++position) {
-        const int64_t block = tables[sequence * max_blocks + position / block_size];
-        const scalar_t* v_row =
-            v_data + block * token_stride + ((position % block_size) * num_kv_heads + kv_head) * head_dim;
-        const float weight = scores[position];
-        for (int64_t d = 0; d < head_dim; ++d) accumulator[d] += weight * static_cast<float>(v_row[d]);
-      }
-      scalar_t* out_row = out_data + (row * num_heads + head) * head_dim;
-      const float inverse_total = 1.0f / total;
-      for (int64_t d = 0; d < head_dim; ++d) out_row[d] = static_cast<scalar_t>(accumulator[d] * inverse_total);
+  const int64_t max_blocks = block_tables.size(1);
+  std::atomic<int64_t> next{0};
+  const int64_t count = static_cast<int64_t>(tiles.size());
+  at::parallel_for(0, std::min<int64_t>(count, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    thread_local std::vector<float> scratch;
+    if (static_cast<int64_t>(scratch.size()) < scratch_floats) scratch.resize(scratch_floats);
+    for (int64_t i = next++; i < count; i = next++) {
+      const AttentionTile& tile = tiles[i];
+      cpu::AttentionArgs args{query.data_ptr(),
+                              out.data_ptr(),
+                              key_cache.data_ptr(),
+                              value_cache.data_ptr(),
+                              tables + tile.sequence * max_blocks,
+                              tile.first_row,
+                              tile.num_rows,
+                              tile.first_position,
+                              num_heads,
+                              num_kv_heads,
+                              head_dim,
+                              block_size,
+                              tile.kv_head,
+                              scale,
+                              query.scalar_type() == at::kBFloat16,
+                              scratch.data()};
+      kernel(args);
     }
   });
 }
-
-// A sequence with many query rows (a prefill chunk) as two batched matrix products in float32, so BLAS
-// does the heavy lifting; grouped-query heads share their KV head's matrices.
-void AttendChunk(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
-                 const at::Tensor& block_table, int64_t first_row, int64_t num_rows, int64_t context, double scale,
-                 at::Tensor& out) {
-  const int64_t num_heads = query.size(1), head_dim = query.size(2);
-  const int64_t block_size = key_cache.size(1), num_kv_heads = key_cache.size(2), group = num_heads / num_kv_heads;
-  const at::Tensor blocks = block_table.narrow(0, 0, (context + block_size - 1) / block_size).to(at::kLong);
-  const auto gather = [&](const at::Tensor& cache) {  // [kv_heads, context, head_dim]
-    return cache.index_select(0, blocks)
-        .reshape({-1, num_kv_heads, head_dim})
-        .narrow(0, 0, context)
-        .to(at::kFloat)
-        .permute({1, 0, 2});
-  };
-  const at::Tensor keys = gather(key_cache), values = gather(value_cache);
-  const at::Tensor q = query.narrow(0, first_row, num_rows)
-                           .to(at::kFloat)
-                           .reshape({num_rows, num_kv_heads, group, head_dim})
-                           .permute({1, 2, 0, 3})
-                           .reshape({num_kv_heads, group * num_rows, head_dim});
-  at::Tensor scores = at::matmul(q, keys.transpose(1, 2)).mul_(scale);  // [kv_heads, group * rows, context]
-  const at::Tensor query_positions = at::arange(context - num_rows, context).repeat({group}).unsqueeze(1);
-  const at::Tensor key_positions = at::arange(context).unsqueeze(0);
-  scores.masked_fill_(key_positions > query_positions, -std::numeric_limits<float>::infinity());
-  const at::Tensor attended = at::matmul(at::softmax(scores, -1), values)  // [kv_heads, group * rows, head_dim]
-                                  .reshape({num_kv_heads, group, num_rows, head_dim})
-                                  .permute({2, 0, 1, 3})
-                                  .reshape({num_rows, num_heads, head_dim});
-  out.narrow(0, first_row, num_rows).copy_(attended);
-}
-
-// Chunks at least this long go through AttendChunk; shorter ones (decode) through the row kernel.
-constexpr int32_t kMatmulRows = 8;
 
 }  // namespace
 
@@ -151,7 +128,7 @@ at::Tensor PagedAttentionCpu(const at::Tensor& query_in, const at::Tensor& key_c
   const at::Tensor seq_lens = seq_lens_in.contiguous(), starts = query_start_locs_in.contiguous();
   const int64_t num_tokens = query.size(0), num_sequences = seq_lens.size(0);
   const int64_t block_size = key_cache.size(1);
-  std::vector<int32_t> row_sequence(num_tokens, -1), row_position(num_tokens, 0);
+  std::vector<int32_t> row_sequence(num_tokens, -1);
   const int32_t* lengths = seq_lens.data_ptr<int32_t>();
   const int32_t* start = starts.data_ptr<int32_t>();
   for (int64_t s = 0; s < num_sequences; ++s) {
@@ -162,30 +139,36 @@ at::Tensor PagedAttentionCpu(const at::Tensor& query_in, const at::Tensor& key_c
                 "paged_attention: block table too short for sequence ", s);
     for (int32_t row = first; row < last; ++row) {
       row_sequence[row] = static_cast<int32_t>(s);
-      row_position[row] = context - (last - first) + (row - first);
     }
   }
   TORCH_CHECK(std::none_of(row_sequence.begin(), row_sequence.end(), [](int32_t s) { return s < 0; }),
               "paged_attention: query rows not covered by query_start_locs");
-  const auto blocks_in_cache = key_cache.size(0);
-  TORCH_CHECK(block_tables.numel() == 0 ||
-                  (block_tables.min().item<int32_t>() >= 0 && block_tables.max().item<int32_t>() < blocks_in_cache),
-              "paged_attention: block id outside the cache");
-  at::Tensor out = at::empty_like(query);
-  std::vector<int32_t> short_rows;
+  // Only the blocks a sequence's context uses must be valid; the rest of its table row is padding.
+  const int64_t blocks_in_cache = key_cache.size(0), max_blocks = block_tables.size(1);
+  const int32_t* tables = block_tables.data_ptr<int32_t>();
   for (int64_t s = 0; s < num_sequences; ++s) {
-    const int32_t first = start[s], count = start[s + 1] - start[s];
-    if (count >= kMatmulRows) {
-      AttendChunk(query, key_cache, value_cache, block_tables[s], first, count, lengths[s], scale, out);
-    } else {
-      for (int32_t row = first; row < first + count; ++row) short_rows.push_back(row);
+    for (int64_t b = 0; b < (lengths[s] + block_size - 1) / block_size; ++b) {
+      const int32_t block = tables[s * max_blocks + b];
+      TORCH_CHECK(block >= 0 && block < blocks_in_cache, "paged_attention: block id outside the cache");
     }
   }
-  if (short_rows.empty()) return out;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, query.scalar_type(), "paged_attention_cpu", [&] {
-    AttendRows<scalar_t>(query, key_cache, value_cache, block_tables, short_rows, row_sequence, row_position,
-                         static_cast<float>(scale), out);
-  });
+  TORCH_CHECK(query.scalar_type() == at::kBFloat16 || query.scalar_type() == at::kFloat,
+              "paged_attention: bfloat16 or float32 only on the CPU");
+  TORCH_CHECK(query.size(2) <= 512, "paged_attention: head_dim above 512");
+  at::Tensor out = at::empty_like(query);
+  std::vector<AttentionTile> tiles;
+  const int64_t num_kv_heads = key_cache.size(2);
+  for (int64_t s = 0; s < num_sequences; ++s) {
+    const int32_t first = start[s], count = start[s + 1] - start[s];
+    for (int32_t offset = 0; offset < count; offset += static_cast<int32_t>(cpu::kAttentionRowTile)) {
+      const int32_t rows = std::min<int32_t>(static_cast<int32_t>(cpu::kAttentionRowTile), count - offset);
+      for (int64_t kv_head = 0; kv_head < num_kv_heads; ++kv_head) {
+        tiles.push_back({static_cast<int32_t>(s), first + offset, rows, lengths[s] - count + offset,
+                         static_cast<int32_t>(kv_head)});
+      }
+    }
+  }
+  if (!tiles.empty()) AttendTiles(query, key_cache, value_cache, block_tables, tiles, static_cast<float>(scale), out);
   return out;
 }
 

@@ -1,0 +1,162 @@
+#ifndef LLMC_WORKER_MODEL_CPU_ATTENTION_KERNEL_H_
+#define LLMC_WORKER_MODEL_CPU_ATTENTION_KERNEL_H_
+
+// Causal attention of a tile of query rows over a paged context, with an online softmax: the context is
+// visited one cache block at a time and never materialised, so memory stays flat whatever its length.
+// Included by each panel_kernels_*.cc, which compile it with their own instruction set; the loops are
+// written so the compiler vectorizes them (over a block's keys for the scores, over head_dim for the values).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace llmc::model::cpu {
+
+struct AttentionArgs {
+  const void* query;  // [tokens][num_heads][head_dim], bfloat16 or float32
+  void* out;          // same shape and type
+  const void* key_cache;    // [blocks][block_size][num_kv_heads][head_dim]
+  const void* value_cache;  // same
+  const int32_t* block_table;
+  int64_t first_row;   // the tile's first query row (a token index)
+  int64_t num_rows;    // rows in the tile
+  int64_t first_position;  // position of the tile's first row; row r attends to positions <= first_position + r
+  int64_t num_heads, num_kv_heads, head_dim, block_size;
+  int64_t kv_head;     // query heads kv_head * group .. + group - 1 share it
+  float scale;
+  bool bf16;
+  float* scratch;      // AttentionScratchFloats(...) floats
+};
+
+// Rows in one tile; a chunk of a sequence is split into tiles of at most this many rows.
+constexpr int64_t kAttentionRowTile = 16;
+
+inline int64_t AttentionScratchFloats(int64_t group, int64_t head_dim, int64_t block_size) {
+  const int64_t queries = kAttentionRowTile * group;
+  return 2 * queries * head_dim + queries * (block_size + 2) + 2 * head_dim * block_size;
+}
+
+namespace attention_detail {
+
+inline float Bf16ToFloat(uint16_t value) {
+  const uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+inline uint16_t FloatToBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+inline void LoadRow(const void* base, int64_t offset, bool bf16, int64_t n, float* out) {
+  if (bf16) {
+    const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
+    for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(src[i]);
+  } else {
+    std::memcpy(out, static_cast<const float*>(base) + offset, n * sizeof(float));
+  }
+}
+
+}  // namespace attention_detail
+
+inline void Attend(const AttentionArgs& args) {
+  using attention_detail::LoadRow;
+  const int64_t group = args.num_heads / args.num_kv_heads, hd = args.head_dim, bs = args.block_size;
+  const int64_t queries = args.num_rows * group;
+  float* q = args.scratch;                  // [queries][hd], pre-scaled
+  float* acc = q + queries * hd;            // [queries][hd]
+  float* scores = acc + queries * hd;       // [queries][bs]
+  float* running_max = scores + queries * bs;
+  float* running_sum = running_max + queries;
+  float* keys_t = running_sum + queries;    // [hd][bs]
+  float* values = keys_t + hd * bs;         // [bs][hd]
+  for (int64_t r = 0; r < args.num_rows; ++r) {
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t index = r * group + g;
+      const int64_t head = args.kv_head * group + g;
+      LoadRow(args.query, ((args.first_row + r) * args.num_heads + head) * hd, args.bf16, hd, q + index * hd);
+      for (int64_t d = 0; d < hd; ++d) q[index * hd + d] *= args.scale;
+      running_max[index] = -std::numeric_limits<float>::infinity();
+      running_sum[index] = 0;
+    }
+  }
+  std::fill(acc, acc + queries * hd, 0.0f);
+  const int64_t context = args.first_position + args.num_rows;
+  const int64_t token_stride = args.num_kv_heads * hd;
+  for (int64_t block_start = 0; block_start < context; block_start += bs) {
+    const int64_t block = args.block_table[block_start / bs];
+    const int64_t valid = std::min(bs, context - block_start);
+    const int64_t base = block * bs * token_stride + args.kv_head * hd;
+    float row[512];
+    for (int64_t t = 0; t < valid; ++t) {
+      LoadRow(args.key_cache, base + t * token_stride, args.bf16, hd, row);
+      for (int64_t d = 0; d < hd; ++d) keys_t[d * bs + t] = row[d];
+      LoadRow(args.value_cache, base + t * token_stride, args.bf16, hd, values + t * hd);
+    }
+    for (int64_t t = valid; t < bs; ++t) {
+      for (int64_t d = 0; d < hd; ++d) keys_t[d * bs + t] = 0;
+    }
+    for (int64_t r = 0; r < args.num_rows; ++r) {
+      const int64_t position = args.first_position + r;
+      if (block_start > position) continue;  // this row ends before the block; later rows may not
+      const int64_t visible = std::min(valid, position - block_start + 1);
+      for (int64_t g = 0; g < group; ++g) {
+        const int64_t index = r * group + g;
+        float* s = scores + index * bs;
+        const float* qi = q + index * hd;
+        for (int64_t t = 0; t < bs; ++t) s[t] = 0;
+        for (int64_t d = 0; d < hd; ++d) {
+          const float x = qi[d];
+          const float* kt = keys_t + d * bs;
+          for (int64_t t = 0; t < bs; ++t) s[t] += x * kt[t];
+        }
+        float block_max = -std::numeric_limits<float>::infinity();
+        for (int64_t t = 0; t < visible; ++t) block_max = std::max(block_max, s[t]);
+        const float new_max = std::max(running_max[index], block_max);
+        const float correction = std::exp(running_max[index] - new_max);
+        float block_sum = 0;
+        for (int64_t t = 0; t < visible; ++t) {
+          s[t] = std::exp(s[t] - new_max);
+          block_sum += s[t];
+        }
+        running_sum[index] = running_sum[index] * correction + block_sum;
+        running_max[index] = new_max;
+        float* a = acc + index * hd;
+        if (correction != 1.0f) {
+          for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
+        }
+        for (int64_t t = 0; t < visible; ++t) {
+          const float p = s[t];
+          const float* v = values + t * hd;
+          for (int64_t d = 0; d < hd; ++d) a[d] += p * v[d];
+        }
+      }
+    }
+  }
+  for (int64_t r = 0; r < args.num_rows; ++r) {
+    for (int64_t g = 0; g < group; ++g) {
+      const int64_t index = r * group + g;
+      const int64_t head = args.kv_head * group + g;
+      const float inverse = 1.0f / running_sum[index];
+      const float* a = acc + index * hd;
+      const int64_t offset = ((args.first_row + r) * args.num_heads + head) * hd;
+      if (args.bf16) {
+        uint16_t* dst = static_cast<uint16_t*>(args.out) + offset;
+        for (int64_t d = 0; d < hd; ++d) dst[d] = attention_detail::FloatToBf16(a[d] * inverse);
+      } else {
+        float* dst = static_cast<float*>(args.out) + offset;
+        for (int64_t d = 0; d < hd; ++d) dst[d] = a[d] * inverse;
+      }
+    }
+  }
+}
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_ATTENTION_KERNEL_H_

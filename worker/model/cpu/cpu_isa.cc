@@ -1,0 +1,117 @@
+#include "worker/model/cpu/cpu_isa.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+#if defined(__x86_64__)
+// Linux keeps the AMX tile data state off until a process asks for it (arch_prctl, Linux 5.16+); a kernel or
+// hypervisor that refuses means no AMX, whatever CPUID says.
+bool RequestAmxPermission() {
+  constexpr int kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+  unsigned long features = 0;
+  if (syscall(SYS_arch_prctl, kArchGetXcompPerm, &features) != 0) return false;
+  return (features & (1ul << kXfeatureXtiledata)) != 0;
+}
+
+CpuIsa Detect() {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+  if (!avx2) return CpuIsa::kPortable;
+  if (!avx512) return CpuIsa::kAvx2;
+  // GCC 12's __builtin_cpu_supports has no AMX names: CPUID leaf 7, EDX bits 22 (AMX-BF16) and 24 (AMX-TILE).
+  unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
+  __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+  const bool amx_cpu = (edx & (1u << 22)) != 0 && (edx & (1u << 24)) != 0;
+  if (amx_cpu && RequestAmxPermission()) return CpuIsa::kAmx;
+  return CpuIsa::kAvx512Bf16;
+}
+#else
+CpuIsa Detect() { return CpuIsa::kPortable; }
+#endif
+
+CpuIsa EnvironmentOrDetected() {
+  const CpuIsa detected = DetectedCpuIsa();
+  const char* forced = std::getenv("LLMC_CPU_ISA");
+  if (forced == nullptr || *forced == '\0') return detected;
+  CpuIsa isa;
+  if (!ParseCpuIsa(forced, &isa).ok() || static_cast<int>(isa) > static_cast<int>(detected)) return detected;
+  return isa;
+}
+
+std::atomic<int>& Active() {
+  static std::atomic<int> active{static_cast<int>(EnvironmentOrDetected())};
+  return active;
+}
+
+}  // namespace
+
+const char* CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kPortable:
+      return "portable";
+    case CpuIsa::kAvx2:
+      return "avx2";
+    case CpuIsa::kAvx512Bf16:
+      return "avx512_bf16";
+    case CpuIsa::kAmx:
+      return "amx";
+  }
+  return "unknown";
+}
+
+absl::Status ParseCpuIsa(std::string_view name, CpuIsa* isa) {
+  for (const CpuIsa candidate : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+    if (name == CpuIsaName(candidate)) {
+      *isa = candidate;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown CPU kernel path '", std::string(name), "' (portable, avx2, avx512_bf16, amx)"));
+}
+
+CpuIsa DetectedCpuIsa() {
+  static const CpuIsa detected = Detect();
+  return detected;
+}
+
+CpuIsa ActiveCpuIsa() { return static_cast<CpuIsa>(Active().load(std::memory_order_relaxed)); }
+
+absl::Status ForceCpuIsa(CpuIsa isa) {
+  if (static_cast<int>(isa) > static_cast<int>(DetectedCpuIsa())) {
+    return absl::FailedPreconditionError(absl::StrCat("CPU kernel path '", CpuIsaName(isa),
+                                                      "' is not available here (best: ",
+                                                      CpuIsaName(DetectedCpuIsa()), ")"));
+  }
+  Active().store(static_cast<int>(isa));
+  return absl::OkStatus();
+}
+
+void ResetCpuIsa() { Active().store(static_cast<int>(EnvironmentOrDetected())); }
+
+std::string DescribeCpu() {
+  std::string model = "unknown CPU";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  return absl::StrCat(model, "; kernel path ", CpuIsaName(ActiveCpuIsa()), " (best here: ",
+                      CpuIsaName(DetectedCpuIsa()), ")");
+}
+
+}  // namespace llmc::model::cpu

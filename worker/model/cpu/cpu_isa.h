@@ -1,0 +1,35 @@
+#ifndef LLMC_WORKER_MODEL_CPU_CPU_ISA_H_
+#define LLMC_WORKER_MODEL_CPU_CPU_ISA_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace llmc::model::cpu {
+
+// The instruction-set paths of the CPU kernels, slowest first. Each is a superset of the one before on the
+// CPUs that have it: kAvx2 needs AVX2 and FMA; kAvx512Bf16 needs AVX512F/BW/VL and AVX512_BF16; kAmx needs
+// those plus AMX-TILE and AMX-BF16, and the kernel's permission to use the tile registers.
+enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512Bf16 = 2, kAmx = 3 };
+
+const char* CpuIsaName(CpuIsa isa);
+// "portable", "avx2", "avx512_bf16", "amx"; INVALID_ARGUMENT otherwise.
+absl::Status ParseCpuIsa(std::string_view name, CpuIsa* isa);
+
+// The best path this CPU (and, for AMX, the operating system) supports. Computed once.
+CpuIsa DetectedCpuIsa();
+
+// The path the kernels take: the detected one, or a lower one forced by the LLMC_CPU_ISA environment variable
+// (read once) or by ForceCpuIsa. Forcing a path the CPU lacks is refused.
+CpuIsa ActiveCpuIsa();
+absl::Status ForceCpuIsa(CpuIsa isa);
+// Back to the detected path (or the environment's).
+void ResetCpuIsa();
+
+// One line naming the CPU and the path, for logs and benchmark headers.
+std::string DescribeCpu();
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_CPU_ISA_H_

@@ -1,0 +1,54 @@
+#ifndef LLMC_WORKER_MODEL_CPU_FUSED_OPS_H_
+#define LLMC_WORKER_MODEL_CPU_FUSED_OPS_H_
+
+// The fused decoder operators of model packages from format 3 on (schemas in tools/llmc_export/ops.py,
+// documented in docs/model-package.md). Each has a CPU kernel that takes weights packed by the loader
+// (packed_weight.h) and streams them once for every row of the batch, and a composite ATen implementation
+// used for unpacked weights and registered for CUDA.
+#include <ATen/ATen.h>
+#include <c10/util/Optional.h>
+
+namespace llmc::model::cpu {
+
+// Registration happens when this object is linked in; the loader calls this to guarantee it.
+bool EnsureFusedOpsRegistered();
+
+// embed(input_ids [T], weight [V, H] or packed, hidden_size) -> [T, H]
+at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size);
+
+// RMSNorm(hidden) -> QKV projection (+ bias) -> RoPE on q and k (cos/sin: [T, head_dim / 2] float32) -> k and v
+// written to their cache slots. Returns q [T, num_heads, head_dim].
+at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
+                          const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
+                          at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
+                          int64_t num_heads, int64_t num_kv_heads);
+
+// residual + input @ weight^T
+at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& residual);
+
+// SiLU(RMSNorm(hidden) @ gate^T) * (RMSNorm(hidden) @ up^T); weight is [gate; up] ([2 I, H]) or packed.
+at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                             const at::Tensor& weight, int64_t intermediate_size);
+
+// float32 logits of RMSNorm(hidden) @ weight^T: [T, vocab_size].
+at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
+                         int64_t vocab_size);
+
+// The composite (ATen) versions of the same operators: the CUDA kernels, the CPU path for unpacked weights,
+// and the reference in tests.
+namespace composite {
+at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size);
+at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
+                          const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
+                          at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
+                          int64_t num_heads, int64_t num_kv_heads);
+at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& residual);
+at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                             const at::Tensor& weight, int64_t intermediate_size);
+at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
+                         int64_t vocab_size);
+}  // namespace composite
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_FUSED_OPS_H_

@@ -1,0 +1,65 @@
+// The fused operators as ATen compositions: correct on any device, used for CUDA and for weights that were not
+// packed. tools/llmc_export/ops.py has the same math in Python.
+#include "worker/model/cpu/fused_ops.h"
+
+namespace llmc::model::cpu::composite {
+namespace {
+
+at::Tensor RmsNorm(const at::Tensor& hidden, const at::Tensor& weight, double eps) {
+  const at::Tensor x = hidden.to(at::kFloat);
+  const at::Tensor normalized = x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return (normalized * weight.to(at::kFloat)).to(hidden.scalar_type());
+}
+
+// x [T, heads, head_dim] rotated by the rotate-half convention; cos/sin [T, head_dim / 2].
+at::Tensor Rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const int64_t half = x.size(2) / 2;
+  const at::Tensor xf = x.to(at::kFloat);
+  const at::Tensor first = xf.narrow(2, 0, half), second = xf.narrow(2, half, half);
+  const at::Tensor c = cos.unsqueeze(1), s = sin.unsqueeze(1);
+  return at::cat({first * c - second * s, second * c + first * s}, 2).to(x.scalar_type());
+}
+
+}  // namespace
+
+at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size) {
+  TORCH_CHECK(weight.dim() == 2 && weight.size(1) == hidden_size, "embed: weight must be [vocab, hidden_size]");
+  return at::embedding(weight, input_ids);
+}
+
+at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
+                          const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
+                          at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
+                          int64_t num_heads, int64_t num_kv_heads) {
+  const int64_t head_dim = key_cache.size(3), tokens = hidden.size(0);
+  const at::Tensor qkv = at::linear(RmsNorm(hidden, norm_weight, eps), weight, bias);
+  const at::Tensor q = qkv.narrow(1, 0, num_heads * head_dim).reshape({tokens, num_heads, head_dim});
+  const at::Tensor k =
+      qkv.narrow(1, num_heads * head_dim, num_kv_heads * head_dim).reshape({tokens, num_kv_heads, head_dim});
+  const at::Tensor v = qkv.narrow(1, (num_heads + num_kv_heads) * head_dim, num_kv_heads * head_dim)
+                           .reshape({tokens, num_kv_heads, head_dim});
+  const int64_t slots = key_cache.size(0) * key_cache.size(1);
+  const at::Tensor slot_ids = slot_mapping.to(at::kLong);
+  key_cache.view({slots, num_kv_heads, head_dim}).index_copy_(0, slot_ids, Rope(k, cos, sin).to(key_cache.dtype()));
+  value_cache.view({slots, num_kv_heads, head_dim}).index_copy_(0, slot_ids, v.to(value_cache.dtype()));
+  return Rope(q, cos, sin);
+}
+
+at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& residual) {
+  return residual + at::linear(input, weight);
+}
+
+at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                             const at::Tensor& weight, int64_t intermediate_size) {
+  const at::Tensor gate_up = at::linear(RmsNorm(hidden, norm_weight, eps), weight);
+  return at::silu(gate_up.narrow(-1, 0, intermediate_size)) * gate_up.narrow(-1, intermediate_size, intermediate_size);
+}
+
+at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
+                         int64_t vocab_size) {
+  TORCH_CHECK(weight.size(0) == vocab_size, "rms_norm_lm_head: weight has ", weight.size(0), " rows, not ",
+              vocab_size);
+  return at::linear(RmsNorm(hidden, norm_weight, eps), weight).to(at::kFloat);
+}
+
+}  // namespace llmc::model::cpu::composite

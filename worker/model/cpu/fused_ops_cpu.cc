@@ -1,0 +1,390 @@
+// CPU kernels of the fused operators: activations are staged once (normalised, converted, zero-padded), then
+// each thread of the OpenMP team (the same persistent team ATen, oneDNN and OpenBLAS use, so nothing
+// oversubscribes the cores) streams its own contiguous range of weight panels, and a per-panel epilogue
+// finishes the columns it produced (bias, residual, SiLU * up, RoPE and the cache write).
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+#include <omp.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/packed_weight.h"
+#include "worker/model/cpu/panel_kernels.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+using PanelKernel = void (*)(const PanelArgs&);
+using Bf16 = c10::BFloat16;
+
+// Rows of activations per kernel call: a block of this many rows of the widest input (4864 bfloat16) stays
+// in a 2 MiB L2 beside the panel being multiplied.
+constexpr int64_t kRowBlock = 128;
+// AMX pays for itself from a few rows on; below, the AVX512-BF16 kernel streams the panel as fast.
+constexpr int64_t kAmxMinRows = 4;
+
+PanelKernel SelectPanelKernel(at::ScalarType dtype, int64_t rows) {
+  const CpuIsa isa = ActiveCpuIsa();
+#ifdef LLMC_CPU_X86_KERNELS
+  if (dtype == at::kBFloat16) {
+    if (isa == CpuIsa::kAmx && rows >= kAmxMinRows) return &PanelBf16Amx;
+    if (isa >= CpuIsa::kAvx512Bf16) return &PanelBf16Avx512;
+    if (isa == CpuIsa::kAvx2) return &PanelBf16Avx2;
+    return &PanelBf16Portable;
+  }
+  if (isa >= CpuIsa::kAvx512Bf16) return &PanelFloatAvx512;
+  if (isa == CpuIsa::kAvx2) return &PanelFloatAvx2;
+#else
+  (void)isa;
+  (void)rows;
+  if (dtype == at::kBFloat16) return &PanelBf16Portable;
+#endif
+  return &PanelFloatPortable;
+}
+
+// Buffers of the calling thread (the engine thread), grown when a larger batch arrives and kept: steady
+// state allocates nothing. Grown only outside parallel regions.
+char* CallerBuffer(int slot, size_t bytes) {
+  thread_local std::vector<char> buffers[2];
+  if (buffers[slot].size() < bytes) buffers[slot].resize(bytes);
+  return buffers[slot].data();
+}
+
+float* TeamScratch() {
+  thread_local std::vector<float> scratch(kRowBlock * kPanelWidth);
+  return scratch.data();
+}
+
+struct Staged {
+  char* data;
+  int64_t stride;  // elements
+  int64_t rows;
+  int64_t rows_padded;
+  int64_t element_size;
+};
+
+Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
+  const int64_t rows_padded = (rows + kRowAlign - 1) / kRowAlign * kRowAlign;
+  const int64_t element_size = static_cast<int64_t>(c10::elementSize(dtype));
+  return {CallerBuffer(0, rows_padded * k_padded * element_size), k_padded, rows, rows_padded, element_size};
+}
+
+// Inside a parallel region: rows split over the team; row_fn(row, dst) fills the first k elements, the
+// padding is zeroed here.
+template <typename T, typename RowFn>
+void StageRows(const Staged& staged, int64_t k, RowFn&& row_fn) {
+#pragma omp for schedule(static)
+  for (int64_t row = 0; row < staged.rows_padded; ++row) {
+    T* dst = reinterpret_cast<T*>(staged.data) + row * staged.stride;
+    int64_t filled = 0;
+    if (row < staged.rows) {
+      row_fn(row, dst);
+      filled = k;
+    }
+    std::fill(dst + filled, dst + staged.stride, T(0));
+  }
+}
+
+template <typename T>
+void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
+  float sum = 0;
+  for (int64_t i = 0; i < k; ++i) sum += static_cast<float>(x[i]) * static_cast<float>(x[i]);
+  const float scale = 1.0f / std::sqrt(sum / static_cast<float>(k) + eps);
+  for (int64_t i = 0; i < k; ++i) dst[i] = T(static_cast<float>(x[i]) * scale * static_cast<float>(weight[i]));
+}
+
+// Inside a parallel region: the team splits the panels; epilogue(panel, first_row, rows, c) sees the float
+// results c[rows][kPanelWidth] of one panel for a block of rows.
+template <typename Epilogue>
+void MatmulPanels(const Staged& a, const at::Tensor& packed, Epilogue&& epilogue) {
+  const int64_t panels = packed.size(0), k_padded = PackedDepth(packed);
+  const int64_t panel_bytes = k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
+  const char* base = static_cast<const char*>(packed.data_ptr());
+  float* c = TeamScratch();
+#pragma omp for schedule(static)
+  for (int64_t p = 0; p < panels; ++p) {
+    for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
+      const int64_t rows = std::min(kRowBlock, a.rows - m0);
+      const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
+      kernel({a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, base + p * panel_bytes, c,
+              kPanelWidth});
+      epilogue(p, m0, rows, c);
+    }
+  }
+}
+
+template <typename Fn>
+void InTeam(Fn&& fn) {
+  const int threads = at::get_num_threads();
+#pragma omp parallel num_threads(threads)
+  fn();
+}
+
+void CheckPacked(const char* op, const at::Tensor& hidden, const at::Tensor& weight, int64_t min_columns) {
+  TORCH_CHECK(hidden.dim() == 2 && hidden.is_contiguous(), op, ": input must be a contiguous [tokens, features]");
+  TORCH_CHECK(hidden.scalar_type() == weight.scalar_type(), op, ": input and weight dtypes differ");
+  TORCH_CHECK(PackedDepth(weight) == PaddedDepth(hidden.size(1)), op, ": weight depth does not match the input");
+  TORCH_CHECK(weight.size(0) * kPanelWidth >= min_columns, op, ": packed weight has too few columns");
+}
+
+template <typename T>
+at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const at::Tensor& weight,
+                       const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
+                       at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
+                       int64_t num_heads, int64_t num_kv_heads) {
+  const int64_t tokens = hidden.size(0), k = hidden.size(1), head_dim = key_cache.size(3), half = head_dim / 2;
+  const int64_t q_width = num_heads * head_dim, kv_width = num_kv_heads * head_dim;
+  const int64_t columns = q_width + 2 * kv_width;
+  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
+  float* qkv = reinterpret_cast<float*>(CallerBuffer(1, tokens * columns * sizeof(float)));
+  at::Tensor q_out = at::empty({tokens, num_heads, head_dim}, hidden.options());
+  const T* x = hidden.data_ptr<T>();
+  const T* norm = norm_weight.data_ptr<T>();
+  const T* bias_data = bias.has_value() && bias->defined() ? bias->data_ptr<T>() : nullptr;
+  const float* cos_data = cos.data_ptr<float>();
+  const float* sin_data = sin.data_ptr<float>();
+  const int64_t* slots = slot_mapping.data_ptr<int64_t>();
+  T* key_data = key_cache.data_ptr<T>();
+  T* value_data = value_cache.data_ptr<T>();
+  T* q_data = q_out.data_ptr<T>();
+  InTeam([&] {
+    StageRows<T>(staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+      const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
+      for (int64_t r = 0; r < rows; ++r) {
+        float* dst = qkv + (m0 + r) * columns + first;
+        for (int64_t j = 0; j < count; ++j) {
+          dst[j] = c[r * kPanelWidth + j] + (bias_data ? static_cast<float>(bias_data[first + j]) : 0.0f);
+        }
+      }
+    });
+    // Rotary embedding needs whole heads, which may span panels: a second pass over tokens.
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* row = qkv + t * columns;
+      const float* cos_row = cos_data + t * half;
+      const float* sin_row = sin_data + t * half;
+      const auto rotate = [&](const float* src, T* dst) {
+        for (int64_t i = 0; i < half; ++i) {
+          dst[i] = T(src[i] * cos_row[i] - src[i + half] * sin_row[i]);
+          dst[i + half] = T(src[i + half] * cos_row[i] + src[i] * sin_row[i]);
+        }
+      };
+      for (int64_t h = 0; h < num_heads; ++h) rotate(row + h * head_dim, q_data + (t * num_heads + h) * head_dim);
+      T* key_slot = key_data + slots[t] * kv_width;
+      T* value_slot = value_data + slots[t] * kv_width;
+      for (int64_t h = 0; h < num_kv_heads; ++h) rotate(row + q_width + h * head_dim, key_slot + h * head_dim);
+      for (int64_t i = 0; i < kv_width; ++i) value_slot[i] = T(row[q_width + kv_width + i]);
+    }
+  });
+  return q_out;
+}
+
+template <typename T>
+at::Tensor LinearResidualImpl(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& residual) {
+  const int64_t tokens = input.size(0), k = input.size(1), columns = residual.size(1);
+  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), input.scalar_type());
+  at::Tensor out = at::empty_like(residual);
+  const T* x = input.data_ptr<T>();
+  const T* res = residual.data_ptr<T>();
+  T* out_data = out.data_ptr<T>();
+  InTeam([&] {
+    StageRows<T>(staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
+    MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+      const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t offset = (m0 + r) * columns + first;
+        for (int64_t j = 0; j < count; ++j) {
+          out_data[offset + j] = T(static_cast<float>(res[offset + j]) + c[r * kPanelWidth + j]);
+        }
+      }
+    });
+  });
+  return out;
+}
+
+template <typename T>
+at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps,
+                          const at::Tensor& weight, int64_t intermediate) {
+  constexpr int64_t kHalf = kPanelWidth / 2;
+  const int64_t tokens = hidden.size(0), k = hidden.size(1);
+  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
+  at::Tensor out = at::empty({tokens, intermediate}, hidden.options());
+  const T* x = hidden.data_ptr<T>();
+  const T* norm = norm_weight.data_ptr<T>();
+  T* out_data = out.data_ptr<T>();
+  InTeam([&] {
+    StageRows<T>(staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+      const int64_t first = panel * kHalf, count = std::min(kHalf, intermediate - first);
+      for (int64_t r = 0; r < rows; ++r) {
+        T* dst = out_data + (m0 + r) * intermediate + first;
+        const float* gate = c + r * kPanelWidth;
+        const float* up = gate + kHalf;
+        for (int64_t j = 0; j < count; ++j) dst[j] = T(gate[j] / (1.0f + std::exp(-gate[j])) * up[j]);
+      }
+    });
+  });
+  return out;
+}
+
+template <typename T>
+at::Tensor LmHeadImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const at::Tensor& weight,
+                      int64_t vocab) {
+  const int64_t tokens = hidden.size(0), k = hidden.size(1);
+  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
+  at::Tensor logits = at::empty({tokens, vocab}, hidden.options().dtype(at::kFloat));
+  const T* x = hidden.data_ptr<T>();
+  const T* norm = norm_weight.data_ptr<T>();
+  float* out = logits.data_ptr<float>();
+  InTeam([&] {
+    StageRows<T>(staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+      const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, vocab - first);
+      for (int64_t r = 0; r < rows; ++r) {
+        std::copy(c + r * kPanelWidth, c + r * kPanelWidth + count, out + (m0 + r) * vocab + first);
+      }
+    });
+  });
+  return logits;
+}
+
+template <typename Fn>
+at::Tensor ByDtype(const at::Tensor& tensor, Fn&& fn) {
+  if (tensor.scalar_type() == at::kBFloat16) return fn(Bf16{});
+  TORCH_CHECK(tensor.scalar_type() == at::kFloat, "llmc fused ops: bfloat16 or float32 activations only");
+  return fn(float{});
+}
+
+}  // namespace
+
+at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size) {
+  if (!IsPackedWeight(weight)) return composite::Embed(input_ids, weight, hidden_size);
+  TORCH_CHECK(PackedDepth(weight) == PaddedDepth(hidden_size), "embed: packed weight does not match hidden_size");
+  const at::Tensor ids = input_ids.to(at::kLong).contiguous();
+  const int64_t count = ids.numel(), vocab_capacity = weight.size(0) * kPanelWidth;
+  const int64_t* id_data = ids.data_ptr<int64_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    TORCH_CHECK(id_data[i] >= 0 && id_data[i] < vocab_capacity, "embed: token id ", id_data[i], " out of range");
+  }
+  at::Tensor out = at::empty({count, hidden_size}, weight.options());
+  GatherPackedColumns(weight, id_data, count, hidden_size, out);
+  return out;
+}
+
+at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
+                          const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
+                          at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
+                          int64_t num_heads, int64_t num_kv_heads) {
+  if (!IsPackedWeight(weight)) {
+    return composite::RmsNormQkvRope(hidden, norm_weight, eps, weight, bias, cos, sin, key_cache, value_cache,
+                                     slot_mapping, num_heads, num_kv_heads);
+  }
+  TORCH_CHECK(key_cache.dim() == 4 && key_cache.sizes() == value_cache.sizes() && key_cache.is_contiguous() &&
+                  value_cache.is_contiguous() && key_cache.size(2) == num_kv_heads,
+              "rms_norm_qkv_rope: caches must be contiguous [blocks, block_size, num_kv_heads, head_dim]");
+  TORCH_CHECK(key_cache.scalar_type() == hidden.scalar_type(), "rms_norm_qkv_rope: cache dtype differs from input");
+  const int64_t head_dim = key_cache.size(3), tokens = hidden.size(0);
+  CheckPacked("rms_norm_qkv_rope", hidden, weight, (num_heads + 2 * num_kv_heads) * head_dim);
+  TORCH_CHECK(norm_weight.numel() == hidden.size(1) && norm_weight.scalar_type() == hidden.scalar_type(),
+              "rms_norm_qkv_rope: norm weight must be [hidden] of the input's dtype");
+  TORCH_CHECK(cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat && cos.is_contiguous() &&
+                  sin.is_contiguous() && cos.numel() == tokens * (head_dim / 2) && sin.numel() == cos.numel(),
+              "rms_norm_qkv_rope: cos and sin must be float32 [tokens, head_dim / 2]");
+  TORCH_CHECK(!bias.has_value() || !bias->defined() ||
+                  (bias->numel() == (num_heads + 2 * num_kv_heads) * head_dim &&
+                   bias->scalar_type() == hidden.scalar_type()),
+              "rms_norm_qkv_rope: bias must be [q + k + v] of the input's dtype");
+  TORCH_CHECK(slot_mapping.scalar_type() == at::kLong && slot_mapping.dim() == 1 && slot_mapping.size(0) == tokens,
+              "rms_norm_qkv_rope: slot_mapping must be int64 [tokens]");
+  const at::Tensor slots = slot_mapping.contiguous();
+  const int64_t capacity = key_cache.size(0) * key_cache.size(1);
+  const int64_t* slot_data = slots.data_ptr<int64_t>();
+  for (int64_t t = 0; t < tokens; ++t) {
+    TORCH_CHECK(slot_data[t] >= 0 && slot_data[t] < capacity, "rms_norm_qkv_rope: slot outside the cache (",
+                capacity, " slots)");
+  }
+  const c10::optional<at::Tensor> bias_contiguous =
+      bias.has_value() && bias->defined() ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
+  const at::Tensor norm = norm_weight.contiguous();
+  return ByDtype(hidden, [&](auto type) {
+    using T = decltype(type);
+    return QkvRopeImpl<T>(hidden, norm, static_cast<float>(eps), weight, bias_contiguous, cos, sin, key_cache,
+                          value_cache, slots, num_heads, num_kv_heads);
+  });
+}
+
+at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, const at::Tensor& residual_in) {
+  if (!IsPackedWeight(weight)) return composite::LinearResidual(input_in, weight, residual_in);
+  const at::Tensor input = input_in.contiguous(), residual = residual_in.contiguous();
+  CheckPacked("linear_residual", input, weight, residual.size(-1));
+  TORCH_CHECK(residual.dim() == 2 && residual.size(0) == input.size(0) &&
+                  residual.scalar_type() == input.scalar_type(),
+              "linear_residual: residual must be [tokens, out_features] of the input's dtype");
+  return ByDtype(input, [&](auto type) { return LinearResidualImpl<decltype(type)>(input, weight, residual); });
+}
+
+at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden_in, const at::Tensor& norm_weight, double eps,
+                             const at::Tensor& weight, int64_t intermediate_size) {
+  if (!IsPackedWeight(weight)) return composite::RmsNormGateUpSilu(hidden_in, norm_weight, eps, weight, intermediate_size);
+  const at::Tensor hidden = hidden_in.contiguous(), norm = norm_weight.contiguous();
+  CheckPacked("rms_norm_gate_up_silu", hidden, weight, 0);
+  TORCH_CHECK(weight.size(0) == (intermediate_size + kPanelWidth / 2 - 1) / (kPanelWidth / 2),
+              "rms_norm_gate_up_silu: packed weight is not the gate/up interleave for this intermediate size");
+  TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
+              "rms_norm_gate_up_silu: norm weight must be [hidden] of the input's dtype");
+  return ByDtype(hidden, [&](auto type) {
+    return GateUpSiluImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, intermediate_size);
+  });
+}
+
+at::Tensor RmsNormLmHead(const at::Tensor& hidden_in, const at::Tensor& norm_weight, double eps,
+                         const at::Tensor& weight, int64_t vocab_size) {
+  if (!IsPackedWeight(weight)) return composite::RmsNormLmHead(hidden_in, norm_weight, eps, weight, vocab_size);
+  const at::Tensor hidden = hidden_in.contiguous(), norm = norm_weight.contiguous();
+  CheckPacked("rms_norm_lm_head", hidden, weight, vocab_size);
+  TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
+              "rms_norm_lm_head: norm weight must be [hidden] of the input's dtype");
+  return ByDtype(hidden, [&](auto type) {
+    return LmHeadImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, vocab_size);
+  });
+}
+
+bool EnsureFusedOpsRegistered() { return true; }
+
+}  // namespace llmc::model::cpu
+
+TORCH_LIBRARY_FRAGMENT(llmc, m) {
+  m.def("embed(Tensor input_ids, Tensor weight, int hidden_size) -> Tensor");
+  m.def(
+      "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor? bias, Tensor cos, "
+      "Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, int num_heads, "
+      "int num_kv_heads) -> Tensor");
+  m.def("linear_residual(Tensor input, Tensor weight, Tensor residual) -> Tensor");
+  m.def(
+      "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int intermediate_size) "
+      "-> Tensor");
+  m.def(
+      "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(llmc, CPU, m) {
+  m.impl("embed", &llmc::model::cpu::Embed);
+  m.impl("rms_norm_qkv_rope", &llmc::model::cpu::RmsNormQkvRope);
+  m.impl("linear_residual", &llmc::model::cpu::LinearResidual);
+  m.impl("rms_norm_gate_up_silu", &llmc::model::cpu::RmsNormGateUpSilu);
+  m.impl("rms_norm_lm_head", &llmc::model::cpu::RmsNormLmHead);
+}
+
+TORCH_LIBRARY_IMPL(llmc, CUDA, m) {
+  m.impl("embed", &llmc::model::cpu::composite::Embed);
+  m.impl("rms_norm_qkv_rope", &llmc::model::cpu::composite::RmsNormQkvRope);
+  m.impl("linear_residual", &llmc::model::cpu::composite::LinearResidual);
+  m.impl("rms_norm_gate_up_silu", &llmc::model::cpu::composite::RmsNormGateUpSilu);
+  m.impl("rms_norm_lm_head", &llmc::model::cpu::composite::RmsNormLmHead);
+}

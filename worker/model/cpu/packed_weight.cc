@@ -1,0 +1,99 @@
+#include "worker/model/cpu/packed_weight.h"
+
+#include <ATen/Parallel.h>
+
+#include <cstring>
+
+#include "worker/model/cpu/panel_kernels.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+template <typename T>
+void PackPanels(const T* source, int64_t n, int64_t k, const std::vector<int64_t>& order, int64_t pair, T* dest,
+                int64_t panels, int64_t k_padded) {
+  at::parallel_for(0, panels, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      T* panel = dest + p * k_padded * kPanelWidth;
+      for (int64_t c = 0; c < kPanelWidth; ++c) {
+        const int64_t packed_column = p * kPanelWidth + c;
+        const int64_t row = order.empty() ? (packed_column < n ? packed_column : -1) : order[packed_column];
+        const T* src = row >= 0 ? source + row * k : nullptr;
+        for (int64_t kk = 0; kk < k_padded; ++kk) {
+          // Element (column c, depth kk) sits at [kk / pair][c][kk % pair].
+          panel[(kk / pair) * kPanelWidth * pair + c * pair + kk % pair] = src != nullptr && kk < k ? src[kk] : T(0);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+int64_t PaddedDepth(int64_t k) { return (k + kDepthAlign - 1) / kDepthAlign * kDepthAlign; }
+int64_t PanelCount(int64_t columns) { return (columns + kPanelWidth - 1) / kPanelWidth; }
+
+at::Tensor PackWeight(const at::Tensor& weight_in, const std::vector<int64_t>& column_order) {
+  TORCH_CHECK(weight_in.dim() == 2 && weight_in.device().is_cpu(), "PackWeight: needs a 2-d CPU tensor");
+  const at::Tensor weight = weight_in.contiguous();
+  const int64_t n = weight.size(0), k = weight.size(1), k_padded = PaddedDepth(k);
+  const int64_t columns = column_order.empty() ? n : static_cast<int64_t>(column_order.size());
+  const int64_t panels = PanelCount(columns);
+  std::vector<int64_t> order = column_order;
+  if (!order.empty()) {
+    for (const int64_t row : order) TORCH_CHECK(row < n, "PackWeight: column order names row ", row, " of ", n);
+    order.resize(panels * kPanelWidth, -1);
+  }
+  if (weight.scalar_type() == at::kBFloat16) {
+    at::Tensor packed = at::empty({panels, k_padded / 2, kPanelWidth, 2}, weight.options());
+    PackPanels(reinterpret_cast<const uint16_t*>(weight.data_ptr()), n, k, order, 2,
+               reinterpret_cast<uint16_t*>(packed.data_ptr()), panels, k_padded);
+    return packed;
+  }
+  TORCH_CHECK(weight.scalar_type() == at::kFloat, "PackWeight: bfloat16 or float32 weights only");
+  at::Tensor packed = at::empty({panels, k_padded, kPanelWidth}, weight.options());
+  PackPanels(weight.data_ptr<float>(), n, k, order, 1, packed.data_ptr<float>(), panels, k_padded);
+  return packed;
+}
+
+bool IsPackedWeight(const at::Tensor& tensor) {
+  return (tensor.scalar_type() == at::kBFloat16 && tensor.dim() == 4 && tensor.size(2) == kPanelWidth &&
+          tensor.size(3) == 2) ||
+         (tensor.scalar_type() == at::kFloat && tensor.dim() == 3 && tensor.size(2) == kPanelWidth);
+}
+
+int64_t PackedDepth(const at::Tensor& packed) {
+  return packed.dim() == 4 ? packed.size(1) * 2 : packed.size(1);
+}
+
+std::vector<int64_t> GateUpColumnOrder(int64_t intermediate) {
+  constexpr int64_t kHalf = kPanelWidth / 2;
+  const int64_t panels = (intermediate + kHalf - 1) / kHalf;
+  std::vector<int64_t> order(panels * kPanelWidth, -1);
+  for (int64_t p = 0; p < panels; ++p) {
+    for (int64_t c = 0; c < kHalf; ++c) {
+      const int64_t i = p * kHalf + c;
+      if (i >= intermediate) break;
+      order[p * kPanelWidth + c] = i;
+      order[p * kPanelWidth + kHalf + c] = intermediate + i;
+    }
+  }
+  return order;
+}
+
+void GatherPackedColumns(const at::Tensor& packed, const int64_t* ids, int64_t count, int64_t k, at::Tensor& out) {
+  const int64_t k_padded = PackedDepth(packed), pair = packed.dim() == 4 ? 2 : 1;
+  const int64_t element = packed.element_size();
+  const auto* base = static_cast<const char*>(packed.data_ptr());
+  auto* dest = static_cast<char*>(out.data_ptr());
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t panel = ids[i] / kPanelWidth, c = ids[i] % kPanelWidth;
+    const char* src = base + panel * k_padded * kPanelWidth * element;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      std::memcpy(dest + (i * k + kk) * element,
+                  src + ((kk / pair) * kPanelWidth * pair + c * pair + kk % pair) * element, element);
+    }
+  }
+}
+
+}  // namespace llmc::model::cpu

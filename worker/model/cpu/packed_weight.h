@@ -1,0 +1,36 @@
+#ifndef LLMC_WORKER_MODEL_CPU_PACKED_WEIGHT_H_
+#define LLMC_WORKER_MODEL_CPU_PACKED_WEIGHT_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace llmc::model::cpu {
+
+// A weight matrix [N, K] repacked for the CPU kernels: panels of kPanelWidth output columns, K padded with
+// zeros to kDepthAlign. bfloat16: [panels, k_padded / 2, kPanelWidth, 2] (each k pair of a column adjacent,
+// the layout AMX and AVX512-BF16 dot products take); float32: [panels, k_padded, kPanelWidth]. A panel is
+// one contiguous run of memory, so a thread that owns a range of panels streams its weights in order.
+int64_t PaddedDepth(int64_t k);
+int64_t PanelCount(int64_t columns);
+
+// `column_order[c]` is the source row of packed column c (-1: zeros); empty means 0..N-1. Throws c10::Error
+// for a tensor it cannot pack (not 2-d, not bfloat16/float32, not on the CPU).
+at::Tensor PackWeight(const at::Tensor& weight, const std::vector<int64_t>& column_order = {});
+
+// Whether `tensor` has the packed layout (by rank: 4-d bfloat16 or 3-d float32).
+bool IsPackedWeight(const at::Tensor& tensor);
+int64_t PackedDepth(const at::Tensor& packed);
+
+// Gate and up projections stacked as [gate; up] ([2 * intermediate, K]) are packed so that panel p holds gate
+// rows 32p..32p+31 then the matching up rows: one panel yields 32 finished SiLU(gate) * up values.
+std::vector<int64_t> GateUpColumnOrder(int64_t intermediate);
+
+// Rows `ids` of the original matrix (packed column ids[i]), first `k` values, into out [ids.size(), k] of the
+// packed tensor's type: the embedding lookup of a tied, packed LM head.
+void GatherPackedColumns(const at::Tensor& packed, const int64_t* ids, int64_t count, int64_t k, at::Tensor& out);
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_PACKED_WEIGHT_H_

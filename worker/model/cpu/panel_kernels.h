@@ -1,0 +1,47 @@
+#ifndef LLMC_WORKER_MODEL_CPU_PANEL_KERNELS_H_
+#define LLMC_WORKER_MODEL_CPU_PANEL_KERNELS_H_
+
+// The innermost matrix kernels, one set per instruction-set path. Each file that defines them is compiled
+// with its own -m flags (worker/CMakeLists.txt); callers pick one at run time (packed_matmul.cc), so nothing
+// here may include headers that would inline code compiled for one path into another.
+//
+// Weights are packed in panels of kPanelWidth output columns (packed_weight.h). A kernel computes, for one
+// panel, out[m][c] = sum_k a[m][k] * W[panel column c][k] in float32, for every row m < rows.
+#include <cstdint>
+
+namespace llmc::model::cpu {
+
+constexpr int64_t kPanelWidth = 64;
+// K is padded with zeros to a multiple of this (one AMX tile's depth in bfloat16).
+constexpr int64_t kDepthAlign = 32;
+// Activation buffers hold a multiple of this many rows (zeros past the real ones): an AMX tile is 16 rows.
+constexpr int64_t kRowAlign = 16;
+
+struct PanelArgs {
+  const void* a;       // [rows rounded up to kRowAlign][a_stride], same element type as the weights
+  int64_t a_stride;    // elements between rows, >= k_padded
+  int64_t rows;
+  int64_t k_padded;
+  const void* panel;   // bfloat16: [k_padded / 2][kPanelWidth][2]; float32: [k_padded][kPanelWidth]
+  float* out;          // [rows rounded up to kRowAlign][out_stride]
+  int64_t out_stride;  // floats, >= kPanelWidth
+};
+
+void PanelBf16Portable(const PanelArgs& args);
+void PanelFloatPortable(const PanelArgs& args);
+void PanelBf16Avx2(const PanelArgs& args);
+void PanelFloatAvx2(const PanelArgs& args);
+void PanelBf16Avx512(const PanelArgs& args);
+void PanelFloatAvx512(const PanelArgs& args);
+void PanelBf16Amx(const PanelArgs& args);
+
+// Decode and short-chunk attention for one sequence and one KV head over its paged context (attention_kernel.h
+// has the contract); one instantiation per path.
+struct AttentionArgs;
+void AttendPortable(const AttentionArgs& args);
+void AttendAvx2(const AttentionArgs& args);
+void AttendAvx512(const AttentionArgs& args);
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_PANEL_KERNELS_H_

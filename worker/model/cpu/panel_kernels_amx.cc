@@ -1,0 +1,108 @@
+// Built with -mamx-tile -mamx-bf16 -mavx512f (worker/CMakeLists.txt); called only where the CPU has AMX and the
+// kernel granted this process the tile state (cpu_isa.cc).
+#include <cstring>
+
+#include "worker/model/cpu/panel_kernels.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+namespace llmc::model::cpu {
+namespace {
+
+// Tiles 0-3: float32 results (16 rows x 16 columns) for two row blocks x two column blocks; 4-5: activation
+// rows (16 rows x 32 bfloat16); 6-7: weight pairs (16 pairs x 16 columns x 2).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void LoadTileConfig() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.bytes_per_row[t] = 64;
+    config.rows[t] = 16;
+  }
+  _tile_loadconfig(&config);
+}
+
+}  // namespace
+
+// The panel's four 16-column blocks are done as two halves; within a half, each weight tile serves both row
+// blocks. Other code on this thread (oneDNN) may configure the tiles too, so the configuration is loaded on
+// every call; it costs far less than one panel.
+void PanelBf16Amx(const PanelArgs& args) {
+  LoadTileConfig();
+  const auto* a = static_cast<const uint16_t*>(args.a);
+  const auto* panel = static_cast<const char*>(args.panel);
+  const int64_t a_stride_bytes = args.a_stride * 2;
+  const int64_t out_stride_bytes = args.out_stride * 4;
+  constexpr int64_t kPairStrideBytes = kPanelWidth * 2 * 2;  // one k pair across the panel
+  const int64_t steps = args.k_padded / 32;
+  if (args.rows <= 16) {
+    // One row block: all four column blocks in one pass, so the panel streams strictly in order.
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t step = 0; step < steps; ++step) {
+      const char* w_step = panel + step * 16 * kPairStrideBytes;
+      _tile_loadd(4, a + step * 32, a_stride_bytes);
+      _tile_loadd(6, w_step, kPairStrideBytes);
+      _tile_loadd(7, w_step + 64, kPairStrideBytes);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_loadd(5, w_step + 128, kPairStrideBytes);
+      _tile_loadd(6, w_step + 192, kPairStrideBytes);
+      _tile_dpbf16ps(2, 4, 5);
+      _tile_dpbf16ps(3, 4, 6);
+    }
+    _tile_stored(0, args.out, out_stride_bytes);
+    _tile_stored(1, args.out + 16, out_stride_bytes);
+    _tile_stored(2, args.out + 32, out_stride_bytes);
+    _tile_stored(3, args.out + 48, out_stride_bytes);
+    _tile_release();
+    return;
+  }
+  for (int64_t m0 = 0; m0 < args.rows; m0 += 32) {
+    const bool two_blocks = args.rows - m0 > 16;
+    const uint16_t* a0 = a + m0 * args.a_stride;
+    const uint16_t* a1 = a0 + 16 * args.a_stride;
+    for (int half = 0; half < 2; ++half) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const char* w = panel + half * 2 * 64;
+      for (int64_t step = 0; step < steps; ++step) {
+        const char* w_step = w + step * 16 * kPairStrideBytes;
+        _tile_loadd(4, a0 + step * 32, a_stride_bytes);
+        _tile_loadd(6, w_step, kPairStrideBytes);
+        _tile_loadd(7, w_step + 64, kPairStrideBytes);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        if (two_blocks) {
+          _tile_loadd(5, a1 + step * 32, a_stride_bytes);
+          _tile_dpbf16ps(2, 5, 6);
+          _tile_dpbf16ps(3, 5, 7);
+        }
+      }
+      float* out = args.out + m0 * args.out_stride + half * 32;
+      _tile_stored(0, out, out_stride_bytes);
+      _tile_stored(1, out + 16, out_stride_bytes);
+      if (two_blocks) {
+        _tile_stored(2, out + 16 * args.out_stride, out_stride_bytes);
+        _tile_stored(3, out + 16 * args.out_stride + 16, out_stride_bytes);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace llmc::model::cpu

@@ -1,0 +1,59 @@
+// Built with -mavx2 -mfma (worker/CMakeLists.txt); called only where the CPU has them (cpu_isa.h).
+#include "worker/model/cpu/attention_kernel.h"
+#include "worker/model/cpu/panel_kernels.h"
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+namespace llmc::model::cpu {
+
+// One row at a time: eight 8-column accumulators cover the panel. A bfloat16 pair (k, k + 1) of 8 columns is
+// one 32-byte load; shifting gives the even k, masking the odd one, both as float32.
+void PanelBf16Avx2(const PanelArgs& args) {
+  const auto* panel = static_cast<const uint16_t*>(args.panel);
+  const __m256i high_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t m = 0; m < args.rows; ++m) {
+    const auto* a = static_cast<const uint16_t*>(args.a) + m * args.a_stride;
+    __m256 acc[8];
+    for (auto& v : acc) v = _mm256_setzero_ps();
+    for (int64_t pair = 0; pair < args.k_padded / 2; ++pair) {
+      uint32_t bits;
+      __builtin_memcpy(&bits, a + 2 * pair, sizeof(bits));
+      const __m256 a0 = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(bits << 16)));
+      const __m256 a1 = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(bits & 0xffff0000u)));
+      const uint16_t* w = panel + pair * kPanelWidth * 2;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 * j));
+        acc[j] = _mm256_fmadd_ps(a0, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)), acc[j]);
+        acc[j] = _mm256_fmadd_ps(a1, _mm256_castsi256_ps(_mm256_and_si256(v, high_mask)), acc[j]);
+      }
+    }
+    float* out = args.out + m * args.out_stride;
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + 8 * j, acc[j]);
+  }
+}
+
+void PanelFloatAvx2(const PanelArgs& args) {
+  const auto* panel = static_cast<const float*>(args.panel);
+  for (int64_t m = 0; m < args.rows; ++m) {
+    const auto* a = static_cast<const float*>(args.a) + m * args.a_stride;
+    __m256 acc[8];
+    for (auto& v : acc) v = _mm256_setzero_ps();
+    for (int64_t k = 0; k < args.k_padded; ++k) {
+      const __m256 x = _mm256_set1_ps(a[k]);
+      const float* w = panel + k * kPanelWidth;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(x, _mm256_loadu_ps(w + 8 * j), acc[j]);
+    }
+    float* out = args.out + m * args.out_stride;
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + 8 * j, acc[j]);
+  }
+}
+
+void AttendAvx2(const AttentionArgs& args) { Attend(args); }
+
+}  // namespace llmc::model::cpu

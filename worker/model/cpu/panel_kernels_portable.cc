@@ -1,0 +1,49 @@
+// Plain C++ for any CPU; the compiler vectorizes the 64-column inner loops with the baseline ISA.
+#include <cstring>
+
+#include "worker/model/cpu/attention_kernel.h"
+#include "worker/model/cpu/panel_kernels.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+inline float Bf16ToFloat(uint16_t value) {
+  const uint32_t bits = static_cast<uint32_t>(value) << 16;
+  float result;
+  std::memcpy(&result, &bits, sizeof(result));
+  return result;
+}
+
+}  // namespace
+
+void PanelBf16Portable(const PanelArgs& args) {
+  const auto* panel = static_cast<const uint16_t*>(args.panel);
+  for (int64_t m = 0; m < args.rows; ++m) {
+    const auto* a = static_cast<const uint16_t*>(args.a) + m * args.a_stride;
+    float acc[kPanelWidth] = {};
+    for (int64_t pair = 0; pair < args.k_padded / 2; ++pair) {
+      const float a0 = Bf16ToFloat(a[2 * pair]), a1 = Bf16ToFloat(a[2 * pair + 1]);
+      const uint16_t* w = panel + pair * kPanelWidth * 2;
+      for (int64_t c = 0; c < kPanelWidth; ++c) acc[c] += a0 * Bf16ToFloat(w[2 * c]) + a1 * Bf16ToFloat(w[2 * c + 1]);
+    }
+    std::memcpy(args.out + m * args.out_stride, acc, sizeof(acc));
+  }
+}
+
+void PanelFloatPortable(const PanelArgs& args) {
+  const auto* panel = static_cast<const float*>(args.panel);
+  for (int64_t m = 0; m < args.rows; ++m) {
+    const auto* a = static_cast<const float*>(args.a) + m * args.a_stride;
+    float acc[kPanelWidth] = {};
+    for (int64_t k = 0; k < args.k_padded; ++k) {
+      const float x = a[k];
+      const float* w = panel + k * kPanelWidth;
+      for (int64_t c = 0; c < kPanelWidth; ++c) acc[c] += x * w[c];
+    }
+    std::memcpy(args.out + m * args.out_stride, acc, sizeof(acc));
+  }
+}
+
+void AttendPortable(const AttentionArgs& args) { Attend(args); }
+
+}  // namespace llmc::model::cpu
