@@ -12,7 +12,7 @@ import torch
 import paged_scenario  # noqa: F401  (puts tools/ on sys.path)
 import export_model
 from llmc_export.config import ModelConfig
-from llmc_export.model import CausalLM, random_weights
+from llmc_export.model import CausalLM, hf_state_dict, random_weights
 from llmc_export.safetensors import read_safetensors, write_safetensors
 from paged_scenario import run_scenario
 
@@ -28,7 +28,7 @@ def make_checkpoint(folder, hf_config=HF_CONFIG, shards=1, drop=None, seed=5):
     config = ModelConfig.from_hf_config_dict(hf_config)
     model = CausalLM(config)
     random_weights(model, seed)
-    tensors = {name: p.detach().clone() for name, p in model.named_parameters()}
+    tensors = hf_state_dict(model, config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
     if drop:
@@ -84,15 +84,18 @@ class ExporterTest(unittest.TestCase):
         self.assertEqual(code, 0, error)
         with open(os.path.join(out, "llmc-model.json")) as f:
             manifest = json.load(f)
-        self.assertEqual(manifest["format_version"], 2)
+        self.assertEqual(manifest["format_version"], 3)
         self.assertEqual(manifest["name"], "tiny-qwen")
         self.assertEqual(manifest["chat_template"], "chatml")
         self.assertEqual(manifest["eos_token_ids"], [2, 3])
         self.assertEqual(manifest["num_kv_heads"], 2)
         loaded = torch.jit.load(os.path.join(out, "model.pt"))
-        graph = str(loaded.inlined_graph)  # every projection and the head go through llmc::linear (version 2)
+        graph = str(loaded.inlined_graph)  # each layer is four fused operators and the attention (version 3)
         self.assertEqual(graph.count("aten::linear("), 0)
-        self.assertEqual(graph.count("llmc::linear("), config.num_layers * 7 + 1)
+        self.assertEqual(graph.count("llmc::rms_norm_qkv_rope("), config.num_layers)
+        self.assertEqual(graph.count("llmc::linear_residual("), config.num_layers * 2)
+        self.assertEqual(graph.count("llmc::rms_norm_gate_up_silu("), config.num_layers)
+        self.assertEqual(graph.count("llmc::rms_norm_lm_head("), 1)
         expected = scenario_logits(model, model, config, torch.float32)
         actual = scenario_logits(loaded, model, config, torch.float32)
         self.assertTrue(torch.allclose(actual, expected, atol=1e-5), (actual - expected).abs().max())

@@ -162,6 +162,23 @@ def load_hf_tensors(model: CausalLM, config: ModelConfig, tensors: dict) -> None
             parameter.copy_(stacked(name).to(torch.float32))
 
 
+def hf_state_dict(model: CausalLM, config: ModelConfig) -> dict:
+    """The model's weights under Hugging Face's names, stacked matrices split again (load_hf_tensors' inverse)."""
+    q, kv, i = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim, config.intermediate_size
+    tensors = {}
+    for name, parameter in model.named_parameters():
+        value = parameter.detach().clone()
+        if ".qkv_proj." in name:
+            for part, piece in zip(("q_proj", "k_proj", "v_proj"), torch.split(value, [q, kv, kv])):
+                tensors[name.replace("qkv_proj", part)] = piece.clone()
+        elif ".gate_up_proj." in name:
+            for part, piece in zip(("gate_proj", "up_proj"), torch.split(value, [i, i])):
+                tensors[name.replace("gate_up_proj", part)] = piece.clone()
+        else:
+            tensors[name] = value
+    return tensors
+
+
 def random_weights(model: CausalLM, seed: int) -> None:
     """Initialises every weight reproducibly: N(0, 0.02) for matrices and biases, 1 for norms."""
     generator = torch.Generator().manual_seed(seed)

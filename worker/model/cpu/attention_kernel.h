@@ -11,6 +11,8 @@
 #include <cstring>
 #include <limits>
 
+#include "worker/model/cpu/vector_math.h"
+
 namespace llmc::model::cpu {
 
 struct AttentionArgs {
@@ -37,6 +39,9 @@ inline int64_t AttentionScratchFloats(int64_t group, int64_t head_dim, int64_t b
   return 2 * queries * head_dim + queries * (block_size + 2) + 2 * head_dim * block_size;
 }
 
+// Each panel_kernels_*.cc must get its own copy of the code below, compiled for its instruction set: an
+// ordinary inline function would be merged across them by the linker, leaving one copy for all paths.
+namespace {
 namespace attention_detail {
 
 inline float Bf16ToFloat(uint16_t value) {
@@ -60,6 +65,49 @@ inline void LoadRow(const void* base, int64_t offset, bool bf16, int64_t n, floa
     for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToFloat(src[i]);
   } else {
     std::memcpy(out, static_cast<const float*>(base) + offset, n * sizeof(float));
+  }
+}
+
+// Scores of N consecutive query vectors against a 16-key block (keys_t is [hd][16]): N independent
+// accumulator vectors, so the multiply-adds do not wait on each other.
+// A GCC generic vector: one zmm register with AVX512, two ymm with AVX2, four xmm otherwise; the
+// auto-vectorizer, left to itself, vectorizes this loop nest across the wrong dimension.
+typedef float Float16 __attribute__((vector_size(64)));
+
+template <int N>
+inline void Scores16(const float* q, int64_t hd, const float* keys_t, float* s) {
+  Float16 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = Float16{};
+  for (int64_t d = 0; d < hd; ++d) {
+    Float16 kt;
+    std::memcpy(&kt, keys_t + d * 16, sizeof(kt));
+    for (int i = 0; i < N; ++i) acc[i] += q[i * hd + d] * kt;
+  }
+  for (int i = 0; i < N; ++i) std::memcpy(s + i * 16, &acc[i], sizeof(acc[i]));
+}
+
+inline void ScoresAnyBlock(const float* q, int64_t hd, const float* keys_t, int64_t bs, float* s) {
+  for (int64_t t = 0; t < bs; ++t) s[t] = 0;
+  for (int64_t d = 0; d < hd; ++d) {
+    const float x = q[d];
+    const float* kt = keys_t + d * bs;
+    for (int64_t t = 0; t < bs; ++t) s[t] += x * kt[t];
+  }
+}
+
+// Scores for `count` consecutive query vectors (s is [count][bs]).
+inline void Scores(const float* q, int64_t count, int64_t hd, const float* keys_t, int64_t bs, float* s) {
+  if (bs != 16) {
+    for (int64_t i = 0; i < count; ++i) ScoresAnyBlock(q + i * hd, hd, keys_t, bs, s + i * bs);
+    return;
+  }
+  int64_t i = 0;
+  for (; i + 4 <= count; i += 4) Scores16<4>(q + i * hd, hd, keys_t, s + i * 16);
+  switch (count - i) {
+    case 3: Scores16<3>(q + i * hd, hd, keys_t, s + i * 16); break;
+    case 2: Scores16<2>(q + i * hd, hd, keys_t, s + i * 16); break;
+    case 1: Scores16<1>(q + i * hd, hd, keys_t, s + i * 16); break;
+    default: break;
   }
 }
 
@@ -106,25 +154,17 @@ inline void Attend(const AttentionArgs& args) {
       const int64_t position = args.first_position + r;
       if (block_start > position) continue;  // this row ends before the block; later rows may not
       const int64_t visible = std::min(valid, position - block_start + 1);
+      attention_detail::Scores(q + r * group * hd, group, hd, keys_t, bs, scores + r * group * bs);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t index = r * group + g;
         float* s = scores + index * bs;
-        const float* qi = q + index * hd;
-        for (int64_t t = 0; t < bs; ++t) s[t] = 0;
-        for (int64_t d = 0; d < hd; ++d) {
-          const float x = qi[d];
-          const float* kt = keys_t + d * bs;
-          for (int64_t t = 0; t < bs; ++t) s[t] += x * kt[t];
-        }
         float block_max = -std::numeric_limits<float>::infinity();
         for (int64_t t = 0; t < visible; ++t) block_max = std::max(block_max, s[t]);
         const float new_max = std::max(running_max[index], block_max);
-        const float correction = std::exp(running_max[index] - new_max);
+        const float correction = FastExp(running_max[index] - new_max);
+        for (int64_t t = 0; t < visible; ++t) s[t] = FastExp(s[t] - new_max);
         float block_sum = 0;
-        for (int64_t t = 0; t < visible; ++t) {
-          s[t] = std::exp(s[t] - new_max);
-          block_sum += s[t];
-        }
+        for (int64_t t = 0; t < visible; ++t) block_sum += s[t];
         running_sum[index] = running_sum[index] * correction + block_sum;
         running_max[index] = new_max;
         float* a = acc + index * hd;
@@ -157,6 +197,7 @@ inline void Attend(const AttentionArgs& args) {
   }
 }
 
+}  // namespace
 }  // namespace llmc::model::cpu
 
 #endif  // LLMC_WORKER_MODEL_CPU_ATTENTION_KERNEL_H_

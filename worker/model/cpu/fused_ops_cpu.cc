@@ -47,6 +47,17 @@ PanelKernel SelectPanelKernel(at::ScalarType dtype, int64_t rows) {
   return &PanelFloatPortable;
 }
 
+using SiluMulKernel = void (*)(const float*, const float*, float*, int64_t);
+
+SiluMulKernel SelectSiluMul() {
+#ifdef LLMC_CPU_X86_KERNELS
+  const CpuIsa isa = ActiveCpuIsa();
+  if (isa >= CpuIsa::kAvx512Bf16) return &SiluMulAvx512;
+  if (isa == CpuIsa::kAvx2) return &SiluMulAvx2;
+#endif
+  return &SiluMulPortable;
+}
+
 // Buffers of the calling thread (the engine thread), grown when a larger batch arrives and kept: steady
 // state allocates nothing. Grown only outside parallel regions.
 char* CallerBuffer(int slot, size_t bytes) {
@@ -218,15 +229,17 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
+  const SiluMulKernel silu_mul = SelectSiluMul();
   InTeam([&] {
     StageRows<T>(staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
     MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kHalf, count = std::min(kHalf, intermediate - first);
+      float activated[kHalf];
       for (int64_t r = 0; r < rows; ++r) {
         T* dst = out_data + (m0 + r) * intermediate + first;
         const float* gate = c + r * kPanelWidth;
-        const float* up = gate + kHalf;
-        for (int64_t j = 0; j < count; ++j) dst[j] = T(gate[j] / (1.0f + std::exp(-gate[j])) * up[j]);
+        silu_mul(gate, gate + kHalf, activated, count);
+        for (int64_t j = 0; j < count; ++j) dst[j] = T(activated[j]);
       }
     });
   });

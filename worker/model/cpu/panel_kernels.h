@@ -35,6 +35,11 @@ void PanelBf16Avx512(const PanelArgs& args);
 void PanelFloatAvx512(const PanelArgs& args);
 void PanelBf16Amx(const PanelArgs& args);
 
+// out[j] = SiLU(gate[j]) * up[j], vectorized for each path (vector_math.h).
+void SiluMulPortable(const float* gate, const float* up, float* out, int64_t count);
+void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t count);
+void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t count);
+
 // Decode and short-chunk attention for one sequence and one KV head over its paged context (attention_kernel.h
 // has the contract); one instantiation per path.
 struct AttentionArgs;

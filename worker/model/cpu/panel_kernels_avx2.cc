@@ -1,6 +1,7 @@
 // Built with -mavx2 -mfma (worker/CMakeLists.txt); called only where the CPU has them (cpu_isa.h).
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/vector_math.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -55,5 +56,6 @@ void PanelFloatAvx2(const PanelArgs& args) {
 }
 
 void AttendAvx2(const AttentionArgs& args) { Attend(args); }
+void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
 
 }  // namespace llmc::model::cpu

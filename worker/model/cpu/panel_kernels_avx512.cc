@@ -2,6 +2,7 @@
 // has them (cpu_isa.h).
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/vector_math.h"
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -114,5 +115,6 @@ struct FloatRunner {
 void PanelBf16Avx512(const PanelArgs& args) { ForRowBlocks<Bf16Runner>(args); }
 void PanelFloatAvx512(const PanelArgs& args) { ForRowBlocks<FloatRunner>(args); }
 void AttendAvx512(const AttentionArgs& args) { Attend(args); }
+void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
 
 }  // namespace llmc::model::cpu

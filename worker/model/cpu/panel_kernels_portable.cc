@@ -3,6 +3,7 @@
 
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/vector_math.h"
 
 namespace llmc::model::cpu {
 namespace {
@@ -45,5 +46,6 @@ void PanelFloatPortable(const PanelArgs& args) {
 }
 
 void AttendPortable(const AttentionArgs& args) { Attend(args); }
+void SiluMulPortable(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
 
 }  // namespace llmc::model::cpu
