@@ -1,0 +1,185 @@
+// The fused CPU operators (worker/model/cpu/) on packed weights against their composite ATen versions on the
+// same weights unpacked, on every instruction-set path this machine has, forced one by one.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/packed_weight.h"
+#include "worker/model/paged_attention_ops.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+std::vector<CpuIsa> AvailablePaths() {
+  std::vector<CpuIsa> paths;
+  for (int isa = 0; isa <= static_cast<int>(DetectedCpuIsa()); ++isa) paths.push_back(static_cast<CpuIsa>(isa));
+  return paths;
+}
+
+// Forces each available path in turn; the path is restored afterwards even when a check throws.
+template <typename Fn>
+void ForEachPath(Fn&& fn) {
+  struct Reset {
+    ~Reset() { ResetCpuIsa(); }
+  } reset;
+  for (const CpuIsa isa : AvailablePaths()) {
+    REQUIRE(ForceCpuIsa(isa).ok());
+    INFO("kernel path " << CpuIsaName(isa));
+    fn();
+  }
+}
+
+double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 3e-2; }
+
+// Largest difference relative to the reference's largest magnitude.
+double RelativeError(const at::Tensor& actual, const at::Tensor& expected) {
+  const double scale = std::max(1.0, expected.abs().max().item<double>());
+  return (actual.to(at::kFloat) - expected.to(at::kFloat)).abs().max().item<double>() / scale;
+}
+
+at::Tensor Random(std::vector<int64_t> sizes, at::ScalarType dtype, double scale = 1.0) {
+  return (at::randn(sizes, at::kFloat) * scale).to(dtype);
+}
+
+const std::vector<int64_t> kRows = {1, 2, 5, 16, 17, 32, 33};
+
+TEST_CASE("cpu kernels: a path above the CPU's is refused; names parse", "[unit][kernels]") {
+  CpuIsa isa;
+  CHECK(ParseCpuIsa("avx2", &isa).ok());
+  CHECK(isa == CpuIsa::kAvx2);
+  CHECK_FALSE(ParseCpuIsa("sse9", &isa).ok());
+  if (DetectedCpuIsa() != CpuIsa::kAmx) CHECK_FALSE(ForceCpuIsa(CpuIsa::kAmx).ok());
+  CHECK(ForceCpuIsa(CpuIsa::kPortable).ok());
+  CHECK(ActiveCpuIsa() == CpuIsa::kPortable);
+  ResetCpuIsa();
+  CHECK(DescribeCpu().find(CpuIsaName(ActiveCpuIsa())) != std::string::npos);
+}
+
+TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][kernels]") {
+  at::manual_seed(1);
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t k : {40, 128, 200}) {
+      const int64_t n = 70;
+      const at::Tensor weight = Random({n, k}, dtype, 0.1);
+      const at::Tensor packed = PackWeight(weight);
+      for (const int64_t m : kRows) {
+        const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+        const at::Tensor expected = composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat),
+                                                              residual.to(at::kFloat));
+        ForEachPath([&] {
+          INFO("dtype " << dtype << " m " << m << " k " << k);
+          CHECK(RelativeError(LinearResidual(input, packed, residual), expected) < Tolerance(dtype));
+        });
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu kernels: rms_norm_gate_up_silu and rms_norm_lm_head match their compositions", "[unit][kernels]") {
+  at::manual_seed(2);
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t k = 72;
+    const at::Tensor norm = Random({k}, dtype);
+    for (const int64_t intermediate : {40, 96}) {
+      const at::Tensor weight = Random({2 * intermediate, k}, dtype, 0.2);
+      const at::Tensor packed = PackWeight(weight, GateUpColumnOrder(intermediate));
+      for (const int64_t m : kRows) {
+        const at::Tensor hidden = Random({m, k}, dtype);
+        const at::Tensor expected =
+            composite::RmsNormGateUpSilu(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, weight.to(at::kFloat),
+                                         intermediate);
+        ForEachPath([&] {
+          INFO("dtype " << dtype << " m " << m << " intermediate " << intermediate);
+          CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, packed, intermediate), expected) <
+                Tolerance(dtype));
+        });
+      }
+    }
+    const int64_t vocab = 130;
+    const at::Tensor head = Random({vocab, k}, dtype, 0.2);
+    const at::Tensor packed_head = PackWeight(head);
+    for (const int64_t m : kRows) {
+      const at::Tensor hidden = Random({m, k}, dtype);
+      const at::Tensor expected =
+          composite::RmsNormLmHead(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, head.to(at::kFloat), vocab);
+      ForEachPath([&] {
+        const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, vocab);
+        CHECK(logits.scalar_type() == at::kFloat);
+        CHECK(RelativeError(logits, expected) < Tolerance(dtype));
+      });
+    }
+    // The embedding reads a tied, packed head back exactly.
+    const at::Tensor ids = at::tensor(std::vector<int64_t>{0, 129, 64, 63, 7}, at::kLong);
+    CHECK(Embed(ids, packed_head, k).equal(composite::Embed(ids, head, k)));
+  }
+}
+
+TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1/2/7, positions past 4k",
+          "[unit][kernels]") {
+  at::manual_seed(3);
+  struct Heads {
+    int64_t heads, kv_heads, head_dim;
+  };
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const Heads shape : {Heads{2, 2, 64}, Heads{4, 2, 32}, Heads{7, 1, 64}}) {
+      const int64_t k = 56, blocks = 12, block_size = 16;
+      const int64_t width = (shape.heads + 2 * shape.kv_heads) * shape.head_dim;
+      const at::Tensor weight = Random({width, k}, dtype, 0.2), bias = Random({width}, dtype, 0.1);
+      const at::Tensor norm = Random({k}, dtype);
+      const at::Tensor packed = PackWeight(weight);
+      for (const int64_t m : {1, 5, 17, 33}) {
+        const at::Tensor hidden = Random({m, k}, dtype);
+        const at::Tensor positions = at::randint(0, 6000, {m}, at::kLong);
+        const at::Tensor inv_freq =
+            at::pow(10000.0, -at::arange(0, shape.head_dim, 2, at::kFloat) / static_cast<double>(shape.head_dim));
+        const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);
+        const at::Tensor cos = freqs.cos(), sin = freqs.sin();
+        const at::Tensor slots = at::randperm(blocks * block_size, at::kLong).narrow(0, 0, m);
+        const auto make_cache = [&] { return at::zeros({blocks, block_size, shape.kv_heads, shape.head_dim}, dtype); };
+        at::Tensor expected_keys = make_cache().to(at::kFloat), expected_values = make_cache().to(at::kFloat);
+        const at::Tensor expected_q = composite::RmsNormQkvRope(
+            hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, weight.to(at::kFloat), bias.to(at::kFloat), cos, sin,
+            expected_keys, expected_values, slots, shape.heads, shape.kv_heads);
+        ForEachPath([&] {
+          INFO("dtype " << dtype << " m " << m << " heads " << shape.heads << "/" << shape.kv_heads);
+          at::Tensor keys = make_cache(), values = make_cache();
+          const at::Tensor q = RmsNormQkvRope(hidden, norm, 1e-6, packed, bias, cos, sin, keys, values, slots,
+                                              shape.heads, shape.kv_heads);
+          CHECK(RelativeError(q, expected_q) < Tolerance(dtype));
+          CHECK(RelativeError(keys, expected_keys) < Tolerance(dtype));
+          CHECK(RelativeError(values, expected_values) < Tolerance(dtype));
+        });
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu kernels: paged attention agrees on every path (GQA 7, odd tables, chunks past 16 rows)",
+          "[unit][kernels]") {
+  at::manual_seed(4);
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t heads = 7, kv_heads = 1, head_dim = 64, block_size = 16, blocks = 40;
+    const at::Tensor key_cache = Random({blocks, block_size, kv_heads, head_dim}, dtype);
+    const at::Tensor value_cache = Random({blocks, block_size, kv_heads, head_dim}, dtype);
+    // Three sequences: a decode row at context 100, a 37-row chunk at context 150, a 1-token prompt.
+    const std::vector<int32_t> lengths = {100, 150, 1}, starts = {0, 1, 38, 39};
+    const at::Tensor block_tables = at::randperm(blocks, at::kInt).narrow(0, 0, 30).reshape({3, 10}).contiguous();
+    const at::Tensor query = Random({39, heads, head_dim}, dtype);
+    const at::Tensor seq_lens = at::tensor(lengths, at::kInt), query_starts = at::tensor(starts, at::kInt);
+    std::vector<at::Tensor> results;
+    ForEachPath([&] {
+      results.push_back(
+          PagedAttentionCpu(query, key_cache, value_cache, block_tables, seq_lens, query_starts, 0.125));
+    });
+    for (size_t i = 1; i < results.size(); ++i) {
+      INFO("path " << i << " against the portable path, dtype " << dtype);
+      CHECK(RelativeError(results[i], results[0]) < Tolerance(dtype));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmc::model::cpu
