@@ -10,6 +10,7 @@
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/thread_team.h"
 #include "worker/model/paged_attention_ops.h"
 
 namespace llmc::model {
@@ -70,7 +71,7 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
   const int64_t max_blocks = block_tables.size(1);
   std::atomic<int64_t> next{0};
   const int64_t count = static_cast<int64_t>(tiles.size());
-  at::parallel_for(0, std::min<int64_t>(count, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+  cpu::ThreadTeam::Get().Run([&](cpu::TeamMember&) {
     thread_local std::vector<float> scratch;
     if (static_cast<int64_t>(scratch.size()) < scratch_floats) scratch.resize(scratch_floats);
     for (int64_t i = next++; i < count; i = next++) {

@@ -1,10 +1,9 @@
 // CPU kernels of the fused operators: activations are staged once (normalised, converted, zero-padded), then
-// each thread of the OpenMP team (the same persistent team ATen, oneDNN and OpenBLAS use, so nothing
-// oversubscribes the cores) streams its own contiguous range of weight panels, and a per-panel epilogue
-// finishes the columns it produced (bias, residual, SiLU * up, RoPE and the cache write).
+// each member of the persistent thread team (thread_team.h) streams its own contiguous range of weight
+// panels, and a per-panel epilogue finishes the columns it produced (bias, residual, SiLU * up, RoPE and the
+// cache write).
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
-#include <omp.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/thread_team.h"
 
 namespace llmc::model::cpu {
 namespace {
@@ -85,12 +85,12 @@ Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
   return {CallerBuffer(0, rows_padded * k_padded * element_size), k_padded, rows, rows_padded, element_size};
 }
 
-// Inside a parallel region: rows split over the team; row_fn(row, dst) fills the first k elements, the
-// padding is zeroed here.
+// Inside a team job: rows split over the team; row_fn(row, dst) fills the first k elements, the padding is
+// zeroed here. Ends with a barrier: the staged rows are complete for every member.
 template <typename T, typename RowFn>
-void StageRows(const Staged& staged, int64_t k, RowFn&& row_fn) {
-#pragma omp for schedule(static)
-  for (int64_t row = 0; row < staged.rows_padded; ++row) {
+void StageRows(TeamMember& member, const Staged& staged, int64_t k, RowFn&& row_fn) {
+  const auto [first, last] = member.Share(staged.rows_padded);
+  for (int64_t row = first; row < last; ++row) {
     T* dst = reinterpret_cast<T*>(staged.data) + row * staged.stride;
     int64_t filled = 0;
     if (row < staged.rows) {
@@ -99,6 +99,7 @@ void StageRows(const Staged& staged, int64_t k, RowFn&& row_fn) {
     }
     std::fill(dst + filled, dst + staged.stride, T(0));
   }
+  member.Barrier();
 }
 
 template <typename T>
@@ -109,16 +110,16 @@ void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
   for (int64_t i = 0; i < k; ++i) dst[i] = T(static_cast<float>(x[i]) * scale * static_cast<float>(weight[i]));
 }
 
-// Inside a parallel region: the team splits the panels; epilogue(panel, first_row, rows, c) sees the float
-// results c[rows][kPanelWidth] of one panel for a block of rows.
+// Inside a team job: each member takes a contiguous range of panels; epilogue(panel, first_row, rows, c) sees
+// the float results c[rows][kPanelWidth] of one panel for a block of rows.
 template <typename Epilogue>
-void MatmulPanels(const Staged& a, const at::Tensor& packed, Epilogue&& epilogue) {
+void MatmulPanels(TeamMember& member, const Staged& a, const at::Tensor& packed, Epilogue&& epilogue) {
   const int64_t panels = packed.size(0), k_padded = PackedDepth(packed);
   const int64_t panel_bytes = k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
   const char* base = static_cast<const char*>(packed.data_ptr());
   float* c = TeamScratch();
-#pragma omp for schedule(static)
-  for (int64_t p = 0; p < panels; ++p) {
+  const auto [first_panel, last_panel] = member.Share(panels);
+  for (int64_t p = first_panel; p < last_panel; ++p) {
     for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
       const int64_t rows = std::min(kRowBlock, a.rows - m0);
       const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
@@ -131,9 +132,7 @@ void MatmulPanels(const Staged& a, const at::Tensor& packed, Epilogue&& epilogue
 
 template <typename Fn>
 void InTeam(Fn&& fn) {
-  const int threads = at::get_num_threads();
-#pragma omp parallel num_threads(threads)
-  fn();
+  ThreadTeam::Get().Run([&](TeamMember& member) { fn(member); });
 }
 
 void CheckPacked(const char* op, const at::Tensor& hidden, const at::Tensor& weight, int64_t min_columns) {
@@ -163,9 +162,9 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   T* key_data = key_cache.data_ptr<T>();
   T* value_data = value_cache.data_ptr<T>();
   T* q_data = q_out.data_ptr<T>();
-  InTeam([&] {
-    StageRows<T>(staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
-    MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+  InTeam([&](TeamMember& member) {
+    StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
       for (int64_t r = 0; r < rows; ++r) {
         float* dst = qkv + (m0 + r) * columns + first;
@@ -175,8 +174,9 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
       }
     });
     // Rotary embedding needs whole heads, which may span panels: a second pass over tokens.
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tokens; ++t) {
+    member.Barrier();
+    const auto [first_token, last_token] = member.Share(tokens);
+    for (int64_t t = first_token; t < last_token; ++t) {
       const float* row = qkv + t * columns;
       const float* cos_row = cos_data + t * half;
       const float* sin_row = sin_data + t * half;
@@ -204,9 +204,9 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const at::Tensor& weight,
   const T* x = input.data_ptr<T>();
   const T* res = residual.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
-  InTeam([&] {
-    StageRows<T>(staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
-    MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+  InTeam([&](TeamMember& member) {
+    StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
+    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t offset = (m0 + r) * columns + first;
@@ -230,9 +230,9 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
   const SiluMulKernel silu_mul = SelectSiluMul();
-  InTeam([&] {
-    StageRows<T>(staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
-    MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+  InTeam([&](TeamMember& member) {
+    StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kHalf, count = std::min(kHalf, intermediate - first);
       float activated[kHalf];
       for (int64_t r = 0; r < rows; ++r) {
@@ -255,9 +255,9 @@ at::Tensor LmHeadImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, f
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
   float* out = logits.data_ptr<float>();
-  InTeam([&] {
-    StageRows<T>(staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
-    MatmulPanels(staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+  InTeam([&](TeamMember& member) {
+    StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, vocab - first);
       for (int64_t r = 0; r < rows; ++r) {
         std::copy(c + r * kPanelWidth, c + r * kPanelWidth + count, out + (m0 + r) * vocab + first);

@@ -1,0 +1,117 @@
+#include "worker/model/cpu/thread_team.h"
+
+#include <ATen/Parallel.h>
+
+#include <chrono>
+
+namespace llmc::model::cpu {
+namespace {
+
+// How long an idle worker spins before it sleeps: longer than the gaps between the operators of one step,
+// far shorter than the gap between steps of an idle engine.
+constexpr std::chrono::microseconds kSpinTime{300};
+
+thread_local bool in_job = false;
+
+inline void Pause() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+void TeamMember::Barrier() {
+  if (size_ > 1) team_->BarrierWait();
+}
+
+std::pair<int64_t, int64_t> TeamMember::Share(int64_t count) const {
+  return {count * index_ / size_, count * (index_ + 1) / size_};
+}
+
+ThreadTeam& ThreadTeam::Get() {
+  static ThreadTeam* team = new ThreadTeam();  // never destroyed: workers may outlive static destructors
+  return *team;
+}
+
+ThreadTeam::~ThreadTeam() { Resize(1); }
+
+void ThreadTeam::Resize(int size) {
+  if (!workers_.empty()) {
+    stopping_ = true;
+    {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    for (auto& worker : workers_) worker.join();
+    workers_.clear();
+    stopping_ = false;
+  }
+  size_ = size;
+  // A worker must wait for the generation after this one, even if it starts running only after the next
+  // job was posted.
+  const uint64_t current = generation_.load();
+  for (int index = 1; index < size; ++index) {
+    workers_.emplace_back([this, index, current] { WorkerLoop(index, current); });
+  }
+}
+
+void ThreadTeam::Run(const std::function<void(TeamMember&)>& job) {
+  if (in_job) {
+    TeamMember alone(0, 1, this);
+    job(alone);
+    return;
+  }
+  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  const int wanted = std::max(1, at::get_num_threads());
+  if (wanted != size_) Resize(wanted);
+  in_job = true;
+  if (size_ > 1) {
+    job_ = &job;
+    unfinished_.store(size_ - 1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(sleep_mutex_);
+      generation_.fetch_add(1, std::memory_order_release);
+    }
+    if (sleepers_.load() > 0) wake_.notify_all();
+  }
+  TeamMember self(0, size_, this);
+  job(self);
+  while (unfinished_.load(std::memory_order_acquire) > 0) Pause();
+  in_job = false;
+}
+
+void ThreadTeam::WorkerLoop(int index, uint64_t seen) {
+  in_job = true;
+  while (true) {
+    const auto spin_until = std::chrono::steady_clock::now() + kSpinTime;
+    int spins = 0;
+    while (generation_.load(std::memory_order_acquire) == seen) {
+      Pause();
+      if (++spins % 256 == 0 && std::chrono::steady_clock::now() > spin_until) {
+        std::unique_lock<std::mutex> lock(sleep_mutex_);
+        sleepers_.fetch_add(1);
+        wake_.wait(lock, [&] { return generation_.load() != seen; });
+        sleepers_.fetch_sub(1);
+      }
+    }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stopping_) return;
+    TeamMember member(index, size_, this);
+    (*job_)(member);
+    unfinished_.fetch_sub(1, std::memory_order_release);
+  }
+}
+
+void ThreadTeam::BarrierWait() {
+  const uint64_t phase = barrier_phase_.load(std::memory_order_acquire);
+  if (barrier_arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == size_) {
+    barrier_arrived_.store(0, std::memory_order_relaxed);
+    barrier_phase_.fetch_add(1, std::memory_order_release);
+    return;
+  }
+  while (barrier_phase_.load(std::memory_order_acquire) == phase) Pause();
+}
+
+}  // namespace llmc::model::cpu

@@ -1,0 +1,71 @@
+#ifndef LLMC_WORKER_MODEL_CPU_THREAD_TEAM_H_
+#define LLMC_WORKER_MODEL_CPU_THREAD_TEAM_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace llmc::model::cpu {
+
+// What a job sees: its member index, the team size, and a barrier across the members.
+class TeamMember {
+ public:
+  int index() const { return index_; }
+  int size() const { return size_; }
+  // Returns once every member of the job has called it (as often).
+  void Barrier();
+  // This member's share [begin, end) of 0..count, split in contiguous ranges.
+  std::pair<int64_t, int64_t> Share(int64_t count) const;
+
+ private:
+  friend class ThreadTeam;
+  TeamMember(int index, int size, class ThreadTeam* team) : index_(index), size_(size), team_(team) {}
+  int index_;
+  int size_;
+  class ThreadTeam* team_;
+};
+
+// The one persistent team the CPU kernels run on: the calling thread plus size - 1 workers that spin
+// briefly between jobs (a decode step is a quick succession of them) and then sleep. Its size follows
+// at::get_num_threads(), so --num_threads is honoured exactly. Unlike OpenMP, whose thread pool belongs to
+// the thread that first used it, any thread may call Run (one at a time): the model may be loaded on one
+// thread and stepped on another without a second team competing for the cores.
+class ThreadTeam {
+ public:
+  static ThreadTeam& Get();
+
+  // Runs job(member) on every member and returns when all have finished. The job must not throw. A call
+  // from inside a job runs the nested job on that thread alone.
+  void Run(const std::function<void(TeamMember&)>& job);
+
+  ~ThreadTeam();
+
+ private:
+  friend class TeamMember;
+  ThreadTeam() = default;
+  void Resize(int size);
+  void WorkerLoop(int index, uint64_t seen);
+  void BarrierWait();
+
+  std::mutex run_mutex_;  // one job at a time
+  std::vector<std::thread> workers_;
+  int size_ = 1;
+  const std::function<void(TeamMember&)>* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> unfinished_{0};
+  std::atomic<bool> stopping_{false};
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
+  std::atomic<int> sleepers_{0};
+  // Barrier: arrivals counted, the last one flips the phase.
+  std::atomic<int> barrier_arrived_{0};
+  std::atomic<uint64_t> barrier_phase_{0};
+};
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_THREAD_TEAM_H_
