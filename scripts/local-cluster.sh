@@ -19,7 +19,7 @@ threads="${LLMC_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}
 model="${LLMC_MODEL:-}"
 if [ -z "$model" ]; then
   model=build/models/llmc-small
-  if [ ! -f "$model/model.pt" ]; then
+  if ! scripts/package-is-current.sh "$model"; then
     echo "local-cluster: exporting a small random-weight model (Qwen3 vocabulary) to $model"
     /usr/bin/python3 tools/export_model.py --random --preset small --seed 1 --dtype bfloat16 \
       --eos-token-id 151645 --name llmc-small \

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Exits 0 when PACKAGE holds a model exported in the format this checkout's exporter writes (the worker
+# refuses older formats), 1 otherwise. Scripts that keep a generated package under build/ export it again then.
+# Usage: scripts/package-is-current.sh PACKAGE
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+package="$1"
+[ -f "$package/model.pt" ] && [ -f "$package/llmc-model.json" ] || exit 1
+version=$(cd "$repo/tools" && /usr/bin/python3 -c 'from llmc_export.package import FORMAT_VERSION; print(FORMAT_VERSION)')
+grep -q "\"format_version\": $version," "$package/llmc-model.json"
