@@ -12,10 +12,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <string>
-#include <vector>
 #include <numeric>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/bench/step_profiler.h"
 #include "worker/model/loaded_model.h"
@@ -68,7 +68,7 @@ llmc::model::ForwardBatch MakeBatch(int64_t sequences, int64_t context, int64_t 
     starts.push_back(static_cast<int32_t>(ids.size()));
     rows.push_back(static_cast<int64_t>(ids.size()) - 1);
   }
-  return {at::tensor(ids, at::kLong),     at::tensor(positions, at::kLong), at::tensor(slots, at::kLong), tables,
+  return {at::tensor(ids, at::kLong),    at::tensor(positions, at::kLong), at::tensor(slots, at::kLong), tables,
           at::tensor(lengths, at::kInt), at::tensor(starts, at::kInt),     at::tensor(rows, at::kLong)};
 }
 
@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
   const char* threads = std::getenv("LLMC_THREADS");
   at::set_num_threads(threads ? std::atoi(threads) : static_cast<int>(std::thread::hardware_concurrency()));
   const double bandwidth = ReadBandwidthGbPerSecond();
-  std::printf("threads %d, read bandwidth %.1f GB/s (best multi-threaded sum over 2 GiB)\n",
-              at::get_num_threads(), bandwidth);
+  std::printf("threads %d, read bandwidth %.1f GB/s (best multi-threaded sum over 2 GiB)\n", at::get_num_threads(),
+              bandwidth);
   std::printf("%-10s %-14s %10s %12s %12s %14s\n", "dtype", "step", "ms/step", "tokens/s", "limit ms", "% of limit");
   constexpr int64_t kBlockSize = 16, kContext = 128;
   for (const std::string& package : packages) {
@@ -112,11 +112,11 @@ int main(int argc, char** argv) {
       int64_t sequences, prefill;
     };
     std::map<std::string, double> step_ms;
-    for (const Shape shape : {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=16", 16, 0},
-                              Shape{"decode b=32", 32, 0}, Shape{"prefill 512", 1, 512},
-                              Shape{"prefill 2000", 1, 2000}}) {
-      const auto batch = MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize,
-                                   manifest.vocab_size);
+    for (const Shape shape :
+         {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=16", 16, 0},
+          Shape{"decode b=32", 32, 0}, Shape{"prefill 512", 1, 512}, Shape{"prefill 2000", 1, 2000}}) {
+      const auto batch =
+          MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize, manifest.vocab_size);
       const int runs = shape.prefill > 0 ? 2 : 10;
       for (int warm = 0; warm < (shape.prefill > 0 ? 1 : 3); ++warm) (void)(*model)->Forward(batch, *cache);
       double best = 1e9;

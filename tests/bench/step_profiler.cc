@@ -144,8 +144,8 @@ void StepProfiler::Print(const std::string& title) const {
     const auto found = state.by_segment.find(segment);
     if (found == state.by_segment.end()) continue;
     const double ms = found->second.seconds / steps_ * 1e3;
-    std::printf("| %s | %.0f | %.3f | %.1f |\n", segment.c_str(),
-                static_cast<double>(found->second.calls) / steps_, ms, ms / per_step_ms * 100);
+    std::printf("| %s | %.0f | %.3f | %.1f |\n", segment.c_str(), static_cast<double>(found->second.calls) / steps_, ms,
+                ms / per_step_ms * 100);
   }
 }
 

@@ -1,12 +1,12 @@
 // The fused CPU operators (worker/model/cpu/) on packed weights against their composite ATen versions on the
 // same weights unpacked, on every instruction-set path this machine has, forced one by one.
-#include <catch2/catch.hpp>
+#include "worker/model/cpu/fused_ops.h"
 
+#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "worker/model/cpu/cpu_isa.h"
-#include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/paged_attention_ops.h"
 
@@ -67,8 +67,8 @@ TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][
       const at::Tensor packed = PackWeight(weight);
       for (const int64_t m : kRows) {
         const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
-        const at::Tensor expected = composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat),
-                                                              residual.to(at::kFloat));
+        const at::Tensor expected =
+            composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat), residual.to(at::kFloat));
         ForEachPath([&] {
           INFO("dtype " << dtype << " m " << m << " k " << k);
           CHECK(RelativeError(LinearResidual(input, packed, residual), expected) < Tolerance(dtype));
@@ -88,9 +88,8 @@ TEST_CASE("cpu kernels: rms_norm_gate_up_silu and rms_norm_lm_head match their c
       const at::Tensor packed = PackWeight(weight, GateUpColumnOrder(intermediate));
       for (const int64_t m : kRows) {
         const at::Tensor hidden = Random({m, k}, dtype);
-        const at::Tensor expected =
-            composite::RmsNormGateUpSilu(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, weight.to(at::kFloat),
-                                         intermediate);
+        const at::Tensor expected = composite::RmsNormGateUpSilu(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
+                                                                 weight.to(at::kFloat), intermediate);
         ForEachPath([&] {
           INFO("dtype " << dtype << " m " << m << " intermediate " << intermediate);
           CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, packed, intermediate), expected) <
@@ -171,8 +170,7 @@ TEST_CASE("cpu kernels: paged attention agrees on every path (GQA 7, odd tables,
     const at::Tensor seq_lens = at::tensor(lengths, at::kInt), query_starts = at::tensor(starts, at::kInt);
     std::vector<at::Tensor> results;
     ForEachPath([&] {
-      results.push_back(
-          PagedAttentionCpu(query, key_cache, value_cache, block_tables, seq_lens, query_starts, 0.125));
+      results.push_back(PagedAttentionCpu(query, key_cache, value_cache, block_tables, seq_lens, query_starts, 0.125));
     });
     for (size_t i = 1; i < results.size(); ++i) {
       INFO("path " << i << " against the portable path, dtype " << dtype);

@@ -16,19 +16,19 @@
 namespace llmc::model::cpu {
 
 struct AttentionArgs {
-  const void* query;  // [tokens][num_heads][head_dim], bfloat16 or float32
-  void* out;          // same shape and type
+  const void* query;        // [tokens][num_heads][head_dim], bfloat16 or float32
+  void* out;                // same shape and type
   const void* key_cache;    // [blocks][block_size][num_kv_heads][head_dim]
   const void* value_cache;  // same
   const int32_t* block_table;
-  int64_t first_row;   // the tile's first query row (a token index)
-  int64_t num_rows;    // rows in the tile
+  int64_t first_row;       // the tile's first query row (a token index)
+  int64_t num_rows;        // rows in the tile
   int64_t first_position;  // position of the tile's first row; row r attends to positions <= first_position + r
   int64_t num_heads, num_kv_heads, head_dim, block_size;
-  int64_t kv_head;     // query heads kv_head * group .. + group - 1 share it
+  int64_t kv_head;  // query heads kv_head * group .. + group - 1 share it
   float scale;
   bool bf16;
-  float* scratch;      // AttentionScratchFloats(...) floats
+  float* scratch;  // AttentionScratchFloats(...) floats
 };
 
 // Rows in one tile; a chunk of a sequence is split into tiles of at most this many rows.
@@ -104,10 +104,17 @@ inline void Scores(const float* q, int64_t count, int64_t hd, const float* keys_
   int64_t i = 0;
   for (; i + 4 <= count; i += 4) Scores16<4>(q + i * hd, hd, keys_t, s + i * 16);
   switch (count - i) {
-    case 3: Scores16<3>(q + i * hd, hd, keys_t, s + i * 16); break;
-    case 2: Scores16<2>(q + i * hd, hd, keys_t, s + i * 16); break;
-    case 1: Scores16<1>(q + i * hd, hd, keys_t, s + i * 16); break;
-    default: break;
+    case 3:
+      Scores16<3>(q + i * hd, hd, keys_t, s + i * 16);
+      break;
+    case 2:
+      Scores16<2>(q + i * hd, hd, keys_t, s + i * 16);
+      break;
+    case 1:
+      Scores16<1>(q + i * hd, hd, keys_t, s + i * 16);
+      break;
+    default:
+      break;
   }
 }
 
@@ -117,13 +124,13 @@ inline void Attend(const AttentionArgs& args) {
   using attention_detail::LoadRow;
   const int64_t group = args.num_heads / args.num_kv_heads, hd = args.head_dim, bs = args.block_size;
   const int64_t queries = args.num_rows * group;
-  float* q = args.scratch;                  // [queries][hd], pre-scaled
-  float* acc = q + queries * hd;            // [queries][hd]
-  float* scores = acc + queries * hd;       // [queries][bs]
+  float* q = args.scratch;             // [queries][hd], pre-scaled
+  float* acc = q + queries * hd;       // [queries][hd]
+  float* scores = acc + queries * hd;  // [queries][bs]
   float* running_max = scores + queries * bs;
   float* running_sum = running_max + queries;
-  float* keys_t = running_sum + queries;    // [hd][bs]
-  float* values = keys_t + hd * bs;         // [bs][hd]
+  float* keys_t = running_sum + queries;  // [hd][bs]
+  float* values = keys_t + hd * bs;       // [bs][hd]
   for (int64_t r = 0; r < args.num_rows; ++r) {
     for (int64_t g = 0; g < group; ++g) {
       const int64_t index = r * group + g;

@@ -91,9 +91,8 @@ CpuIsa ActiveCpuIsa() { return static_cast<CpuIsa>(Active().load(std::memory_ord
 
 absl::Status ForceCpuIsa(CpuIsa isa) {
   if (static_cast<int>(isa) > static_cast<int>(DetectedCpuIsa())) {
-    return absl::FailedPreconditionError(absl::StrCat("CPU kernel path '", CpuIsaName(isa),
-                                                      "' is not available here (best: ",
-                                                      CpuIsaName(DetectedCpuIsa()), ")"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CPU kernel path '", CpuIsaName(isa), "' is not available here (best: ", CpuIsaName(DetectedCpuIsa()), ")"));
   }
   Active().store(static_cast<int>(isa));
   return absl::OkStatus();
@@ -110,8 +109,8 @@ std::string DescribeCpu() {
       break;
     }
   }
-  return absl::StrCat(model, "; kernel path ", CpuIsaName(ActiveCpuIsa()), " (best here: ",
-                      CpuIsaName(DetectedCpuIsa()), ")");
+  return absl::StrCat(model, "; kernel path ", CpuIsaName(ActiveCpuIsa()),
+                      " (best here: ", CpuIsaName(DetectedCpuIsa()), ")");
 }
 
 }  // namespace llmc::model::cpu

@@ -57,8 +57,7 @@ at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_we
 
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                          int64_t vocab_size) {
-  TORCH_CHECK(weight.size(0) == vocab_size, "rms_norm_lm_head: weight has ", weight.size(0), " rows, not ",
-              vocab_size);
+  TORCH_CHECK(weight.size(0) == vocab_size, "rms_norm_lm_head: weight has ", weight.size(0), " rows, not ", vocab_size);
   return at::linear(RmsNorm(hidden, norm_weight, eps), weight).to(at::kFloat);
 }
 

@@ -123,8 +123,8 @@ void MatmulPanels(TeamMember& member, const Staged& a, const at::Tensor& packed,
     for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
       const int64_t rows = std::min(kRowBlock, a.rows - m0);
       const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
-      kernel({a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, base + p * panel_bytes, c,
-              kPanelWidth});
+      kernel(
+          {a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, base + p * panel_bytes, c, kPanelWidth});
       epilogue(p, m0, rows, c);
     }
   }
@@ -220,8 +220,8 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const at::Tensor& weight,
 }
 
 template <typename T>
-at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps,
-                          const at::Tensor& weight, int64_t intermediate) {
+at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const at::Tensor& weight,
+                          int64_t intermediate) {
   constexpr int64_t kHalf = kPanelWidth / 2;
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
   const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
@@ -309,18 +309,18 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
   TORCH_CHECK(cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat && cos.is_contiguous() &&
                   sin.is_contiguous() && cos.numel() == tokens * (head_dim / 2) && sin.numel() == cos.numel(),
               "rms_norm_qkv_rope: cos and sin must be float32 [tokens, head_dim / 2]");
-  TORCH_CHECK(!bias.has_value() || !bias->defined() ||
-                  (bias->numel() == (num_heads + 2 * num_kv_heads) * head_dim &&
-                   bias->scalar_type() == hidden.scalar_type()),
-              "rms_norm_qkv_rope: bias must be [q + k + v] of the input's dtype");
+  TORCH_CHECK(
+      !bias.has_value() || !bias->defined() ||
+          (bias->numel() == (num_heads + 2 * num_kv_heads) * head_dim && bias->scalar_type() == hidden.scalar_type()),
+      "rms_norm_qkv_rope: bias must be [q + k + v] of the input's dtype");
   TORCH_CHECK(slot_mapping.scalar_type() == at::kLong && slot_mapping.dim() == 1 && slot_mapping.size(0) == tokens,
               "rms_norm_qkv_rope: slot_mapping must be int64 [tokens]");
   const at::Tensor slots = slot_mapping.contiguous();
   const int64_t capacity = key_cache.size(0) * key_cache.size(1);
   const int64_t* slot_data = slots.data_ptr<int64_t>();
   for (int64_t t = 0; t < tokens; ++t) {
-    TORCH_CHECK(slot_data[t] >= 0 && slot_data[t] < capacity, "rms_norm_qkv_rope: slot outside the cache (",
-                capacity, " slots)");
+    TORCH_CHECK(slot_data[t] >= 0 && slot_data[t] < capacity, "rms_norm_qkv_rope: slot outside the cache (", capacity,
+                " slots)");
   }
   const c10::optional<at::Tensor> bias_contiguous =
       bias.has_value() && bias->defined() ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
@@ -336,15 +336,15 @@ at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, 
   if (!IsPackedWeight(weight)) return composite::LinearResidual(input_in, weight, residual_in);
   const at::Tensor input = input_in.contiguous(), residual = residual_in.contiguous();
   CheckPacked("linear_residual", input, weight, residual.size(-1));
-  TORCH_CHECK(residual.dim() == 2 && residual.size(0) == input.size(0) &&
-                  residual.scalar_type() == input.scalar_type(),
+  TORCH_CHECK(residual.dim() == 2 && residual.size(0) == input.size(0) && residual.scalar_type() == input.scalar_type(),
               "linear_residual: residual must be [tokens, out_features] of the input's dtype");
   return ByDtype(input, [&](auto type) { return LinearResidualImpl<decltype(type)>(input, weight, residual); });
 }
 
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden_in, const at::Tensor& norm_weight, double eps,
                              const at::Tensor& weight, int64_t intermediate_size) {
-  if (!IsPackedWeight(weight)) return composite::RmsNormGateUpSilu(hidden_in, norm_weight, eps, weight, intermediate_size);
+  if (!IsPackedWeight(weight))
+    return composite::RmsNormGateUpSilu(hidden_in, norm_weight, eps, weight, intermediate_size);
   const at::Tensor hidden = hidden_in.contiguous(), norm = norm_weight.contiguous();
   CheckPacked("rms_norm_gate_up_silu", hidden, weight, 0);
   TORCH_CHECK(weight.size(0) == (intermediate_size + kPanelWidth / 2 - 1) / (kPanelWidth / 2),
@@ -382,8 +382,7 @@ TORCH_LIBRARY_FRAGMENT(llmc, m) {
   m.def(
       "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int intermediate_size) "
       "-> Tensor");
-  m.def(
-      "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size) -> Tensor");
+  m.def("rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(llmc, CPU, m) {

@@ -62,9 +62,7 @@ bool IsPackedWeight(const at::Tensor& tensor) {
          (tensor.scalar_type() == at::kFloat && tensor.dim() == 3 && tensor.size(2) == kPanelWidth);
 }
 
-int64_t PackedDepth(const at::Tensor& packed) {
-  return packed.dim() == 4 ? packed.size(1) * 2 : packed.size(1);
-}
+int64_t PackedDepth(const at::Tensor& packed) { return packed.dim() == 4 ? packed.size(1) * 2 : packed.size(1); }
 
 std::vector<int64_t> GateUpColumnOrder(int64_t intermediate) {
   constexpr int64_t kHalf = kPanelWidth / 2;

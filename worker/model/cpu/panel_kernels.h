@@ -18,8 +18,8 @@ constexpr int64_t kDepthAlign = 32;
 constexpr int64_t kRowAlign = 16;
 
 struct PanelArgs {
-  const void* a;       // [rows rounded up to kRowAlign][a_stride], same element type as the weights
-  int64_t a_stride;    // elements between rows, >= k_padded
+  const void* a;     // [rows rounded up to kRowAlign][a_stride], same element type as the weights
+  int64_t a_stride;  // elements between rows, >= k_padded
   int64_t rows;
   int64_t k_padded;
   const void* panel;   // bfloat16: [k_padded / 2][kPanelWidth][2]; float32: [k_padded][kPanelWidth]

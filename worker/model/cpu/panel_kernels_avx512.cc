@@ -92,12 +92,23 @@ void ForRowBlocks(const PanelArgs& args) {
   int64_t m0 = 0;
   for (; m0 + 6 <= args.rows; m0 += 6) Runner<6>::Run(args, m0);
   switch (args.rows - m0) {
-    case 5: Runner<5>::Run(args, m0); break;
-    case 4: Runner<4>::Run(args, m0); break;
-    case 3: Runner<3>::Run(args, m0); break;
-    case 2: Runner<2>::Run(args, m0); break;
-    case 1: Runner<1>::Run(args, m0); break;
-    default: break;
+    case 5:
+      Runner<5>::Run(args, m0);
+      break;
+    case 4:
+      Runner<4>::Run(args, m0);
+      break;
+    case 3:
+      Runner<3>::Run(args, m0);
+      break;
+    case 2:
+      Runner<2>::Run(args, m0);
+      break;
+    case 1:
+      Runner<1>::Run(args, m0);
+      break;
+    default:
+      break;
   }
 }
 
