@@ -13,8 +13,8 @@
 namespace llmc::model::cpu {
 namespace {
 
-// Tiles 0-3: float32 results (16 rows x 16 columns) for two row blocks x two column blocks; 4-5: activation
-// rows (16 rows x 32 bfloat16); 6-7: weight pairs (16 pairs x 16 columns x 2).
+// Tiles 0-3: float32 results (16 rows x 16 columns) for the panel's four column blocks; 4: activation rows
+// (16 rows x 32 bfloat16); 5-7: weight pairs (16 pairs x 16 columns x 2).
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
@@ -34,9 +34,8 @@ void LoadTileConfig() {
 
 }  // namespace
 
-// The panel's four 16-column blocks are done as two halves; within a half, each weight tile serves both row
-// blocks. Other code on this thread (oneDNN) may configure the tiles too, so the configuration is loaded on
-// every call; it costs far less than one panel.
+// Other code on this thread (oneDNN) may configure the tiles too, so the configuration is loaded on every
+// call; it costs far less than one panel.
 void PanelBf16Amx(const PanelArgs& args) {
   LoadTileConfig();
   const auto* a = static_cast<const uint16_t*>(args.a);
@@ -45,15 +44,17 @@ void PanelBf16Amx(const PanelArgs& args) {
   const int64_t out_stride_bytes = args.out_stride * 4;
   constexpr int64_t kPairStrideBytes = kPanelWidth * 2 * 2;  // one k pair across the panel
   const int64_t steps = args.k_padded / 32;
-  if (args.rows <= 16) {
-    // One row block: all four column blocks in one pass, so the panel streams strictly in order.
+  // Sixteen rows at a time, all four column blocks in one pass over the panel: the first pass streams the panel
+  // from memory strictly in order, later passes find it in L2.
+  for (int64_t m0 = 0; m0 < args.rows; m0 += 16) {
+    const uint16_t* rows = a + m0 * args.a_stride;
     _tile_zero(0);
     _tile_zero(1);
     _tile_zero(2);
     _tile_zero(3);
     for (int64_t step = 0; step < steps; ++step) {
       const char* w_step = panel + step * 16 * kPairStrideBytes;
-      _tile_loadd(4, a + step * 32, a_stride_bytes);
+      _tile_loadd(4, rows + step * 32, a_stride_bytes);
       _tile_loadd(6, w_step, kPairStrideBytes);
       _tile_loadd(7, w_step + 64, kPairStrideBytes);
       _tile_dpbf16ps(0, 4, 6);
@@ -63,44 +64,11 @@ void PanelBf16Amx(const PanelArgs& args) {
       _tile_dpbf16ps(2, 4, 5);
       _tile_dpbf16ps(3, 4, 6);
     }
-    _tile_stored(0, args.out, out_stride_bytes);
-    _tile_stored(1, args.out + 16, out_stride_bytes);
-    _tile_stored(2, args.out + 32, out_stride_bytes);
-    _tile_stored(3, args.out + 48, out_stride_bytes);
-    _tile_release();
-    return;
-  }
-  for (int64_t m0 = 0; m0 < args.rows; m0 += 32) {
-    const bool two_blocks = args.rows - m0 > 16;
-    const uint16_t* a0 = a + m0 * args.a_stride;
-    const uint16_t* a1 = a0 + 16 * args.a_stride;
-    for (int half = 0; half < 2; ++half) {
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
-      const char* w = panel + half * 2 * 64;
-      for (int64_t step = 0; step < steps; ++step) {
-        const char* w_step = w + step * 16 * kPairStrideBytes;
-        _tile_loadd(4, a0 + step * 32, a_stride_bytes);
-        _tile_loadd(6, w_step, kPairStrideBytes);
-        _tile_loadd(7, w_step + 64, kPairStrideBytes);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        if (two_blocks) {
-          _tile_loadd(5, a1 + step * 32, a_stride_bytes);
-          _tile_dpbf16ps(2, 5, 6);
-          _tile_dpbf16ps(3, 5, 7);
-        }
-      }
-      float* out = args.out + m0 * args.out_stride + half * 32;
-      _tile_stored(0, out, out_stride_bytes);
-      _tile_stored(1, out + 16, out_stride_bytes);
-      if (two_blocks) {
-        _tile_stored(2, out + 16 * args.out_stride, out_stride_bytes);
-        _tile_stored(3, out + 16 * args.out_stride + 16, out_stride_bytes);
-      }
-    }
+    float* out = args.out + m0 * args.out_stride;
+    _tile_stored(0, out, out_stride_bytes);
+    _tile_stored(1, out + 16, out_stride_bytes);
+    _tile_stored(2, out + 32, out_stride_bytes);
+    _tile_stored(3, out + 48, out_stride_bytes);
   }
   _tile_release();
 }
