@@ -118,6 +118,37 @@ inline void Scores(const float* q, int64_t count, int64_t hd, const float* keys_
   }
 }
 
+// a += sum over t < visible of p[t] * values[t] (values is [bs][hd]), with a kept in registers for the
+// common head sizes.
+template <int Chunks>
+inline void AccumulateValuesFixed(float* a, const float* p, const float* values, int64_t visible) {
+  constexpr int64_t kHd = Chunks * 16;
+  Float16 acc[Chunks];
+  for (int c = 0; c < Chunks; ++c) std::memcpy(&acc[c], a + 16 * c, sizeof(Float16));
+  for (int64_t t = 0; t < visible; ++t) {
+    const float weight = p[t];
+    for (int c = 0; c < Chunks; ++c) {
+      Float16 v;
+      std::memcpy(&v, values + t * kHd + 16 * c, sizeof(v));
+      acc[c] += weight * v;
+    }
+  }
+  for (int c = 0; c < Chunks; ++c) std::memcpy(a + 16 * c, &acc[c], sizeof(Float16));
+}
+
+inline void AccumulateValues(float* a, const float* p, const float* values, int64_t visible, int64_t hd) {
+  switch (hd) {
+    case 64: AccumulateValuesFixed<4>(a, p, values, visible); return;
+    case 128: AccumulateValuesFixed<8>(a, p, values, visible); return;
+    default: break;
+  }
+  for (int64_t t = 0; t < visible; ++t) {
+    const float weight = p[t];
+    const float* v = values + t * hd;
+    for (int64_t d = 0; d < hd; ++d) a[d] += weight * v[d];
+  }
+}
+
 }  // namespace attention_detail
 
 inline void Attend(const AttentionArgs& args) {
@@ -178,11 +209,7 @@ inline void Attend(const AttentionArgs& args) {
         if (correction != 1.0f) {
           for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
         }
-        for (int64_t t = 0; t < visible; ++t) {
-          const float p = s[t];
-          const float* v = values + t * hd;
-          for (int64_t d = 0; d < hd; ++d) a[d] += p * v[d];
-        }
+        attention_detail::AccumulateValues(a, s, values, visible, hd);
       }
     }
   }
