@@ -118,13 +118,16 @@ inline void Scores(const float* q, int64_t count, int64_t hd, const float* keys_
   }
 }
 
-// a += sum over t < visible of p[t] * values[t] (values is [bs][hd]), with a kept in registers for the
-// common head sizes.
+// a = a * correction + sum over t < visible of p[t] * values[t] (values is [bs][hd]), with a kept in
+// registers for the common head sizes.
 template <int Chunks>
-inline void AccumulateValuesFixed(float* a, const float* p, const float* values, int64_t visible) {
+inline void AccumulateValuesFixed(float* a, float correction, const float* p, const float* values, int64_t visible) {
   constexpr int64_t kHd = Chunks * 16;
   Float16 acc[Chunks];
-  for (int c = 0; c < Chunks; ++c) std::memcpy(&acc[c], a + 16 * c, sizeof(Float16));
+  for (int c = 0; c < Chunks; ++c) {
+    std::memcpy(&acc[c], a + 16 * c, sizeof(Float16));
+    acc[c] *= correction;
+  }
   for (int64_t t = 0; t < visible; ++t) {
     const float weight = p[t];
     for (int c = 0; c < Chunks; ++c) {
@@ -136,12 +139,19 @@ inline void AccumulateValuesFixed(float* a, const float* p, const float* values,
   for (int c = 0; c < Chunks; ++c) std::memcpy(a + 16 * c, &acc[c], sizeof(Float16));
 }
 
-inline void AccumulateValues(float* a, const float* p, const float* values, int64_t visible, int64_t hd) {
+inline void AccumulateValues(float* a, float correction, const float* p, const float* values, int64_t visible,
+                             int64_t hd) {
   switch (hd) {
-    case 64: AccumulateValuesFixed<4>(a, p, values, visible); return;
-    case 128: AccumulateValuesFixed<8>(a, p, values, visible); return;
-    default: break;
+    case 64:
+      AccumulateValuesFixed<4>(a, correction, p, values, visible);
+      return;
+    case 128:
+      AccumulateValuesFixed<8>(a, correction, p, values, visible);
+      return;
+    default:
+      break;
   }
+  for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
   for (int64_t t = 0; t < visible; ++t) {
     const float weight = p[t];
     const float* v = values + t * hd;
@@ -206,10 +216,7 @@ inline void Attend(const AttentionArgs& args) {
         running_sum[index] = running_sum[index] * correction + block_sum;
         running_max[index] = new_max;
         float* a = acc + index * hd;
-        if (correction != 1.0f) {
-          for (int64_t d = 0; d < hd; ++d) a[d] *= correction;
-        }
-        attention_detail::AccumulateValues(a, s, values, visible, hd);
+        attention_detail::AccumulateValues(a, correction, s, values, visible, hd);
       }
     }
   }
