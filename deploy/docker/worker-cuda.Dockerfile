@@ -54,7 +54,7 @@ RUN groupadd --system --gid 10001 llmc \
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
        libabsl20220623 libgrpc++1.51 libgrpc29 libprometheus-cpp-core1.0 libprotobuf32 libyaml-cpp0.7 \
-       libpcre2-8-0 libutf8proc2 libgomp1 \
+       libpcre2-8-0 libutf8proc2 \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=builder /opt/llmc/lib /opt/llmc/lib
 COPY --from=builder /src/build/worker/llmc-worker /usr/local/bin/llmc-worker
