@@ -11,7 +11,6 @@ add), rms_norm_gate_up_silu (RMSNorm, the stacked gate/up projection, SiLU(gate)
 final norm and the LM head, float32 logits), and embed. Weights arrive as [out_features, in_features]; the
 worker repacks them for its kernels at load time, which the graph does not see. cos and sin are
 [num_tokens, head_dim / 2] float32; rotation follows the rotate-half convention of Llama and Qwen2.
-llmc::linear is torch.nn.functional.linear under its own name (packages of format 2).
 
 Cache layout: key_cache and value_cache are [num_blocks, block_size, num_kv_heads, head_dim]. Token slot s
 lives at block s // block_size, offset s % block_size.
@@ -25,7 +24,6 @@ import torch
 import torch.nn.functional as F
 
 _library = torch.library.Library("llmc", "DEF")
-_library.define("linear(Tensor input, Tensor weight, Tensor? bias) -> Tensor")
 _library.define(
     "write_kv_cache(Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, "
     "Tensor slot_mapping) -> ()")
@@ -122,7 +120,6 @@ def paged_attention_reference(query, key_cache, value_cache, block_tables, seq_l
     return out
 
 
-_library.impl("linear", F.linear, "CPU")
 _library.impl("write_kv_cache", write_kv_cache_reference, "CPU")
 _library.impl("paged_attention", paged_attention_reference, "CPU")
 _library.impl("embed", embed_reference, "CPU")

@@ -10,7 +10,6 @@
 #include "common/status_macros.h"
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/packed_weight.h"
-#include "worker/model/linear_ops.h"
 #include "worker/model/paged_attention_ops.h"
 
 namespace llmc::model {
@@ -121,7 +120,6 @@ void PackWeightsForCpu(torch::jit::Module& module, const ModelManifest& m) {
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& package_dir,
                                                                const LoadOptions& options) {
   EnsurePagedAttentionOpsRegistered();
-  EnsureLinearOpRegistered();
   cpu::EnsureFusedOpsRegistered();
   ASSIGN_OR_RETURN(ModelManifest manifest, ReadModelManifest(package_dir));
   ASSIGN_OR_RETURN(const at::ScalarType package_dtype, ParseDtype(manifest.dtype));

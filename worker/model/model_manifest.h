@@ -11,7 +11,8 @@
 namespace llmc::model {
 
 inline constexpr char kManifestFile[] = "llmc-model.json";
-// Version 2 packages call llmc::linear for their projections; version 1 packages (aten::linear) still load.
+// Version 3 packages call the fused operators (docs/model-package.md); older ones are refused with a hint to
+// re-export them.
 inline constexpr int kMinManifestFormatVersion = 3;
 inline constexpr int kManifestFormatVersion = 3;
 

@@ -1,5 +1,6 @@
 // The CUDA implementations of the llmc:: operators: argument checks and row bookkeeping in ATen, then the
-// plain CUDA kernels; llmc::linear is at::linear. Built only when libtorch has CUDA (LLMC_WITH_CUDA).
+// plain CUDA kernels (the fused operators' CUDA versions are in cpu/fused_ops_composite.cc). Built only when libtorch
+// has CUDA (LLMC_WITH_CUDA).
 #include <ATen/cuda/CUDAContext.h>
 #include <torch/library.h>
 
@@ -78,8 +79,4 @@ at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_
 TORCH_LIBRARY_IMPL(llmc, CUDA, m) {
   m.impl("write_kv_cache", &llmc::model::WriteKvCacheCuda);
   m.impl("paged_attention", &llmc::model::PagedAttentionCuda);
-  // cuBLAS already streams small-row GEMMs well; llmc::linear exists for the CPU kernel.
-  m.impl("linear", [](const at::Tensor& input, const at::Tensor& weight, const c10::optional<at::Tensor>& bias) {
-    return at::linear(input, weight, bias);
-  });
 }
