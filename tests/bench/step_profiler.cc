@@ -116,17 +116,14 @@ void StepProfiler::Print(const std::string& title) const {
   std::sort(ops.begin(), ops.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   std::printf("\n## %s: %.2f ms per step (%d steps)\n\n", title.c_str(), per_step_ms, steps_);
   std::printf("| operator | calls/step | ms/step | %% of step |\n|---|---:|---:|---:|\n");
+  double listed_ms = 0;
   for (const auto& [name, totals] : ops) {
     const double ms = totals.seconds / steps_ * 1e3;
     ops_ms += ms;
     if (ms < 0.005 * per_step_ms && ops.size() > 12) continue;  // the long tail, summed below
+    listed_ms += ms;
     std::printf("| %s | %.0f | %.3f | %.1f |\n", name.c_str(), static_cast<double>(totals.calls) / steps_, ms,
                 ms / per_step_ms * 100);
-  }
-  double listed_ms = 0;
-  for (const auto& [name, totals] : ops) {
-    const double ms = totals.seconds / steps_ * 1e3;
-    if (!(ms < 0.005 * per_step_ms && ops.size() > 12)) listed_ms += ms;
   }
   if (ops_ms - listed_ms > 0) {
     std::printf("| (other operators, each < 0.5 %%) | | %.3f | %.1f |\n", ops_ms - listed_ms,

@@ -2,7 +2,6 @@
 // each member of the persistent thread team (thread_team.h) streams its own contiguous range of weight
 // panels, and a per-panel epilogue finishes the columns it produced (bias, residual, SiLU * up, RoPE and the
 // cache write).
-#include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 
@@ -60,8 +59,10 @@ SiluMulKernel SelectSiluMul() {
 
 // Buffers of the calling thread (the engine thread), grown when a larger batch arrives and kept: steady
 // state allocates nothing. Grown only outside parallel regions.
-char* CallerBuffer(int slot, size_t bytes) {
-  thread_local std::vector<char> buffers[2];
+enum CallerBufferSlot { kStagedActivations = 0, kQkvResults = 1, kCallerBufferSlots };
+
+char* CallerBuffer(CallerBufferSlot slot, size_t bytes) {
+  thread_local std::vector<char> buffers[kCallerBufferSlots];
   if (buffers[slot].size() < bytes) buffers[slot].resize(bytes);
   return buffers[slot].data();
 }
@@ -82,7 +83,8 @@ struct Staged {
 Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
   const int64_t rows_padded = (rows + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(dtype));
-  return {CallerBuffer(0, rows_padded * k_padded * element_size), k_padded, rows, rows_padded, element_size};
+  return {CallerBuffer(kStagedActivations, rows_padded * k_padded * element_size), k_padded, rows, rows_padded,
+          element_size};
 }
 
 // Inside a team job: rows split over the team; row_fn(row, dst) fills the first k elements, the padding is
@@ -108,6 +110,12 @@ void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
   for (int64_t i = 0; i < k; ++i) sum += static_cast<float>(x[i]) * static_cast<float>(x[i]);
   const float scale = 1.0f / std::sqrt(sum / static_cast<float>(k) + eps);
   for (int64_t i = 0; i < k; ++i) dst[i] = T(static_cast<float>(x[i]) * scale * static_cast<float>(weight[i]));
+}
+
+// StageRows of RMSNorm(x) * norm, the input of the operators that fold the norm in.
+template <typename T>
+void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, const T* norm, float eps, int64_t k) {
+  StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
 }
 
 // Inside a team job: each member takes a contiguous range of panels; epilogue(panel, first_row, rows, c) sees
@@ -151,7 +159,7 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   const int64_t q_width = num_heads * head_dim, kv_width = num_kv_heads * head_dim;
   const int64_t columns = q_width + 2 * kv_width;
   const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
-  float* qkv = reinterpret_cast<float*>(CallerBuffer(1, tokens * columns * sizeof(float)));
+  float* qkv = reinterpret_cast<float*>(CallerBuffer(kQkvResults, tokens * columns * sizeof(float)));
   at::Tensor q_out = at::empty({tokens, num_heads, head_dim}, hidden.options());
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
@@ -163,7 +171,7 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   T* value_data = value_cache.data_ptr<T>();
   T* q_data = q_out.data_ptr<T>();
   InTeam([&](TeamMember& member) {
-    StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
       for (int64_t r = 0; r < rows; ++r) {
@@ -231,7 +239,7 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
   T* out_data = out.data_ptr<T>();
   const SiluMulKernel silu_mul = SelectSiluMul();
   InTeam([&](TeamMember& member) {
-    StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kHalf, count = std::min(kHalf, intermediate - first);
       float activated[kHalf];
@@ -256,7 +264,7 @@ at::Tensor LmHeadImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, f
   const T* norm = norm_weight.data_ptr<T>();
   float* out = logits.data_ptr<float>();
   InTeam([&](TeamMember& member) {
-    StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
+    StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, vocab - first);
       for (int64_t r = 0; r < rows; ++r) {

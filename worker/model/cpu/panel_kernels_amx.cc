@@ -3,12 +3,7 @@
 #include <cstring>
 
 #include "worker/model/cpu/panel_kernels.h"
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "worker/model/cpu/x86_intrinsics.h"
 
 namespace llmc::model::cpu {
 namespace {

@@ -3,12 +3,7 @@
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/vector_math.h"
-
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "worker/model/cpu/x86_intrinsics.h"
 
 namespace llmc::model::cpu {
 namespace {
