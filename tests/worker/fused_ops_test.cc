@@ -1,36 +1,18 @@
 // The fused CPU operators (worker/model/cpu/) on packed weights against their composite ATen versions on the
-// same weights unpacked, on every instruction-set path this machine has, forced one by one.
+// same weights unpacked, on every instruction-set path this machine has, forced one by one. Paged attention
+// is checked the same way in paged_attention_test.cc.
 #include "worker/model/cpu/fused_ops.h"
 
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/support/cpu_kernel_paths.h"
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/packed_weight.h"
-#include "worker/model/paged_attention_ops.h"
 
 namespace llmc::model::cpu {
 namespace {
-
-std::vector<CpuIsa> AvailablePaths() {
-  std::vector<CpuIsa> paths;
-  for (int isa = 0; isa <= static_cast<int>(DetectedCpuIsa()); ++isa) paths.push_back(static_cast<CpuIsa>(isa));
-  return paths;
-}
-
-// Forces each available path in turn; the path is restored afterwards even when a check throws.
-template <typename Fn>
-void ForEachPath(Fn&& fn) {
-  struct Reset {
-    ~Reset() { ResetCpuIsa(); }
-  } reset;
-  for (const CpuIsa isa : AvailablePaths()) {
-    REQUIRE(ForceCpuIsa(isa).ok());
-    INFO("kernel path " << CpuIsaName(isa));
-    fn();
-  }
-}
 
 double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 3e-2; }
 
@@ -69,7 +51,7 @@ TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][
         const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
         const at::Tensor expected =
             composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat), residual.to(at::kFloat));
-        ForEachPath([&] {
+        testing::ForEachCpuKernelPath([&] {
           INFO("dtype " << dtype << " m " << m << " k " << k);
           CHECK(RelativeError(LinearResidual(input, packed, residual), expected) < Tolerance(dtype));
         });
@@ -90,7 +72,7 @@ TEST_CASE("cpu kernels: rms_norm_gate_up_silu and rms_norm_lm_head match their c
         const at::Tensor hidden = Random({m, k}, dtype);
         const at::Tensor expected = composite::RmsNormGateUpSilu(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
                                                                  weight.to(at::kFloat), intermediate);
-        ForEachPath([&] {
+        testing::ForEachCpuKernelPath([&] {
           INFO("dtype " << dtype << " m " << m << " intermediate " << intermediate);
           CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, packed, intermediate), expected) <
                 Tolerance(dtype));
@@ -104,7 +86,7 @@ TEST_CASE("cpu kernels: rms_norm_gate_up_silu and rms_norm_lm_head match their c
       const at::Tensor hidden = Random({m, k}, dtype);
       const at::Tensor expected =
           composite::RmsNormLmHead(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, head.to(at::kFloat), vocab);
-      ForEachPath([&] {
+      testing::ForEachCpuKernelPath([&] {
         const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, vocab);
         CHECK(logits.scalar_type() == at::kFloat);
         CHECK(RelativeError(logits, expected) < Tolerance(dtype));
@@ -142,7 +124,7 @@ TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1
         const at::Tensor expected_q = composite::RmsNormQkvRope(
             hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, weight.to(at::kFloat), bias.to(at::kFloat), cos, sin,
             expected_keys, expected_values, slots, shape.heads, shape.kv_heads);
-        ForEachPath([&] {
+        testing::ForEachCpuKernelPath([&] {
           INFO("dtype " << dtype << " m " << m << " heads " << shape.heads << "/" << shape.kv_heads);
           at::Tensor keys = make_cache(), values = make_cache();
           const at::Tensor q = RmsNormQkvRope(hidden, norm, 1e-6, packed, bias, cos, sin, keys, values, slots,
@@ -152,29 +134,6 @@ TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1
           CHECK(RelativeError(values, expected_values) < Tolerance(dtype));
         });
       }
-    }
-  }
-}
-
-TEST_CASE("cpu kernels: paged attention agrees on every path (GQA 7, odd tables, chunks past 16 rows)",
-          "[unit][kernels]") {
-  at::manual_seed(4);
-  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
-    const int64_t heads = 7, kv_heads = 1, head_dim = 64, block_size = 16, blocks = 40;
-    const at::Tensor key_cache = Random({blocks, block_size, kv_heads, head_dim}, dtype);
-    const at::Tensor value_cache = Random({blocks, block_size, kv_heads, head_dim}, dtype);
-    // Three sequences: a decode row at context 100, a 37-row chunk at context 150, a 1-token prompt.
-    const std::vector<int32_t> lengths = {100, 150, 1}, starts = {0, 1, 38, 39};
-    const at::Tensor block_tables = at::randperm(blocks, at::kInt).narrow(0, 0, 30).reshape({3, 10}).contiguous();
-    const at::Tensor query = Random({39, heads, head_dim}, dtype);
-    const at::Tensor seq_lens = at::tensor(lengths, at::kInt), query_starts = at::tensor(starts, at::kInt);
-    std::vector<at::Tensor> results;
-    ForEachPath([&] {
-      results.push_back(PagedAttentionCpu(query, key_cache, value_cache, block_tables, seq_lens, query_starts, 0.125));
-    });
-    for (size_t i = 1; i < results.size(); ++i) {
-      INFO("path " << i << " against the portable path, dtype " << dtype);
-      CHECK(RelativeError(results[i], results[0]) < Tolerance(dtype));
     }
   }
 }

@@ -31,6 +31,16 @@ TEST_CASE("loaded model: float32 logits match the full-recompute reference, gree
   testing::RunModelScenario(**model, testing::LoadModelReference(dir), 1e-4, /*teacher_forcing=*/false);
 }
 
+TEST_CASE("loaded model: unpacked weights (the composite operators CUDA runs) match the reference too",
+          "[integration][model]") {
+  const std::string dir = testing::ParityFixture("float32");
+  LoadOptions options{"cpu", ""};
+  options.pack_weights = false;
+  auto model = LoadedModel::Load(dir + "/package", options);
+  REQUIRE(model.ok());
+  testing::RunModelScenario(**model, testing::LoadModelReference(dir), 1e-4, /*teacher_forcing=*/false);
+}
+
 TEST_CASE("loaded model: bfloat16 logits stay within 3e-2 of the bfloat16 reference", "[integration][model]") {
   const std::string dir = testing::ParityFixture("bfloat16");
   auto model = LoadedModel::Load(dir + "/package", {"cpu", ""});

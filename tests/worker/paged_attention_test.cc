@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <random>
 
+#include "tests/support/cpu_kernel_paths.h"
 #include "worker/model/paged_attention_ops.h"
 
 namespace llmc::model {
@@ -41,7 +42,8 @@ struct Case {
   int64_t heads, kv_heads, head_dim, block_size;
 };
 
-TEST_CASE("paged attention CPU kernel equals the reference on random shapes", "[unit][paged_attention]") {
+TEST_CASE("paged attention CPU kernel equals the reference on random shapes, on every kernel path",
+          "[unit][paged_attention]") {
   std::mt19937 random(42);
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     for (const Case c :
@@ -71,15 +73,17 @@ TEST_CASE("paged attention CPU kernel equals the reference on random shapes", "[
       const at::Tensor seq_lens = at::tensor(lengths, at::kInt), query_starts = at::tensor(starts, at::kInt);
       const at::Tensor query = at::randn({starts.back(), c.heads, c.head_dim}, options);
       const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-      const at::Tensor ours = PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens, query_starts, scale);
       const at::Tensor expected =
           ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts, scale);
-      const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
-      INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
-                    << c.block_size << " max difference " << difference);
-      CHECK(ours.scalar_type() == dtype);
-      // bfloat16 output is rounded to 8 mantissa bits; values are weighted means of N(0,1) samples.
-      CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+      testing::ForEachCpuKernelPath([&] {
+        const at::Tensor ours = PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens, query_starts, scale);
+        const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
+        INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
+                      << c.block_size << " max difference " << difference);
+        CHECK(ours.scalar_type() == dtype);
+        // bfloat16 output is rounded to 8 mantissa bits; values are weighted means of N(0,1) samples.
+        CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+      });
     }
   }
 }
