@@ -12,9 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "worker/engine/engine.h"
+#include "worker/engine/engine_observer.h"
 
 namespace {
 
@@ -38,9 +40,36 @@ class CountingSink : public llmc::engine::GenerationSink {
   absl::Notification done_;
 };
 
+// Time per decode-only step, and how much of it the engine spent outside the model (scheduling, the batch,
+// sampling, detokenizing, queueing deliveries).
+class StepTimer : public llmc::engine::EngineObserver {
+ public:
+  void OnStep(const llmc::engine::StepStats& step) override {
+    if (step.num_prefill_tokens > 0) return;
+    absl::MutexLock lock(&mu_);
+    ++steps_;
+    step_seconds_ += absl::ToDoubleSeconds(step.step_time);
+    host_seconds_ += absl::ToDoubleSeconds(step.step_time - step.model_time);
+  }
+  double MeanStepMs() const {
+    absl::MutexLock lock(&mu_);
+    return steps_ > 0 ? step_seconds_ / steps_ * 1e3 : 0;
+  }
+  double MeanHostMs() const {
+    absl::MutexLock lock(&mu_);
+    return steps_ > 0 ? host_seconds_ / steps_ * 1e3 : 0;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int64_t steps_ = 0;
+  double step_seconds_ = 0, host_seconds_ = 0;
+};
+
 struct Result {
   double tokens_per_second = 0;
   int64_t peak_blocks = 0, blocks = 0;
+  double decode_step_ms = 0, host_ms = 0;
 };
 
 // `requests` requests at once, each with its own prompt (no two share a prefix), `max_tokens` each.
@@ -56,7 +85,8 @@ Result Measure(const std::string& package, const llmc::tokenizer::Tokenizer& tok
   options.max_running = max_running;
   options.max_num_batched_tokens = 512;
   options.max_model_len = 4096;
-  auto engine = Engine::Create(std::move(*model), tokenizer, options);
+  StepTimer timer;
+  auto engine = Engine::Create(std::move(*model), tokenizer, options, &timer);
   if (!engine.ok() || !(*engine)->Start().ok()) std::exit(1);
   std::vector<std::shared_ptr<CountingSink>> sinks;
   std::atomic<bool> sampling{true};
@@ -85,7 +115,9 @@ Result Measure(const std::string& package, const llmc::tokenizer::Tokenizer& tok
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   sampling = false;
   watcher.join();
-  return {tokens / seconds, peak.load(), (*engine)->Load().num_kv_blocks};
+  Result result{tokens / seconds, peak.load(), (*engine)->Load().num_kv_blocks, timer.MeanStepMs(), timer.MeanHostMs()};
+  (*engine)->Stop();
+  return result;
 }
 
 }  // namespace
@@ -103,16 +135,18 @@ int main(int argc, char** argv) {
   if (!tokenizer.ok()) return 1;
   std::printf("package %s, %u output tokens per request, 64-token prompts, %d threads\n", package.c_str(), max_tokens,
               at::get_num_threads());
-  std::printf("%11s %16s %16s %8s %18s\n", "concurrent", "batched tok/s", "one-at-a-time", "ratio",
-              "KV blocks peak/all");
+  std::printf("%11s %16s %16s %8s %18s %16s %14s\n", "concurrent", "batched tok/s", "one-at-a-time", "ratio",
+              "KV blocks peak/all", "decode step ms", "host ms (%)");
   // One running sequence makes aggregate throughput the single-stream rate whatever the concurrency, so the
   // baseline runs at most 4 requests (one after another) to keep the run short.
   for (const int concurrent : {1, 4, 16, 32}) {
     const Result batched = Measure(package, **tokenizer, 32, concurrent, max_tokens);
     const Result serial = Measure(package, **tokenizer, 1, std::min(concurrent, 4), max_tokens);
-    std::printf("%11d %16.1f %16.1f %7.1fx %11lld/%lld\n", concurrent, batched.tokens_per_second,
+    std::printf("%11d %16.1f %16.1f %7.1fx %11lld/%lld %16.2f %7.2f (%.1f%%)\n", concurrent, batched.tokens_per_second,
                 serial.tokens_per_second, batched.tokens_per_second / serial.tokens_per_second,
-                static_cast<long long>(batched.peak_blocks), static_cast<long long>(batched.blocks));
+                static_cast<long long>(batched.peak_blocks), static_cast<long long>(batched.blocks),
+                batched.decode_step_ms, batched.host_ms,
+                batched.decode_step_ms > 0 ? batched.host_ms / batched.decode_step_ms * 100 : 0.0);
     std::fflush(stdout);
   }
   return 0;

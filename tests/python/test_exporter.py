@@ -84,13 +84,13 @@ class ExporterTest(unittest.TestCase):
         self.assertEqual(code, 0, error)
         with open(os.path.join(out, "llmc-model.json")) as f:
             manifest = json.load(f)
-        self.assertEqual(manifest["format_version"], 3)
+        self.assertEqual(manifest["format_version"], 4)
         self.assertEqual(manifest["name"], "tiny-qwen")
         self.assertEqual(manifest["chat_template"], "chatml")
         self.assertEqual(manifest["eos_token_ids"], [2, 3])
         self.assertEqual(manifest["num_kv_heads"], 2)
         loaded = torch.jit.load(os.path.join(out, "model.pt"))
-        graph = str(loaded.inlined_graph)  # each layer is four fused operators and the attention (version 3)
+        graph = str(loaded.inlined_graph)  # each layer is four fused operators and the attention (version 3 on)
         self.assertEqual(graph.count("aten::linear("), 0)
         self.assertEqual(graph.count("llmc::rms_norm_qkv_rope("), config.num_layers)
         self.assertEqual(graph.count("llmc::linear_residual("), config.num_layers * 2)
@@ -99,6 +99,34 @@ class ExporterTest(unittest.TestCase):
         expected = scenario_logits(model, model, config, torch.float32)
         actual = scenario_logits(loaded, model, config, torch.float32)
         self.assertTrue(torch.allclose(actual, expected, atol=1e-5), (actual - expected).abs().max())
+        self.check_forward_top_k(loaded, config)
+
+    def check_forward_top_k(self, loaded, config):
+        """forward_top_k (version 4) returns forward's logits for the rows asked for, and every row's top k."""
+        block_size, blocks = 4, 4
+        tokens = torch.tensor([5, 9, 2, 7, 1, 3, 8])  # sequences of 4 and 3 tokens, prefilled together
+        batch = dict(positions=torch.tensor([0, 1, 2, 3, 0, 1, 2]),
+                     slot_mapping=torch.tensor([0, 1, 2, 3, 8, 9, 10]),
+                     block_tables=torch.tensor([[0, 1], [2, 3]], dtype=torch.int32),
+                     seq_lens=torch.tensor([4, 3], dtype=torch.int32),
+                     query_start_locs=torch.tensor([0, 4, 7], dtype=torch.int32),
+                     logits_indices=torch.tensor([3, 6]))
+
+        def cache():
+            return torch.zeros(config.num_layers, 2, blocks, block_size, config.num_kv_heads, config.head_dim)
+
+        b = batch
+        with torch.no_grad():
+            logits = loaded.forward(tokens, b["positions"], cache(), b["slot_mapping"], b["block_tables"],
+                                    b["seq_lens"], b["query_start_locs"], b["logits_indices"])
+            full, values, ids = loaded.forward_top_k(tokens, b["positions"], cache(), b["slot_mapping"],
+                                                     b["block_tables"], b["seq_lens"], b["query_start_locs"],
+                                                     b["logits_indices"], torch.tensor([1]), 3)
+        self.assertTrue(torch.equal(full, logits[1:]))
+        self.assertEqual(tuple(ids.shape), (2, 3))
+        self.assertTrue(torch.equal(ids[:, 0], logits.argmax(-1)))
+        self.assertTrue(torch.equal(values, logits.gather(1, ids)))
+        self.assertTrue(bool((values[:, :-1] >= values[:, 1:]).all()))
 
     def test_single_file_checkpoint(self):
         self.check_export_matches_source(shards=1)

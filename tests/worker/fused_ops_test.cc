@@ -138,5 +138,61 @@ TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1
   }
 }
 
+TEST_CASE("cpu kernels: rms_norm_lm_head_top_k keeps each row's largest logits, ties by lower id", "[unit][kernels]") {
+  at::manual_seed(3);
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t k = 72;
+    const at::Tensor norm = Random({k}, dtype);
+    for (const int64_t vocab : {130, 1000}) {
+      at::Tensor head = Random({vocab, k}, dtype, 0.2);
+      // Equal rows give equal logits in every batch row: the lower id must come first.
+      head[vocab - 1].copy_(head[5]);
+      head[70].copy_(head[5]);
+      head[4].copy_(head[3]);
+      const at::Tensor packed_head = PackWeight(head);
+      for (const int64_t m : kRows) {
+        const at::Tensor hidden = Random({m, k}, dtype);
+        std::vector<int64_t> full;
+        for (int64_t row = m - 1; row >= 0; row -= 3) full.push_back(row);  // a subset, not in order
+        const at::Tensor full_rows = at::tensor(full, at::kLong);
+        for (const int64_t top_k : {int64_t{1}, int64_t{5}, int64_t{64}}) {
+          testing::ForEachCpuKernelPath([&] {
+            INFO("dtype " << dtype << " vocab " << vocab << " m " << m << " top_k " << top_k);
+            // Same path, same panel products: the plain LM head's logits are the exact reference.
+            const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, vocab);
+            const auto [values, ids] = at::sort(logits, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
+            const auto [full_logits, top_values, top_ids] =
+                RmsNormLmHeadTopK(hidden, norm, 1e-6, packed_head, vocab, full_rows, top_k);
+            CHECK(full_logits.equal(logits.index_select(0, full_rows)));
+            CHECK(top_values.equal(values.narrow(1, 0, top_k)));
+            CHECK(top_ids.equal(ids.narrow(1, 0, top_k)));
+          });
+        }
+      }
+      // The composite (CUDA, unpacked weights) agrees with the same definition.
+      const at::Tensor hidden = Random({3, k}, dtype);
+      const auto [full_logits, top_values, top_ids] =
+          composite::RmsNormLmHeadTopK(hidden, norm, 1e-6, head, vocab, at::tensor({2, 0}, at::kLong), 8);
+      const at::Tensor logits = composite::RmsNormLmHead(hidden, norm, 1e-6, head, vocab);
+      CHECK(full_logits.equal(logits.index_select(0, at::tensor({2, 0}, at::kLong))));
+      CHECK(top_ids.select(1, 0).equal(logits.argmax(1)));
+      CHECK(top_values.select(1, 0).equal(std::get<0>(logits.max(1))));
+    }
+  }
+}
+
+TEST_CASE("cpu kernels: rms_norm_lm_head_top_k refuses bad rows and counts", "[unit][kernels]") {
+  const int64_t k = 40, vocab = 70;
+  const at::Tensor norm = at::ones({k}), head = at::randn({vocab, k});
+  const at::Tensor packed = PackWeight(head), hidden = at::randn({2, k});
+  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, vocab, at::tensor({2}, at::kLong), 1));
+  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, vocab, at::tensor({1, 1}, at::kLong), 1));
+  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, vocab, at::tensor({0}, at::kLong), vocab + 1));
+  const auto [full_logits, top_values, top_ids] =
+      RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, vocab, at::empty({0}, at::kLong), 0);
+  CHECK(full_logits.size(0) == 0);
+  CHECK(top_ids.sizes() == at::IntArrayRef({2, 0}));
+}
+
 }  // namespace
 }  // namespace llmc::model::cpu

@@ -3,10 +3,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/cuda.h>
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <tuple>
-
-#include <catch2/catch.hpp>
 
 #include "tests/support/model_scenario.h"
 #include "worker/model/paged_attention_ops.h"
@@ -28,9 +27,10 @@ TEST_CASE("gpu: CUDA paged attention equals the CPU kernel", "[gpu]") {
       const at::Tensor starts = at::tensor({0, 40, 41, 44, 45}, at::kInt);
       const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
       const at::Tensor cpu = PagedAttentionCpu(query, key_cache, value_cache, tables, lengths, starts, scale);
-      static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("llmc::paged_attention", "").typed<at::Tensor(
-          const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-          const at::Tensor&, double)>();
+      static auto op = c10::Dispatcher::singleton()
+                           .findSchemaOrThrow("llmc::paged_attention", "")
+                           .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                             const at::Tensor&, const at::Tensor&, double)>();
       const at::Tensor on_gpu = op.call(query.cuda(), key_cache.cuda(), value_cache.cuda(), tables.cuda(),
                                         lengths.cuda(), starts.cuda(), scale);
       const double difference = (on_gpu.cpu().to(at::kFloat) - cpu.to(at::kFloat)).abs().max().item<double>();

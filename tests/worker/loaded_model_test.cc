@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/child_process.h"
 #include "tests/support/model_scenario.h"
@@ -96,18 +97,22 @@ TEST_CASE("loaded model: corrupt or mismatched packages give the expected error"
   CHECK_THAT(std::string(status.message()), Catch::Contains("corrupt or not TorchScript"));
 
   dir = CopyPackage(good);
-  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 4; });
+  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 5; });
   status = error(dir);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 4 is not supported"));
+  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 5 is not supported"));
 
-  // Packages of format 2 call per-projection operators the fused kernels replaced: a clear re-export hint.
-  dir = CopyPackage(good);
-  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 2; });
-  status = error(dir);
-  CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 2 is not supported"));
-  CHECK_THAT(std::string(status.message()), Catch::Contains("re-export it with tools/export_model.py"));
+  // Older packages call per-projection operators the fused kernels replaced (2), or have no top-logits step
+  // (3): a clear re-export hint.
+  for (const int old_version : {2, 3}) {
+    dir = CopyPackage(good);
+    EditManifest(dir, [old_version](nlohmann::json& m) { m["format_version"] = old_version; });
+    status = error(dir);
+    CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(status.message()),
+               Catch::Contains(absl::StrCat("format version ", old_version, " is not supported")));
+    CHECK_THAT(std::string(status.message()), Catch::Contains("re-export it with tools/export_model.py"));
+  }
 
   dir = CopyPackage(good);
   EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 0; });

@@ -498,3 +498,95 @@ TEST_CASE("sampler: rejects logits that do not match the rows", "[unit][sampler]
 
 }  // namespace
 }  // namespace llmc::engine
+
+namespace llmc::engine {
+namespace {
+
+TEST_CASE("sampler: which options can sample from the top logits alone", "[unit][sampler]") {
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  CHECK(TopLogitsNeeded(greedy, false) == 1);
+  CHECK(TopLogitsNeeded(greedy, true) == 0);  // a suppressed id might be the best
+  SamplingOptions top_k;
+  top_k.top_k = 40;
+  top_k.top_p = 0.9f;
+  top_k.min_p = 0.05f;
+  CHECK(TopLogitsNeeded(top_k, false) == 40);
+  top_k.top_k = kMaxTopLogitsForSampling + 1;
+  CHECK(TopLogitsNeeded(top_k, false) == 0);
+  SamplingOptions plain;  // temperature 1 over the whole vocabulary
+  CHECK(TopLogitsNeeded(plain, false) == 0);
+  for (auto change : std::vector<void (*)(SamplingOptions&)>{[](SamplingOptions& o) { o.logprobs = true; },
+                                                             [](SamplingOptions& o) { o.top_logprobs = 2; },
+                                                             [](SamplingOptions& o) { o.repetition_penalty = 1.1f; },
+                                                             [](SamplingOptions& o) { o.presence_penalty = 0.5f; },
+                                                             [](SamplingOptions& o) { o.frequency_penalty = 0.5f; }}) {
+    SamplingOptions options = greedy;
+    change(options);
+    CHECK(TopLogitsNeeded(options, false) == 0);
+  }
+}
+
+// A row given as its top logits draws exactly what the same row given in full draws, from the same
+// generator state, whatever the order of the rows in the batch.
+TEST_CASE("sampler: rows given as top logits draw what their full rows draw", "[unit][sampler]") {
+  at::manual_seed(7);
+  const int64_t vocab = 5000, top = kMaxTopLogitsForSampling;
+  std::vector<SamplingOptions> cases(5);
+  cases[0].temperature = 0;
+  cases[1].top_k = 1;
+  cases[2].top_k = 20;
+  cases[2].temperature = 0.8f;
+  cases[3].top_k = 50;
+  cases[3].top_p = 0.7f;
+  cases[4].top_k = top;
+  cases[4].min_p = 0.1f;
+  cases[4].temperature = 1.5f;
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      at::Tensor logits = at::randn({1, vocab}) * 3;
+      logits[0][17] = logits[0][4000] = logits.max();  // a tie at the top: the lower id first
+      const auto [values, ids] = at::sort(logits, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
+      const at::Tensor top_values = values.narrow(1, 0, top).contiguous(), top_ids = ids.narrow(1, 0, top).contiguous();
+      TestRow full_row, top_row, other_row;
+      for (TestRow* row : {&full_row, &top_row, &other_row}) {
+        row->options = cases[c];
+        row->options.seed = seed;
+        row->rng = MakeChoiceGenerator(row->options, 0);
+      }
+      std::vector<SampledToken> from_full, from_top;
+      for (int step = 0; step < 4; ++step) {
+        at::Tensor full_copy = logits.clone();
+        from_full.push_back(SampleRows(full_copy, {&full_row})[0]);
+        // The top row shares the batch with a full row that comes after it.
+        SamplerRow top_view = top_row.View();
+        top_view.top_values = top_values.data_ptr<float>();
+        top_view.top_ids = top_ids.data_ptr<int64_t>();
+        at::Tensor other = logits.clone();
+        from_top.push_back(Sampler().Sample(other, {top_view, other_row.View()})[0]);
+      }
+      for (int step = 0; step < 4; ++step) {
+        INFO("case " << c << " seed " << seed << " step " << step);
+        CHECK(from_top[step].token_id == from_full[step].token_id);
+      }
+    }
+  }
+}
+
+TEST_CASE("sampler: a top-logits row whose options need the full row is refused", "[unit][sampler]") {
+  TestRow row;
+  row.options.logprobs = true;
+  row.options.temperature = 0;
+  const std::vector<float> values = {1.0f};
+  const std::vector<int64_t> ids = {0};
+  SamplerRow view = row.View();
+  view.top_values = values.data();
+  view.top_ids = ids.data();
+  at::Tensor none = at::empty({0, 10});
+  CHECK_THROWS(Sampler().Sample(none, {view}));
+  at::Tensor one = at::zeros({1, 10});
+  CHECK_THROWS(Sampler().Sample(one, {view}));  // a full row nobody reads
+}
+
+}  // namespace
+}  // namespace llmc::engine

@@ -20,7 +20,7 @@ TEST_CASE("worker metrics: engine events and load appear under vLLM's names", "[
   load.num_kv_blocks = 10;
   load.num_kv_blocks_used = 4;
   metrics.RefreshLoad(load);
-  metrics.OnStep(100, 3, absl::Milliseconds(20));
+  metrics.OnStep({100, 3, absl::Milliseconds(20), absl::Milliseconds(18)});
   metrics.OnFirstToken(absl::Milliseconds(50));
   metrics.OnInterToken(absl::Milliseconds(30));
   metrics.OnPreemption();
@@ -44,6 +44,9 @@ TEST_CASE("worker metrics: engine events and load appear under vLLM's names", "[
   CHECK_THAT(text, Catch::Contains("llmc:e2e_request_latency_seconds_count{model_name=\"tiny\"} 3"));
   CHECK_THAT(text, Catch::Contains("llmc:iteration_tokens_total_sum{model_name=\"tiny\"} 103"));
   CHECK_THAT(text, Catch::Contains("llmc:iteration_duration_seconds_count{model_name=\"tiny\"} 1"));
+  // 2 ms of the 20 ms step were outside the model: in the 0.0025 s bucket, not in the 0.001 s one.
+  CHECK_THAT(text, Catch::Contains("llmc:iteration_host_duration_seconds_bucket{model_name=\"tiny\",le=\"0.001\"} 0"));
+  CHECK_THAT(text, Catch::Contains("llmc:iteration_host_duration_seconds_bucket{model_name=\"tiny\",le=\"0.0025\"} 1"));
 }
 
 }  // namespace

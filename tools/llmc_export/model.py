@@ -3,7 +3,7 @@
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
 """
-from typing import List
+from typing import List, Tuple
 
 import torch
 from torch import nn
@@ -113,6 +113,28 @@ class CausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
                 slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
                 query_start_locs: torch.Tensor, logits_indices: torch.Tensor) -> torch.Tensor:
+        """float32 logits [len(logits_indices), vocab] of the batch rows named by logits_indices."""
+        hidden = self.final_hidden(input_ids, positions, kv_cache, slot_mapping, block_tables, seq_lens,
+                                   query_start_locs, logits_indices)
+        return torch.ops.llmc.rms_norm_lm_head(hidden, self.model.norm.weight, self.model.norm.eps,
+                                               self.lm_head.weight, self.vocab_size)
+
+    @torch.jit.export
+    def forward_top_k(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
+                      slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                      query_start_locs: torch.Tensor, logits_indices: torch.Tensor, full_rows: torch.Tensor,
+                      top_k: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The same step for sampling: full logits only for the logits rows in full_rows, and the top_k
+        largest logits (values, ids) of every logits row (see ops.rms_norm_lm_head_top_k)."""
+        hidden = self.final_hidden(input_ids, positions, kv_cache, slot_mapping, block_tables, seq_lens,
+                                   query_start_locs, logits_indices)
+        return torch.ops.llmc.rms_norm_lm_head_top_k(hidden, self.model.norm.weight, self.model.norm.eps,
+                                                     self.lm_head.weight, self.vocab_size, full_rows, top_k)
+
+    def final_hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
+                     slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                     query_start_locs: torch.Tensor, logits_indices: torch.Tensor) -> torch.Tensor:
+        """The last layer's output (before the final norm) of the rows named by logits_indices."""
         hidden = torch.ops.llmc.embed(input_ids, self.model.embed_tokens.weight, self.hidden_size)
         freqs = positions.float().unsqueeze(1) * self.inv_freq.unsqueeze(0)  # [num_tokens, head_dim / 2]
         cos = freqs.cos()
@@ -122,8 +144,7 @@ class CausalLM(nn.Module):
             hidden = layer(hidden, cos, sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1], slot_mapping,
                            block_tables, seq_lens, query_start_locs)
             layer_index += 1
-        return torch.ops.llmc.rms_norm_lm_head(hidden.index_select(0, logits_indices), self.model.norm.weight,
-                                               self.model.norm.eps, self.lm_head.weight, self.vocab_size)
+        return hidden.index_select(0, logits_indices)
 
 
 def hf_parameter_shapes(config: ModelConfig) -> dict:

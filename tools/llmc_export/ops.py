@@ -8,7 +8,9 @@ The decoder layer is four fused operators around the attention, so the worker's 
 weight matrix once for every row of the batch: rms_norm_qkv_rope (RMSNorm, the stacked q/k/v projection with
 bias, rotary embedding, and the k/v cache write), linear_residual (o_proj and down_proj with the residual
 add), rms_norm_gate_up_silu (RMSNorm, the stacked gate/up projection, SiLU(gate) * up), rms_norm_lm_head (the
-final norm and the LM head, float32 logits), and embed. Weights arrive as [out_features, in_features]; the
+final norm and the LM head, float32 logits), rms_norm_lm_head_top_k (the same pass, but full logits only for
+the rows that ask for them and, for every row, its top_k largest logits: greedy and top-k sampling need no
+more), and embed. Weights arrive as [out_features, in_features]; the
 worker repacks them for its kernels at load time, which the graph does not see. cos and sin are
 [num_tokens, head_dim / 2] float32; rotation follows the rotate-half convention of Llama and Qwen2.
 
@@ -41,6 +43,9 @@ _library.define(
     "-> Tensor")
 _library.define(
     "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size) -> Tensor")
+_library.define(
+    "rms_norm_lm_head_top_k(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size, "
+    "Tensor full_rows, int top_k) -> (Tensor, Tensor, Tensor)")
 
 
 def rms_norm_reference(hidden, weight, eps):
@@ -86,6 +91,14 @@ def rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, vocab_size):
     return F.linear(rms_norm_reference(hidden, norm_weight, eps), weight).float()
 
 
+def rms_norm_lm_head_top_k_reference(hidden, norm_weight, eps, weight, vocab_size, full_rows, top_k):
+    """(logits of the rows in full_rows [F, vocab] float32, top_k largest logits of every row [T, top_k] float32,
+    their ids [T, top_k] int64): largest first, equal logits in increasing id order."""
+    logits = rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, vocab_size)
+    values, ids = torch.sort(logits, dim=-1, descending=True, stable=True)
+    return logits.index_select(0, full_rows), values[:, :top_k].contiguous(), ids[:, :top_k].contiguous()
+
+
 def write_kv_cache_reference(key, value, key_cache, value_cache, slot_mapping):
     """Stores key/value rows [num_tokens, num_kv_heads, head_dim] into their cache slots."""
     num_kv_heads, head_dim = key_cache.shape[-2], key_cache.shape[-1]
@@ -127,3 +140,4 @@ _library.impl("rms_norm_qkv_rope", rms_norm_qkv_rope_reference, "CPU")
 _library.impl("linear_residual", linear_residual_reference, "CPU")
 _library.impl("rms_norm_gate_up_silu", rms_norm_gate_up_silu_reference, "CPU")
 _library.impl("rms_norm_lm_head", rms_norm_lm_head_reference, "CPU")
+_library.impl("rms_norm_lm_head_top_k", rms_norm_lm_head_top_k_reference, "CPU")

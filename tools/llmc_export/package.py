@@ -10,7 +10,7 @@ from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weight
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

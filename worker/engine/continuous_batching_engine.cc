@@ -100,6 +100,9 @@ absl::Status ContinuousBatchingEngine::Start() {
     c10::InferenceMode inference;
     const absl::Time start = absl::Now();
     RETURN_IF_ERROR(Annotate(model_->Forward(warm_up, kv_cache_).status(), "warm-up step"));
+    RETURN_IF_ERROR(
+        Annotate(model_->ForwardForSampling(warm_up, kv_cache_, at::empty({0}, at::kLong), /*top_k=*/1).status(),
+                 "warm-up step"));
     LLMC_LOG(Info) << "warm-up step took " << absl::FormatDuration(absl::Now() - start);
   }
   absl::MutexLock lock(&mu_);
@@ -200,10 +203,14 @@ void ContinuousBatchingEngine::Stop() {
     leftovers.swap(incoming_);
     num_queued_requests_ = 0;
   }
+  std::vector<Delivery> refusals;
   for (auto& group : leftovers) {
-    group->sink->OnDone(absl::UnavailableError("the engine stopped before the request ran"));
+    refusals.push_back(
+        {std::move(group->sink), std::nullopt, absl::UnavailableError("the engine stopped before the request ran")});
     num_unfinished_.fetch_sub(1);
   }
+  delivery_.Push(std::move(refusals));
+  delivery_.Flush();
 }
 
 void ContinuousBatchingEngine::Run() {
@@ -211,12 +218,15 @@ void ContinuousBatchingEngine::Run() {
   while (TakeInputs()) {
     ExpireDeadlines();
     Step();
+    delivery_.Push(std::move(deliveries_));
+    deliveries_.clear();
   }
   std::vector<uint64_t> ids;
   for (const auto& [id, group] : groups_) ids.push_back(id);
   for (const uint64_t id : ids) {
     EndEarly(*groups_.at(id), absl::UnavailableError("the engine stopped"), v1::FINISH_REASON_ABORT);
   }
+  delivery_.Push(std::move(deliveries_));
 }
 
 bool ContinuousBatchingEngine::TakeInputs() {
@@ -278,8 +288,8 @@ void ContinuousBatchingEngine::EndEarly(RequestGroup& group, const absl::Status&
     observer_->OnRequestFinished(static_cast<int64_t>(group.request.prompt_token_ids.size()), group.completion_tokens,
                                  reason, absl::Now() - group.arrival_time);
   }
-  LLMC_LOG(Info).With("request_id", group.request.request_id) << "request ended early: " << status.ToString();
-  group.sink->OnDone(status);
+  deliveries_.push_back({group.sink, std::nullopt, status,
+                         absl::StrCat("request ", group.request.request_id, " ended early: ", status.ToString())});
   EndGroup(group.id);
 }
 
@@ -294,6 +304,7 @@ void ContinuousBatchingEngine::EndGroup(uint64_t id) {
 }
 
 void ContinuousBatchingEngine::Step() {
+  const absl::Time start = absl::Now();
   const SchedulerOutput plan = scheduler_.Schedule();
   num_preemptions_ += static_cast<int64_t>(plan.preempted.size());
   if (observer_ != nullptr) {
@@ -317,39 +328,10 @@ void ContinuousBatchingEngine::Step() {
     return;
   }
 
-  const absl::Time start = absl::Now();
-  const model::ForwardBatch batch = batch_builder_.Build(plan.chunks);
-  absl::StatusOr<at::Tensor> logits = model_->Forward(batch, kv_cache_);
-  if (!logits.ok()) {
-    FailStep(plan, absl::InternalError(logits.status().message()));
-    return;
-  }
-
   std::vector<Sequence*> sampled_sequences;
-  for (const ScheduledChunk& chunk : plan.chunks) {
-    chunk.sequence->num_computed += chunk.num_tokens;
-    if (chunk.samples) {
-      chunk.sequence->state = SequenceState::kDecode;
-      sampled_sequences.push_back(chunk.sequence);
-    }
-  }
-  at::Tensor host_logits = logits->to(at::kCPU).contiguous();
-  if (suppressed_.size() < sampled_sequences.size()) suppressed_.resize(sampled_sequences.size());
-  std::vector<SamplerRow> rows;
-  rows.reserve(sampled_sequences.size());
-  for (size_t k = 0; k < sampled_sequences.size(); ++k) {
-    Sequence& sequence = *sampled_sequences[k];
-    output_.SuppressedTokens(sequence, suppressed_[k]);
-    rows.push_back(
-        {&sequence.group.request.sampling, &sequence.rng, sequence.prompt(), sequence.output(), suppressed_[k]});
-  }
   std::vector<SampledToken> sampled;
-  try {
-    sampled = sampler_.Sample(host_logits, rows);
-  } catch (const std::exception& error) {  // only on inputs Validate should have refused
-    FailStep(plan, absl::InternalError(absl::StrCat("sampling failed: ", error.what())));
-    return;
-  }
+  absl::Duration model_time;
+  if (!ForwardAndSample(plan, sampled_sequences, sampled, model_time)) return;
 
   const absl::Time now = absl::Now();
   std::vector<RequestGroup*> touched;
@@ -376,8 +358,68 @@ void ContinuousBatchingEngine::Step() {
     *group.pending_response.add_deltas() = std::move(delta);
   }
   SendPendingResponses(touched);
-  if (observer_ != nullptr) observer_->OnStep(plan.num_prefill_tokens, plan.num_decode_tokens, now - start);
+  if (observer_ != nullptr) {
+    observer_->OnStep({plan.num_prefill_tokens, plan.num_decode_tokens, absl::Now() - start, model_time});
+  }
   PublishLoad(static_cast<int64_t>(sampled.size()));
+}
+
+bool ContinuousBatchingEngine::ForwardAndSample(const SchedulerOutput& plan, std::vector<Sequence*>& sampled_sequences,
+                                                std::vector<SampledToken>& sampled, absl::Duration& model_time) {
+  const model::ForwardBatch batch = batch_builder_.Build(plan.chunks);
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (chunk.samples) sampled_sequences.push_back(chunk.sequence);
+  }
+  // Rows whose sampling reads only their largest logits skip the full float32 row: the LM head keeps their
+  // top logits as it streams (greedy needs one).
+  const size_t num_sampled = sampled_sequences.size();
+  if (suppressed_.size() < num_sampled) suppressed_.resize(num_sampled);
+  std::vector<int64_t> full_rows;
+  std::vector<int64_t> top_needed(num_sampled, 0);
+  int64_t top_k = 0;
+  for (size_t k = 0; k < num_sampled; ++k) {
+    const Sequence& sequence = *sampled_sequences[k];
+    output_.SuppressedTokens(sequence, suppressed_[k]);
+    top_needed[k] = TopLogitsNeeded(sequence.group.request.sampling, !suppressed_[k].empty());
+    if (top_needed[k] == 0) full_rows.push_back(static_cast<int64_t>(k));
+    top_k = std::max(top_k, top_needed[k]);
+  }
+  const absl::Time model_start = absl::Now();
+  absl::StatusOr<model::SamplingLogits> logits = model_->ForwardForSampling(
+      batch, kv_cache_,
+      at::from_blob(full_rows.data(), {static_cast<int64_t>(full_rows.size())}, at::TensorOptions(at::kLong)), top_k);
+  if (!logits.ok()) {
+    FailStep(plan, absl::InternalError(logits.status().message()));
+    return false;
+  }
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    chunk.sequence->num_computed += chunk.num_tokens;
+    if (chunk.samples) chunk.sequence->state = SequenceState::kDecode;
+  }
+  try {
+    // On a GPU, asynchronous errors of the step surface in these copies.
+    at::Tensor full_logits = logits->full_logits.to(at::kCPU).contiguous();
+    const at::Tensor top_values = logits->top_values.to(at::kCPU).contiguous();
+    const at::Tensor top_ids = logits->top_ids.to(at::kCPU).contiguous();
+    model_time = absl::Now() - model_start;
+    std::vector<SamplerRow> rows;
+    rows.reserve(num_sampled);
+    for (size_t k = 0; k < num_sampled; ++k) {
+      Sequence& sequence = *sampled_sequences[k];
+      SamplerRow row{&sequence.group.request.sampling, &sequence.rng, sequence.prompt(), sequence.output(),
+                     suppressed_[k]};
+      if (top_needed[k] > 0) {
+        row.top_values = top_values.data_ptr<float>() + static_cast<int64_t>(k) * top_k;
+        row.top_ids = top_ids.data_ptr<int64_t>() + static_cast<int64_t>(k) * top_k;
+      }
+      rows.push_back(row);
+    }
+    sampled = sampler_.Sample(full_logits, rows);
+  } catch (const std::exception& error) {  // only on inputs Validate should have refused, or a device fault
+    FailStep(plan, absl::InternalError(absl::StrCat("sampling failed: ", error.what())));
+    return false;
+  }
+  return true;
 }
 
 void ContinuousBatchingEngine::FailStep(const SchedulerOutput& plan, const absl::Status& status) {
@@ -395,7 +437,7 @@ void ContinuousBatchingEngine::SendPendingResponses(const std::vector<RequestGro
     v1::GenerateResponse response = std::move(group->pending_response);
     group->pending_response.Clear();
     if (group->num_unfinished > 0) {
-      group->sink->OnResponse(std::move(response));
+      deliveries_.push_back({group->sink, std::move(response), std::nullopt});
       continue;
     }
     const int64_t prompt_tokens = static_cast<int64_t>(group->request.prompt_token_ids.size());
@@ -407,8 +449,7 @@ void ContinuousBatchingEngine::SendPendingResponses(const std::vector<RequestGro
       observer_->OnRequestFinished(prompt_tokens, group->completion_tokens, group->finish_reason,
                                    absl::Now() - group->arrival_time);
     }
-    group->sink->OnResponse(std::move(response));
-    group->sink->OnDone(absl::OkStatus());
+    deliveries_.push_back({group->sink, std::move(response), absl::OkStatus()});
     EndGroup(group->id);
   }
 }

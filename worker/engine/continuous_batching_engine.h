@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "worker/engine/batch_builder.h"
 #include "worker/engine/block_allocator.h"
+#include "worker/engine/delivery_queue.h"
 #include "worker/engine/engine.h"
 #include "worker/engine/output_processor.h"
 #include "worker/engine/sampler.h"
@@ -21,7 +22,8 @@
 namespace llmc::engine {
 
 // The Engine: one thread (Run) owns the model, the KV cache, the scheduler and every RequestGroup; other
-// threads only touch what is guarded by `mu_` (the input queues) or `load_mu_` (the load snapshot).
+// threads only touch what is guarded by `mu_` (the input queues) or `load_mu_` (the load snapshot). Sinks
+// are called on the delivery thread (delivery_queue.h), never on the engine thread.
 class ContinuousBatchingEngine final : public Engine {
  public:
   ContinuousBatchingEngine(std::unique_ptr<model::LoadedModel> model, const tokenizer::Tokenizer& tokenizer,
@@ -55,6 +57,10 @@ class ContinuousBatchingEngine final : public Engine {
   // The model or the sampler failed: every request in the step ends with `status`; the engine goes on.
   void FailStep(const SchedulerOutput& plan, const absl::Status& status);
   void SendPendingResponses(const std::vector<RequestGroup*>& touched);
+  // Runs the model for the plan's batch and samples one token per sampling row; false when the step failed
+  // (FailStep has ended its requests).
+  bool ForwardAndSample(const SchedulerOutput& plan, std::vector<Sequence*>& sampled_sequences,
+                        std::vector<SampledToken>& sampled, absl::Duration& model_time);
   void PublishLoad(int64_t generated_tokens);
 
   std::unique_ptr<model::LoadedModel> model_;
@@ -71,6 +77,7 @@ class ContinuousBatchingEngine final : public Engine {
   OutputProcessor output_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<RequestGroup>> groups_;
   std::vector<std::vector<int32_t>> suppressed_;  // per sampled row, reused
+  std::vector<Delivery> deliveries_;              // of this step, handed to delivery_ at its end
   int64_t num_preemptions_ = 0;
   int64_t window_tokens_ = 0;  // generated since window_start_, for tokens_per_second
   absl::Time window_start_ = absl::InfinitePast();
@@ -88,6 +95,7 @@ class ContinuousBatchingEngine final : public Engine {
   absl::Time load_rate_time_ ABSL_GUARDED_BY(load_mu_) = absl::InfinitePast();
 
   std::atomic<int64_t> num_unfinished_{0};
+  DeliveryQueue delivery_;  // declared before thread_: outlives the engine thread
   std::thread thread_;
 };
 

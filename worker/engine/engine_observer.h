@@ -8,12 +8,20 @@
 
 namespace llmc::engine {
 
+// One engine step as the engine timed it.
+struct StepStats {
+  int64_t num_prefill_tokens = 0;
+  int64_t num_decode_tokens = 0;
+  absl::Duration step_time;   // the whole step: schedule, batch, model, sampling, output, queueing deliveries
+  absl::Duration model_time;  // of which the model's forward and the copy of its results to the host
+};
+
 // What the engine reports for metrics. Called on the engine thread; implementations must be cheap and
 // thread-safe with respect to their readers.
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
-  virtual void OnStep(int64_t num_prefill_tokens, int64_t num_decode_tokens, absl::Duration step_time) {}
+  virtual void OnStep(const StepStats& step) {}
   virtual void OnFirstToken(absl::Duration time_to_first_token) {}
   virtual void OnInterToken(absl::Duration inter_token_latency) {}
   virtual void OnPreemption() {}

@@ -236,6 +236,7 @@ int32_t Draw(const float* logits, int64_t vocab, const SamplingOptions& options,
   std::vector<Candidate>& candidates = scratch.candidates;
   if (options.top_k > 0 && options.top_k < vocab) {
     GatherTopK(weights, floor, static_cast<size_t>(options.top_k), candidates);
+    std::sort(candidates.begin(), candidates.end(), Heavier);  // the order DrawFromTop sees
     if (options.top_p < 1.0f) CutTopP(candidates, options.top_p * Mass(candidates));
   } else if (options.min_p > 0.0f) {
     const double mass = Gather(weights, floor, candidates);
@@ -253,6 +254,41 @@ int32_t Draw(const float* logits, int64_t vocab, const SamplingOptions& options,
   const auto drawn = DrawIndex(
       candidates, [](const Candidate& candidate) { return candidate.weight; }, rng);
   return drawn.has_value() ? candidates[*drawn].id : Argmax(logits, vocab);
+}
+
+// Draw() for a row that arrives as its largest logits only: the same candidates in the same order, so the
+// same token for the same generator state.
+int32_t DrawFromTop(const SamplerRow& row, Scratch& scratch) {
+  const SamplingOptions& options = *row.options;
+  const int64_t k = options.top_k;
+  const float max_logit = row.top_values[0];
+  if (!std::isfinite(max_logit)) return static_cast<int32_t>(row.top_ids[0]);
+  ComputeWeights(row.top_values, k, max_logit, options.temperature, scratch.weights);
+  const float floor = std::max(options.min_p, std::numeric_limits<float>::denorm_min());
+  std::vector<Candidate>& candidates = scratch.candidates;
+  candidates.clear();
+  for (int64_t i = 0; i < k; ++i) {
+    if (scratch.weights[i] >= floor) candidates.push_back({scratch.weights[i], static_cast<int32_t>(row.top_ids[i])});
+  }
+  std::sort(candidates.begin(), candidates.end(), Heavier);
+  if (options.top_p < 1.0f) CutTopP(candidates, options.top_p * Mass(candidates));
+  const auto drawn = DrawIndex(
+      candidates, [](const Candidate& candidate) { return candidate.weight; }, *row.rng);
+  return drawn.has_value() ? candidates[*drawn].id : static_cast<int32_t>(row.top_ids[0]);
+}
+
+SampledToken SampleFromTop(const SamplerRow& row, Scratch& scratch) {
+  TORCH_CHECK(row.options != nullptr && row.top_ids != nullptr, "sampler: row without options or top logits");
+  TORCH_CHECK(TopLogitsNeeded(*row.options, !row.suppressed_token_ids.empty()) > 0,
+              "sampler: this row's sampling needs its full logits");
+  SampledToken result;
+  if (row.options->greedy()) {
+    result.token_id = static_cast<int32_t>(row.top_ids[0]);
+  } else {
+    TORCH_CHECK(row.rng != nullptr, "sampler: a sampled row needs a generator");
+    result.token_id = DrawFromTop(row, scratch);
+  }
+  return result;
 }
 
 SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scratch& scratch) {
@@ -287,21 +323,40 @@ SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scra
 
 }  // namespace
 
+int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens) {
+  if (suppresses_tokens || options.logprobs || options.top_logprobs > 0 || options.repetition_penalty != 1.0f ||
+      options.presence_penalty != 0.0f || options.frequency_penalty != 0.0f) {
+    return 0;
+  }
+  if (options.greedy()) return 1;
+  if (options.top_k > 0 && options.top_k <= kMaxTopLogitsForSampling) return options.top_k;
+  return 0;
+}
+
 std::vector<SampledToken> Sampler::Sample(at::Tensor& logits, absl::Span<const SamplerRow> rows) const {
   TORCH_CHECK(
       logits.dim() == 2 && logits.scalar_type() == at::kFloat && logits.device().is_cpu() && logits.is_contiguous(),
       "sampler: logits must be a contiguous float32 CPU matrix");
-  TORCH_CHECK(logits.size(0) == static_cast<int64_t>(rows.size()), "sampler: ", logits.size(0), " logit rows for ",
-              rows.size(), " sampler rows");
+  // Row r's full logits, or nullptr for a row sampled from its top logits.
+  std::vector<float*> full(rows.size(), nullptr);
   const int64_t vocab = logits.size(1);
-  TORCH_CHECK(vocab > 0, "sampler: empty vocabulary");
+  int64_t next_full = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (rows[r].top_ids != nullptr) continue;
+    TORCH_CHECK(next_full < logits.size(0), "sampler: ", logits.size(0), " logit rows for more sampler rows");
+    full[r] = logits.data_ptr<float>() + next_full++ * vocab;
+  }
+  TORCH_CHECK(next_full == logits.size(0), "sampler: ", logits.size(0), " logit rows for ", next_full,
+              " sampler rows that need them");
+  TORCH_CHECK(next_full == 0 || vocab > 0, "sampler: empty vocabulary");
   std::vector<SampledToken> results(rows.size());
-  float* const data = logits.data_ptr<float>();
   // Each row reads only its own logits and generator, so the result does not depend on how rows are split.
   at::parallel_for(0, static_cast<int64_t>(rows.size()), 1, [&](int64_t begin, int64_t end) {
     c10::InferenceMode no_autograd;  // the few ATen calls per row need no autograd bookkeeping
     Scratch scratch;
-    for (int64_t r = begin; r < end; ++r) results[r] = SampleRow(rows[r], data + r * vocab, vocab, scratch);
+    for (int64_t r = begin; r < end; ++r) {
+      results[r] = full[r] != nullptr ? SampleRow(rows[r], full[r], vocab, scratch) : SampleFromTop(rows[r], scratch);
+    }
   });
   return results;
 }

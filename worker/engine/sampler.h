@@ -20,7 +20,19 @@ struct SamplerRow {
   absl::Span<const int32_t> prompt_token_ids;      // for the repetition penalty
   absl::Span<const int32_t> output_token_ids;      // for repetition, presence and frequency penalties
   absl::Span<const int32_t> suppressed_token_ids;  // never sampled this step (EOS / stop ids before min_tokens)
+  // When set, the row's TopLogitsNeeded() largest logits (largest first, equal ones by lower id) and their ids,
+  // which is all its sampling reads; the row then has no full logits.
+  const float* top_values = nullptr;
+  const int64_t* top_ids = nullptr;
 };
+
+// The most largest logits a step returns for sampling without the full row (greedy needs 1, top-k k).
+inline constexpr int64_t kMaxTopLogitsForSampling = 64;
+
+// How many of a row's largest logits are enough to sample with `options`, or 0 when it needs the full row:
+// logprobs, penalties or suppressed tokens, and any draw that is not limited to the top k (k up to
+// kMaxTopLogitsForSampling).
+int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens);
 
 struct SampledToken {
   int32_t token_id = 0;
@@ -31,9 +43,11 @@ struct SampledToken {
 // Turns one step's logits into one token per row: penalties, then greedy argmax, or temperature, top-k,
 // min-p, top-p and a draw from the row's generator. Logprobs are those of the raw model distribution,
 // computed only when asked. Runs on the engine thread; rows are processed in parallel.
+// Both ways a row can arrive draw the same token from the same generator state.
 class Sampler {
  public:
-  // `logits`: float32 [rows.size(), vocab], CPU, contiguous; modified in place.
+  // `logits`: float32 [rows without top_values, vocab], CPU, contiguous, the full rows in the order of the rows
+  // that need them; modified in place.
   std::vector<SampledToken> Sample(at::Tensor& logits, absl::Span<const SamplerRow> rows) const;
 };
 

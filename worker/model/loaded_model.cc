@@ -66,6 +66,7 @@ absl::Status ExpectShape(const torch::jit::Module& module, const std::string& pa
 // output or a crash in the middle of serving.
 absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const ModelManifest& m) {
   if (!module.find_method("forward")) return absl::InvalidArgumentError("model.pt has no forward method");
+  if (!module.find_method("forward_top_k")) return absl::InvalidArgumentError("model.pt has no forward_top_k method");
   const int64_t kv_width = m.num_kv_heads * m.head_dim;
   RETURN_IF_ERROR(ExpectShape(module, "model.embed_tokens.weight", {m.vocab_size, m.hidden_size}));
   RETURN_IF_ERROR(ExpectShape(module, "lm_head.weight", {m.vocab_size, m.hidden_size}));
@@ -168,15 +169,32 @@ absl::StatusOr<at::Tensor> LoadedModel::AllocateKvCache(int64_t num_blocks, int6
   }
 }
 
+std::vector<c10::IValue> LoadedModel::Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const {
+  const auto on_device = [this](const at::Tensor& tensor) { return tensor.to(device_, /*non_blocking=*/true); };
+  return {on_device(batch.input_ids),        on_device(batch.positions),     kv_cache,
+          on_device(batch.slot_mapping),     on_device(batch.block_tables),  on_device(batch.seq_lens),
+          on_device(batch.query_start_locs), on_device(batch.logits_indices)};
+}
+
 absl::StatusOr<at::Tensor> LoadedModel::Forward(const ForwardBatch& batch, at::Tensor& kv_cache) {
   try {
     c10::InferenceMode inference;
-    const auto on_device = [this](const at::Tensor& tensor) { return tensor.to(device_, /*non_blocking=*/true); };
-    std::vector<c10::IValue> inputs = {
-        on_device(batch.input_ids),        on_device(batch.positions),     kv_cache,
-        on_device(batch.slot_mapping),     on_device(batch.block_tables),  on_device(batch.seq_lens),
-        on_device(batch.query_start_locs), on_device(batch.logits_indices)};
-    return module_.forward(inputs).toTensor();
+    return module_.forward(Inputs(batch, kv_cache)).toTensor();
+  } catch (const std::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat("model forward failed: ", ConciseError(error)));
+  }
+}
+
+absl::StatusOr<SamplingLogits> LoadedModel::ForwardForSampling(const ForwardBatch& batch, at::Tensor& kv_cache,
+                                                               const at::Tensor& full_rows, int64_t top_k) {
+  try {
+    c10::InferenceMode inference;
+    std::vector<c10::IValue> inputs = Inputs(batch, kv_cache);
+    inputs.emplace_back(full_rows.to(device_));
+    inputs.emplace_back(top_k);
+    const auto outputs = module_.get_method("forward_top_k")(std::move(inputs)).toTuple();
+    return SamplingLogits{outputs->elements()[0].toTensor(), outputs->elements()[1].toTensor(),
+                          outputs->elements()[2].toTensor()};
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(absl::StrCat("model forward failed: ", ConciseError(error)));
   }

@@ -30,6 +30,14 @@ struct ForwardBatch {
   at::Tensor logits_indices;    // [K] int64
 };
 
+// What one step returns for sampling: the full logits of only the rows that need them, and the largest
+// logits of every row, which is all greedy and top-k sampling read.
+struct SamplingLogits {
+  at::Tensor full_logits;  // [F, vocab] float32: logits rows full_rows[0..F), in that order
+  at::Tensor top_values;   // [K, top_k] float32, largest first (equal values: lower id first)
+  at::Tensor top_ids;      // [K, top_k] int64
+};
+
 // A model package loaded for serving: the TorchScript module on its device and dtype, checked against the
 // manifest. Not thread-safe: the engine thread owns it.
 class LoadedModel {
@@ -50,9 +58,16 @@ class LoadedModel {
   // float32 logits [K, vocab]. INVALID_ARGUMENT for inputs the model or operators reject.
   absl::StatusOr<at::Tensor> Forward(const ForwardBatch& batch, at::Tensor& kv_cache);
 
+  // The step for sampling (the package's forward_top_k): full logits for the logits rows named by `full_rows`
+  // (int64 [F], distinct, CPU), and the `top_k` largest logits of every logits row. Results on the model's
+  // device.
+  absl::StatusOr<SamplingLogits> ForwardForSampling(const ForwardBatch& batch, at::Tensor& kv_cache,
+                                                    const at::Tensor& full_rows, int64_t top_k);
+
  private:
   LoadedModel(ModelManifest manifest, torch::jit::Module module, at::Device device, at::ScalarType dtype)
       : manifest_(std::move(manifest)), module_(std::move(module)), device_(device), dtype_(dtype) {}
+  std::vector<c10::IValue> Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const;
 
   ModelManifest manifest_;
   torch::jit::Module module_;

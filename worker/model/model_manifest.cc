@@ -49,9 +49,9 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   }
   const int version = root.value("format_version", 0);
   if (version < kMinManifestFormatVersion || version > kManifestFormatVersion) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": package format version ", version, " is not supported (this llmc reads versions ",
-                     kMinManifestFormatVersion, " to ", kManifestFormatVersion, "); re-export it with tools/export_model.py"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": package format version ", version, " is not supported (this llmc reads versions ",
+        kMinManifestFormatVersion, " to ", kManifestFormatVersion, "); re-export it with tools/export_model.py"));
   }
   ModelManifest manifest;
   absl::Status status = ReadString(root, path, "name", &manifest.name);

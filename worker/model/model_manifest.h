@@ -11,10 +11,10 @@
 namespace llmc::model {
 
 inline constexpr char kManifestFile[] = "llmc-model.json";
-// Version 3 packages call the fused operators (docs/model-package.md); older ones are refused with a hint to
-// re-export them.
-inline constexpr int kMinManifestFormatVersion = 3;
-inline constexpr int kManifestFormatVersion = 3;
+// Version 3 packages call the fused operators (docs/model-package.md); version 4 adds forward_top_k, the
+// step that returns top logits instead of full rows. Older ones are refused with a hint to re-export them.
+inline constexpr int kMinManifestFormatVersion = 4;
+inline constexpr int kManifestFormatVersion = 4;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {

@@ -17,7 +17,7 @@
 
 namespace llmc::worker {
 
-// One Generate stream. The engine thread delivers responses through a sink that only queues them here and,
+// One Generate stream. The engine's delivery thread hands responses to a sink that only queues them here and,
 // when no write is in flight, starts the next one; gRPC's OnWriteDone starts the one after. Exactly one
 // write is in flight at a time, and the call finishes with the engine's status once the queue is empty.
 //

@@ -73,7 +73,11 @@ WorkerMetrics::WorkerMetrics(const std::string& model_name)
                                      "Tokens (prefill and decode) processed per engine step",
                                      {{"model_name", model_name}}, kIterationTokenBuckets)),
       step_duration_(AddHistogram(*registry_, "llmc:iteration_duration_seconds", "Wall time of one engine step",
-                                  {{"model_name", model_name}}, kStepDurationBuckets)) {
+                                  {{"model_name", model_name}}, kStepDurationBuckets)),
+      step_host_duration_(AddHistogram(*registry_, "llmc:iteration_host_duration_seconds",
+                                       "Wall time of one engine step outside the model (scheduling, batch, "
+                                       "sampling, detokenizing, queueing the output)",
+                                       {{"model_name", model_name}}, kStepDurationBuckets)) {
   auto& success = prometheus::BuildCounter()
                       .Name("llmc:request_success_total")
                       .Help("Finished requests by finish reason (stop, length, abort, error)")
@@ -93,9 +97,10 @@ void WorkerMetrics::RefreshLoad(const engine::EngineLoad& load) {
   kv_cache_usage_.Set(load.kv_cache_usage());
 }
 
-void WorkerMetrics::OnStep(int64_t num_prefill_tokens, int64_t num_decode_tokens, absl::Duration step_time) {
-  iteration_tokens_.Observe(static_cast<double>(num_prefill_tokens + num_decode_tokens));
-  step_duration_.Observe(absl::ToDoubleSeconds(step_time));
+void WorkerMetrics::OnStep(const engine::StepStats& step) {
+  iteration_tokens_.Observe(static_cast<double>(step.num_prefill_tokens + step.num_decode_tokens));
+  step_duration_.Observe(absl::ToDoubleSeconds(step.step_time));
+  step_host_duration_.Observe(absl::ToDoubleSeconds(step.step_time - step.model_time));
 }
 
 void WorkerMetrics::OnFirstToken(absl::Duration time_to_first_token) {

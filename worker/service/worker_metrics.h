@@ -26,7 +26,7 @@ class WorkerMetrics final : public engine::EngineObserver {
   std::shared_ptr<prometheus::Registry> prometheus_registry() const { return registry_; }
   void RefreshLoad(const engine::EngineLoad& load);
 
-  void OnStep(int64_t num_prefill_tokens, int64_t num_decode_tokens, absl::Duration step_time) override;
+  void OnStep(const engine::StepStats& step) override;
   void OnFirstToken(absl::Duration time_to_first_token) override;
   void OnInterToken(absl::Duration inter_token_latency) override;
   void OnPreemption() override;
@@ -50,6 +50,7 @@ class WorkerMetrics final : public engine::EngineObserver {
   prometheus::Histogram& request_generation_tokens_;
   prometheus::Histogram& iteration_tokens_;
   prometheus::Histogram& step_duration_;
+  prometheus::Histogram& step_host_duration_;
 };
 
 }  // namespace llmc::worker

@@ -8,6 +8,8 @@
 #include <ATen/ATen.h>
 #include <c10/util/Optional.h>
 
+#include <tuple>
+
 namespace llmc::model::cpu {
 
 // Registration happens when this object is linked in; the loader calls this to guarantee it.
@@ -34,6 +36,14 @@ at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_we
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                          int64_t vocab_size);
 
+// One pass of the LM head for sampling: (float32 logits [F, vocab] of the rows named by full_rows (int64 [F],
+// distinct), the top_k largest logits of every row [T, top_k] float32, largest first and equal values by lower
+// id, and their ids [T, top_k] int64).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden,
+                                                                 const at::Tensor& norm_weight, double eps,
+                                                                 const at::Tensor& weight, int64_t vocab_size,
+                                                                 const at::Tensor& full_rows, int64_t top_k);
+
 // The composite (ATen) versions of the same operators: the CUDA kernels, the CPU path for unpacked weights,
 // and the reference in tests.
 namespace composite {
@@ -47,6 +57,10 @@ at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_we
                              const at::Tensor& weight, int64_t intermediate_size);
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                          int64_t vocab_size);
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden,
+                                                                 const at::Tensor& norm_weight, double eps,
+                                                                 const at::Tensor& weight, int64_t vocab_size,
+                                                                 const at::Tensor& full_rows, int64_t top_k);
 }  // namespace composite
 
 }  // namespace llmc::model::cpu

@@ -61,4 +61,14 @@ at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight
   return at::linear(RmsNorm(hidden, norm_weight, eps), weight).to(at::kFloat);
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden,
+                                                                 const at::Tensor& norm_weight, double eps,
+                                                                 const at::Tensor& weight, int64_t vocab_size,
+                                                                 const at::Tensor& full_rows, int64_t top_k) {
+  const at::Tensor logits = RmsNormLmHead(hidden, norm_weight, eps, weight, vocab_size);
+  const auto [values, ids] = at::sort(logits, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
+  return {logits.index_select(0, full_rows.to(logits.device())), values.narrow(1, 0, top_k).contiguous(),
+          ids.narrow(1, 0, top_k).contiguous()};
+}
+
 }  // namespace llmc::model::cpu::composite

@@ -2,6 +2,7 @@
 // each member of the persistent thread team (thread_team.h) streams its own contiguous range of weight
 // panels, and a per-panel epilogue finishes the columns it produced (bias, residual, SiLU * up, RoPE and the
 // cache write).
+#include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 
@@ -14,6 +15,7 @@
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/thread_team.h"
+#include "worker/model/cpu/top_logits.h"
 
 namespace llmc::model::cpu {
 namespace {
@@ -59,7 +61,7 @@ SiluMulKernel SelectSiluMul() {
 
 // Buffers of the calling thread (the engine thread), grown when a larger batch arrives and kept: steady
 // state allocates nothing. Grown only outside parallel regions.
-enum CallerBufferSlot { kStagedActivations = 0, kQkvResults = 1, kCallerBufferSlots };
+enum CallerBufferSlot { kStagedActivations = 0, kQkvResults = 1, kTopLogitLists = 2, kCallerBufferSlots };
 
 char* CallerBuffer(CallerBufferSlot slot, size_t bytes) {
   thread_local std::vector<char> buffers[kCallerBufferSlots];
@@ -275,8 +277,52 @@ at::Tensor LmHeadImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, f
   return logits;
 }
 
+// One pass over the LM head for sampling: the rows in `full_index` (row -> output row, or -1) get their full
+// logits; every row's top_k largest logits are kept per team member while its panels stream by, then merged.
+template <typename T>
+std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& hidden, const at::Tensor& norm_weight,
+                                                              float eps, const at::Tensor& weight, int64_t vocab,
+                                                              const std::vector<int64_t>& full_index,
+                                                              int64_t full_count, int64_t top_k) {
+  const int64_t tokens = hidden.size(0), k = hidden.size(1);
+  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
+  // The team has at most this many members (fewer when called from inside a job).
+  const int team_size = std::max(1, at::get_num_threads());
+  TopLogit* lists = reinterpret_cast<TopLogit*>(CallerBuffer(
+      kTopLogitLists, static_cast<size_t>(team_size) * tokens * std::max<int64_t>(top_k, 1) * sizeof(TopLogit)));
+  at::Tensor logits = at::empty({full_count, vocab}, hidden.options().dtype(at::kFloat));
+  at::Tensor top_values = at::empty({tokens, top_k}, hidden.options().dtype(at::kFloat));
+  at::Tensor top_ids = at::empty({tokens, top_k}, hidden.options().dtype(at::kLong));
+  const T* x = hidden.data_ptr<T>();
+  const T* norm = norm_weight.data_ptr<T>();
+  float* out = logits.data_ptr<float>();
+  float* values_out = top_values.data_ptr<float>();
+  int64_t* ids_out = top_ids.data_ptr<int64_t>();
+  InTeam([&](TeamMember& member) {
+    TopLogit* own = lists + static_cast<int64_t>(member.index()) * tokens * top_k;
+    ClearTopLogits(own, tokens * top_k);
+    StageNormalizedRows(member, staged, x, norm, eps, k);
+    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+      const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, vocab - first);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row_values = c + r * kPanelWidth;
+        const int64_t row = m0 + r;
+        if (full_index[row] >= 0) std::copy(row_values, row_values + count, out + full_index[row] * vocab + first);
+        OfferTopLogits(own + row * top_k, top_k, row_values, count, first);
+      }
+    });
+    member.Barrier();
+    const auto [first_row, last_row] = member.Share(tokens);
+    for (int64_t row = first_row; row < last_row; ++row) {
+      MergeTopLogits(lists + row * top_k, tokens * top_k, member.size(), top_k, values_out + row * top_k,
+                     ids_out + row * top_k);
+    }
+  });
+  return {logits, top_values, top_ids};
+}
+
 template <typename Fn>
-at::Tensor ByDtype(const at::Tensor& tensor, Fn&& fn) {
+auto ByDtype(const at::Tensor& tensor, Fn&& fn) {
   if (tensor.scalar_type() == at::kBFloat16) return fn(Bf16{});
   TORCH_CHECK(tensor.scalar_type() == at::kFloat, "llmc fused ops: bfloat16 or float32 activations only");
   return fn(float{});
@@ -376,6 +422,36 @@ at::Tensor RmsNormLmHead(const at::Tensor& hidden_in, const at::Tensor& norm_wei
   });
 }
 
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden_in,
+                                                                 const at::Tensor& norm_weight, double eps,
+                                                                 const at::Tensor& weight, int64_t vocab_size,
+                                                                 const at::Tensor& full_rows, int64_t top_k) {
+  TORCH_CHECK(top_k >= 0 && top_k <= vocab_size, "rms_norm_lm_head_top_k: top_k must be in [0, vocab_size]");
+  TORCH_CHECK(full_rows.dim() == 1 && full_rows.scalar_type() == at::kLong,
+              "rms_norm_lm_head_top_k: full_rows must be int64 [rows]");
+  if (!IsPackedWeight(weight)) {
+    return composite::RmsNormLmHeadTopK(hidden_in, norm_weight, eps, weight, vocab_size, full_rows, top_k);
+  }
+  const at::Tensor hidden = hidden_in.contiguous(), norm = norm_weight.contiguous();
+  CheckPacked("rms_norm_lm_head_top_k", hidden, weight, vocab_size);
+  TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
+              "rms_norm_lm_head_top_k: norm weight must be [hidden] of the input's dtype");
+  TORCH_CHECK(at::get_num_threads() <= 256, "rms_norm_lm_head_top_k: at most 256 threads");
+  const int64_t tokens = hidden.size(0);
+  std::vector<int64_t> full_index(tokens, -1);
+  const at::Tensor rows = full_rows.contiguous();
+  const int64_t* row_data = rows.data_ptr<int64_t>();
+  for (int64_t i = 0; i < rows.numel(); ++i) {
+    TORCH_CHECK(row_data[i] >= 0 && row_data[i] < tokens && full_index[row_data[i]] < 0,
+                "rms_norm_lm_head_top_k: full_rows must name distinct rows of the input");
+    full_index[row_data[i]] = i;
+  }
+  return ByDtype(hidden, [&](auto type) {
+    return LmHeadTopKImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, vocab_size, full_index,
+                                          rows.numel(), top_k);
+  });
+}
+
 bool EnsureFusedOpsRegistered() { return true; }
 
 }  // namespace llmc::model::cpu
@@ -391,6 +467,9 @@ TORCH_LIBRARY_FRAGMENT(llmc, m) {
       "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int intermediate_size) "
       "-> Tensor");
   m.def("rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size) -> Tensor");
+  m.def(
+      "rms_norm_lm_head_top_k(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size, "
+      "Tensor full_rows, int top_k) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(llmc, CPU, m) {
@@ -399,6 +478,7 @@ TORCH_LIBRARY_IMPL(llmc, CPU, m) {
   m.impl("linear_residual", &llmc::model::cpu::LinearResidual);
   m.impl("rms_norm_gate_up_silu", &llmc::model::cpu::RmsNormGateUpSilu);
   m.impl("rms_norm_lm_head", &llmc::model::cpu::RmsNormLmHead);
+  m.impl("rms_norm_lm_head_top_k", &llmc::model::cpu::RmsNormLmHeadTopK);
 }
 
 TORCH_LIBRARY_IMPL(llmc, CUDA, m) {
@@ -407,4 +487,5 @@ TORCH_LIBRARY_IMPL(llmc, CUDA, m) {
   m.impl("linear_residual", &llmc::model::cpu::composite::LinearResidual);
   m.impl("rms_norm_gate_up_silu", &llmc::model::cpu::composite::RmsNormGateUpSilu);
   m.impl("rms_norm_lm_head", &llmc::model::cpu::composite::RmsNormLmHead);
+  m.impl("rms_norm_lm_head_top_k", &llmc::model::cpu::composite::RmsNormLmHeadTopK);
 }
