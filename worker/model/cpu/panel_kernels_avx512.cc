@@ -8,6 +8,19 @@
 namespace llmc::model::cpu {
 namespace {
 
+// Software prefetch of the panel 4 KiB ahead, every 64-byte line of the 256 bytes one k step (a bfloat16
+// pair, or one float32 k) reads. Prefetching only every other line relies on the CPU's adjacent-line
+// prefetcher, which Intel parts have and AMD's do not: on an AMD EPYC the LM head streamed at 21 GB/s that
+// way and at 37 GB/s with every line.
+inline void PrefetchAhead(const void* position) {
+  constexpr int kDistance = 4096;
+  const char* line = static_cast<const char*>(position) + kDistance;
+  _mm_prefetch(line, _MM_HINT_T0);
+  _mm_prefetch(line + 64, _MM_HINT_T0);
+  _mm_prefetch(line + 128, _MM_HINT_T0);
+  _mm_prefetch(line + 192, _MM_HINT_T0);
+}
+
 // Rows rows against the whole panel: 4 column vectors x Rows accumulators; the panel streams in order and
 // each 64-byte weight vector serves every row.
 template <int Rows>
@@ -23,8 +36,7 @@ void Bf16Rows(const PanelArgs& args, int64_t m0) {
   const int64_t pairs = args.k_padded / 2;
   for (int64_t pair = 0; pair < pairs; ++pair) {
     const uint16_t* w = panel + pair * kPanelWidth * 2;
-    _mm_prefetch(reinterpret_cast<const char*>(w) + 4096, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w) + 4096 + 128, _MM_HINT_T0);
+    PrefetchAhead(w);
     const __m512bh w0 = (__m512bh)_mm512_loadu_si512(w);
     const __m512bh w1 = (__m512bh)_mm512_loadu_si512(w + 32);
     const __m512bh w2 = (__m512bh)_mm512_loadu_si512(w + 64);
@@ -60,8 +72,7 @@ void FloatRows(const PanelArgs& args, int64_t m0) {
   }
   for (int64_t k = 0; k < args.k_padded; ++k) {
     const float* w = panel + k * kPanelWidth;
-    _mm_prefetch(reinterpret_cast<const char*>(w) + 4096, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(w) + 4096 + 128, _MM_HINT_T0);
+    PrefetchAhead(w);
     const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16), w2 = _mm512_loadu_ps(w + 32),
                  w3 = _mm512_loadu_ps(w + 48);
 #pragma GCC unroll 8

@@ -25,9 +25,11 @@ inline void OfferTopLogits(TopLogit* list, int64_t k, const float* values, int64
   if (k <= 0) return;
   TopLogit& last = list[k - 1];
   if (last.id >= 0) {
-    float best = values[0];
-    for (int64_t j = 1; j < count; ++j) best = std::max(best, values[j]);  // vectorizes
-    if (!(best > last.value)) return;
+    // Most panels hold nothing above the k-th value: one vectorized pass rules them out.
+    const float bar = last.value;
+    int above = 0;
+    for (int64_t j = 0; j < count; ++j) above |= values[j] > bar;
+    if (above == 0) return;
   }
   for (int64_t j = 0; j < count; ++j) {
     const float value = values[j];
