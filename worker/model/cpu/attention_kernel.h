@@ -159,25 +159,51 @@ inline void AccumulateValues(float* a, float correction, const float* p, const f
   }
 }
 
+// How a path holds queries and keys for the score products. This one, for every path: float32 queries
+// pre-scaled, float32 keys transposed to [hd][bs], generic-vector products.
+struct FloatKeys {
+  static void LoadQuery(const AttentionArgs& args, int64_t token, int64_t head, float* slot) {
+    const int64_t hd = args.head_dim;
+    LoadRow(args.query, (token * args.num_heads + head) * hd, args.bf16, hd, slot);
+    for (int64_t d = 0; d < hd; ++d) slot[d] *= args.scale;
+  }
+  // Keys of `valid` tokens from `base` (elements), token_stride apart; the rest of the block zeroed.
+  static void LoadKeys(const AttentionArgs& args, int64_t base, int64_t token_stride, int64_t valid, float* keys) {
+    const int64_t hd = args.head_dim, bs = args.block_size;
+    float row[512];
+    for (int64_t t = 0; t < valid; ++t) {
+      LoadRow(args.key_cache, base + t * token_stride, args.bf16, hd, row);
+      for (int64_t d = 0; d < hd; ++d) keys[d * bs + t] = row[d];
+    }
+    for (int64_t t = valid; t < bs; ++t) {
+      for (int64_t d = 0; d < hd; ++d) keys[d * bs + t] = 0;
+    }
+  }
+  // Scaled scores of `count` consecutive query slots (hd floats apart) against the block: s is [count][bs].
+  static void Scores(const AttentionArgs& args, const float* q, int64_t count, const float* keys, float* s) {
+    attention_detail::Scores(q, count, args.head_dim, keys, args.block_size, s);
+  }
+};
+
 }  // namespace attention_detail
 
-inline void Attend(const AttentionArgs& args) {
+// Query slots and the key block are `hd` and `hd * bs` floats, whatever Keys keeps in them.
+template <typename Keys>
+inline void AttendWith(const AttentionArgs& args) {
   using attention_detail::LoadRow;
   const int64_t group = args.num_heads / args.num_kv_heads, hd = args.head_dim, bs = args.block_size;
   const int64_t queries = args.num_rows * group;
-  float* q = args.scratch;             // [queries][hd], pre-scaled
+  float* q = args.scratch;             // [queries][hd]
   float* acc = q + queries * hd;       // [queries][hd]
   float* scores = acc + queries * hd;  // [queries][bs]
   float* running_max = scores + queries * bs;
   float* running_sum = running_max + queries;
-  float* keys_t = running_sum + queries;  // [hd][bs]
-  float* values = keys_t + hd * bs;       // [bs][hd]
+  float* keys = running_sum + queries;  // hd * bs
+  float* values = keys + hd * bs;       // [bs][hd]
   for (int64_t r = 0; r < args.num_rows; ++r) {
     for (int64_t g = 0; g < group; ++g) {
       const int64_t index = r * group + g;
-      const int64_t head = args.kv_head * group + g;
-      LoadRow(args.query, ((args.first_row + r) * args.num_heads + head) * hd, args.bf16, hd, q + index * hd);
-      for (int64_t d = 0; d < hd; ++d) q[index * hd + d] *= args.scale;
+      Keys::LoadQuery(args, args.first_row + r, args.kv_head * group + g, q + index * hd);
       running_max[index] = -std::numeric_limits<float>::infinity();
       running_sum[index] = 0;
     }
@@ -189,20 +215,15 @@ inline void Attend(const AttentionArgs& args) {
     const int64_t block = args.block_table[block_start / bs];
     const int64_t valid = std::min(bs, context - block_start);
     const int64_t base = block * bs * token_stride + args.kv_head * hd;
-    float row[512];
+    Keys::LoadKeys(args, base, token_stride, valid, keys);
     for (int64_t t = 0; t < valid; ++t) {
-      LoadRow(args.key_cache, base + t * token_stride, args.bf16, hd, row);
-      for (int64_t d = 0; d < hd; ++d) keys_t[d * bs + t] = row[d];
       LoadRow(args.value_cache, base + t * token_stride, args.bf16, hd, values + t * hd);
-    }
-    for (int64_t t = valid; t < bs; ++t) {
-      for (int64_t d = 0; d < hd; ++d) keys_t[d * bs + t] = 0;
     }
     for (int64_t r = 0; r < args.num_rows; ++r) {
       const int64_t position = args.first_position + r;
       if (block_start > position) continue;  // this row ends before the block; later rows may not
       const int64_t visible = std::min(valid, position - block_start + 1);
-      attention_detail::Scores(q + r * group * hd, group, hd, keys_t, bs, scores + r * group * bs);
+      Keys::Scores(args, q + r * group * hd, group, keys, scores + r * group * bs);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t index = r * group + g;
         float* s = scores + index * bs;
@@ -237,6 +258,8 @@ inline void Attend(const AttentionArgs& args) {
     }
   }
 }
+
+inline void Attend(const AttentionArgs& args) { AttendWith<attention_detail::FloatKeys>(args); }
 
 }  // namespace
 }  // namespace llmc::model::cpu

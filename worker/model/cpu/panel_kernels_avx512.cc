@@ -1,5 +1,7 @@
 // Built with -mavx512f -mavx512bw -mavx512vl -mavx512bf16 (worker/CMakeLists.txt); called only where the CPU
 // has them (cpu_isa.h).
+#include <cstring>
+
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/vector_math.h"
@@ -127,11 +129,103 @@ struct FloatRunner {
   static void Run(const PanelArgs& args, int64_t m0) { FloatRows<Rows>(args, m0); }
 };
 
+// Sixteen rows of 16 dwords each into sixteen columns: out[c] holds dword c of every row.
+inline void Transpose16x16(__m512i r[16], __m512i out[16]) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // b[4i + c], 128-bit lane L: dword 4L + c of rows 4i .. 4i + 3.
+  for (int i = 0; i < 4; ++i) {
+    b[4 * i + 0] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i e0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x88);
+    const __m512i e1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xdd);
+    const __m512i e2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x88);
+    const __m512i e3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xdd);
+    out[c] = _mm512_shuffle_i32x4(e0, e2, 0x88);
+    out[4 + c] = _mm512_shuffle_i32x4(e1, e3, 0x88);
+    out[8 + c] = _mm512_shuffle_i32x4(e0, e2, 0xdd);
+    out[12 + c] = _mm512_shuffle_i32x4(e1, e3, 0xdd);
+  }
+}
+
+// Attention scores with bfloat16 dot products, for bfloat16 caches in blocks of 16 tokens and head sizes that
+// are multiples of 32: queries stay the model's bfloat16 values (the scale applies to the scores), and a key
+// block is transposed to [hd / 2][16 tokens] bfloat16 pairs, so one vdpbf16ps multiplies a query's pair of
+// dimensions into all 16 keys: half the instructions of float32 multiply-adds and no conversions.
+struct Bf16PairKeys {
+  static bool Supports(const AttentionArgs& args) {
+    return args.bf16 && args.block_size == 16 && args.head_dim % 32 == 0 && args.head_dim <= 512;
+  }
+  static void LoadQuery(const AttentionArgs& args, int64_t token, int64_t head, float* slot) {
+    const int64_t hd = args.head_dim;
+    std::memcpy(slot, static_cast<const uint16_t*>(args.query) + (token * args.num_heads + head) * hd, hd * 2);
+  }
+  static void LoadKeys(const AttentionArgs& args, int64_t base, int64_t token_stride, int64_t valid, float* keys) {
+    const auto* cache = static_cast<const uint16_t*>(args.key_cache) + base;
+    auto* pairs = reinterpret_cast<uint32_t*>(keys);  // [hd / 2][16]
+    for (int64_t chunk = 0; chunk < args.head_dim / 32; ++chunk) {
+      __m512i rows[16], columns[16];
+      for (int64_t t = 0; t < 16; ++t) {
+        rows[t] = t < valid ? _mm512_loadu_si512(cache + t * token_stride + 32 * chunk) : _mm512_setzero_si512();
+      }
+      Transpose16x16(rows, columns);
+      for (int c = 0; c < 16; ++c) _mm512_storeu_si512(pairs + (16 * chunk + c) * 16, columns[c]);
+    }
+  }
+  template <int N>
+  static void ScoresOf(const uint32_t* q, int64_t q_stride, int64_t pairs, const uint32_t* keys, float scale,
+                       float* s) {
+    __m512 acc[N];
+    for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t d2 = 0; d2 < pairs; ++d2) {
+      const __m512bh k = (__m512bh)_mm512_loadu_si512(keys + d2 * 16);
+      for (int i = 0; i < N; ++i) {
+        acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(static_cast<int>(q[i * q_stride + d2])), k);
+      }
+    }
+    const __m512 scales = _mm512_set1_ps(scale);
+    for (int i = 0; i < N; ++i) _mm512_storeu_ps(s + 16 * i, _mm512_mul_ps(acc[i], scales));
+  }
+  static void Scores(const AttentionArgs& args, const float* q_slots, int64_t count, const float* keys, float* s) {
+    const auto* q = reinterpret_cast<const uint32_t*>(q_slots);
+    const auto* k = reinterpret_cast<const uint32_t*>(keys);
+    const int64_t stride = args.head_dim, pairs = args.head_dim / 2;  // slots are hd floats apart
+    int64_t i = 0;
+    for (; i + 4 <= count; i += 4) ScoresOf<4>(q + i * stride, stride, pairs, k, args.scale, s + i * 16);
+    switch (count - i) {
+      case 3:
+        ScoresOf<3>(q + i * stride, stride, pairs, k, args.scale, s + i * 16);
+        break;
+      case 2:
+        ScoresOf<2>(q + i * stride, stride, pairs, k, args.scale, s + i * 16);
+        break;
+      case 1:
+        ScoresOf<1>(q + i * stride, stride, pairs, k, args.scale, s + i * 16);
+        break;
+      default:
+        break;
+    }
+  }
+};
+
 }  // namespace
 
 void PanelBf16Avx512(const PanelArgs& args) { ForRowBlocks<Bf16Runner>(args); }
 void PanelFloatAvx512(const PanelArgs& args) { ForRowBlocks<FloatRunner>(args); }
-void AttendAvx512(const AttentionArgs& args) { Attend(args); }
+void AttendAvx512(const AttentionArgs& args) {
+  if (Bf16PairKeys::Supports(args)) {
+    AttendWith<Bf16PairKeys>(args);
+  } else {
+    Attend(args);
+  }
+}
 void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
 
 }  // namespace llmc::model::cpu
