@@ -98,6 +98,9 @@ start_cluster() {
 
 echo "bench-serving: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), worker threads $threads"
 echo "bench-serving: $endpoint, $input_len-token prompts, $output_len tokens out (ignore_eos), levels: $levels"
+# The yardstick for one stream (weight bytes / best read bandwidth), measured with no cluster running,
+# before and after the sweep: a shared machine's bandwidth moves from minute to minute.
+LLMC_THREADS="$threads" build/tests/llmc_model_bench --bandwidth "$package" | sed 's/^/bench-serving: before: /'
 for mode in $modes; do
   case "$mode" in
     continuous-batching) worker_flags=() ;;
@@ -145,4 +148,5 @@ if [ ${#mode_list[@]} -eq 2 ]; then
     cat "$out/compare-c16.md"
   fi
 fi
+LLMC_THREADS="$threads" build/tests/llmc_model_bench --bandwidth "$package" | sed 's/^/bench-serving: after: /'
 echo "bench-serving: results in $out (JSON per run, compare-c*.md, serving.svg, logs/)"

@@ -118,17 +118,19 @@ absl::Status Step(llmc::model::LoadedModel& model, const llmc::model::ForwardBat
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool profile = false;
+  bool profile = false, bandwidth_only = false;
   std::vector<std::string> packages;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--profile") {
       profile = true;
+    } else if (std::string(argv[i]) == "--bandwidth") {
+      bandwidth_only = true;
     } else {
       packages.emplace_back(argv[i]);
     }
   }
   if (packages.empty()) {
-    std::fprintf(stderr, "usage: %s [--profile] <package-dir> [<package-dir> ...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--profile | --bandwidth] <package-dir> [<package-dir> ...]\n", argv[0]);
     return 2;
   }
   // libtorch defaults to the number of physical cores, which on a 2-vCPU machine can be 1.
@@ -139,6 +141,20 @@ int main(int argc, char** argv) {
   const at::Tensor read_buffer = at::ones({512LL * 1024 * 1024}, at::kFloat);  // 2 GiB
   double bandwidth = 0;
   for (int pass = 0; pass < 5; ++pass) bandwidth = std::max(bandwidth, ReadBandwidthGbPerSecond(read_buffer));
+  if (bandwidth_only) {
+    // The yardstick alone, for benchmarks of whole servers (scripts/bench-serving.sh): one stream cannot
+    // decode faster than this many tokens per second.
+    std::printf("read bandwidth %.1f GB/s with %d threads\n", bandwidth, at::get_num_threads());
+    for (const std::string& package : packages) {
+      auto manifest = llmc::model::ReadModelManifest(package);
+      if (!manifest.ok()) return 1;
+      const auto dtype = manifest->dtype == "float32" ? at::kFloat : at::kBFloat16;
+      const double weight_bytes = static_cast<double>(WeightBytes(*manifest, dtype));
+      std::printf("%s: weights %.0f MB, one-stream limit %.1f tokens/s\n", package.c_str(), weight_bytes / 1e6,
+                  bandwidth * 1e9 / weight_bytes);
+    }
+    return 0;
+  }
   std::printf("threads %d\n", at::get_num_threads());
   constexpr int64_t kBlockSize = 16, kContext = 128;
   for (const std::string& package : packages) {
