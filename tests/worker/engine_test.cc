@@ -355,5 +355,44 @@ TEST_CASE("engine: logprobs are the model's, with sorted alternatives", "[integr
   }
 }
 
+// Greedy and top-k rows are sampled from the top logits the LM head keeps in its pass; asking for logprobs
+// gives the same request full float32 rows. In one batch, both ways must draw the same tokens.
+TEST_CASE("engine: rows sampled from in-pass top logits draw what full rows draw", "[integration][engine]") {
+  auto engine = StartEngine(SmallOptions());
+  const auto request = [](uint32_t variant, bool logprobs) {
+    GenerationRequest r = Greedy(ToIds(Reference().prompts[variant % 2]), 16);
+    if (variant >= 1) {
+      r.sampling.temperature = 0.9f;
+      r.sampling.top_k = 20;
+      r.sampling.seed = 7 + variant;
+    }
+    if (variant == 2) {
+      r.sampling.top_p = 0.8f;
+      r.sampling.min_tokens = 5;  // EOS suppressed for 5 steps: those rows need full logits either way
+    }
+    r.sampling.logprobs = logprobs;
+    return r;
+  };
+  std::vector<std::shared_ptr<CollectingSink>> in_pass, full;
+  for (uint32_t variant = 0; variant < 3; ++variant) {
+    in_pass.push_back(std::make_shared<CollectingSink>());
+    full.push_back(std::make_shared<CollectingSink>());
+    REQUIRE(engine->Submit(request(variant, false), in_pass.back()).ok());
+    REQUIRE(engine->Submit(request(variant, true), full.back()).ok());
+  }
+  for (uint32_t variant = 0; variant < 3; ++variant) {
+    REQUIRE(in_pass[variant]->WaitDone());
+    REQUIRE(full[variant]->WaitDone());
+    INFO("variant " << variant);
+    CHECK(in_pass[variant]->choice(0).tokens.size() == 16);
+    CHECK(in_pass[variant]->choice(0).tokens == full[variant]->choice(0).tokens);
+    CHECK(full[variant]->choice(0).logprobs.size() == 16);
+  }
+  // Greedy through the in-pass path is the reference's greedy continuation.
+  const std::vector<int32_t> continuation = ToIds(Reference().continuations[0]);
+  CHECK(in_pass[0]->choice(0).tokens == std::vector<int32_t>(continuation.begin(), continuation.begin() + 16));
+  CHECK(WaitForIdle(*engine));
+}
+
 }  // namespace
 }  // namespace llmc::engine
