@@ -183,6 +183,17 @@ struct FloatKeys {
   static void Scores(const AttentionArgs& args, const float* q, int64_t count, const float* keys, float* s) {
     attention_detail::Scores(q, count, args.head_dim, keys, args.block_size, s);
   }
+  // s[t] = exp(s[t] - new_max) for the `visible` scores, where new_max = max(running_max, max of them);
+  // returns new_max and the sum of the exponentials.
+  static void Exponentiate(float* s, int64_t visible, float running_max, float* new_max, float* block_sum) {
+    float block_max = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < visible; ++t) block_max = std::max(block_max, s[t]);
+    *new_max = std::max(running_max, block_max);
+    for (int64_t t = 0; t < visible; ++t) s[t] = FastExp(s[t] - *new_max);
+    float sum = 0;
+    for (int64_t t = 0; t < visible; ++t) sum += s[t];
+    *block_sum = sum;
+  }
 };
 
 }  // namespace attention_detail
@@ -227,13 +238,9 @@ inline void AttendWith(const AttentionArgs& args) {
       for (int64_t g = 0; g < group; ++g) {
         const int64_t index = r * group + g;
         float* s = scores + index * bs;
-        float block_max = -std::numeric_limits<float>::infinity();
-        for (int64_t t = 0; t < visible; ++t) block_max = std::max(block_max, s[t]);
-        const float new_max = std::max(running_max[index], block_max);
+        float new_max, block_sum;
+        Keys::Exponentiate(s, visible, running_max[index], &new_max, &block_sum);
         const float correction = FastExp(running_max[index] - new_max);
-        for (int64_t t = 0; t < visible; ++t) s[t] = FastExp(s[t] - new_max);
-        float block_sum = 0;
-        for (int64_t t = 0; t < visible; ++t) block_sum += s[t];
         running_sum[index] = running_sum[index] * correction + block_sum;
         running_max[index] = new_max;
         float* a = acc + index * hd;

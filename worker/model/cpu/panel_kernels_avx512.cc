@@ -1,6 +1,7 @@
 // Built with -mavx512f -mavx512bw -mavx512vl -mavx512bf16 (worker/CMakeLists.txt); called only where the CPU
 // has them (cpu_isa.h).
 #include <cstring>
+#include <limits>
 
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/panel_kernels.h"
@@ -129,6 +130,21 @@ struct FloatRunner {
   static void Run(const PanelArgs& args, int64_t m0) { FloatRows<Rows>(args, m0); }
 };
 
+// FastExp (vector_math.h) on 16 lanes, with the same clamp, rounding and polynomial.
+inline __m512 Exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-87.0f), _mm512_min_ps(x, _mm512_set1_ps(88.0f)));
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 whole = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, whole);
+  __m512 p = _mm512_set1_ps(1.5252733804059840e-5f);
+  for (const float c : {1.5403530393381609e-4f, 1.3333558146428443e-3f, 9.6181291076284772e-3f, 5.5504108664821580e-2f,
+                        2.4022650695910071e-1f, 6.9314718055994531e-1f, 1.0f}) {
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
+  }
+  const __m512i exponent = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(whole), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(exponent));
+}
+
 // Sixteen rows of 16 dwords each into sixteen columns: out[c] holds dword c of every row.
 inline void Transpose16x16(__m512i r[16], __m512i out[16]) {
   __m512i a[16], b[16];
@@ -192,6 +208,17 @@ struct Bf16PairKeys {
     }
     const __m512 scales = _mm512_set1_ps(scale);
     for (int i = 0; i < N; ++i) _mm512_storeu_ps(s + 16 * i, _mm512_mul_ps(acc[i], scales));
+  }
+  // FloatKeys::Exponentiate on one 16-lane vector (the block is 16 tokens), with a vector FastExp.
+  static void Exponentiate(float* s, int64_t visible, float running_max, float* new_max, float* block_sum) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << visible) - 1);
+    const __m512 scores = _mm512_maskz_loadu_ps(mask, s);
+    const __m512 visible_scores =
+        _mm512_mask_blend_ps(mask, _mm512_set1_ps(-std::numeric_limits<float>::infinity()), scores);
+    *new_max = std::max(running_max, _mm512_reduce_max_ps(visible_scores));
+    const __m512 weights = _mm512_maskz_mov_ps(mask, Exp16(_mm512_sub_ps(scores, _mm512_set1_ps(*new_max))));
+    _mm512_storeu_ps(s, weights);
+    *block_sum = _mm512_reduce_add_ps(weights);
   }
   static void Scores(const AttentionArgs& args, const float* q_slots, int64_t count, const float* keys, float* s) {
     const auto* q = reinterpret_cast<const uint32_t*>(q_slots);
