@@ -183,6 +183,17 @@ struct FloatKeys {
   static void Scores(const AttentionArgs& args, const float* q, int64_t count, const float* keys, float* s) {
     attention_detail::Scores(q, count, args.head_dim, keys, args.block_size, s);
   }
+  // Values of `valid` tokens into the block's value buffer (hd * bs floats), as AccumulateValues reads them.
+  static void LoadValues(const AttentionArgs& args, int64_t base, int64_t token_stride, int64_t valid, float* values) {
+    for (int64_t t = 0; t < valid; ++t) {
+      LoadRow(args.value_cache, base + t * token_stride, args.bf16, args.head_dim, values + t * args.head_dim);
+    }
+  }
+  // a = a * correction + sum over t < visible of p[t] * value[t].
+  static void AccumulateValues(float* a, float correction, const float* p, const float* values, int64_t visible,
+                               int64_t hd) {
+    attention_detail::AccumulateValues(a, correction, p, values, visible, hd);
+  }
   // s[t] = exp(s[t] - new_max) for the `visible` scores, where new_max = max(running_max, max of them);
   // returns new_max and the sum of the exponentials.
   static void Exponentiate(float* s, int64_t visible, float running_max, float* new_max, float* block_sum) {
@@ -210,7 +221,7 @@ inline void AttendWith(const AttentionArgs& args) {
   float* running_max = scores + queries * bs;
   float* running_sum = running_max + queries;
   float* keys = running_sum + queries;  // hd * bs
-  float* values = keys + hd * bs;       // [bs][hd]
+  float* values = keys + hd * bs;       // hd * bs
   for (int64_t r = 0; r < args.num_rows; ++r) {
     for (int64_t g = 0; g < group; ++g) {
       const int64_t index = r * group + g;
@@ -227,9 +238,7 @@ inline void AttendWith(const AttentionArgs& args) {
     const int64_t valid = std::min(bs, context - block_start);
     const int64_t base = block * bs * token_stride + args.kv_head * hd;
     Keys::LoadKeys(args, base, token_stride, valid, keys);
-    for (int64_t t = 0; t < valid; ++t) {
-      LoadRow(args.value_cache, base + t * token_stride, args.bf16, hd, values + t * hd);
-    }
+    Keys::LoadValues(args, base, token_stride, valid, values);
     for (int64_t r = 0; r < args.num_rows; ++r) {
       const int64_t position = args.first_position + r;
       if (block_start > position) continue;  // this row ends before the block; later rows may not
@@ -244,7 +253,7 @@ inline void AttendWith(const AttentionArgs& args) {
         running_sum[index] = running_sum[index] * correction + block_sum;
         running_max[index] = new_max;
         float* a = acc + index * hd;
-        attention_detail::AccumulateValues(a, correction, s, values, visible, hd);
+        Keys::AccumulateValues(a, correction, s, values, visible, hd);
       }
     }
   }

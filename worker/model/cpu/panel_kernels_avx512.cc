@@ -209,6 +209,66 @@ struct Bf16PairKeys {
     const __m512 scales = _mm512_set1_ps(scale);
     for (int i = 0; i < N; ++i) _mm512_storeu_ps(s + 16 * i, _mm512_mul_ps(acc[i], scales));
   }
+  // Values as bfloat16 pairs of consecutive tokens, [bs / 2][hd / 16][16 dims][2 tokens], so the weighted sum
+  // over a block is one vdpbf16ps per token pair and 16 dimensions (the weights rounded to bfloat16, as
+  // flash attention does on GPUs; the sum of the weights stays float32).
+  static void LoadValues(const AttentionArgs& args, int64_t base, int64_t token_stride, int64_t valid, float* values) {
+    alignas(64) static constexpr uint16_t kLow[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    alignas(64) static constexpr uint16_t kHigh[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                                       24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+    const __m512i low = _mm512_load_si512(kLow), high = _mm512_load_si512(kHigh);
+    const auto* cache = static_cast<const uint16_t*>(args.value_cache) + base;
+    auto* pairs = reinterpret_cast<uint32_t*>(values);
+    const int64_t vectors = args.head_dim / 16;
+    for (int64_t pair = 0; pair < 8; ++pair) {
+      const int64_t t = 2 * pair;
+      for (int64_t chunk = 0; chunk < args.head_dim / 32; ++chunk) {
+        const __m512i first =
+            t < valid ? _mm512_loadu_si512(cache + t * token_stride + 32 * chunk) : _mm512_setzero_si512();
+        const __m512i second =
+            t + 1 < valid ? _mm512_loadu_si512(cache + (t + 1) * token_stride + 32 * chunk) : _mm512_setzero_si512();
+        uint32_t* dst = pairs + (pair * vectors + 2 * chunk) * 16;
+        _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(first, low, second));
+        _mm512_storeu_si512(dst + 16, _mm512_permutex2var_epi16(first, high, second));
+      }
+    }
+  }
+  template <int Vectors>
+  static void AccumulateVectors(float* a, float correction, const uint32_t* weights, const uint32_t* pairs,
+                                int64_t token_pairs, int64_t vectors) {
+    __m512 acc[Vectors];
+    const __m512 scale = _mm512_set1_ps(correction);
+    for (int j = 0; j < Vectors; ++j) acc[j] = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * j), scale);
+    for (int64_t pair = 0; pair < token_pairs; ++pair) {
+      const __m512bh w = (__m512bh)_mm512_set1_epi32(static_cast<int>(weights[pair]));
+      for (int j = 0; j < Vectors; ++j) {
+        acc[j] = _mm512_dpbf16_ps(acc[j], w, (__m512bh)_mm512_loadu_si512(pairs + (pair * vectors + j) * 16));
+      }
+    }
+    for (int j = 0; j < Vectors; ++j) _mm512_storeu_ps(a + 16 * j, acc[j]);
+  }
+  static void AccumulateValues(float* a, float correction, const float* p, const float* values, int64_t visible,
+                               int64_t hd) {
+    const __mmask16 mask = static_cast<__mmask16>((1u << visible) - 1);
+    alignas(32) uint32_t weights[8];  // (p[2i], p[2i + 1]) in bfloat16; zero past `visible`
+    _mm256_store_si256(reinterpret_cast<__m256i*>(weights),
+                       (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, p)));
+    const auto* pairs = reinterpret_cast<const uint32_t*>(values);
+    const int64_t vectors = hd / 16, token_pairs = (visible + 1) / 2;
+    int64_t j = 0;
+    for (; j + 8 <= vectors; j += 8)
+      AccumulateVectors<8>(a + 16 * j, correction, weights, pairs + 16 * j, token_pairs, vectors);
+    if (vectors - j == 4) {
+      AccumulateVectors<4>(a + 16 * j, correction, weights, pairs + 16 * j, token_pairs, vectors);
+    } else if (vectors - j == 2) {
+      AccumulateVectors<2>(a + 16 * j, correction, weights, pairs + 16 * j, token_pairs, vectors);
+    } else {
+      for (; j < vectors; ++j) {
+        AccumulateVectors<1>(a + 16 * j, correction, weights, pairs + 16 * j, token_pairs, vectors);
+      }
+    }
+  }
   // FloatKeys::Exponentiate on one 16-lane vector (the block is 16 tokens), with a vector FastExp.
   static void Exponentiate(float* s, int64_t visible, float running_max, float* new_max, float* block_sum) {
     const __mmask16 mask = static_cast<__mmask16>((1u << visible) - 1);
