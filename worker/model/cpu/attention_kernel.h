@@ -68,22 +68,43 @@ inline void LoadRow(const void* base, int64_t offset, bool bf16, int64_t n, floa
   }
 }
 
-// Scores of N consecutive query vectors against a 16-key block (keys_t is [hd][16]): N independent
-// accumulator vectors, so the multiply-adds do not wait on each other.
-// A GCC generic vector: one zmm register with AVX512, two ymm with AVX2, four xmm otherwise; the
-// auto-vectorizer, left to itself, vectorizes this loop nest across the wrong dimension.
-typedef float Float16 __attribute__((vector_size(64)));
+// A GCC generic vector as wide as the path's registers (zmm with AVX512, ymm with AVX, xmm otherwise): the
+// auto-vectorizer, left to itself, vectorizes these loop nests across the wrong dimension, and a generic vector
+// wider than the registers is split through the stack.
+#if defined(__AVX512F__)
+typedef float FloatVector __attribute__((vector_size(64)));
+#elif defined(__AVX__)
+typedef float FloatVector __attribute__((vector_size(32)));
+#else
+typedef float FloatVector __attribute__((vector_size(16)));
+#endif
+constexpr int kVectorFloats = sizeof(FloatVector) / sizeof(float);
+constexpr int kVectorsPer16 = 16 / kVectorFloats;
 
+inline FloatVector LoadVector(const float* p) {
+  FloatVector v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Scores of N consecutive query vectors against a 16-key block (keys_t is [hd][16]): N independent rows of
+// accumulator vectors, so the multiply-adds do not wait on each other.
 template <int N>
 inline void Scores16(const float* q, int64_t hd, const float* keys_t, float* s) {
-  Float16 acc[N];
-  for (int i = 0; i < N; ++i) acc[i] = Float16{};
-  for (int64_t d = 0; d < hd; ++d) {
-    Float16 kt;
-    std::memcpy(&kt, keys_t + d * 16, sizeof(kt));
-    for (int i = 0; i < N; ++i) acc[i] += q[i * hd + d] * kt;
+  FloatVector acc[N][kVectorsPer16];
+  for (int i = 0; i < N; ++i) {
+    for (int v = 0; v < kVectorsPer16; ++v) acc[i][v] = FloatVector{};
   }
-  for (int i = 0; i < N; ++i) std::memcpy(s + i * 16, &acc[i], sizeof(acc[i]));
+  for (int64_t d = 0; d < hd; ++d) {
+    for (int v = 0; v < kVectorsPer16; ++v) {
+      const FloatVector kt = LoadVector(keys_t + d * 16 + v * kVectorFloats);
+      for (int i = 0; i < N; ++i) acc[i][v] += q[i * hd + d] * kt;
+    }
+  }
+  for (int i = 0; i < N; ++i) {
+    for (int v = 0; v < kVectorsPer16; ++v)
+      std::memcpy(s + i * 16 + v * kVectorFloats, &acc[i][v], sizeof(FloatVector));
+  }
 }
 
 inline void ScoresAnyBlock(const float* q, int64_t hd, const float* keys_t, int64_t bs, float* s) {
@@ -122,21 +143,15 @@ inline void Scores(const float* q, int64_t count, int64_t hd, const float* keys_
 // registers for the common head sizes.
 template <int Chunks>
 inline void AccumulateValuesFixed(float* a, float correction, const float* p, const float* values, int64_t visible) {
+  constexpr int kVectors = Chunks * kVectorsPer16;
   constexpr int64_t kHd = Chunks * 16;
-  Float16 acc[Chunks];
-  for (int c = 0; c < Chunks; ++c) {
-    std::memcpy(&acc[c], a + 16 * c, sizeof(Float16));
-    acc[c] *= correction;
-  }
+  FloatVector acc[kVectors];
+  for (int c = 0; c < kVectors; ++c) acc[c] = LoadVector(a + c * kVectorFloats) * correction;
   for (int64_t t = 0; t < visible; ++t) {
     const float weight = p[t];
-    for (int c = 0; c < Chunks; ++c) {
-      Float16 v;
-      std::memcpy(&v, values + t * kHd + 16 * c, sizeof(v));
-      acc[c] += weight * v;
-    }
+    for (int c = 0; c < kVectors; ++c) acc[c] += weight * LoadVector(values + t * kHd + c * kVectorFloats);
   }
-  for (int c = 0; c < Chunks; ++c) std::memcpy(a + 16 * c, &acc[c], sizeof(Float16));
+  for (int c = 0; c < kVectors; ++c) std::memcpy(a + c * kVectorFloats, &acc[c], sizeof(FloatVector));
 }
 
 inline void AccumulateValues(float* a, float correction, const float* p, const float* values, int64_t visible,
