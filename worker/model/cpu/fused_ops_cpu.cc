@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -120,22 +121,33 @@ void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, c
   StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
 }
 
-// Inside a team job: each member takes a contiguous range of panels; epilogue(panel, first_row, rows, c) sees
-// the float results c[rows][kPanelWidth] of one panel for a block of rows.
+// The panels of one operator, handed out in small contiguous runs to whichever member asks next: a member
+// that the OS preempts (other processes share these cores) leaves its remaining panels to the others instead
+// of holding everyone at the next barrier. Runs are claimed in increasing order, so each member still sees
+// its panels in increasing column order.
+struct PanelQueue {
+  std::atomic<int64_t> next{0};
+};
+
+// Inside a team job: members claim runs of panels from `queue` (fresh for each operator); epilogue(panel,
+// first_row, rows, c) sees the float results c[rows][kPanelWidth] of one panel for a block of rows.
 template <typename Epilogue>
-void MatmulPanels(TeamMember& member, const Staged& a, const at::Tensor& packed, Epilogue&& epilogue) {
+void MatmulPanels(TeamMember& member, const Staged& a, const at::Tensor& packed, PanelQueue& queue,
+                  Epilogue&& epilogue) {
   const int64_t panels = packed.size(0), k_padded = PackedDepth(packed);
   const int64_t panel_bytes = k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
   const char* base = static_cast<const char*>(packed.data_ptr());
   float* c = TeamScratch();
-  const auto [first_panel, last_panel] = member.Share(panels);
-  for (int64_t p = first_panel; p < last_panel; ++p) {
-    for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
-      const int64_t rows = std::min(kRowBlock, a.rows - m0);
-      const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
-      kernel(
-          {a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, base + p * panel_bytes, c, kPanelWidth});
-      epilogue(p, m0, rows, c);
+  const int64_t run = std::max<int64_t>(1, panels / (16 * member.size()));
+  for (int64_t first = queue.next.fetch_add(run); first < panels; first = queue.next.fetch_add(run)) {
+    for (int64_t p = first; p < std::min(panels, first + run); ++p) {
+      for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
+        const int64_t rows = std::min(kRowBlock, a.rows - m0);
+        const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
+        kernel({a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, base + p * panel_bytes, c,
+                kPanelWidth});
+        epilogue(p, m0, rows, c);
+      }
     }
   }
 }
@@ -172,9 +184,10 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   T* key_data = key_cache.data_ptr<T>();
   T* value_data = value_cache.data_ptr<T>();
   T* q_data = q_out.data_ptr<T>();
+  PanelQueue panel_queue;
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
-    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+    MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
       for (int64_t r = 0; r < rows; ++r) {
         float* dst = qkv + (m0 + r) * columns + first;
@@ -214,9 +227,10 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const at::Tensor& weight,
   const T* x = input.data_ptr<T>();
   const T* res = residual.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
+  PanelQueue panel_queue;
   InTeam([&](TeamMember& member) {
     StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
-    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+    MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t offset = (m0 + r) * columns + first;
@@ -240,9 +254,10 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
   const SiluMulKernel silu_mul = SelectSiluMul();
+  PanelQueue panel_queue;
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
-    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+    MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kHalf, count = std::min(kHalf, intermediate - first);
       float activated[kHalf];
       for (int64_t r = 0; r < rows; ++r) {
@@ -265,9 +280,10 @@ at::Tensor LmHeadImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, f
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
   float* out = logits.data_ptr<float>();
+  PanelQueue panel_queue;
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
-    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+    MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, vocab - first);
       for (int64_t r = 0; r < rows; ++r) {
         std::copy(c + r * kPanelWidth, c + r * kPanelWidth + count, out + (m0 + r) * vocab + first);
@@ -298,11 +314,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
   float* out = logits.data_ptr<float>();
   float* values_out = top_values.data_ptr<float>();
   int64_t* ids_out = top_ids.data_ptr<int64_t>();
+  PanelQueue panel_queue;
   InTeam([&](TeamMember& member) {
     TopLogit* own = lists + static_cast<int64_t>(member.index()) * tokens * top_k;
     ClearTopLogits(own, tokens * top_k);
     StageNormalizedRows(member, staged, x, norm, eps, k);
-    MatmulPanels(member, staged, weight, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+    MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, vocab - first);
       for (int64_t r = 0; r < rows; ++r) {
         const float* row_values = c + r * kPanelWidth;
