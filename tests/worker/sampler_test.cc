@@ -505,17 +505,18 @@ namespace {
 TEST_CASE("sampler: which options can sample from the top logits alone", "[unit][sampler]") {
   SamplingOptions greedy;
   greedy.temperature = 0;
-  CHECK(TopLogitsNeeded(greedy, false) == 1);
-  CHECK(TopLogitsNeeded(greedy, true) == 0);  // a suppressed id might be the best
+  CHECK(TopLogitsNeeded(greedy, false, 1000) == 1);
+  CHECK(TopLogitsNeeded(greedy, true, 1000) == 0);  // a suppressed id might be the best
   SamplingOptions top_k;
   top_k.top_k = 40;
   top_k.top_p = 0.9f;
   top_k.min_p = 0.05f;
-  CHECK(TopLogitsNeeded(top_k, false) == 40);
+  CHECK(TopLogitsNeeded(top_k, false, 1000) == 40);
+  CHECK(TopLogitsNeeded(top_k, false, 40) == 0);  // the whole vocabulary: no top-k at all
   top_k.top_k = kMaxTopLogitsForSampling + 1;
-  CHECK(TopLogitsNeeded(top_k, false) == 0);
+  CHECK(TopLogitsNeeded(top_k, false, 1000) == 0);
   SamplingOptions plain;  // temperature 1 over the whole vocabulary
-  CHECK(TopLogitsNeeded(plain, false) == 0);
+  CHECK(TopLogitsNeeded(plain, false, 1000) == 0);
   for (auto change : std::vector<void (*)(SamplingOptions&)>{[](SamplingOptions& o) { o.logprobs = true; },
                                                              [](SamplingOptions& o) { o.top_logprobs = 2; },
                                                              [](SamplingOptions& o) { o.repetition_penalty = 1.1f; },
@@ -523,7 +524,7 @@ TEST_CASE("sampler: which options can sample from the top logits alone", "[unit]
                                                              [](SamplingOptions& o) { o.frequency_penalty = 0.5f; }}) {
     SamplingOptions options = greedy;
     change(options);
-    CHECK(TopLogitsNeeded(options, false) == 0);
+    CHECK(TopLogitsNeeded(options, false, 1000) == 0);
   }
 }
 

@@ -288,8 +288,8 @@ void ContinuousBatchingEngine::EndEarly(RequestGroup& group, const absl::Status&
     observer_->OnRequestFinished(static_cast<int64_t>(group.request.prompt_token_ids.size()), group.completion_tokens,
                                  reason, absl::Now() - group.arrival_time);
   }
-  deliveries_.push_back({group.sink, std::nullopt, status,
-                         absl::StrCat("request ", group.request.request_id, " ended early: ", status.ToString())});
+  deliveries_.push_back({group.sink, std::nullopt, status, group.request.request_id,
+                         absl::StrCat("request ended early: ", status.ToString())});
   EndGroup(group.id);
 }
 
@@ -380,7 +380,8 @@ bool ContinuousBatchingEngine::ForwardAndSample(const SchedulerOutput& plan, std
   for (size_t k = 0; k < num_sampled; ++k) {
     const Sequence& sequence = *sampled_sequences[k];
     output_.SuppressedTokens(sequence, suppressed_[k]);
-    top_needed[k] = TopLogitsNeeded(sequence.group.request.sampling, !suppressed_[k].empty());
+    top_needed[k] =
+        TopLogitsNeeded(sequence.group.request.sampling, !suppressed_[k].empty(), model_->manifest().vocab_size);
     if (top_needed[k] == 0) full_rows.push_back(static_cast<int64_t>(k));
     top_k = std::max(top_k, top_needed[k]);
   }

@@ -40,7 +40,7 @@ void DeliveryQueue::Run() {
     }
     for (Delivery& delivery : batch) {
       if (!delivery.log_line.empty()) {
-        LLMC_LOG(Info) << delivery.log_line;
+        LLMC_LOG(Info).With("request_id", delivery.log_request_id) << delivery.log_line;
       }
       if (delivery.response.has_value()) delivery.sink->OnResponse(std::move(*delivery.response));
       if (delivery.done.has_value()) delivery.sink->OnDone(std::move(*delivery.done));

@@ -21,6 +21,7 @@ struct Delivery {
   std::shared_ptr<GenerationSink> sink;
   std::optional<v1::GenerateResponse> response;
   std::optional<absl::Status> done;
+  std::string log_request_id = {};
   std::string log_line = {};  // logged (Info) on the delivery thread, so the engine thread never writes to stderr
 };
 

@@ -277,9 +277,9 @@ int32_t DrawFromTop(const SamplerRow& row, Scratch& scratch) {
   return drawn.has_value() ? candidates[*drawn].id : static_cast<int32_t>(row.top_ids[0]);
 }
 
-SampledToken SampleFromTop(const SamplerRow& row, Scratch& scratch) {
+SampledToken SampleFromTop(const SamplerRow& row, int64_t vocab, Scratch& scratch) {
   TORCH_CHECK(row.options != nullptr && row.top_ids != nullptr, "sampler: row without options or top logits");
-  TORCH_CHECK(TopLogitsNeeded(*row.options, !row.suppressed_token_ids.empty()) > 0,
+  TORCH_CHECK(TopLogitsNeeded(*row.options, !row.suppressed_token_ids.empty(), vocab) > 0,
               "sampler: this row's sampling needs its full logits");
   SampledToken result;
   if (row.options->greedy()) {
@@ -323,13 +323,14 @@ SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scra
 
 }  // namespace
 
-int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens) {
+int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens, int64_t vocab) {
   if (suppresses_tokens || options.logprobs || options.top_logprobs > 0 || options.repetition_penalty != 1.0f ||
       options.presence_penalty != 0.0f || options.frequency_penalty != 0.0f) {
     return 0;
   }
   if (options.greedy()) return 1;
-  if (options.top_k > 0 && options.top_k <= kMaxTopLogitsForSampling) return options.top_k;
+  // Draw() treats a top_k of the whole vocabulary or more as no top_k at all.
+  if (options.top_k > 0 && options.top_k < vocab && options.top_k <= kMaxTopLogitsForSampling) return options.top_k;
   return 0;
 }
 
@@ -348,14 +349,15 @@ std::vector<SampledToken> Sampler::Sample(at::Tensor& logits, absl::Span<const S
   }
   TORCH_CHECK(next_full == logits.size(0), "sampler: ", logits.size(0), " logit rows for ", next_full,
               " sampler rows that need them");
-  TORCH_CHECK(next_full == 0 || vocab > 0, "sampler: empty vocabulary");
+  TORCH_CHECK(vocab > 0, "sampler: empty vocabulary");
   std::vector<SampledToken> results(rows.size());
   // Each row reads only its own logits and generator, so the result does not depend on how rows are split.
   at::parallel_for(0, static_cast<int64_t>(rows.size()), 1, [&](int64_t begin, int64_t end) {
     c10::InferenceMode no_autograd;  // the few ATen calls per row need no autograd bookkeeping
     Scratch scratch;
     for (int64_t r = begin; r < end; ++r) {
-      results[r] = full[r] != nullptr ? SampleRow(rows[r], full[r], vocab, scratch) : SampleFromTop(rows[r], scratch);
+      results[r] =
+          full[r] != nullptr ? SampleRow(rows[r], full[r], vocab, scratch) : SampleFromTop(rows[r], vocab, scratch);
     }
   });
   return results;

@@ -29,10 +29,10 @@ struct SamplerRow {
 // The most largest logits a step returns for sampling without the full row (greedy needs 1, top-k k).
 inline constexpr int64_t kMaxTopLogitsForSampling = 64;
 
-// How many of a row's largest logits are enough to sample with `options`, or 0 when it needs the full row:
-// logprobs, penalties or suppressed tokens, and any draw that is not limited to the top k (k up to
-// kMaxTopLogitsForSampling).
-int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens);
+// How many of a row's largest logits (of a vocabulary of `vocab`) are enough to sample with `options`, or 0
+// when it needs the full row: logprobs, penalties or suppressed tokens, and any draw that is not limited to
+// the top k (k below the vocabulary and up to kMaxTopLogitsForSampling).
+int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens, int64_t vocab);
 
 struct SampledToken {
   int32_t token_id = 0;
@@ -46,8 +46,8 @@ struct SampledToken {
 // Both ways a row can arrive draw the same token from the same generator state.
 class Sampler {
  public:
-  // `logits`: float32 [rows without top_values, vocab], CPU, contiguous, the full rows in the order of the rows
-  // that need them; modified in place.
+  // `logits`: float32 [rows without top_values, vocab] (vocab > 0 even with no rows), CPU, contiguous, the full
+  // rows in the order of the rows that need them; modified in place.
   std::vector<SampledToken> Sample(at::Tensor& logits, absl::Span<const SamplerRow> rows) const;
 };
 
