@@ -99,7 +99,6 @@ absl::Status ContinuousBatchingEngine::Start() {
   {
     c10::InferenceMode inference;
     const absl::Time start = absl::Now();
-    RETURN_IF_ERROR(Annotate(model_->Forward(warm_up, kv_cache_).status(), "warm-up step"));
     RETURN_IF_ERROR(
         Annotate(model_->ForwardForSampling(warm_up, kv_cache_, at::empty({0}, at::kLong), /*top_k=*/1).status(),
                  "warm-up step"));
@@ -215,8 +214,12 @@ void ContinuousBatchingEngine::Stop() {
 
 void ContinuousBatchingEngine::Run() {
   c10::InferenceMode inference;
+  model_->ReserveStepBuffers(options_.max_num_batched_tokens, options_.max_running, kMaxTopLogitsForSampling);
   while (TakeInputs()) {
     ExpireDeadlines();
+    // Cancellations and expiries are told before the step, not after it.
+    delivery_.Push(std::move(deliveries_));
+    deliveries_.clear();
     Step();
     delivery_.Push(std::move(deliveries_));
     deliveries_.clear();

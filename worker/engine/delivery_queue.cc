@@ -39,11 +39,15 @@ void DeliveryQueue::Run() {
       batch.swap(queue_);
     }
     for (Delivery& delivery : batch) {
-      if (!delivery.log_line.empty()) {
-        LLMC_LOG(Info).With("request_id", delivery.log_request_id) << delivery.log_line;
+      try {
+        if (!delivery.log_line.empty()) {
+          LLMC_LOG(Info).With("request_id", delivery.log_request_id) << delivery.log_line;
+        }
+        if (delivery.response.has_value()) delivery.sink->OnResponse(std::move(*delivery.response));
+        if (delivery.done.has_value()) delivery.sink->OnDone(std::move(*delivery.done));
+      } catch (const std::exception& error) {  // a sink's failure must not end the thread every stream uses
+        LLMC_LOG(Error).With("request_id", delivery.log_request_id) << "delivery failed: " << error.what();
       }
-      if (delivery.response.has_value()) delivery.sink->OnResponse(std::move(*delivery.response));
-      if (delivery.done.has_value()) delivery.sink->OnDone(std::move(*delivery.done));
     }
     absl::MutexLock lock(&mu_);
     delivered_ += batch.size();

@@ -26,7 +26,8 @@ struct Delivery {
 };
 
 // The one thread that calls GenerationSink methods, so the engine thread only queues: a sink's work (gRPC
-// writes, locks, logging) never delays the next step. Deliveries run in the order they were pushed.
+// writes, locks, logging) never delays the next step. Deliveries run in the order they were pushed. A sink
+// must not stop or destroy the engine from its callbacks (the delivery thread would wait for itself).
 class DeliveryQueue {
  public:
   DeliveryQueue();

@@ -257,7 +257,9 @@ int32_t Draw(const float* logits, int64_t vocab, const SamplingOptions& options,
 }
 
 // Draw() for a row that arrives as its largest logits only: the same candidates in the same order, so the
-// same token for the same generator state.
+// same token for the same generator state. Two exceptions, both outside what a working model produces: two
+// different logits whose weights round equal exactly at the k-th place (Draw keeps the lower id, this the
+// larger logit), and rows with NaN logits (never among the top logits; Draw falls back to Argmax).
 int32_t DrawFromTop(const SamplerRow& row, Scratch& scratch) {
   const SamplingOptions& options = *row.options;
   const int64_t k = options.top_k;

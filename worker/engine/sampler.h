@@ -43,7 +43,8 @@ struct SampledToken {
 // Turns one step's logits into one token per row: penalties, then greedy argmax, or temperature, top-k,
 // min-p, top-p and a draw from the row's generator. Logprobs are those of the raw model distribution,
 // computed only when asked. Runs on the engine thread; rows are processed in parallel.
-// Both ways a row can arrive draw the same token from the same generator state.
+// Both ways a row can arrive draw the same token from the same generator state (sampler.cc: DrawFromTop has
+// the two corner cases where they may not).
 class Sampler {
  public:
   // `logits`: float32 [rows without top_values, vocab] (vocab > 0 even with no rows), CPU, contiguous, the full

@@ -1,5 +1,7 @@
 #include "worker/model/loaded_model.h"
 
+#include <algorithm>
+
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
 
@@ -167,6 +169,14 @@ absl::StatusOr<at::Tensor> LoadedModel::AllocateKvCache(int64_t num_blocks, int6
                                                      num_blocks * KvCacheBlockBytes(block_size),
                                                      " bytes): ", error.what()));
   }
+}
+
+void LoadedModel::ReserveStepBuffers(int64_t max_tokens, int64_t max_logits_rows, int64_t max_top_k) const {
+  if (!device_.is_cpu()) return;
+  const ModelManifest& m = manifest_;
+  const int64_t max_depth = std::max({m.hidden_size, m.intermediate_size, m.num_heads * m.head_dim});
+  cpu::ReserveCallerBuffers(max_tokens, max_depth, (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, max_logits_rows,
+                            max_top_k, c10::elementSize(dtype_));
 }
 
 std::vector<c10::IValue> LoadedModel::Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const {

@@ -58,6 +58,10 @@ class LoadedModel {
   // float32 logits [K, vocab]. INVALID_ARGUMENT for inputs the model or operators reject.
   absl::StatusOr<at::Tensor> Forward(const ForwardBatch& batch, at::Tensor& kv_cache);
 
+  // On the CPU, sizes the calling thread's kernel buffers for steps of up to `max_tokens` tokens and
+  // `max_logits_rows` sampled rows with up to `max_top_k` top logits; call it on the thread that will step.
+  void ReserveStepBuffers(int64_t max_tokens, int64_t max_logits_rows, int64_t max_top_k) const;
+
   // The step for sampling (the package's forward_top_k): full logits for the logits rows named by `full_rows`
   // (int64 [F], distinct, CPU), and the `top_k` largest logits of every logits row. Results on the model's
   // device.

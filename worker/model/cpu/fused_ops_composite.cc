@@ -66,9 +66,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
                                                                  const at::Tensor& weight, int64_t vocab_size,
                                                                  const at::Tensor& full_rows, int64_t top_k) {
   const at::Tensor logits = RmsNormLmHead(hidden, norm_weight, eps, weight, vocab_size);
-  const auto [values, ids] = at::sort(logits, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
-  return {logits.index_select(0, full_rows.to(logits.device())), values.narrow(1, 0, top_k).contiguous(),
-          ids.narrow(1, 0, top_k).contiguous()};
+  // The k largest (on a GPU without sorting the vocabulary), then ordered by value and, among equal values,
+  // by id: ids ascending first, then a stable sort by value.
+  const auto [top_values, top_ids] = at::topk(logits, top_k, /*dim=*/-1, /*largest=*/true, /*sorted=*/true);
+  const at::Tensor by_id = std::get<1>(at::sort(top_ids, /*stable=*/true, /*dim=*/-1, /*descending=*/false));
+  const at::Tensor values_by_id = top_values.gather(1, by_id), ids_by_id = top_ids.gather(1, by_id);
+  const at::Tensor order = std::get<1>(at::sort(values_by_id, /*stable=*/true, /*dim=*/-1, /*descending=*/true));
+  return {logits.index_select(0, full_rows.to(logits.device())), values_by_id.gather(1, order).contiguous(),
+          ids_by_id.gather(1, order).contiguous()};
 }
 
 }  // namespace llmc::model::cpu::composite

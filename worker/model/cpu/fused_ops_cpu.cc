@@ -1,7 +1,7 @@
 // CPU kernels of the fused operators: activations are staged once (normalised, converted, zero-padded), then
-// each member of the persistent thread team (thread_team.h) streams its own contiguous range of weight
-// panels, and a per-panel epilogue finishes the columns it produced (bias, residual, SiLU * up, RoPE and the
-// cache write).
+// the members of the persistent thread team (thread_team.h) claim short runs of weight panels and stream them,
+// and a per-panel epilogue finishes the columns it produced (bias, residual, SiLU * up, RoPE and the cache
+// write).
 #include <ATen/Parallel.h>
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
@@ -306,6 +306,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
   const int team_size = std::max(1, at::get_num_threads());
   TopLogit* lists = reinterpret_cast<TopLogit*>(CallerBuffer(
       kTopLogitLists, static_cast<size_t>(team_size) * tokens * std::max<int64_t>(top_k, 1) * sizeof(TopLogit)));
+  // Each member's merge cursors, one per list; kept by the calling thread, so steady state allocates nothing.
+  thread_local std::vector<int64_t> merge_heads;
+  if (merge_heads.size() < static_cast<size_t>(team_size) * team_size) merge_heads.resize(team_size * team_size);
+  int64_t* const all_heads = merge_heads.data();  // a thread_local named inside the job would be each member's own
   at::Tensor logits = at::empty({full_count, vocab}, hidden.options().dtype(at::kFloat));
   at::Tensor top_values = at::empty({tokens, top_k}, hidden.options().dtype(at::kFloat));
   at::Tensor top_ids = at::empty({tokens, top_k}, hidden.options().dtype(at::kLong));
@@ -330,8 +334,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
     });
     member.Barrier();
     const auto [first_row, last_row] = member.Share(tokens);
+    int64_t* heads = all_heads + static_cast<int64_t>(member.index()) * team_size;
     for (int64_t row = first_row; row < last_row; ++row) {
-      MergeTopLogits(lists + row * top_k, tokens * top_k, member.size(), top_k, values_out + row * top_k,
+      MergeTopLogits(lists + row * top_k, tokens * top_k, member.size(), top_k, heads, values_out + row * top_k,
                      ids_out + row * top_k);
     }
   });
@@ -453,7 +458,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
   CheckPacked("rms_norm_lm_head_top_k", hidden, weight, vocab_size);
   TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
               "rms_norm_lm_head_top_k: norm weight must be [hidden] of the input's dtype");
-  TORCH_CHECK(at::get_num_threads() <= 256, "rms_norm_lm_head_top_k: at most 256 threads");
   const int64_t tokens = hidden.size(0);
   std::vector<int64_t> full_index(tokens, -1);
   const at::Tensor rows = full_rows.contiguous();
@@ -467,6 +471,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
     return LmHeadTopKImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, vocab_size, full_index,
                                           rows.numel(), top_k);
   });
+}
+
+void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_columns, int64_t max_logits_rows,
+                          int64_t max_top_k, size_t element_size) {
+  const int64_t rows_padded = (max_tokens + kRowAlign - 1) / kRowAlign * kRowAlign;
+  CallerBuffer(kStagedActivations, rows_padded * PaddedDepth(max_depth) * element_size);
+  CallerBuffer(kQkvResults, max_tokens * qkv_columns * sizeof(float));
+  CallerBuffer(kTopLogitLists, static_cast<size_t>(std::max(1, at::get_num_threads())) * max_logits_rows *
+                                   std::max<int64_t>(max_top_k, 1) * sizeof(TopLogit));
 }
 
 bool EnsureFusedOpsRegistered() { return true; }

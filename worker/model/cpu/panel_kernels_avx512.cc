@@ -130,7 +130,8 @@ struct FloatRunner {
   static void Run(const PanelArgs& args, int64_t m0) { FloatRows<Rows>(args, m0); }
 };
 
-// FastExp (vector_math.h) on 16 lanes, with the same clamp, rounding and polynomial.
+// FastExp (vector_math.h) on 16 lanes, with the same clamp (which here also turns NaN into 88), rounding and
+// polynomial.
 inline __m512 Exp16(__m512 x) {
   x = _mm512_max_ps(_mm512_set1_ps(-87.0f), _mm512_min_ps(x, _mm512_set1_ps(88.0f)));
   const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));

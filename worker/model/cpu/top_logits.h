@@ -43,15 +43,14 @@ inline void OfferTopLogits(TopLogit* list, int64_t k, const float* values, int64
   }
 }
 
-// Merges `lists` sorted lists of k entries (lists[i] at first + i * stride) into out_values/out_ids[0..k).
-// Slots no list could fill (rows of NaN) get id 0 and value NaN.
-inline void MergeTopLogits(const TopLogit* first, int64_t stride, int lists, int64_t k, float* out_values,
-                           int64_t* out_ids) {
-  constexpr int kMaxLists = 256;
-  int64_t heads[kMaxLists] = {};
+// Merges `lists` sorted lists of k entries (lists[i] at first + i * stride) into out_values/out_ids[0..k);
+// heads[0..lists) is the caller's scratch. Slots no list could fill (rows of NaN) get id 0 and value NaN.
+inline void MergeTopLogits(const TopLogit* first, int64_t stride, int lists, int64_t k, int64_t* heads,
+                           float* out_values, int64_t* out_ids) {
+  std::fill(heads, heads + lists, int64_t{0});
   for (int64_t slot = 0; slot < k; ++slot) {
     int best = -1;
-    for (int i = 0; i < lists && i < kMaxLists; ++i) {
+    for (int i = 0; i < lists; ++i) {
       if (heads[i] >= k) continue;
       const TopLogit& candidate = first[i * stride + heads[i]];
       if (candidate.id < 0) continue;
