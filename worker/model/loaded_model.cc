@@ -1,10 +1,9 @@
 #include "worker/model/loaded_model.h"
 
-#include <algorithm>
-
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
@@ -176,7 +175,7 @@ void LoadedModel::ReserveStepBuffers(int64_t max_tokens, int64_t max_logits_rows
   const ModelManifest& m = manifest_;
   const int64_t max_depth = std::max({m.hidden_size, m.intermediate_size, m.num_heads * m.head_dim});
   cpu::ReserveCallerBuffers(max_tokens, max_depth, (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, max_logits_rows,
-                            max_top_k, c10::elementSize(dtype_));
+                            max_top_k, dtype_);
 }
 
 std::vector<c10::IValue> LoadedModel::Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const {

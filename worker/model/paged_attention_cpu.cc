@@ -2,9 +2,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "worker/model/cpu/attention_kernel.h"
@@ -69,12 +69,11 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
   const int64_t scratch_floats = cpu::AttentionScratchFloats(group, head_dim, block_size);
   const int32_t* tables = block_tables.data_ptr<int32_t>();
   const int64_t max_blocks = block_tables.size(1);
-  std::atomic<int64_t> next{0};
-  const int64_t count = static_cast<int64_t>(tiles.size());
+  cpu::WorkQueue queue(static_cast<int64_t>(tiles.size()));
   cpu::ThreadTeam::Get().Run([&](cpu::TeamMember&) {
     thread_local std::vector<float> scratch;
     if (static_cast<int64_t>(scratch.size()) < scratch_floats) scratch.resize(scratch_floats);
-    for (int64_t i = next++; i < count; i = next++) {
+    for (auto [i, end] = queue.Claim(1); i < end; std::tie(i, end) = queue.Claim(1)) {
       const AttentionTile& tile = tiles[i];
       cpu::AttentionArgs args{query.data_ptr(),
                               out.data_ptr(),

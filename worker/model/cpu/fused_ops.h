@@ -19,7 +19,7 @@ bool EnsureFusedOpsRegistered();
 // before. The thread that runs the model calls this once before its first step, sized for the largest step
 // (tokens, input features, q/k/v columns, logits rows and top-k), so no step allocates them.
 void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_columns, int64_t max_logits_rows,
-                          int64_t max_top_k, size_t element_size);
+                          int64_t max_top_k, at::ScalarType dtype);
 
 // embed(input_ids [T], weight [V, H] or packed, hidden_size) -> [T, H]
 at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size);

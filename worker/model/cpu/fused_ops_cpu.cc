@@ -7,8 +7,9 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
+#include <numeric>
+#include <tuple>
 #include <vector>
 
 #include "worker/model/cpu/cpu_isa.h"
@@ -62,7 +63,13 @@ SiluMulKernel SelectSiluMul() {
 
 // Buffers of the calling thread (the engine thread), grown when a larger batch arrives and kept: steady
 // state allocates nothing. Grown only outside parallel regions.
-enum CallerBufferSlot { kStagedActivations = 0, kQkvResults = 1, kTopLogitLists = 2, kCallerBufferSlots };
+enum CallerBufferSlot {
+  kStagedActivations = 0,
+  kQkvResults = 1,
+  kTopLogitLists = 2,
+  kMergeCursors = 3,
+  kCallerBufferSlots
+};
 
 char* CallerBuffer(CallerBufferSlot slot, size_t bytes) {
   thread_local std::vector<char> buffers[kCallerBufferSlots];
@@ -88,6 +95,19 @@ Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(dtype));
   return {CallerBuffer(kStagedActivations, rows_padded * k_padded * element_size), k_padded, rows, rows_padded,
           element_size};
+}
+
+// The team has at most this many members (fewer when an operator runs inside another job).
+int MaxTeamSize() { return std::max(1, at::get_num_threads()); }
+
+// Each member's top-k lists for every row, then each member's merge cursors (one per member's list).
+TopLogit* TopLogitLists(int64_t rows, int64_t top_k) {
+  return reinterpret_cast<TopLogit*>(CallerBuffer(
+      kTopLogitLists, static_cast<size_t>(MaxTeamSize()) * rows * std::max<int64_t>(top_k, 1) * sizeof(TopLogit)));
+}
+int64_t* MergeCursors() {
+  return reinterpret_cast<int64_t*>(
+      CallerBuffer(kMergeCursors, static_cast<size_t>(MaxTeamSize()) * MaxTeamSize() * sizeof(int64_t)));
 }
 
 // Inside a team job: rows split over the team; row_fn(row, dst) fills the first k elements, the padding is
@@ -121,26 +141,19 @@ void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, c
   StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
 }
 
-// The panels of one operator, handed out in small contiguous runs to whichever member asks next: a member
-// that the OS preempts (other processes share these cores) leaves its remaining panels to the others instead
-// of holding everyone at the next barrier. Runs are claimed in increasing order, so each member still sees
-// its panels in increasing column order.
-struct PanelQueue {
-  std::atomic<int64_t> next{0};
-};
-
-// Inside a team job: members claim runs of panels from `queue` (fresh for each operator); epilogue(panel,
+// Inside a team job: members claim runs of panels from `queue` (one per operator, over the weight's panels);
+// epilogue(panel,
 // first_row, rows, c) sees the float results c[rows][kPanelWidth] of one panel for a block of rows.
 template <typename Epilogue>
-void MatmulPanels(TeamMember& member, const Staged& a, const at::Tensor& packed, PanelQueue& queue,
+void MatmulPanels(TeamMember& member, const Staged& a, const at::Tensor& packed, WorkQueue& queue,
                   Epilogue&& epilogue) {
   const int64_t panels = packed.size(0), k_padded = PackedDepth(packed);
   const int64_t panel_bytes = k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
   const char* base = static_cast<const char*>(packed.data_ptr());
   float* c = TeamScratch();
   const int64_t run = std::max<int64_t>(1, panels / (16 * member.size()));
-  for (int64_t first = queue.next.fetch_add(run); first < panels; first = queue.next.fetch_add(run)) {
-    for (int64_t p = first; p < std::min(panels, first + run); ++p) {
+  for (auto [first, last] = queue.Claim(run); first < last; std::tie(first, last) = queue.Claim(run)) {
+    for (int64_t p = first; p < last; ++p) {
       for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, a.rows - m0);
         const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
@@ -184,7 +197,7 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   T* key_data = key_cache.data_ptr<T>();
   T* value_data = value_cache.data_ptr<T>();
   T* q_data = q_out.data_ptr<T>();
-  PanelQueue panel_queue;
+  WorkQueue panel_queue(weight.size(0));
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -227,7 +240,7 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const at::Tensor& weight,
   const T* x = input.data_ptr<T>();
   const T* res = residual.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
-  PanelQueue panel_queue;
+  WorkQueue panel_queue(weight.size(0));
   InTeam([&](TeamMember& member) {
     StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -254,7 +267,7 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
   const SiluMulKernel silu_mul = SelectSiluMul();
-  PanelQueue panel_queue;
+  WorkQueue panel_queue(weight.size(0));
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -271,28 +284,6 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
   return out;
 }
 
-template <typename T>
-at::Tensor LmHeadImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const at::Tensor& weight,
-                      int64_t vocab) {
-  const int64_t tokens = hidden.size(0), k = hidden.size(1);
-  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
-  at::Tensor logits = at::empty({tokens, vocab}, hidden.options().dtype(at::kFloat));
-  const T* x = hidden.data_ptr<T>();
-  const T* norm = norm_weight.data_ptr<T>();
-  float* out = logits.data_ptr<float>();
-  PanelQueue panel_queue;
-  InTeam([&](TeamMember& member) {
-    StageNormalizedRows(member, staged, x, norm, eps, k);
-    MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
-      const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, vocab - first);
-      for (int64_t r = 0; r < rows; ++r) {
-        std::copy(c + r * kPanelWidth, c + r * kPanelWidth + count, out + (m0 + r) * vocab + first);
-      }
-    });
-  });
-  return logits;
-}
-
 // One pass over the LM head for sampling: the rows in `full_index` (row -> output row, or -1) get their full
 // logits; every row's top_k largest logits are kept per team member while its panels stream by, then merged.
 template <typename T>
@@ -302,14 +293,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
                                                               int64_t full_count, int64_t top_k) {
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
   const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
-  // The team has at most this many members (fewer when called from inside a job).
-  const int team_size = std::max(1, at::get_num_threads());
-  TopLogit* lists = reinterpret_cast<TopLogit*>(CallerBuffer(
-      kTopLogitLists, static_cast<size_t>(team_size) * tokens * std::max<int64_t>(top_k, 1) * sizeof(TopLogit)));
-  // Each member's merge cursors, one per list; kept by the calling thread, so steady state allocates nothing.
-  thread_local std::vector<int64_t> merge_heads;
-  if (merge_heads.size() < static_cast<size_t>(team_size) * team_size) merge_heads.resize(team_size * team_size);
-  int64_t* const all_heads = merge_heads.data();  // a thread_local named inside the job would be each member's own
+  TopLogit* lists = TopLogitLists(tokens, top_k);
+  int64_t* cursors = MergeCursors();
+  const int team_size = MaxTeamSize();
   at::Tensor logits = at::empty({full_count, vocab}, hidden.options().dtype(at::kFloat));
   at::Tensor top_values = at::empty({tokens, top_k}, hidden.options().dtype(at::kFloat));
   at::Tensor top_ids = at::empty({tokens, top_k}, hidden.options().dtype(at::kLong));
@@ -318,7 +304,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
   float* out = logits.data_ptr<float>();
   float* values_out = top_values.data_ptr<float>();
   int64_t* ids_out = top_ids.data_ptr<int64_t>();
-  PanelQueue panel_queue;
+  WorkQueue panel_queue(weight.size(0));
   InTeam([&](TeamMember& member) {
     TopLogit* own = lists + static_cast<int64_t>(member.index()) * tokens * top_k;
     ClearTopLogits(own, tokens * top_k);
@@ -334,7 +320,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
     });
     member.Barrier();
     const auto [first_row, last_row] = member.Share(tokens);
-    int64_t* heads = all_heads + static_cast<int64_t>(member.index()) * team_size;
+    int64_t* heads = cursors + static_cast<int64_t>(member.index()) * team_size;
     for (int64_t row = first_row; row < last_row; ++row) {
       MergeTopLogits(lists + row * top_k, tokens * top_k, member.size(), top_k, heads, values_out + row * top_k,
                      ids_out + row * top_k);
@@ -440,7 +426,11 @@ at::Tensor RmsNormLmHead(const at::Tensor& hidden_in, const at::Tensor& norm_wei
   TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
               "rms_norm_lm_head: norm weight must be [hidden] of the input's dtype");
   return ByDtype(hidden, [&](auto type) {
-    return LmHeadImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, vocab_size);
+    // Every row in full, no top logits: the sampling pass with nothing to keep.
+    std::vector<int64_t> every_row(hidden.size(0));
+    std::iota(every_row.begin(), every_row.end(), int64_t{0});
+    return std::get<0>(LmHeadTopKImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, vocab_size,
+                                                      every_row, hidden.size(0), /*top_k=*/0));
   });
 }
 
@@ -474,12 +464,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
 }
 
 void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_columns, int64_t max_logits_rows,
-                          int64_t max_top_k, size_t element_size) {
-  const int64_t rows_padded = (max_tokens + kRowAlign - 1) / kRowAlign * kRowAlign;
-  CallerBuffer(kStagedActivations, rows_padded * PaddedDepth(max_depth) * element_size);
+                          int64_t max_top_k, at::ScalarType dtype) {
+  PrepareStaging(max_tokens, PaddedDepth(max_depth), dtype);
   CallerBuffer(kQkvResults, max_tokens * qkv_columns * sizeof(float));
-  CallerBuffer(kTopLogitLists, static_cast<size_t>(std::max(1, at::get_num_threads())) * max_logits_rows *
-                                   std::max<int64_t>(max_top_k, 1) * sizeof(TopLogit));
+  TopLogitLists(max_logits_rows, max_top_k);
+  MergeCursors();
 }
 
 bool EnsureFusedOpsRegistered() { return true; }

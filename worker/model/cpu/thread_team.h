@@ -1,6 +1,7 @@
 #ifndef LLMC_WORKER_MODEL_CPU_THREAD_TEAM_H_
 #define LLMC_WORKER_MODEL_CPU_THREAD_TEAM_H_
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -27,6 +28,23 @@ class TeamMember {
   int index_;
   int size_;
   class ThreadTeam* team_;
+};
+
+// Work items 0..count-1 handed out in runs to whichever member asks next; one per job. A member that the OS
+// preempts (other processes share these cores) leaves its remaining items to the others instead of holding
+// everyone at the next barrier. Runs come out in increasing order, so each member sees its items in order.
+class WorkQueue {
+ public:
+  explicit WorkQueue(int64_t count) : count_(count) {}
+  // The next run [begin, end) of at most `run` items; empty once all are taken.
+  std::pair<int64_t, int64_t> Claim(int64_t run) {
+    const int64_t begin = std::min(next_.fetch_add(run), count_);
+    return {begin, std::min(begin + run, count_)};
+  }
+
+ private:
+  const int64_t count_;
+  std::atomic<int64_t> next_{0};
 };
 
 // The one persistent team the CPU kernels run on: the calling thread plus size - 1 workers that spin
