@@ -76,6 +76,8 @@ void GatewayServer::HandleModels(std::shared_ptr<ResponseWriter> writer) {
                       {"created", created},
                       {"owned_by", "llmc"},
                       {"max_model_len", model.info().max_context_length()},
+                      {"dtype", model.info().dtype()},
+                      {"quantization", model.info().quantization().empty() ? "none" : model.info().quantization()},
                       {"num_workers", model.num_workers()},
                       {"num_ready", model.num_ready()}});
     }

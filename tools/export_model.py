@@ -3,6 +3,7 @@
 
   tools/export_model.py --checkpoint ~/models/Qwen2.5-0.5B-Instruct --out packages/qwen2.5-0.5b --dtype bfloat16
   tools/export_model.py --random --preset qwen2-0.5b --tokenizer path/to/tokenizer.json --out packages/random
+  tools/export_model.py --checkpoint ... --out packages/qwen2.5-0.5b-int8 --dtype bfloat16 --quantize int8
 
 Runs on Debian's python3-torch with no other packages. See docs/model-package.md.
 """
@@ -14,7 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from llmc_export.config import ExportError, ModelConfig  # noqa: E402
-from llmc_export.package import DTYPES, build_model, write_package  # noqa: E402
+from llmc_export.package import DTYPES, QUANTIZATIONS, build_model, write_package  # noqa: E402
 
 PRESETS = {
     # Qwen2-0.5B's shape: the benchmark model.
@@ -37,7 +38,11 @@ def parse_args(argv):
     source.add_argument("--checkpoint", help="Hugging Face folder with config.json, *.safetensors, tokenizer.json")
     source.add_argument("--random", action="store_true", help="random weights (tests and benchmarks)")
     parser.add_argument("--out", required=True, help="package folder to write")
-    parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES))
+    parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES), help="weights and activations")
+    parser.add_argument("--quantize", default="none", choices=QUANTIZATIONS,
+                        help="int8: projection weights as int8 with float32 scales, activations in --dtype")
+    parser.add_argument("--group-size", type=int, default=0,
+                        help="int8 input columns per scale (32, 64, 128, 256, 512; default 0: one per output row)")
     parser.add_argument("--name", help="model name clients use (default: the output folder's name)")
     parser.add_argument("--tokenizer", help="tokenizer.json (default: the checkpoint's)")
     parser.add_argument("--chat-template", help="built-in chat template name (default: by architecture)")
@@ -65,11 +70,17 @@ def main(argv=None):
             tokenizer = args.tokenizer
             model = build_model(config, seed=args.seed)
         name = args.name or os.path.basename(os.path.normpath(args.out))
-        write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template)
+        write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template, args.quantize,
+                      args.group_size)
     except ExportError as error:
         print(f"export_model: {error}", file=sys.stderr)
         return 2
-    print(f"wrote {args.out} ({config.architecture}, {config.num_layers} layers, {args.dtype})")
+    if args.quantize == "none":
+        weights = args.dtype
+    else:
+        per = f"groups of {args.group_size}" if args.group_size else "channel"
+        weights = f"{args.dtype} activations, {args.quantize} weights per {per}"
+    print(f"wrote {args.out} ({config.architecture}, {config.num_layers} layers, {weights})")
     return 0
 
 

@@ -15,8 +15,10 @@ struct WorkerConfig {
   std::string model_path;  // a model package folder (docs/model-package.md)
   std::string model_name;  // empty: the manifest's name
   std::string device = "auto";
-  std::string dtype;           // empty: the package's
-  uint32_t max_model_len = 0;  // 0: the manifest's max_context_length
+  std::string dtype;                     // empty: the package's
+  std::string quantization;              // empty: the package's; "int8" quantizes a bfloat16/float32 package at load
+  uint32_t quantization_group_size = 0;  // 0: one int8 scale per output row
+  uint32_t max_model_len = 0;            // 0: the manifest's max_context_length
 
   // Engine
   uint64_t kv_cache_bytes = 0;  // 0: use kv_cache_memory_fraction
@@ -44,6 +46,10 @@ struct WorkerConfig {
     v("model_name", model_name, "name clients pass as `model`; empty uses the manifest's");
     v("device", device, "auto (CUDA when available), cpu, cuda or cuda:N");
     v("dtype", dtype, "float32 or bfloat16; empty uses the package's");
+    v("quantization", quantization,
+      "none or int8 (weight-only int8, quantized at load unless the package is int8); empty uses the package's");
+    v("quantization_group_size", quantization_group_size,
+      "int8 quantization at load: 0 for one scale per output row, or inputs per scale (32, 64, 128, 256, 512)");
     v("max_model_len", max_model_len, "context length limit (prompt + completion); 0 uses the manifest's");
     v("kv_cache_bytes", kv_cache_bytes, "KV cache budget in bytes; 0 uses kv_cache_memory_fraction");
     v("kv_cache_memory_fraction", kv_cache_memory_fraction,

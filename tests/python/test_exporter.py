@@ -1,5 +1,5 @@
 """The exporter: Hugging Face checkpoints (single and sharded safetensors) and random weights to packages,
-and the errors it gives for what it cannot export."""
+int8 weight quantization, and the errors it gives for what it cannot export."""
 import contextlib
 import io
 import json
@@ -11,8 +11,11 @@ import torch
 
 import paged_scenario  # noqa: F401  (puts tools/ on sys.path)
 import export_model
-from llmc_export.config import ModelConfig
+from llmc_export.config import ExportError, ModelConfig
 from llmc_export.model import CausalLM, hf_state_dict, random_weights
+from llmc_export.ops import dequantize
+from llmc_export.package import build_model
+from llmc_export.quantize import quantize_int8
 from llmc_export.safetensors import read_safetensors, write_safetensors
 from paged_scenario import run_scenario
 
@@ -66,6 +69,24 @@ def scenario_logits(forward, model, config, dtype):
     return torch.stack(rows)
 
 
+def dequantized_copy(loaded, config):
+    """A plain float32 model holding the matrices a quantized package's int8 weights and scales stand for."""
+    model = CausalLM(config)
+    state = loaded.state_dict()
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            scale = state.get(name + "_scale")  # x.weight -> x.weight_scale
+            parameter.copy_(state[name] if scale is None else dequantize(state[name], scale, torch.float32))
+    return model.eval()
+
+
+def graph_op_counts(loaded):
+    graph = str(loaded.inlined_graph)
+    return {op: graph.count(op + "(") for op in ("aten::linear", "llmc::embed", "llmc::rms_norm_qkv_rope",
+                                                  "llmc::linear_residual", "llmc::rms_norm_gate_up_silu",
+                                                  "llmc::rms_norm_lm_head")}
+
+
 class ExporterTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -84,22 +105,26 @@ class ExporterTest(unittest.TestCase):
         self.assertEqual(code, 0, error)
         with open(os.path.join(out, "llmc-model.json")) as f:
             manifest = json.load(f)
-        self.assertEqual(manifest["format_version"], 4)
+        self.assertEqual(manifest["format_version"], 5)
+        self.assertEqual(manifest["quantization"], "none")
+        self.assertEqual(manifest["quantization_group_size"], 0)
         self.assertEqual(manifest["name"], "tiny-qwen")
         self.assertEqual(manifest["chat_template"], "chatml")
         self.assertEqual(manifest["eos_token_ids"], [2, 3])
         self.assertEqual(manifest["num_kv_heads"], 2)
         loaded = torch.jit.load(os.path.join(out, "model.pt"))
-        graph = str(loaded.inlined_graph)  # each layer is four fused operators and the attention (version 3 on)
-        self.assertEqual(graph.count("aten::linear("), 0)
-        self.assertEqual(graph.count("llmc::rms_norm_qkv_rope("), config.num_layers)
-        self.assertEqual(graph.count("llmc::linear_residual("), config.num_layers * 2)
-        self.assertEqual(graph.count("llmc::rms_norm_gate_up_silu("), config.num_layers)
-        self.assertEqual(graph.count("llmc::rms_norm_lm_head("), 1)
+        self.check_fused_graph(loaded, config)
         expected = scenario_logits(model, model, config, torch.float32)
         actual = scenario_logits(loaded, model, config, torch.float32)
         self.assertTrue(torch.allclose(actual, expected, atol=1e-5), (actual - expected).abs().max())
         self.check_forward_top_k(loaded, config)
+
+    def check_fused_graph(self, loaded, config):
+        """Each layer is four fused operators and the attention (version 3 on)."""
+        layers = config.num_layers
+        self.assertEqual(graph_op_counts(loaded), {
+            "aten::linear": 0, "llmc::embed": 1, "llmc::rms_norm_qkv_rope": layers,
+            "llmc::linear_residual": 2 * layers, "llmc::rms_norm_gate_up_silu": layers, "llmc::rms_norm_lm_head": 1})
 
     def check_forward_top_k(self, loaded, config):
         """forward_top_k (version 4) returns forward's logits for the rows asked for, and every row's top k."""
@@ -141,10 +166,123 @@ class ExporterTest(unittest.TestCase):
         self.assertEqual(export("--checkpoint", checkpoint, "--out", out, "--dtype", "bfloat16")[0], 0)
         loaded = torch.jit.load(os.path.join(out, "model.pt"))
         self.assertEqual(loaded.model.embed_tokens.weight.dtype, torch.bfloat16)
+        self.assertEqual(loaded.lm_head.weight_scale.dtype, torch.float32)
+        self.assertEqual(loaded.lm_head.weight_scale.numel(), 0)
         expected = scenario_logits(model, model, config, torch.float32)
         actual = scenario_logits(loaded, model, config, torch.bfloat16)
         # bfloat16 keeps 8 mantissa bits: logits of this model (|logit| < 1) agree to about 1e-2.
         self.assertLess((actual - expected).abs().max().item(), 3e-2)
+
+    def export_int8_tiny(self, group_size, dtype="float32"):
+        """The tiny preset (seed 7) exported with int8 weights: (manifest, loaded model.pt)."""
+        tokenizer = self.path("tokenizer.json")
+        with open(tokenizer, "w") as f:
+            f.write("{}")
+        out = os.path.dirname(self.path(f"int8-{group_size}-{dtype}", "x"))
+        code, error = export("--random", "--preset", "tiny", "--seed", "7", "--tokenizer", tokenizer, "--out", out,
+                             "--dtype", dtype, "--quantize", "int8", "--group-size", str(group_size))
+        self.assertEqual(code, 0, error)
+        with open(os.path.join(out, "llmc-model.json")) as f:
+            manifest = json.load(f)
+        return manifest, torch.jit.load(os.path.join(out, "model.pt"))
+
+    def check_int8_package(self, group_size):
+        config = export_model.PRESETS["tiny"]
+        manifest, loaded = self.export_int8_tiny(group_size)
+        self.assertEqual(manifest["format_version"], 5)
+        self.assertEqual(manifest["dtype"], "float32")
+        self.assertEqual(manifest["quantization"], "int8")
+        self.assertEqual(manifest["quantization_group_size"], group_size)
+        self.check_fused_graph(loaded, config)
+        layer = getattr(loaded.model.layers, "0")
+        for module, in_features in ((layer.self_attn.qkv_proj, config.hidden_size),
+                                    (layer.mlp.down_proj, config.intermediate_size)):
+            groups = 1 if group_size == 0 else in_features // group_size
+            self.assertEqual(module.weight.dtype, torch.int8)
+            self.assertEqual(module.weight_scale.dtype, torch.float32)
+            self.assertEqual(tuple(module.weight_scale.shape), (module.weight.shape[0], groups))
+        self.assertEqual(layer.self_attn.qkv_proj.bias.dtype, torch.float32)
+        self.assertEqual(loaded.model.norm.weight.dtype, torch.float32)
+        # The tied embedding reads the LM head's int8 weight and scales.
+        self.assertIs(loaded.model.embed_tokens.weight, loaded.lm_head.weight)
+        self.assertIs(loaded.model.embed_tokens.weight_scale, loaded.lm_head.weight_scale)
+
+        source = build_model(config, seed=7).eval()
+        state = loaded.state_dict()
+        quantized = 0
+        for name, parameter in source.named_parameters():
+            scale = state.get(name + "_scale")
+            if scale is None:
+                self.assertTrue(torch.equal(state[name], parameter), name)
+                continue
+            quantized += 1
+            step = scale.repeat_interleave(parameter.shape[1] // scale.shape[1], dim=1)
+            error = (dequantize(state[name], scale, torch.float32) - parameter).abs()
+            self.assertTrue(bool((error <= step / 2 * (1 + 1e-4)).all()), name)
+        self.assertEqual(quantized, 4 * config.num_layers + 1)
+
+        actual = scenario_logits(loaded, source, config, torch.float32)
+        dequantized = dequantized_copy(loaded, config)
+        on_dequantized = scenario_logits(dequantized, dequantized, config, torch.float32)
+        self.assertTrue(torch.allclose(actual, on_dequantized, atol=1e-5), (actual - on_dequantized).abs().max())
+        # int8 steps are under 1% of each row's (or group's) largest weight: these logits move by about 0.8%
+        # of the largest one.
+        expected = scenario_logits(source, source, config, torch.float32)
+        self.assertLess((actual - expected).abs().max().item(), 0.03 * expected.abs().max().item())
+        self.check_forward_top_k(loaded, config)
+
+    def test_int8_package_per_channel(self):
+        self.check_int8_package(group_size=0)
+
+    def test_int8_package_groups_of_32(self):
+        self.check_int8_package(group_size=32)
+
+    def test_int8_package_with_bfloat16_activations(self):
+        config = export_model.PRESETS["tiny"]
+        manifest, loaded = self.export_int8_tiny(group_size=0, dtype="bfloat16")
+        self.assertEqual(manifest["dtype"], "bfloat16")
+        self.assertEqual(manifest["quantization"], "int8")
+        self.assertEqual(loaded.lm_head.weight.dtype, torch.int8)
+        self.assertEqual(loaded.lm_head.weight_scale.dtype, torch.float32)
+        self.assertEqual(loaded.model.norm.weight.dtype, torch.bfloat16)
+        self.assertEqual(getattr(loaded.model.layers, "1").self_attn.qkv_proj.bias.dtype, torch.bfloat16)
+        source = build_model(config, seed=7).eval()
+        expected = scenario_logits(source, source, config, torch.float32)
+        actual = scenario_logits(loaded, source, config, torch.bfloat16)
+        self.assertLess((actual - expected).abs().max().item(), 0.05 * expected.abs().max().item())
+
+    def test_int8_untied_embedding_stays_unquantized(self):
+        checkpoint = os.path.dirname(self.path("ckpt", "x"))
+        model, config = make_checkpoint(checkpoint, hf_config=dict(HF_CONFIG, tie_word_embeddings=False))
+        out = os.path.dirname(self.path("pkg", "x"))
+        code, error = export("--checkpoint", checkpoint, "--out", out, "--dtype", "float32", "--quantize", "int8")
+        self.assertEqual(code, 0, error)
+        loaded = torch.jit.load(os.path.join(out, "model.pt"))
+        self.assertEqual(loaded.model.embed_tokens.weight.dtype, torch.float32)
+        self.assertEqual(loaded.model.embed_tokens.weight_scale.numel(), 0)
+        self.assertTrue(torch.equal(loaded.model.embed_tokens.weight, model.model.embed_tokens.weight))
+        self.assertEqual(loaded.lm_head.weight.dtype, torch.int8)
+        self.assertEqual(tuple(loaded.lm_head.weight_scale.shape), (config.vocab_size, 1))
+        expected = scenario_logits(model, model, config, torch.float32)
+        actual = scenario_logits(loaded, model, config, torch.float32)
+        self.assertLess((actual - expected).abs().max().item(), 0.03 * expected.abs().max().item())
+
+    def test_unsupported_quantization_settings_are_named(self):
+        tokenizer = self.path("tokenizer.json")
+        with open(tokenizer, "w") as f:
+            f.write("{}")
+        cases = ((("--quantize", "int8", "--group-size", "48"), "unsupported quantization group size 48"),
+                 (("--quantize", "int8", "--group-size", "256"),
+                  "model.layers.0.self_attn.qkv_proj.weight has 128 input columns, not a multiple of the "
+                  "quantization group size 256"),
+                 (("--group-size", "32"), "needs --quantize int8"))
+        for flags, message in cases:
+            with self.subTest(flags=flags):
+                out = self.path("pkg-" + "-".join(flags))
+                code, error = export("--random", "--preset", "tiny", "--tokenizer", tokenizer, "--out", out, *flags)
+                self.assertEqual(code, 2)
+                self.assertIn(message, error)
+                self.assertFalse(os.path.exists(out))
 
     def test_missing_tensor_is_named(self):
         checkpoint = os.path.dirname(self.path("ckpt", "x"))
@@ -201,6 +339,108 @@ class ExporterTest(unittest.TestCase):
         for name, tensor in tensors.items():
             self.assertEqual(back[name].dtype, tensor.dtype)
             self.assertTrue(torch.equal(back[name], tensor), name)
+
+
+class Int8QuantizationTest(unittest.TestCase):
+    def test_round_trip_is_within_half_a_step(self):
+        generator = torch.Generator().manual_seed(0)
+        weight = torch.randn(48, 256, generator=generator) * torch.logspace(-3, 1, 48).unsqueeze(1)
+        weight[5] = 0
+        weight[7, 32:64] = 0
+        for group_size in (0, 32, 128):
+            with self.subTest(group_size=group_size):
+                groups = 1 if group_size == 0 else 256 // group_size
+                q, scale = quantize_int8(weight, group_size)
+                self.assertEqual((q.dtype, tuple(q.shape)), (torch.int8, (48, 256)))
+                self.assertEqual((scale.dtype, tuple(scale.shape)), (torch.float32, (48, groups)))
+                step = scale[:, torch.arange(256) // (256 // groups)]  # column k's group: k // group width
+                error = (dequantize(q, scale, torch.float32) - weight).abs()
+                self.assertTrue(bool((error <= step / 2 * (1 + 1e-4)).all()), error.max())
+                # Each group's largest magnitude is 127 steps; an all-zero group has scale 1 and zeros.
+                peaks = q.float().abs().reshape(48, groups, -1).amax(-1)
+                zero_groups = weight.abs().reshape(48, groups, -1).amax(-1) == 0
+                self.assertTrue(bool((peaks[~zero_groups] == 127).all()))
+                self.assertTrue(bool((scale[zero_groups] == 1).all()))
+                self.assertEqual(int(zero_groups.sum()), groups + (1 if group_size == 32 else 0))
+                self.assertTrue(bool((q[5] == 0).all()))
+
+    def test_ties_round_to_even(self):
+        # scale 127 / 127 = 1, so the weights are the rounded values' inputs; the C++ loader rounds the same way.
+        q, scale = quantize_int8(torch.tensor([[127.0, 2.5, -3.5, 0.5, -0.5, 1.5]]), 0)
+        self.assertEqual(scale.tolist(), [[1.0]])
+        self.assertEqual(q.tolist(), [[127, 2, -4, 0, 0, 2]])
+
+    def test_bfloat16_weights_quantize_as_their_float32_values(self):
+        weight = torch.randn(8, 64, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+        for part, expected in zip(quantize_int8(weight, 32), quantize_int8(weight.float(), 32)):
+            self.assertTrue(torch.equal(part, expected))
+
+    def test_bad_group_sizes_are_refused(self):
+        for group_size in (16, 48, 100, 1024, -32):
+            with self.subTest(group_size=group_size):
+                with self.assertRaisesRegex(ExportError, f"unsupported quantization group size {group_size}"):
+                    quantize_int8(torch.ones(4, 1024), group_size)
+        with self.assertRaisesRegex(ExportError, "lm_head.weight has 96 input columns, not a multiple of the "
+                                                 "quantization group size 64"):
+            quantize_int8(torch.ones(4, 96), 64, "lm_head.weight")
+
+    def test_quantized_ops_equal_float_ops_on_dequantized_weights(self):
+        generator = torch.Generator().manual_seed(1)
+        tokens, hidden_size, heads, kv_heads, head_dim, intermediate, vocab = 5, 64, 4, 2, 16, 96, 80
+        plain = torch.empty(0)
+
+        def randn(*shape):
+            return torch.randn(*shape, generator=generator)
+
+        for dtype in (torch.float32, torch.bfloat16):
+            for group_size in (0, 32):
+                with self.subTest(dtype=dtype, group_size=group_size):
+                    def matrix(rows, columns):
+                        """(int8 weight, its scales, the dequantized matrix in dtype)"""
+                        q, scale = quantize_int8(randn(rows, columns) * 0.1, group_size)
+                        return q, scale, dequantize(q, scale, dtype)
+
+                    hidden = randn(tokens, hidden_size).to(dtype)
+                    norm = (1 + 0.1 * randn(hidden_size)).to(dtype)
+                    ids = torch.tensor([3, 0, vocab - 1, 3])
+
+                    q, scale, _ = matrix(vocab, hidden_size)
+                    rows = torch.ops.llmc.embed(ids, q, scale, hidden_size)
+                    self.assertEqual(rows.dtype, torch.float32)
+                    self.assertTrue(torch.equal(rows, dequantize(q, scale, torch.float32)[ids]))
+
+                    q, scale, w = matrix((heads + 2 * kv_heads) * head_dim, hidden_size)
+                    bias = randn(q.shape[0]).to(dtype)
+                    cos, sin = randn(tokens, head_dim // 2), randn(tokens, head_dim // 2)
+                    slots = torch.tensor([6, 0, 1, 2, 7])
+                    outputs = []
+                    for weight, weight_scale in ((q, scale), (w, plain)):
+                        key_cache = torch.zeros(2, 4, kv_heads, head_dim, dtype=dtype)
+                        value_cache = torch.zeros_like(key_cache)
+                        query = torch.ops.llmc.rms_norm_qkv_rope(hidden, norm, 1e-6, weight, weight_scale, bias, cos,
+                                                                 sin, key_cache, value_cache, slots, heads, kv_heads)
+                        outputs.append((query, key_cache, value_cache))
+                    for quantized, reference in zip(*outputs):
+                        self.assertTrue(torch.equal(quantized, reference))
+
+                    q, scale, w = matrix(hidden_size, intermediate)
+                    act, residual = randn(tokens, intermediate).to(dtype), randn(tokens, hidden_size).to(dtype)
+                    self.assertTrue(torch.equal(torch.ops.llmc.linear_residual(act, q, scale, residual),
+                                                torch.ops.llmc.linear_residual(act, w, plain, residual)))
+
+                    q, scale, w = matrix(2 * intermediate, hidden_size)
+                    self.assertTrue(torch.equal(
+                        torch.ops.llmc.rms_norm_gate_up_silu(hidden, norm, 1e-6, q, scale, intermediate),
+                        torch.ops.llmc.rms_norm_gate_up_silu(hidden, norm, 1e-6, w, plain, intermediate)))
+
+                    q, scale, w = matrix(vocab, hidden_size)
+                    self.assertTrue(torch.equal(torch.ops.llmc.rms_norm_lm_head(hidden, norm, 1e-6, q, scale, vocab),
+                                                torch.ops.llmc.rms_norm_lm_head(hidden, norm, 1e-6, w, plain, vocab)))
+                    full_rows = torch.tensor([1, 3])
+                    quantized = torch.ops.llmc.rms_norm_lm_head_top_k(hidden, norm, 1e-6, q, scale, vocab, full_rows, 5)
+                    reference = torch.ops.llmc.rms_norm_lm_head_top_k(hidden, norm, 1e-6, w, plain, vocab, full_rows, 5)
+                    for got, want in zip(quantized, reference):
+                        self.assertTrue(torch.equal(got, want))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@
 namespace llmc::model::cpu {
 namespace {
 
+// The weight_scale of a weight in the activations' dtype.
+at::Tensor NoScale() { return at::empty({0}, at::kFloat); }
+
 double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 3e-2; }
 
 // Largest difference relative to the reference's largest magnitude.
@@ -50,10 +53,10 @@ TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][
       for (const int64_t m : kRows) {
         const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
         const at::Tensor expected =
-            composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat), residual.to(at::kFloat));
+            composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat), NoScale(), residual.to(at::kFloat));
         testing::ForEachCpuKernelPath([&] {
           INFO("dtype " << dtype << " m " << m << " k " << k);
-          CHECK(RelativeError(LinearResidual(input, packed, residual), expected) < Tolerance(dtype));
+          CHECK(RelativeError(LinearResidual(input, packed, NoScale(), residual), expected) < Tolerance(dtype));
         });
       }
     }
@@ -71,10 +74,10 @@ TEST_CASE("cpu kernels: rms_norm_gate_up_silu and rms_norm_lm_head match their c
       for (const int64_t m : kRows) {
         const at::Tensor hidden = Random({m, k}, dtype);
         const at::Tensor expected = composite::RmsNormGateUpSilu(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
-                                                                 weight.to(at::kFloat), intermediate);
+                                                                 weight.to(at::kFloat), NoScale(), intermediate);
         testing::ForEachCpuKernelPath([&] {
           INFO("dtype " << dtype << " m " << m << " intermediate " << intermediate);
-          CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, packed, intermediate), expected) <
+          CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, packed, NoScale(), intermediate), expected) <
                 Tolerance(dtype));
         });
       }
@@ -84,17 +87,17 @@ TEST_CASE("cpu kernels: rms_norm_gate_up_silu and rms_norm_lm_head match their c
     const at::Tensor packed_head = PackWeight(head);
     for (const int64_t m : kRows) {
       const at::Tensor hidden = Random({m, k}, dtype);
-      const at::Tensor expected =
-          composite::RmsNormLmHead(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, head.to(at::kFloat), vocab);
+      const at::Tensor expected = composite::RmsNormLmHead(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
+                                                           head.to(at::kFloat), NoScale(), vocab);
       testing::ForEachCpuKernelPath([&] {
-        const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, vocab);
+        const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, NoScale(), vocab);
         CHECK(logits.scalar_type() == at::kFloat);
         CHECK(RelativeError(logits, expected) < Tolerance(dtype));
       });
     }
     // The embedding reads a tied, packed head back exactly.
     const at::Tensor ids = at::tensor(std::vector<int64_t>{0, 129, 64, 63, 7}, at::kLong);
-    CHECK(Embed(ids, packed_head, k).equal(composite::Embed(ids, head, k)));
+    CHECK(Embed(ids, packed_head, NoScale(), k).equal(composite::Embed(ids, head, NoScale(), k)));
   }
 }
 
@@ -122,13 +125,13 @@ TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1
         const auto make_cache = [&] { return at::zeros({blocks, block_size, shape.kv_heads, shape.head_dim}, dtype); };
         at::Tensor expected_keys = make_cache().to(at::kFloat), expected_values = make_cache().to(at::kFloat);
         const at::Tensor expected_q = composite::RmsNormQkvRope(
-            hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, weight.to(at::kFloat), bias.to(at::kFloat), cos, sin,
-            expected_keys, expected_values, slots, shape.heads, shape.kv_heads);
+            hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, weight.to(at::kFloat), NoScale(), bias.to(at::kFloat),
+            cos, sin, expected_keys, expected_values, slots, shape.heads, shape.kv_heads);
         testing::ForEachCpuKernelPath([&] {
           INFO("dtype " << dtype << " m " << m << " heads " << shape.heads << "/" << shape.kv_heads);
           at::Tensor keys = make_cache(), values = make_cache();
-          const at::Tensor q = RmsNormQkvRope(hidden, norm, 1e-6, packed, bias, cos, sin, keys, values, slots,
-                                              shape.heads, shape.kv_heads);
+          const at::Tensor q = RmsNormQkvRope(hidden, norm, 1e-6, packed, NoScale(), bias, cos, sin, keys, values,
+                                              slots, shape.heads, shape.kv_heads);
           CHECK(RelativeError(q, expected_q) < Tolerance(dtype));
           CHECK(RelativeError(keys, expected_keys) < Tolerance(dtype));
           CHECK(RelativeError(values, expected_values) < Tolerance(dtype));
@@ -159,10 +162,10 @@ TEST_CASE("cpu kernels: rms_norm_lm_head_top_k keeps each row's largest logits, 
           testing::ForEachCpuKernelPath([&] {
             INFO("dtype " << dtype << " vocab " << vocab << " m " << m << " top_k " << top_k);
             // Same path, same panel products: the plain LM head's logits are the exact reference.
-            const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, vocab);
+            const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, NoScale(), vocab);
             const auto [values, ids] = at::sort(logits, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
             const auto [full_logits, top_values, top_ids] =
-                RmsNormLmHeadTopK(hidden, norm, 1e-6, packed_head, vocab, full_rows, top_k);
+                RmsNormLmHeadTopK(hidden, norm, 1e-6, packed_head, NoScale(), vocab, full_rows, top_k);
             CHECK(full_logits.equal(logits.index_select(0, full_rows)));
             CHECK(top_values.equal(values.narrow(1, 0, top_k)));
             CHECK(top_ids.equal(ids.narrow(1, 0, top_k)));
@@ -172,8 +175,8 @@ TEST_CASE("cpu kernels: rms_norm_lm_head_top_k keeps each row's largest logits, 
       // The composite (CUDA, unpacked weights) agrees with the same definition.
       const at::Tensor hidden = Random({3, k}, dtype);
       const auto [full_logits, top_values, top_ids] =
-          composite::RmsNormLmHeadTopK(hidden, norm, 1e-6, head, vocab, at::tensor({2, 0}, at::kLong), 8);
-      const at::Tensor logits = composite::RmsNormLmHead(hidden, norm, 1e-6, head, vocab);
+          composite::RmsNormLmHeadTopK(hidden, norm, 1e-6, head, NoScale(), vocab, at::tensor({2, 0}, at::kLong), 8);
+      const at::Tensor logits = composite::RmsNormLmHead(hidden, norm, 1e-6, head, NoScale(), vocab);
       CHECK(full_logits.equal(logits.index_select(0, at::tensor({2, 0}, at::kLong))));
       CHECK(top_ids.select(1, 0).equal(logits.argmax(1)));
       CHECK(top_values.select(1, 0).equal(std::get<0>(logits.max(1))));
@@ -185,11 +188,11 @@ TEST_CASE("cpu kernels: rms_norm_lm_head_top_k refuses bad rows and counts", "[u
   const int64_t k = 40, vocab = 70;
   const at::Tensor norm = at::ones({k}), head = at::randn({vocab, k});
   const at::Tensor packed = PackWeight(head), hidden = at::randn({2, k});
-  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, vocab, at::tensor({2}, at::kLong), 1));
-  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, vocab, at::tensor({1, 1}, at::kLong), 1));
-  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, vocab, at::tensor({0}, at::kLong), vocab + 1));
+  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, NoScale(), vocab, at::tensor({2}, at::kLong), 1));
+  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, NoScale(), vocab, at::tensor({1, 1}, at::kLong), 1));
+  CHECK_THROWS(RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, NoScale(), vocab, at::tensor({0}, at::kLong), vocab + 1));
   const auto [full_logits, top_values, top_ids] =
-      RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, vocab, at::empty({0}, at::kLong), 0);
+      RmsNormLmHeadTopK(hidden, norm, 1e-6, packed, NoScale(), vocab, at::empty({0}, at::kLong), 0);
   CHECK(full_logits.size(0) == 0);
   CHECK(top_ids.sizes() == at::IntArrayRef({2, 0}));
 }

@@ -97,14 +97,14 @@ TEST_CASE("loaded model: corrupt or mismatched packages give the expected error"
   CHECK_THAT(std::string(status.message()), Catch::Contains("corrupt or not TorchScript"));
 
   dir = CopyPackage(good);
-  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 5; });
+  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 6; });
   status = error(dir);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 5 is not supported"));
+  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 6 is not supported"));
 
-  // Older packages call per-projection operators the fused kernels replaced (2), or have no top-logits step
-  // (3): a clear re-export hint.
-  for (const int old_version : {2, 3}) {
+  // Older packages call per-projection operators the fused kernels replaced (2), have no top-logits step
+  // (3) or pass no weight scales (4): a clear re-export hint.
+  for (const int old_version : {2, 3, 4}) {
     dir = CopyPackage(good);
     EditManifest(dir, [old_version](nlohmann::json& m) { m["format_version"] = old_version; });
     status = error(dir);

@@ -2,6 +2,9 @@
 
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
+
+Every weight matrix's module also holds a weight_scale buffer: empty for a plain matrix, the int8 group scales
+once quantize.quantize_model has quantized it (see ops.py).
 """
 from typing import List, Tuple
 
@@ -25,6 +28,13 @@ class RMSNorm(nn.Module):
         return self.weight * x.to(dtype)
 
 
+def with_weight_scale(module: nn.Module) -> nn.Module:
+    """Gives a Linear or Embedding an empty weight_scale (a plain, unquantized weight). Each module gets its
+    own tensor: the worker replaces every buffer's data in place at load."""
+    module.register_buffer("weight_scale", torch.empty(0, dtype=torch.float32))
+    return module
+
+
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
@@ -40,8 +50,8 @@ class Attention(nn.Module):
         self.head_dim = config.head_dim
         self.scale = config.head_dim ** -0.5
         qkv_width = (config.num_heads + 2 * config.num_kv_heads) * config.head_dim
-        self.qkv_proj = nn.Linear(config.hidden_size, qkv_width, bias=config.qkv_bias)
-        self.o_proj = nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False)
+        self.qkv_proj = with_weight_scale(nn.Linear(config.hidden_size, qkv_width, bias=config.qkv_bias))
+        self.o_proj = with_weight_scale(nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False))
 
 
 class Mlp(nn.Module):
@@ -50,8 +60,8 @@ class Mlp(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.intermediate_size = config.intermediate_size
-        self.gate_up_proj = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        self.gate_up_proj = with_weight_scale(nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False))
+        self.down_proj = with_weight_scale(nn.Linear(config.intermediate_size, config.hidden_size, bias=False))
 
 
 class DecoderLayer(nn.Module):
@@ -69,22 +79,24 @@ class DecoderLayer(nn.Module):
                 seq_lens: torch.Tensor, query_start_locs: torch.Tensor) -> torch.Tensor:
         attn = self.self_attn
         q = torch.ops.llmc.rms_norm_qkv_rope(hidden, self.input_layernorm.weight, self.input_layernorm.eps,
-                                             attn.qkv_proj.weight, attn.qkv_proj.bias, cos, sin, key_cache,
-                                             value_cache, slot_mapping, attn.num_heads, attn.num_kv_heads)
+                                             attn.qkv_proj.weight, attn.qkv_proj.weight_scale, attn.qkv_proj.bias,
+                                             cos, sin, key_cache, value_cache, slot_mapping, attn.num_heads,
+                                             attn.num_kv_heads)
         out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
                                              attn.scale)
         hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim), attn.o_proj.weight,
-                                                hidden)
+                                                attn.o_proj.weight_scale, hidden)
+        mlp = self.mlp
         act = torch.ops.llmc.rms_norm_gate_up_silu(hidden, self.post_attention_layernorm.weight,
-                                                   self.post_attention_layernorm.eps, self.mlp.gate_up_proj.weight,
-                                                   self.mlp.intermediate_size)
-        return torch.ops.llmc.linear_residual(act, self.mlp.down_proj.weight, hidden)
+                                                   self.post_attention_layernorm.eps, mlp.gate_up_proj.weight,
+                                                   mlp.gate_up_proj.weight_scale, mlp.intermediate_size)
+        return torch.ops.llmc.linear_residual(act, mlp.down_proj.weight, mlp.down_proj.weight_scale, hidden)
 
 
 class Backbone(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
-        self.embed_tokens = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.embed_tokens = with_weight_scale(nn.Embedding(config.vocab_size, config.hidden_size))
         self.layers = nn.ModuleList([DecoderLayer(config) for _ in range(config.num_layers)])
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
@@ -104,7 +116,7 @@ class CausalLM(nn.Module):
         self.hidden_size = config.hidden_size
         self.vocab_size = config.vocab_size
         self.model = Backbone(config)
-        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.lm_head = with_weight_scale(nn.Linear(config.hidden_size, config.vocab_size, bias=False))
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.register_buffer("inv_freq", torch.tensor(config.inverse_frequencies(), dtype=torch.float32),
@@ -117,7 +129,7 @@ class CausalLM(nn.Module):
         hidden = self.final_hidden(input_ids, positions, kv_cache, slot_mapping, block_tables, seq_lens,
                                    query_start_locs, logits_indices)
         return torch.ops.llmc.rms_norm_lm_head(hidden, self.model.norm.weight, self.model.norm.eps,
-                                               self.lm_head.weight, self.vocab_size)
+                                               self.lm_head.weight, self.lm_head.weight_scale, self.vocab_size)
 
     @torch.jit.export
     def forward_top_k(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
@@ -129,13 +141,18 @@ class CausalLM(nn.Module):
         hidden = self.final_hidden(input_ids, positions, kv_cache, slot_mapping, block_tables, seq_lens,
                                    query_start_locs, logits_indices)
         return torch.ops.llmc.rms_norm_lm_head_top_k(hidden, self.model.norm.weight, self.model.norm.eps,
-                                                     self.lm_head.weight, self.vocab_size, full_rows, top_k)
+                                                     self.lm_head.weight, self.lm_head.weight_scale, self.vocab_size,
+                                                     full_rows, top_k)
 
     def final_hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
                      slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
                      query_start_locs: torch.Tensor, logits_indices: torch.Tensor) -> torch.Tensor:
         """The last layer's output (before the final norm) of the rows named by logits_indices."""
-        hidden = torch.ops.llmc.embed(input_ids, self.model.embed_tokens.weight, self.hidden_size)
+        embed_tokens = self.model.embed_tokens
+        # A quantized embedding gives float32 rows; the norm weights carry the activation dtype (a no-op cast
+        # for a plain embedding).
+        hidden = torch.ops.llmc.embed(input_ids, embed_tokens.weight, embed_tokens.weight_scale,
+                                      self.hidden_size).to(self.model.norm.weight.dtype)
         freqs = positions.float().unsqueeze(1) * self.inv_freq.unsqueeze(0)  # [num_tokens, head_dim / 2]
         cos = freqs.cos()
         sin = freqs.sin()

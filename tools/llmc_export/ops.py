@@ -14,6 +14,12 @@ more), and embed. Weights arrive as [out_features, in_features]; the
 worker repacks them for its kernels at load time, which the graph does not see. cos and sin are
 [num_tokens, head_dim / 2] float32; rotation follows the rotate-half convention of Llama and Qwen2.
 
+Every weight matrix comes with a weight_scale. An empty one (numel 0) means the weight is a plain matrix in the
+activation dtype. Otherwise the weight is int8 [N, K] and weight_scale float32 [N, G], G dividing K: group g
+scales columns g * K / G .. (g + 1) * K / G - 1, so W[n, k] = weight[n, k] * weight_scale[n, k // (K / G)]
+(G == 1: one scale per output row). Activations stay in their dtype; the quantized embed returns float32
+rows, which the graph casts to the activation dtype.
+
 Cache layout: key_cache and value_cache are [num_blocks, block_size, num_kv_heads, head_dim]. Token slot s
 lives at block s // block_size, offset s % block_size.
 
@@ -32,20 +38,29 @@ _library.define(
 _library.define(
     "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, "
     "Tensor seq_lens, Tensor query_start_locs, float scale) -> Tensor")
-_library.define("embed(Tensor input_ids, Tensor weight, int hidden_size) -> Tensor")
+_library.define("embed(Tensor input_ids, Tensor weight, Tensor weight_scale, int hidden_size) -> Tensor")
 _library.define(
-    "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor? bias, Tensor cos, "
-    "Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, int num_heads, "
-    "int num_kv_heads) -> Tensor")
-_library.define("linear_residual(Tensor input, Tensor weight, Tensor residual) -> Tensor")
+    "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+    "Tensor? bias, Tensor cos, Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, "
+    "int num_heads, int num_kv_heads) -> Tensor")
+_library.define("linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual) -> Tensor")
 _library.define(
-    "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int intermediate_size) "
-    "-> Tensor")
+    "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+    "int intermediate_size) -> Tensor")
 _library.define(
-    "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size) -> Tensor")
+    "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+    "int vocab_size) -> Tensor")
 _library.define(
-    "rms_norm_lm_head_top_k(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size, "
-    "Tensor full_rows, int top_k) -> (Tensor, Tensor, Tensor)")
+    "rms_norm_lm_head_top_k(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+    "int vocab_size, Tensor full_rows, int top_k) -> (Tensor, Tensor, Tensor)")
+
+
+def dequantize(weight, weight_scale, dtype):
+    """The matrix an int8 weight and its group scales stand for, in dtype; a plain weight as it is."""
+    if weight_scale.numel() == 0:
+        return weight
+    group_width = weight.shape[1] // weight_scale.shape[1]
+    return (weight.float() * weight_scale.repeat_interleave(group_width, dim=1)).to(dtype)
 
 
 def rms_norm_reference(hidden, weight, eps):
@@ -62,14 +77,18 @@ def rope_reference(x, cos, sin):
     return torch.cat((first * c - second * s, second * c + first * s), dim=-1).to(x.dtype)
 
 
-def embed_reference(input_ids, weight, hidden_size):
-    return F.embedding(input_ids, weight)
+def embed_reference(input_ids, weight, weight_scale, hidden_size):
+    rows = F.embedding(input_ids, weight)
+    if weight_scale.numel() == 0:
+        return rows
+    return dequantize(rows, F.embedding(input_ids, weight_scale), torch.float32)
 
 
-def rms_norm_qkv_rope_reference(hidden, norm_weight, eps, weight, bias, cos, sin, key_cache, value_cache,
-                                slot_mapping, num_heads, num_kv_heads):
+def rms_norm_qkv_rope_reference(hidden, norm_weight, eps, weight, weight_scale, bias, cos, sin, key_cache,
+                                value_cache, slot_mapping, num_heads, num_kv_heads):
     head_dim = key_cache.shape[-1]
-    qkv = F.linear(rms_norm_reference(hidden, norm_weight, eps), weight, bias)
+    matrix = dequantize(weight, weight_scale, hidden.dtype)
+    qkv = F.linear(rms_norm_reference(hidden, norm_weight, eps), matrix, bias)
     q_width, kv_width = num_heads * head_dim, num_kv_heads * head_dim
     q = qkv[:, :q_width].reshape(-1, num_heads, head_dim)
     k = qkv[:, q_width:q_width + kv_width].reshape(-1, num_kv_heads, head_dim)
@@ -78,23 +97,25 @@ def rms_norm_qkv_rope_reference(hidden, norm_weight, eps, weight, bias, cos, sin
     return rope_reference(q, cos, sin)
 
 
-def linear_residual_reference(input, weight, residual):
-    return residual + F.linear(input, weight)
+def linear_residual_reference(input, weight, weight_scale, residual):
+    return residual + F.linear(input, dequantize(weight, weight_scale, input.dtype))
 
 
-def rms_norm_gate_up_silu_reference(hidden, norm_weight, eps, weight, intermediate_size):
-    gate_up = F.linear(rms_norm_reference(hidden, norm_weight, eps), weight)
+def rms_norm_gate_up_silu_reference(hidden, norm_weight, eps, weight, weight_scale, intermediate_size):
+    matrix = dequantize(weight, weight_scale, hidden.dtype)
+    gate_up = F.linear(rms_norm_reference(hidden, norm_weight, eps), matrix)
     return F.silu(gate_up[:, :intermediate_size]) * gate_up[:, intermediate_size:]
 
 
-def rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, vocab_size):
-    return F.linear(rms_norm_reference(hidden, norm_weight, eps), weight).float()
+def rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, weight_scale, vocab_size):
+    matrix = dequantize(weight, weight_scale, hidden.dtype)
+    return F.linear(rms_norm_reference(hidden, norm_weight, eps), matrix).float()
 
 
-def rms_norm_lm_head_top_k_reference(hidden, norm_weight, eps, weight, vocab_size, full_rows, top_k):
+def rms_norm_lm_head_top_k_reference(hidden, norm_weight, eps, weight, weight_scale, vocab_size, full_rows, top_k):
     """(logits of the rows in full_rows [F, vocab] float32, top_k largest logits of every row [T, top_k] float32,
     their ids [T, top_k] int64): largest first, equal logits in increasing id order."""
-    logits = rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, vocab_size)
+    logits = rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, weight_scale, vocab_size)
     values, ids = torch.sort(logits, dim=-1, descending=True, stable=True)
     return logits.index_select(0, full_rows), values[:, :top_k].contiguous(), ids[:, :top_k].contiguous()
 

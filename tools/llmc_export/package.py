@@ -7,12 +7,14 @@ import torch
 
 from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
+from .quantize import check_group_size, quantize_model
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+QUANTIZATIONS = ("none", "int8")
 
 
 def default_chat_template(config: ModelConfig) -> str:
@@ -23,13 +25,16 @@ def default_chat_template(config: ModelConfig) -> str:
     return "llama3" if config.vocab_size >= 128000 else "llama2"
 
 
-def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str) -> dict:
+def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str, quantization: str = "none",
+                 group_size: int = 0) -> dict:
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "name": name,
         "architecture": config.architecture,
         "dtype": dtype,
+        "quantization": quantization,
+        "quantization_group_size": group_size,
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "intermediate_size": config.intermediate_size,
@@ -72,18 +77,35 @@ def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> C
 
 
 def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str, dtype: str,
-                  tokenizer_path: str, chat_template: str = None) -> str:
+                  tokenizer_path: str, chat_template: str = None, quantize: str = None, group_size: int = 0) -> str:
+    """Writes the package; quantize="int8" stores the projection weights as int8 with float32 scales per
+    output row (group_size 0) or per group_size input columns, and the activations stay in dtype. The model
+    is converted (and quantized) in place."""
+    quantization = quantize or "none"
     if dtype not in DTYPES:
         raise ExportError(f"unsupported dtype '{dtype}' (supported: {', '.join(DTYPES)})")
+    if quantization not in QUANTIZATIONS:
+        raise ExportError(f"unsupported quantization '{quantization}' (supported: {', '.join(QUANTIZATIONS)})")
+    check_group_size(group_size)
+    if quantization == "none" and group_size != 0:
+        raise ExportError("a quantization group size needs --quantize int8")
     if tokenizer_path is None or not os.path.exists(tokenizer_path):
         raise ExportError(f"tokenizer.json not found at {tokenizer_path}")
-    os.makedirs(out_dir, exist_ok=True)
     model = model.to(DTYPES[dtype]).eval()
-    model.inv_freq = model.inv_freq.float()  # rotary angles stay in float32 whatever the weights' dtype
+    # Rotary angles and weight scales stay in float32 whatever the weights' dtype.
+    model.inv_freq = model.inv_freq.float()
+    for module in model.modules():
+        if hasattr(module, "weight_scale"):
+            module.weight_scale = module.weight_scale.float()
+    if quantization == "int8":
+        # From the weights in the package dtype: what the worker gets quantizing a package of that dtype at load.
+        quantize_model(model, group_size)
     scripted = torch.jit.script(model)
+    os.makedirs(out_dir, exist_ok=True)
     scripted.save(os.path.join(out_dir, "model.pt"))
     shutil.copyfile(tokenizer_path, os.path.join(out_dir, "tokenizer.json"))
-    manifest = manifest_for(config, name, dtype, chat_template or default_chat_template(config))
+    manifest = manifest_for(config, name, dtype, chat_template or default_chat_template(config), quantization,
+                            group_size)
     with open(os.path.join(out_dir, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")

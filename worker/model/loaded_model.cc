@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -93,27 +95,102 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Replaces every projection matrix by its packed layout (cpu/packed_weight.h), in place: the original storage
-// is released, so resident memory does not grow. A tied embedding shares the packed LM head.
-void PackWeightsForCpu(torch::jit::Module& module, const ModelManifest& m) {
-  at::Tensor lm_head;
-  for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
-    at::Tensor value = parameter.value;
-    if (cpu::IsPackedWeight(value) || value.dim() != 2) continue;
-    if (EndsWith(parameter.name, "mlp.gate_up_proj.weight")) {
-      value.set_data(cpu::PackWeight(value, cpu::GateUpColumnOrder(m.intermediate_size)));
-    } else if (EndsWith(parameter.name, "qkv_proj.weight") || EndsWith(parameter.name, "o_proj.weight") ||
-               EndsWith(parameter.name, "down_proj.weight") || parameter.name == "lm_head.weight") {
-      value.set_data(cpu::PackWeight(value));
-    }
-    if (parameter.name == "lm_head.weight") lm_head = value;
+// The matrices the fused operators stream, each with its "<name>_scale" buffer (empty unless int8).
+bool IsProjection(const std::string& name) {
+  return EndsWith(name, "qkv_proj.weight") || EndsWith(name, "o_proj.weight") ||
+         EndsWith(name, "gate_up_proj.weight") || EndsWith(name, "down_proj.weight") || name == "lm_head.weight";
+}
+
+struct Projection {
+  std::string name;
+  at::Tensor weight;
+  at::Tensor scale;
+};
+
+// The projections (lm_head last) and, separately, the embedding with its scale.
+absl::StatusOr<std::vector<Projection>> FindProjections(const torch::jit::Module& module, Projection* embedding) {
+  std::map<std::string, at::Tensor> scales;
+  for (const auto& buffer : module.named_buffers(/*recurse=*/true)) {
+    if (EndsWith(buffer.name, ".weight_scale")) scales[buffer.name] = buffer.value;
   }
-  if (!m.tie_word_embeddings || !lm_head.defined()) return;
+  std::vector<Projection> projections;
   for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
-    if (parameter.name == "model.embed_tokens.weight" && !cpu::IsPackedWeight(parameter.value)) {
-      at::Tensor value = parameter.value;
-      value.set_data(lm_head);
+    const bool is_embedding = parameter.name == "model.embed_tokens.weight";
+    if (!IsProjection(parameter.name) && !is_embedding) continue;
+    const auto scale = scales.find(parameter.name + "_scale");
+    if (scale == scales.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("model.pt has no buffer ", parameter.name, "_scale"));
     }
+    Projection projection{parameter.name, parameter.value, scale->second};
+    if (is_embedding) {
+      *embedding = projection;
+    } else {
+      projections.push_back(projection);
+    }
+  }
+  std::stable_partition(projections.begin(), projections.end(),
+                        [](const Projection& p) { return p.name != "lm_head.weight"; });
+  return projections;
+}
+
+// An int8 package holds int8 projections with float32 scales [N, G]; any other, weights of its dtype and
+// empty scales.
+absl::Status CheckQuantization(const std::vector<Projection>& projections, const ModelManifest& m) {
+  const bool int8 = m.quantization == "int8";
+  for (const Projection& p : projections) {
+    const bool weight_int8 = p.weight.scalar_type() == at::kChar;
+    if (weight_int8 != int8) {
+      return absl::InvalidArgumentError(absl::StrCat("model.pt ", p.name, " is ", c10::toString(p.weight.scalar_type()),
+                                                     " but the manifest says quantization '", m.quantization, "'"));
+    }
+    if (!int8) {
+      if (p.scale.numel() != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model.pt ", p.name, "_scale is set but the weight is not int8"));
+      }
+      continue;
+    }
+    const int64_t k = p.weight.size(1);
+    const int64_t groups = m.quantization_group_size == 0 ? 1 : k / m.quantization_group_size;
+    if (p.scale.dim() != 2 || p.scale.size(0) != p.weight.size(0) || p.scale.size(1) != groups ||
+        p.scale.scalar_type() != at::kFloat) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.pt ", p.name, "_scale is ", Shape(p.scale), " but an int8 weight ", Shape(p.weight),
+          " with group size ", m.quantization_group_size, " needs float32 [", p.weight.size(0), ", ", groups, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// FastChat's --load-8bit: every projection (and, when tied, the embedding with the LM head) becomes int8 with
+// its scales, replacing the original storage.
+void QuantizeProjections(std::vector<Projection>& projections, Projection& embedding, const ModelManifest& m,
+                         int64_t group_size) {
+  for (Projection& p : projections) {
+    auto [quantized, scales] = cpu::QuantizeInt8(p.weight, group_size);
+    p.weight.set_data(quantized);
+    p.scale.set_data(scales);
+    if (p.name == "lm_head.weight" && m.tie_word_embeddings && embedding.weight.defined()) {
+      if (embedding.weight.scalar_type() != at::kChar) embedding.weight.set_data(p.weight);
+      if (embedding.scale.numel() == 0) embedding.scale.set_data(p.scale);
+    }
+  }
+}
+
+// Replaces every projection matrix (and int8 scales) by its packed layout (cpu/packed_weight.h), in place:
+// the original storage is released, so resident memory does not grow. A tied embedding shares the packed LM
+// head.
+void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embedding, const ModelManifest& m) {
+  for (Projection& p : projections) {
+    if (cpu::IsPackedWeight(p.weight) || p.weight.dim() != 2) continue;
+    const std::vector<int64_t> order = EndsWith(p.name, "mlp.gate_up_proj.weight")
+                                           ? cpu::GateUpColumnOrder(m.intermediate_size)
+                                           : std::vector<int64_t>{};
+    if (p.weight.scalar_type() == at::kChar) p.scale.set_data(cpu::PackScales(p.scale, order));
+    p.weight.set_data(cpu::PackWeight(p.weight, order));
+    if (p.name != "lm_head.weight" || !m.tie_word_embeddings || !embedding.weight.defined()) continue;
+    if (!cpu::IsPackedWeight(embedding.weight)) embedding.weight.set_data(p.weight);
+    if (p.weight.scalar_type() == at::kChar && embedding.scale.dim() != 3) embedding.scale.set_data(p.scale);
   }
 }
 
@@ -139,16 +216,43 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
         absl::StrCat("cannot load ", model_path, " (corrupt or not TorchScript): ", ConciseError(error)));
   }
   RETURN_IF_ERROR(Annotate(CheckModuleAgainstManifest(module, manifest), package_dir));
+  Projection embedding;
+  absl::StatusOr<std::vector<Projection>> found = FindProjections(module, &embedding);
+  if (!found.ok()) return Annotate(found.status(), package_dir);
+  std::vector<Projection> projections = *std::move(found);
+  RETURN_IF_ERROR(Annotate(CheckQuantization(projections, manifest), package_dir));
+  const std::string quantization = options.quantization.empty() ? manifest.quantization : options.quantization;
+  if (quantization != "none" && quantization != "int8") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown quantization '", quantization, "' (none or int8)"));
+  }
+  if (quantization == "none" && manifest.quantization == "int8") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        package_dir, " holds int8 weights; serve it with quantization int8, or export the package without --quantize"));
+  }
+  const bool quantize_at_load = quantization == "int8" && manifest.quantization == "none";
+  if (quantize_at_load && !cpu::IsSupportedInt8GroupSize(options.quantization_group_size)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("int8 group size ", options.quantization_group_size,
+                     " is not supported (0 for one scale per row, or 32, 64, 128, 256, 512)"));
+  }
   try {
     module.eval();
     module.to(device);
-    // Only the weights change dtype; buffers such as the rotary frequencies stay float32.
+    // Only the floating weights change dtype; int8 weights, their scales and buffers such as the rotary
+    // frequencies stay as they are.
     if (dtype != package_dtype) {
-      for (auto parameter : module.parameters(/*recurse=*/true)) parameter.set_data(parameter.to(dtype));
+      for (auto parameter : module.parameters(/*recurse=*/true)) {
+        if (parameter.is_floating_point()) parameter.set_data(parameter.to(dtype));
+      }
     }
-    if (device.is_cpu() && options.pack_weights) PackWeightsForCpu(module, manifest);
+    if (quantize_at_load) {
+      QuantizeProjections(projections, embedding, manifest, options.quantization_group_size);
+      manifest.quantization = "int8";
+      manifest.quantization_group_size = options.quantization_group_size;
+    }
+    if (device.is_cpu() && options.pack_weights) PackWeightsForCpu(projections, embedding, manifest);
   } catch (const std::exception& error) {
-    return absl::InternalError(absl::StrCat("cannot move the model to ", device.str(), ": ", error.what()));
+    return absl::InternalError(absl::StrCat("cannot prepare the model on ", device.str(), ": ", ConciseError(error)));
   }
   return std::unique_ptr<LoadedModel>(new LoadedModel(std::move(manifest), std::move(module), device, dtype));
 }

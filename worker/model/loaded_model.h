@@ -14,6 +14,11 @@ namespace llmc::model {
 struct LoadOptions {
   std::string device = "auto";  // "auto" (CUDA when libtorch has it and a GPU is visible), "cpu", "cuda", "cuda:N"
   std::string dtype;            // empty: the package's; or "float32" / "bfloat16"
+  // Empty: as the package is. "int8": a bfloat16/float32 package's projections are quantized at load
+  // (weight-only, one scale per output row, or per group of quantization_group_size inputs); an int8
+  // package stays int8. "none" refuses an int8 package.
+  std::string quantization = "";
+  int64_t quantization_group_size = 0;
   // On the CPU, repack the projection weights for the fused kernels (worker/model/cpu/). Off only to compare
   // against the composite ATen path.
   bool pack_weights = true;
@@ -46,6 +51,7 @@ class LoadedModel {
   static absl::StatusOr<std::unique_ptr<LoadedModel>> Load(const std::string& package_dir,
                                                            const LoadOptions& options = {});
 
+  // The package's manifest, with quantization as served (after any quantization at load).
   const ModelManifest& manifest() const { return manifest_; }
   at::Device device() const { return device_; }
   at::ScalarType dtype() const { return dtype_; }

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace llmc::model {
@@ -74,6 +75,20 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   }
   if (manifest.num_heads % manifest.num_kv_heads != 0) {
     return Missing(path, "num_heads", "a multiple of num_kv_heads");
+  }
+  if (root.contains("quantization")) {
+    RETURN_IF_ERROR(ReadString(root, path, "quantization", &manifest.quantization));
+  }
+  if (manifest.quantization != "none" && manifest.quantization != "int8") {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": quantization '", manifest.quantization,
+                                                   "' is not supported by this llmc (none or int8)"));
+  }
+  if (root.contains("quantization_group_size")) {
+    const json& group = root["quantization_group_size"];
+    if (!group.is_number_integer() || group.get<int64_t>() < 0) {
+      return Missing(path, "quantization_group_size", "0 or a positive group size");
+    }
+    manifest.quantization_group_size = group.get<int64_t>();
   }
   manifest.rms_norm_eps = root.value("rms_norm_eps", 1e-6);
   manifest.rope_theta = root.value("rope_theta", 10000.0);

@@ -12,15 +12,20 @@ namespace llmc::model {
 
 inline constexpr char kManifestFile[] = "llmc-model.json";
 // Version 3 packages call the fused operators (docs/model-package.md); version 4 adds forward_top_k, the
-// step that returns top logits instead of full rows. Older ones are refused with a hint to re-export them.
-inline constexpr int kMinManifestFormatVersion = 4;
-inline constexpr int kManifestFormatVersion = 4;
+// step that returns top logits instead of full rows; version 5 passes every projection its weight_scale (int8
+// weights). Older ones are refused with a hint to re-export them.
+inline constexpr int kMinManifestFormatVersion = 5;
+inline constexpr int kManifestFormatVersion = 5;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {
   std::string name;
   std::string architecture;
-  std::string dtype;  // "float32" or "bfloat16"
+  std::string dtype;  // "float32" or "bfloat16": the activations, and the weights unless quantized
+  // "none", or "int8": the projections (and the LM head with tied embeddings) are int8 with float32 scales,
+  // one per output row (quantization_group_size 0) or per group of that many inputs.
+  std::string quantization = "none";
+  int64_t quantization_group_size = 0;
   std::string chat_template;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;

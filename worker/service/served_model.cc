@@ -18,6 +18,7 @@ ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Token
   served.info.set_chat_template(manifest.chat_template);
   served.info.set_architecture(manifest.architecture);
   served.info.set_dtype(engine.dtype());
+  served.info.set_quantization(manifest.quantization);
   served.info.set_device(engine.device());
   served.info.set_vocab_size(static_cast<uint32_t>(manifest.vocab_size));
   served.tokenizer = &tokenizer;

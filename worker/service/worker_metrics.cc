@@ -41,7 +41,8 @@ Histogram& AddHistogram(prometheus::Registry& registry, const char* name, const 
 }  // namespace
 
 WorkerMetrics::WorkerMetrics(const std::string& model_name)
-    : registry_(std::make_shared<prometheus::Registry>()),
+    : model_name_(model_name),
+      registry_(std::make_shared<prometheus::Registry>()),
       num_running_(AddGauge(*registry_, "llmc:num_requests_running", "Requests in the continuous batch",
                             {{"model_name", model_name}})),
       num_waiting_(AddGauge(*registry_, "llmc:num_requests_waiting", "Requests queued, not yet running",
@@ -125,6 +126,12 @@ void WorkerMetrics::OnRequestFinished(int64_t prompt_tokens, int64_t generation_
                            ? static_cast<size_t>(reason)
                            : static_cast<size_t>(v1::FINISH_REASON_ERROR);
   request_success_[index]->Increment();
+}
+
+void WorkerMetrics::SetModelInfo(const std::string& dtype, const std::string& quantization, const std::string& device) {
+  AddGauge(*registry_, "llmc:model_info", "The model as this worker serves it (labels); always 1",
+           {{"model_name", model_name_}, {"dtype", dtype}, {"quantization", quantization}, {"device", device}})
+      .Set(1);
 }
 
 }  // namespace llmc::worker

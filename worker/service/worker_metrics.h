@@ -24,6 +24,8 @@ class WorkerMetrics final : public engine::EngineObserver {
   explicit WorkerMetrics(const std::string& model_name);
 
   std::shared_ptr<prometheus::Registry> prometheus_registry() const { return registry_; }
+  // llmc:model_info, always 1: what the worker serves, in its labels (dtype, quantization, device).
+  void SetModelInfo(const std::string& dtype, const std::string& quantization, const std::string& device);
   void RefreshLoad(const engine::EngineLoad& load);
 
   void OnStep(const engine::StepStats& step) override;
@@ -34,6 +36,7 @@ class WorkerMetrics final : public engine::EngineObserver {
                          absl::Duration end_to_end) override;
 
  private:
+  std::string model_name_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Gauge& num_running_;
   prometheus::Gauge& num_waiting_;

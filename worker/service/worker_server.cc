@@ -80,13 +80,15 @@ absl::Status WorkerServer::LoadEngine() {
   const absl::Time start = absl::Now();
   LLMC_LOG(Info).With("path", config_.model_path).With("device", config_.device) << "loading model";
   ASSIGN_OR_RETURN(tokenizer_, tokenizer::Tokenizer::FromFile(config_.model_path + "/tokenizer.json"));
-  absl::StatusOr<std::unique_ptr<model::LoadedModel>> model =
-      model::LoadedModel::Load(config_.model_path, {config_.device, config_.dtype});
+  absl::StatusOr<std::unique_ptr<model::LoadedModel>> model = model::LoadedModel::Load(
+      config_.model_path,
+      {config_.device, config_.dtype, config_.quantization, static_cast<int64_t>(config_.quantization_group_size)});
   if (!model.ok()) return Annotate(model.status(), absl::StrCat("loading ", config_.model_path));
   const std::string name = config_.model_name.empty() ? (*model)->manifest().name : config_.model_name;
   metrics_ = std::make_unique<WorkerMetrics>(name);
   ASSIGN_OR_RETURN(engine_,
                    engine::Engine::Create(*std::move(model), *tokenizer_, ToEngineOptions(config_), metrics_.get()));
+  metrics_->SetModelInfo(engine_->dtype(), engine_->manifest().quantization, engine_->device());
   service_ = std::make_unique<WorkerService>(*engine_, MakeServedModel(*engine_, *tokenizer_, name), worker_id_,
                                              config_.request_timeout);
   LLMC_LOG(Info).With("model", name).With("max_model_len", absl::StrCat(engine_->max_model_len()))

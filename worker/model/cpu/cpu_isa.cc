@@ -27,7 +27,8 @@ CpuIsa Detect() {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
+                      __builtin_cpu_supports("avx512vnni");
   if (!avx2) return CpuIsa::kPortable;
   if (!avx512) return CpuIsa::kAvx2;
   // GCC 12's __builtin_cpu_supports has no AMX names: CPUID leaf 7, EDX bits 22 (AMX-BF16) and 24 (AMX-TILE).

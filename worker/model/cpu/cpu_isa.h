@@ -9,7 +9,8 @@
 namespace llmc::model::cpu {
 
 // The instruction-set paths of the CPU kernels, slowest first. Each is a superset of the one before on the
-// CPUs that have it: kAvx2 needs AVX2 and FMA; kAvx512Bf16 needs AVX512F/BW/VL and AVX512_BF16; kAmx needs
+// CPUs that have it: kAvx2 needs AVX2 and FMA; kAvx512Bf16 needs AVX512F/BW/VL, AVX512_BF16 and
+// AVX512_VNNI (int8 weights); kAmx needs
 // those plus AMX-TILE and AMX-BF16, and the kernel's permission to use the tile registers.
 enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512Bf16 = 2, kAmx = 3 };
 

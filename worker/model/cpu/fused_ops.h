@@ -4,7 +4,9 @@
 // The fused decoder operators of model packages from format 3 on (schemas in tools/llmc_export/ops.py,
 // documented in docs/model-package.md). Each has a CPU kernel that takes weights packed by the loader
 // (packed_weight.h) and streams them once for every row of the batch, and a composite ATen implementation
-// used for unpacked weights and registered for CUDA.
+// used for unpacked weights and registered for CUDA. Every projection comes with its weight_scale: empty for a
+// weight in the activations' dtype; for int8 weights, float32 scales [N, G] beside the int8 [N, K] matrix
+// (packed_weight.h: QuantizeInt8), or both packed.
 #include <ATen/ATen.h>
 #include <c10/util/Optional.h>
 
@@ -22,50 +24,58 @@ void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_col
                           int64_t max_top_k, at::ScalarType dtype);
 
 // embed(input_ids [T], weight [V, H] or packed, hidden_size) -> [T, H]
-at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size);
+at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at::Tensor& weight_scale,
+                 int64_t hidden_size);
 
 // RMSNorm(hidden) -> QKV projection (+ bias) -> RoPE on q and k (cos/sin: [T, head_dim / 2] float32) -> k and v
 // written to their cache slots. Returns q [T, num_heads, head_dim].
 at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
-                          const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
-                          at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
-                          int64_t num_heads, int64_t num_kv_heads);
+                          const at::Tensor& weight_scale, const c10::optional<at::Tensor>& bias, const at::Tensor& cos,
+                          const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
+                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads);
 
 // residual + input @ weight^T
-at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& residual);
+at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
+                          const at::Tensor& residual);
 
 // SiLU(RMSNorm(hidden) @ gate^T) * (RMSNorm(hidden) @ up^T); weight is [gate; up] ([2 I, H]) or packed.
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
-                             const at::Tensor& weight, int64_t intermediate_size);
+                             const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size);
 
 // float32 logits of RMSNorm(hidden) @ weight^T: [T, vocab_size].
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
-                         int64_t vocab_size);
+                         const at::Tensor& weight_scale, int64_t vocab_size);
 
 // One pass of the LM head for sampling: (float32 logits [F, vocab] of the rows named by full_rows (int64 [F],
 // distinct), the top_k largest logits of every row [T, top_k] float32, largest first and equal values by lower
 // id, and their ids [T, top_k] int64).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden,
                                                                  const at::Tensor& norm_weight, double eps,
-                                                                 const at::Tensor& weight, int64_t vocab_size,
+                                                                 const at::Tensor& weight,
+                                                                 const at::Tensor& weight_scale, int64_t vocab_size,
                                                                  const at::Tensor& full_rows, int64_t top_k);
 
 // The composite (ATen) versions of the same operators: the CUDA kernels, the CPU path for unpacked weights,
 // and the reference in tests.
 namespace composite {
-at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size);
+// The matrix a projection multiplies by: `weight` itself, or an int8 weight times its scales, in `dtype`.
+at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype);
+at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at::Tensor& weight_scale,
+                 int64_t hidden_size);
 at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
-                          const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
-                          at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
-                          int64_t num_heads, int64_t num_kv_heads);
-at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& residual);
+                          const at::Tensor& weight_scale, const c10::optional<at::Tensor>& bias, const at::Tensor& cos,
+                          const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
+                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads);
+at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
+                          const at::Tensor& residual);
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
-                             const at::Tensor& weight, int64_t intermediate_size);
+                             const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size);
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
-                         int64_t vocab_size);
+                         const at::Tensor& weight_scale, int64_t vocab_size);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden,
                                                                  const at::Tensor& norm_weight, double eps,
-                                                                 const at::Tensor& weight, int64_t vocab_size,
+                                                                 const at::Tensor& weight,
+                                                                 const at::Tensor& weight_scale, int64_t vocab_size,
                                                                  const at::Tensor& full_rows, int64_t top_k);
 }  // namespace composite
 

@@ -22,17 +22,31 @@ at::Tensor Rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
 
 }  // namespace
 
-at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size) {
+at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype) {
+  if (weight_scale.numel() == 0) return weight;
+  TORCH_CHECK(weight.scalar_type() == at::kChar && weight.dim() == 2 && weight_scale.dim() == 2 &&
+                  weight_scale.size(0) == weight.size(0) && weight.size(1) % weight_scale.size(1) == 0,
+              "int8 weight [N, K] needs float32 scales [N, G] with G dividing K");
+  const int64_t group = weight.size(1) / weight_scale.size(1);
+  return (weight.to(at::kFloat) * weight_scale.to(at::kFloat).repeat_interleave(group, 1)).to(dtype);
+}
+
+at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at::Tensor& weight_scale,
+                 int64_t hidden_size) {
   TORCH_CHECK(weight.dim() == 2 && weight.size(1) == hidden_size, "embed: weight must be [vocab, hidden_size]");
-  return at::embedding(weight, input_ids);
+  if (weight_scale.numel() == 0) return at::embedding(weight, input_ids);
+  // Only the rows asked for are dequantized; float32, as the Python reference returns them.
+  const at::Tensor ids = input_ids.to(at::kLong);
+  return Dequantize(weight.index_select(0, ids), weight_scale.index_select(0, ids), at::kFloat);
 }
 
 at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
-                          const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
-                          at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
-                          int64_t num_heads, int64_t num_kv_heads) {
+                          const at::Tensor& weight_scale, const c10::optional<at::Tensor>& bias, const at::Tensor& cos,
+                          const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
+                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads) {
   const int64_t head_dim = key_cache.size(3), tokens = hidden.size(0);
-  const at::Tensor qkv = at::linear(RmsNorm(hidden, norm_weight, eps), weight, bias);
+  const at::Tensor qkv =
+      at::linear(RmsNorm(hidden, norm_weight, eps), Dequantize(weight, weight_scale, hidden.scalar_type()), bias);
   const at::Tensor q = qkv.narrow(1, 0, num_heads * head_dim).reshape({tokens, num_heads, head_dim});
   const at::Tensor k =
       qkv.narrow(1, num_heads * head_dim, num_kv_heads * head_dim).reshape({tokens, num_kv_heads, head_dim});
@@ -45,27 +59,31 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
   return Rope(q, cos, sin);
 }
 
-at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& residual) {
-  return residual + at::linear(input, weight);
+at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
+                          const at::Tensor& residual) {
+  return residual + at::linear(input, Dequantize(weight, weight_scale, input.scalar_type()));
 }
 
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
-                             const at::Tensor& weight, int64_t intermediate_size) {
-  const at::Tensor gate_up = at::linear(RmsNorm(hidden, norm_weight, eps), weight);
+                             const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size) {
+  const at::Tensor gate_up =
+      at::linear(RmsNorm(hidden, norm_weight, eps), Dequantize(weight, weight_scale, hidden.scalar_type()));
   return at::silu(gate_up.narrow(-1, 0, intermediate_size)) * gate_up.narrow(-1, intermediate_size, intermediate_size);
 }
 
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
-                         int64_t vocab_size) {
+                         const at::Tensor& weight_scale, int64_t vocab_size) {
   TORCH_CHECK(weight.size(0) == vocab_size, "rms_norm_lm_head: weight has ", weight.size(0), " rows, not ", vocab_size);
-  return at::linear(RmsNorm(hidden, norm_weight, eps), weight).to(at::kFloat);
+  return at::linear(RmsNorm(hidden, norm_weight, eps), Dequantize(weight, weight_scale, hidden.scalar_type()))
+      .to(at::kFloat);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden,
                                                                  const at::Tensor& norm_weight, double eps,
-                                                                 const at::Tensor& weight, int64_t vocab_size,
+                                                                 const at::Tensor& weight,
+                                                                 const at::Tensor& weight_scale, int64_t vocab_size,
                                                                  const at::Tensor& full_rows, int64_t top_k) {
-  const at::Tensor logits = RmsNormLmHead(hidden, norm_weight, eps, weight, vocab_size);
+  const at::Tensor logits = RmsNormLmHead(hidden, norm_weight, eps, weight, weight_scale, vocab_size);
   // The k largest (on a GPU without sorting the vocabulary), then ordered by value and, among equal values,
   // by id: ids ascending first, then a stable sort by value.
   const auto [top_values, top_ids] = at::topk(logits, top_k, /*dim=*/-1, /*largest=*/true, /*sorted=*/true);

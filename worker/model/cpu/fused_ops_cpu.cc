@@ -50,6 +50,17 @@ PanelKernel SelectPanelKernel(at::ScalarType dtype, int64_t rows) {
   return &PanelFloatPortable;
 }
 
+using Int8PanelKernel = void (*)(const Int8PanelArgs&);
+
+Int8PanelKernel SelectInt8PanelKernel() {
+#ifdef LLMC_CPU_X86_KERNELS
+  const CpuIsa isa = ActiveCpuIsa();
+  if (isa >= CpuIsa::kAvx512Bf16) return &PanelInt8Avx512;
+  if (isa == CpuIsa::kAvx2) return &PanelInt8Avx2;
+#endif
+  return &PanelInt8Portable;
+}
+
 using SiluMulKernel = void (*)(const float*, const float*, float*, int64_t);
 
 SiluMulKernel SelectSiluMul() {
@@ -68,6 +79,7 @@ enum CallerBufferSlot {
   kQkvResults = 1,
   kTopLogitLists = 2,
   kMergeCursors = 3,
+  kActivationScales = 4,
   kCallerBufferSlots
 };
 
@@ -82,12 +94,28 @@ float* TeamScratch() {
   return scratch.data();
 }
 
+// A projection's packed weight and, for int8 weights, its packed scales [panels, weight_groups, kPanelWidth].
+struct PanelWeight {
+  const at::Tensor& packed;
+  const at::Tensor& scales;
+  bool int8() const { return packed.scalar_type() == at::kChar; }
+};
+
+// k pairs per activation group of an int8 weight with `weight_groups` scale groups over `k` inputs: the
+// weight's own groups, or 128 inputs for one scale per column.
+int64_t Int8GroupPairs(int64_t k, int64_t weight_groups) { return weight_groups == 1 ? 64 : k / weight_groups / 2; }
+
 struct Staged {
   char* data;
   int64_t stride;  // elements
   int64_t rows;
   int64_t rows_padded;
   int64_t element_size;
+  // For int8 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs.
+  bool int16 = false;
+  float* scales = nullptr;
+  int64_t group_pairs = 0;
+  int64_t groups = 0;
 };
 
 Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
@@ -95,6 +123,35 @@ Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(dtype));
   return {CallerBuffer(kStagedActivations, rows_padded * k_padded * element_size), k_padded, rows, rows_padded,
           element_size};
+}
+
+// The staging a projection's input needs: in the activations' dtype, or int16 in groups for int8 weights.
+Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
+  const int64_t k_padded = PackedDepth(weight.packed);
+  if (!weight.int8()) return PrepareStaging(rows, k_padded, dtype);
+  Staged staged = PrepareStaging(rows, k_padded, at::kShort);
+  staged.int16 = true;
+  staged.group_pairs = Int8GroupPairs(k, weight.scales.size(1));
+  staged.groups = (k_padded / 2 + staged.group_pairs - 1) / staged.group_pairs;
+  staged.scales =
+      reinterpret_cast<float*>(CallerBuffer(kActivationScales, staged.rows_padded * staged.groups * sizeof(float)));
+  return staged;
+}
+
+// One row of float values to int16, symmetric, one scale per group (zeros in the padding).
+void QuantizeRow(const float* x, int64_t k, const Staged& staged, int64_t row) {
+  int16_t* dst = reinterpret_cast<int16_t*>(staged.data) + row * staged.stride;
+  float* scales = staged.scales + row * staged.groups;
+  const int64_t group_size = 2 * staged.group_pairs;
+  for (int64_t g = 0; g < staged.groups; ++g) {
+    const int64_t begin = g * group_size, end = std::min(k, begin + group_size);
+    float amax = 0;
+    for (int64_t i = begin; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float inverse = amax > 0 ? 32767.0f / amax : 0.0f;
+    scales[g] = amax / 32767.0f;
+    for (int64_t i = begin; i < end; ++i) dst[i] = static_cast<int16_t>(std::nearbyint(x[i] * inverse));
+  }
+  std::fill(dst + k, dst + staged.stride, int16_t{0});
 }
 
 // The team has at most this many members (fewer when an operator runs inside another job).
@@ -115,6 +172,23 @@ int64_t* MergeCursors() {
 template <typename T, typename RowFn>
 void StageRows(TeamMember& member, const Staged& staged, int64_t k, RowFn&& row_fn) {
   const auto [first, last] = member.Share(staged.rows_padded);
+  if (staged.int16) {
+    thread_local std::vector<T> values;
+    thread_local std::vector<float> floats;
+    values.resize(k);
+    floats.resize(k);
+    for (int64_t row = first; row < last; ++row) {
+      if (row < staged.rows) {
+        row_fn(row, values.data());
+        for (int64_t i = 0; i < k; ++i) floats[i] = static_cast<float>(values[i]);
+      } else {
+        std::fill(floats.begin(), floats.end(), 0.0f);
+      }
+      QuantizeRow(floats.data(), k, staged, row);
+    }
+    member.Barrier();
+    return;
+  }
   for (int64_t row = first; row < last; ++row) {
     T* dst = reinterpret_cast<T*>(staged.data) + row * staged.stride;
     int64_t filled = 0;
@@ -145,20 +219,30 @@ void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, c
 // epilogue(panel,
 // first_row, rows, c) sees the float results c[rows][kPanelWidth] of one panel for a block of rows.
 template <typename Epilogue>
-void MatmulPanels(TeamMember& member, const Staged& a, const at::Tensor& packed, WorkQueue& queue,
+void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight, WorkQueue& queue,
                   Epilogue&& epilogue) {
+  const at::Tensor& packed = weight.packed;
   const int64_t panels = packed.size(0), k_padded = PackedDepth(packed);
   const int64_t panel_bytes = k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
   const char* base = static_cast<const char*>(packed.data_ptr());
+  const int64_t weight_groups = weight.int8() ? weight.scales.size(1) : 0;
+  const float* scales = weight.int8() ? weight.scales.data_ptr<float>() : nullptr;
+  const Int8PanelKernel int8_kernel = weight.int8() ? SelectInt8PanelKernel() : nullptr;
   float* c = TeamScratch();
   const int64_t run = std::max<int64_t>(1, panels / (16 * member.size()));
   for (auto [first, last] = queue.Claim(run); first < last; std::tie(first, last) = queue.Claim(run)) {
     for (int64_t p = first; p < last; ++p) {
       for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, a.rows - m0);
-        const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
-        kernel({a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, base + p * panel_bytes, c,
-                kPanelWidth});
+        if (int8_kernel != nullptr) {
+          int8_kernel({reinterpret_cast<const int16_t*>(a.data) + m0 * a.stride, a.scales + m0 * a.groups, a.stride,
+                       rows, k_padded, a.group_pairs, a.groups, reinterpret_cast<const int8_t*>(base + p * panel_bytes),
+                       scales + p * weight_groups * kPanelWidth, weight_groups, c, kPanelWidth});
+        } else {
+          const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
+          kernel({a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, base + p * panel_bytes, c,
+                  kPanelWidth});
+        }
         epilogue(p, m0, rows, c);
       }
     }
@@ -170,22 +254,30 @@ void InTeam(Fn&& fn) {
   ThreadTeam::Get().Run([&](TeamMember& member) { fn(member); });
 }
 
-void CheckPacked(const char* op, const at::Tensor& hidden, const at::Tensor& weight, int64_t min_columns) {
+void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& weight, int64_t min_columns) {
   TORCH_CHECK(hidden.dim() == 2 && hidden.is_contiguous(), op, ": input must be a contiguous [tokens, features]");
-  TORCH_CHECK(hidden.scalar_type() == weight.scalar_type(), op, ": input and weight dtypes differ");
-  TORCH_CHECK(PackedDepth(weight) == PaddedDepth(hidden.size(1)), op, ": weight depth does not match the input");
-  TORCH_CHECK(weight.size(0) * kPanelWidth >= min_columns, op, ": packed weight has too few columns");
+  if (weight.int8()) {
+    TORCH_CHECK(IsPackedScales(weight.scales, weight.packed), op, ": packed int8 weight needs packed scales");
+    const int64_t k = hidden.size(1), groups = weight.scales.size(1);
+    TORCH_CHECK(groups == 1 || (k % groups == 0 && IsSupportedInt8GroupSize(k / groups)), op, ": ", groups,
+                " scale groups do not fit ", k, " inputs");
+  } else {
+    TORCH_CHECK(hidden.scalar_type() == weight.packed.scalar_type(), op, ": input and weight dtypes differ");
+  }
+  const at::Tensor& packed = weight.packed;
+  TORCH_CHECK(PackedDepth(packed) == PaddedDepth(hidden.size(1)), op, ": weight depth does not match the input");
+  TORCH_CHECK(packed.size(0) * kPanelWidth >= min_columns, op, ": packed weight has too few columns");
 }
 
 template <typename T>
-at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const at::Tensor& weight,
+at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const PanelWeight& weight,
                        const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
                        at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
                        int64_t num_heads, int64_t num_kv_heads) {
   const int64_t tokens = hidden.size(0), k = hidden.size(1), head_dim = key_cache.size(3), half = head_dim / 2;
   const int64_t q_width = num_heads * head_dim, kv_width = num_kv_heads * head_dim;
   const int64_t columns = q_width + 2 * kv_width;
-  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
+  const Staged staged = PrepareStaging(tokens, k, weight, hidden.scalar_type());
   float* qkv = reinterpret_cast<float*>(CallerBuffer(kQkvResults, tokens * columns * sizeof(float)));
   at::Tensor q_out = at::empty({tokens, num_heads, head_dim}, hidden.options());
   const T* x = hidden.data_ptr<T>();
@@ -197,7 +289,7 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   T* key_data = key_cache.data_ptr<T>();
   T* value_data = value_cache.data_ptr<T>();
   T* q_data = q_out.data_ptr<T>();
-  WorkQueue panel_queue(weight.size(0));
+  WorkQueue panel_queue(weight.packed.size(0));
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -233,14 +325,14 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
 }
 
 template <typename T>
-at::Tensor LinearResidualImpl(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& residual) {
+at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight, const at::Tensor& residual) {
   const int64_t tokens = input.size(0), k = input.size(1), columns = residual.size(1);
-  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), input.scalar_type());
+  const Staged staged = PrepareStaging(tokens, k, weight, input.scalar_type());
   at::Tensor out = at::empty_like(residual);
   const T* x = input.data_ptr<T>();
   const T* res = residual.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
-  WorkQueue panel_queue(weight.size(0));
+  WorkQueue panel_queue(weight.packed.size(0));
   InTeam([&](TeamMember& member) {
     StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -257,17 +349,17 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const at::Tensor& weight,
 }
 
 template <typename T>
-at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const at::Tensor& weight,
+at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const PanelWeight& weight,
                           int64_t intermediate) {
   constexpr int64_t kHalf = kPanelWidth / 2;
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
-  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
+  const Staged staged = PrepareStaging(tokens, k, weight, hidden.scalar_type());
   at::Tensor out = at::empty({tokens, intermediate}, hidden.options());
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
   const SiluMulKernel silu_mul = SelectSiluMul();
-  WorkQueue panel_queue(weight.size(0));
+  WorkQueue panel_queue(weight.packed.size(0));
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -288,11 +380,11 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
 // logits; every row's top_k largest logits are kept per team member while its panels stream by, then merged.
 template <typename T>
 std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& hidden, const at::Tensor& norm_weight,
-                                                              float eps, const at::Tensor& weight, int64_t vocab,
+                                                              float eps, const PanelWeight& weight, int64_t vocab,
                                                               const std::vector<int64_t>& full_index,
                                                               int64_t full_count, int64_t top_k) {
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
-  const Staged staged = PrepareStaging(tokens, PackedDepth(weight), hidden.scalar_type());
+  const Staged staged = PrepareStaging(tokens, k, weight, hidden.scalar_type());
   TopLogit* lists = TopLogitLists(tokens, top_k);
   int64_t* cursors = MergeCursors();
   const int team_size = MaxTeamSize();
@@ -304,7 +396,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
   float* out = logits.data_ptr<float>();
   float* values_out = top_values.data_ptr<float>();
   int64_t* ids_out = top_ids.data_ptr<int64_t>();
-  WorkQueue panel_queue(weight.size(0));
+  WorkQueue panel_queue(weight.packed.size(0));
   InTeam([&](TeamMember& member) {
     TopLogit* own = lists + static_cast<int64_t>(member.index()) * tokens * top_k;
     ClearTopLogits(own, tokens * top_k);
@@ -338,8 +430,11 @@ auto ByDtype(const at::Tensor& tensor, Fn&& fn) {
 
 }  // namespace
 
-at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t hidden_size) {
-  if (!IsPackedWeight(weight)) return composite::Embed(input_ids, weight, hidden_size);
+at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at::Tensor& weight_scale,
+                 int64_t hidden_size) {
+  if (!IsPackedWeight(weight)) return composite::Embed(input_ids, weight, weight_scale, hidden_size);
+  const bool int8 = weight.scalar_type() == at::kChar;
+  TORCH_CHECK(!int8 || IsPackedScales(weight_scale, weight), "embed: packed int8 weight needs packed scales");
   TORCH_CHECK(PackedDepth(weight) == PaddedDepth(hidden_size), "embed: packed weight does not match hidden_size");
   const at::Tensor ids = input_ids.to(at::kLong).contiguous();
   const int64_t count = ids.numel(), vocab_capacity = weight.size(0) * kPanelWidth;
@@ -347,25 +442,27 @@ at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, int64_t 
   for (int64_t i = 0; i < count; ++i) {
     TORCH_CHECK(id_data[i] >= 0 && id_data[i] < vocab_capacity, "embed: token id ", id_data[i], " out of range");
   }
-  at::Tensor out = at::empty({count, hidden_size}, weight.options());
-  GatherPackedColumns(weight, id_data, count, hidden_size, out);
+  // int8 rows come out in float32, as the composite and the Python reference give them.
+  at::Tensor out = at::empty({count, hidden_size}, weight.options().dtype(int8 ? at::kFloat : weight.scalar_type()));
+  GatherPackedColumns(weight, weight_scale, id_data, count, hidden_size, out);
   return out;
 }
 
 at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
-                          const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
-                          at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
-                          int64_t num_heads, int64_t num_kv_heads) {
+                          const at::Tensor& weight_scale, const c10::optional<at::Tensor>& bias, const at::Tensor& cos,
+                          const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
+                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads) {
   if (!IsPackedWeight(weight)) {
-    return composite::RmsNormQkvRope(hidden, norm_weight, eps, weight, bias, cos, sin, key_cache, value_cache,
-                                     slot_mapping, num_heads, num_kv_heads);
+    return composite::RmsNormQkvRope(hidden, norm_weight, eps, weight, weight_scale, bias, cos, sin, key_cache,
+                                     value_cache, slot_mapping, num_heads, num_kv_heads);
   }
   TORCH_CHECK(key_cache.dim() == 4 && key_cache.sizes() == value_cache.sizes() && key_cache.is_contiguous() &&
                   value_cache.is_contiguous() && key_cache.size(2) == num_kv_heads,
               "rms_norm_qkv_rope: caches must be contiguous [blocks, block_size, num_kv_heads, head_dim]");
   TORCH_CHECK(key_cache.scalar_type() == hidden.scalar_type(), "rms_norm_qkv_rope: cache dtype differs from input");
   const int64_t head_dim = key_cache.size(3), tokens = hidden.size(0);
-  CheckPacked("rms_norm_qkv_rope", hidden, weight, (num_heads + 2 * num_kv_heads) * head_dim);
+  const PanelWeight panel_weight{weight, weight_scale};
+  CheckPacked("rms_norm_qkv_rope", hidden, panel_weight, (num_heads + 2 * num_kv_heads) * head_dim);
   TORCH_CHECK(norm_weight.numel() == hidden.size(1) && norm_weight.scalar_type() == hidden.scalar_type(),
               "rms_norm_qkv_rope: norm weight must be [hidden] of the input's dtype");
   TORCH_CHECK(cos.scalar_type() == at::kFloat && sin.scalar_type() == at::kFloat && cos.is_contiguous() &&
@@ -389,63 +486,73 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
   const at::Tensor norm = norm_weight.contiguous();
   return ByDtype(hidden, [&](auto type) {
     using T = decltype(type);
-    return QkvRopeImpl<T>(hidden, norm, static_cast<float>(eps), weight, bias_contiguous, cos, sin, key_cache,
+    return QkvRopeImpl<T>(hidden, norm, static_cast<float>(eps), panel_weight, bias_contiguous, cos, sin, key_cache,
                           value_cache, slots, num_heads, num_kv_heads);
   });
 }
 
-at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, const at::Tensor& residual_in) {
-  if (!IsPackedWeight(weight)) return composite::LinearResidual(input_in, weight, residual_in);
+at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, const at::Tensor& weight_scale,
+                          const at::Tensor& residual_in) {
+  if (!IsPackedWeight(weight)) return composite::LinearResidual(input_in, weight, weight_scale, residual_in);
+  const PanelWeight panel_weight{weight, weight_scale};
   const at::Tensor input = input_in.contiguous(), residual = residual_in.contiguous();
-  CheckPacked("linear_residual", input, weight, residual.size(-1));
+  CheckPacked("linear_residual", input, panel_weight, residual.size(-1));
   TORCH_CHECK(residual.dim() == 2 && residual.size(0) == input.size(0) && residual.scalar_type() == input.scalar_type(),
               "linear_residual: residual must be [tokens, out_features] of the input's dtype");
-  return ByDtype(input, [&](auto type) { return LinearResidualImpl<decltype(type)>(input, weight, residual); });
+  return ByDtype(input, [&](auto type) { return LinearResidualImpl<decltype(type)>(input, panel_weight, residual); });
 }
 
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden_in, const at::Tensor& norm_weight, double eps,
-                             const at::Tensor& weight, int64_t intermediate_size) {
-  if (!IsPackedWeight(weight))
-    return composite::RmsNormGateUpSilu(hidden_in, norm_weight, eps, weight, intermediate_size);
+                             const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size) {
+  if (!IsPackedWeight(weight)) {
+    return composite::RmsNormGateUpSilu(hidden_in, norm_weight, eps, weight, weight_scale, intermediate_size);
+  }
+  const PanelWeight panel_weight{weight, weight_scale};
   const at::Tensor hidden = hidden_in.contiguous(), norm = norm_weight.contiguous();
-  CheckPacked("rms_norm_gate_up_silu", hidden, weight, 0);
+  CheckPacked("rms_norm_gate_up_silu", hidden, panel_weight, 0);
   TORCH_CHECK(weight.size(0) == (intermediate_size + kPanelWidth / 2 - 1) / (kPanelWidth / 2),
               "rms_norm_gate_up_silu: packed weight is not the gate/up interleave for this intermediate size");
   TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
               "rms_norm_gate_up_silu: norm weight must be [hidden] of the input's dtype");
   return ByDtype(hidden, [&](auto type) {
-    return GateUpSiluImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, intermediate_size);
+    return GateUpSiluImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), panel_weight, intermediate_size);
   });
 }
 
 at::Tensor RmsNormLmHead(const at::Tensor& hidden_in, const at::Tensor& norm_weight, double eps,
-                         const at::Tensor& weight, int64_t vocab_size) {
-  if (!IsPackedWeight(weight)) return composite::RmsNormLmHead(hidden_in, norm_weight, eps, weight, vocab_size);
+                         const at::Tensor& weight, const at::Tensor& weight_scale, int64_t vocab_size) {
+  if (!IsPackedWeight(weight)) {
+    return composite::RmsNormLmHead(hidden_in, norm_weight, eps, weight, weight_scale, vocab_size);
+  }
+  const PanelWeight panel_weight{weight, weight_scale};
   const at::Tensor hidden = hidden_in.contiguous(), norm = norm_weight.contiguous();
-  CheckPacked("rms_norm_lm_head", hidden, weight, vocab_size);
+  CheckPacked("rms_norm_lm_head", hidden, panel_weight, vocab_size);
   TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
               "rms_norm_lm_head: norm weight must be [hidden] of the input's dtype");
   return ByDtype(hidden, [&](auto type) {
     // Every row in full, no top logits: the sampling pass with nothing to keep.
     std::vector<int64_t> every_row(hidden.size(0));
     std::iota(every_row.begin(), every_row.end(), int64_t{0});
-    return std::get<0>(LmHeadTopKImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, vocab_size,
+    return std::get<0>(LmHeadTopKImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), panel_weight, vocab_size,
                                                       every_row, hidden.size(0), /*top_k=*/0));
   });
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden_in,
                                                                  const at::Tensor& norm_weight, double eps,
-                                                                 const at::Tensor& weight, int64_t vocab_size,
+                                                                 const at::Tensor& weight,
+                                                                 const at::Tensor& weight_scale, int64_t vocab_size,
                                                                  const at::Tensor& full_rows, int64_t top_k) {
   TORCH_CHECK(top_k >= 0 && top_k <= vocab_size, "rms_norm_lm_head_top_k: top_k must be in [0, vocab_size]");
   TORCH_CHECK(full_rows.dim() == 1 && full_rows.scalar_type() == at::kLong,
               "rms_norm_lm_head_top_k: full_rows must be int64 [rows]");
   if (!IsPackedWeight(weight)) {
-    return composite::RmsNormLmHeadTopK(hidden_in, norm_weight, eps, weight, vocab_size, full_rows, top_k);
+    return composite::RmsNormLmHeadTopK(hidden_in, norm_weight, eps, weight, weight_scale, vocab_size, full_rows,
+                                        top_k);
   }
+  const PanelWeight panel_weight{weight, weight_scale};
   const at::Tensor hidden = hidden_in.contiguous(), norm = norm_weight.contiguous();
-  CheckPacked("rms_norm_lm_head_top_k", hidden, weight, vocab_size);
+  CheckPacked("rms_norm_lm_head_top_k", hidden, panel_weight, vocab_size);
   TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
               "rms_norm_lm_head_top_k: norm weight must be [hidden] of the input's dtype");
   const int64_t tokens = hidden.size(0);
@@ -458,7 +565,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
     full_index[row_data[i]] = i;
   }
   return ByDtype(hidden, [&](auto type) {
-    return LmHeadTopKImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), weight, vocab_size, full_index,
+    return LmHeadTopKImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), panel_weight, vocab_size, full_index,
                                           rows.numel(), top_k);
   });
 }
@@ -466,6 +573,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
 void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_columns, int64_t max_logits_rows,
                           int64_t max_top_k, at::ScalarType dtype) {
   PrepareStaging(max_tokens, PaddedDepth(max_depth), dtype);
+  // int8 weights: the smallest groups (32 inputs) give the most activation scales.
+  CallerBuffer(kActivationScales, ((max_tokens + kRowAlign - 1) / kRowAlign * kRowAlign) *
+                                      (PaddedDepth(max_depth) / 32 + 1) * sizeof(float));
   CallerBuffer(kQkvResults, max_tokens * qkv_columns * sizeof(float));
   TopLogitLists(max_logits_rows, max_top_k);
   MergeCursors();
@@ -476,19 +586,21 @@ bool EnsureFusedOpsRegistered() { return true; }
 }  // namespace llmc::model::cpu
 
 TORCH_LIBRARY_FRAGMENT(llmc, m) {
-  m.def("embed(Tensor input_ids, Tensor weight, int hidden_size) -> Tensor");
+  m.def("embed(Tensor input_ids, Tensor weight, Tensor weight_scale, int hidden_size) -> Tensor");
   m.def(
-      "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor? bias, Tensor cos, "
-      "Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, int num_heads, "
-      "int num_kv_heads) -> Tensor");
-  m.def("linear_residual(Tensor input, Tensor weight, Tensor residual) -> Tensor");
+      "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+      "Tensor? bias, Tensor cos, Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, "
+      "int num_heads, int num_kv_heads) -> Tensor");
+  m.def("linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual) -> Tensor");
   m.def(
-      "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int intermediate_size) "
-      "-> Tensor");
-  m.def("rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size) -> Tensor");
+      "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+      "int intermediate_size) -> Tensor");
   m.def(
-      "rms_norm_lm_head_top_k(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, int vocab_size, "
-      "Tensor full_rows, int top_k) -> (Tensor, Tensor, Tensor)");
+      "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+      "int vocab_size) -> Tensor");
+  m.def(
+      "rms_norm_lm_head_top_k(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+      "int vocab_size, Tensor full_rows, int top_k) -> (Tensor, Tensor, Tensor)");
 }
 
 TORCH_LIBRARY_IMPL(llmc, CPU, m) {

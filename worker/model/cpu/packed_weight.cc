@@ -50,19 +50,68 @@ at::Tensor PackWeight(const at::Tensor& weight_in, const std::vector<int64_t>& c
                reinterpret_cast<uint16_t*>(packed.data_ptr()), panels, k_padded);
     return packed;
   }
-  TORCH_CHECK(weight.scalar_type() == at::kFloat, "PackWeight: bfloat16 or float32 weights only");
+  if (weight.scalar_type() == at::kChar) {
+    at::Tensor packed = at::empty({panels, k_padded / 2, kPanelWidth, 2}, weight.options());
+    PackPanels(weight.data_ptr<int8_t>(), n, k, order, 2, packed.data_ptr<int8_t>(), panels, k_padded);
+    return packed;
+  }
+  TORCH_CHECK(weight.scalar_type() == at::kFloat, "PackWeight: bfloat16, float32 or int8 weights only");
   at::Tensor packed = at::empty({panels, k_padded, kPanelWidth}, weight.options());
   PackPanels(weight.data_ptr<float>(), n, k, order, 1, packed.data_ptr<float>(), panels, k_padded);
   return packed;
 }
 
 bool IsPackedWeight(const at::Tensor& tensor) {
-  return (tensor.scalar_type() == at::kBFloat16 && tensor.dim() == 4 && tensor.size(2) == kPanelWidth &&
-          tensor.size(3) == 2) ||
+  return ((tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kChar) && tensor.dim() == 4 &&
+          tensor.size(2) == kPanelWidth && tensor.size(3) == 2) ||
          (tensor.scalar_type() == at::kFloat && tensor.dim() == 3 && tensor.size(2) == kPanelWidth);
 }
 
 int64_t PackedDepth(const at::Tensor& packed) { return packed.dim() == 4 ? packed.size(1) * 2 : packed.size(1); }
+
+bool IsSupportedInt8GroupSize(int64_t group_size) {
+  return group_size == 0 || group_size == 32 || group_size == 64 || group_size == 128 || group_size == 256 ||
+         group_size == 512;
+}
+
+std::pair<at::Tensor, at::Tensor> QuantizeInt8(const at::Tensor& weight, int64_t group_size) {
+  TORCH_CHECK(weight.dim() == 2, "QuantizeInt8: needs a 2-d weight");
+  const int64_t n = weight.size(0), k = weight.size(1);
+  TORCH_CHECK(IsSupportedInt8GroupSize(group_size), "int8 group size ", group_size,
+              " is not supported (0 for one scale per row, or 32, 64, 128, 256, 512)");
+  TORCH_CHECK(group_size == 0 || k % group_size == 0, "int8 group size ", group_size, " does not divide ", k,
+              " inputs");
+  const int64_t groups = group_size == 0 ? 1 : k / group_size;
+  const at::Tensor w = weight.to(at::kFloat).reshape({n, groups, k / groups});
+  const at::Tensor amax = w.abs().amax(-1);
+  const at::Tensor scales = at::where(amax == 0, at::ones_like(amax), amax / 127.0);
+  const at::Tensor q = at::round(w / scales.unsqueeze(-1)).clamp(-127, 127).to(at::kChar).reshape({n, k});
+  return {q.contiguous(), scales.contiguous()};
+}
+
+at::Tensor PackScales(const at::Tensor& scales_in, const std::vector<int64_t>& column_order) {
+  TORCH_CHECK(scales_in.dim() == 2, "PackScales: needs [N, groups] scales");
+  const at::Tensor scales = scales_in.to(at::kFloat).contiguous();
+  const int64_t n = scales.size(0), groups = scales.size(1);
+  const int64_t columns = column_order.empty() ? n : static_cast<int64_t>(column_order.size());
+  const int64_t panels = PanelCount(columns);
+  at::Tensor packed = at::zeros({panels, groups, kPanelWidth}, scales.options());
+  const float* src = scales.data_ptr<float>();
+  float* dst = packed.data_ptr<float>();
+  for (int64_t column = 0; column < columns; ++column) {
+    const int64_t row = column_order.empty() ? column : column_order[column];
+    if (row < 0) continue;
+    TORCH_CHECK(row < n, "PackScales: column order names row ", row, " of ", n);
+    const int64_t panel = column / kPanelWidth, c = column % kPanelWidth;
+    for (int64_t g = 0; g < groups; ++g) dst[(panel * groups + g) * kPanelWidth + c] = src[row * groups + g];
+  }
+  return packed;
+}
+
+bool IsPackedScales(const at::Tensor& scales, const at::Tensor& packed) {
+  return scales.scalar_type() == at::kFloat && scales.dim() == 3 && scales.size(0) == packed.size(0) &&
+         scales.size(2) == kPanelWidth && scales.is_contiguous();
+}
 
 std::vector<int64_t> GateUpColumnOrder(int64_t intermediate) {
   constexpr int64_t kHalf = kPanelWidth / 2;
@@ -79,8 +128,27 @@ std::vector<int64_t> GateUpColumnOrder(int64_t intermediate) {
   return order;
 }
 
-void GatherPackedColumns(const at::Tensor& packed, const int64_t* ids, int64_t count, int64_t k, at::Tensor& out) {
+void GatherPackedColumns(const at::Tensor& packed, const at::Tensor& scales, const int64_t* ids, int64_t count,
+                         int64_t k, at::Tensor& out) {
   const int64_t k_padded = PackedDepth(packed), pair = packed.dim() == 4 ? 2 : 1;
+  if (packed.scalar_type() == at::kChar) {
+    const int64_t groups = scales.size(1), group_size = k / groups;
+    const int8_t* base = packed.data_ptr<int8_t>();
+    const float* scale_data = scales.data_ptr<float>();
+    at::Tensor rows = at::empty({count, k}, out.options().dtype(at::kFloat));
+    float* dest = rows.data_ptr<float>();
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t panel = ids[i] / kPanelWidth, c = ids[i] % kPanelWidth;
+      const int8_t* src = base + panel * k_padded * kPanelWidth;
+      const float* column_scales = scale_data + panel * groups * kPanelWidth + c;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        dest[i * k + kk] = static_cast<float>(src[(kk / 2) * kPanelWidth * 2 + c * 2 + kk % 2]) *
+                           column_scales[(kk / group_size) * kPanelWidth];
+      }
+    }
+    out.copy_(rows);
+    return;
+  }
   const int64_t element = packed.element_size();
   const auto* base = static_cast<const char*>(packed.data_ptr());
   auto* dest = static_cast<char*>(out.data_ptr());

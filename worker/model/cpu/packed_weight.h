@@ -4,12 +4,13 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace llmc::model::cpu {
 
 // A weight matrix [N, K] repacked for the CPU kernels: panels of kPanelWidth output columns, K padded with
-// zeros to kDepthAlign. bfloat16: [panels, k_padded / 2, kPanelWidth, 2] (each k pair of a column adjacent,
+// zeros to kDepthAlign. bfloat16 and int8: [panels, k_padded / 2, kPanelWidth, 2] (each k pair of a column adjacent,
 // the layout AMX and AVX512-BF16 dot products take); float32: [panels, k_padded, kPanelWidth]. A panel is
 // one contiguous run of memory, so a thread that owns a range of panels streams its weights in order.
 int64_t PaddedDepth(int64_t k);
@@ -19,9 +20,22 @@ int64_t PanelCount(int64_t columns);
 // for a tensor it cannot pack (not 2-d, not bfloat16/float32, not on the CPU).
 at::Tensor PackWeight(const at::Tensor& weight, const std::vector<int64_t>& column_order = {});
 
-// Whether `tensor` has the packed layout (by rank: 4-d bfloat16 or 3-d float32).
+// Whether `tensor` has the packed layout (by rank: 4-d bfloat16 or int8, 3-d float32).
 bool IsPackedWeight(const at::Tensor& tensor);
 int64_t PackedDepth(const at::Tensor& packed);
+
+// int8 weights (W8A16): symmetric, one float32 scale per output row or per group of `group_size` inputs.
+// `weight` [N, K] (any floating type) -> int8 [N, K] and scales [N, G] (G = 1, or K / group_size):
+// scale = max |w| / 127 over the row or group (1 where all are zero), q = round-half-even(w / scale) clamped
+// to [-127, 127]. tools/llmc_export/quantize.py computes the very same. Throws c10::Error for a group size
+// that does not divide K or is not one of 32, 64, 128, 256, 512 (0: per row).
+std::pair<at::Tensor, at::Tensor> QuantizeInt8(const at::Tensor& weight, int64_t group_size);
+bool IsSupportedInt8GroupSize(int64_t group_size);
+
+// Scales [N, G] in the packed weight's column order: [panels, G, kPanelWidth] float32, zeros past the columns.
+at::Tensor PackScales(const at::Tensor& scales, const std::vector<int64_t>& column_order = {});
+// Whether `scales` is a packed scale tensor for `packed` (an int8 packed weight).
+bool IsPackedScales(const at::Tensor& scales, const at::Tensor& packed);
 
 // Gate and up projections stacked as [gate; up] ([2 * intermediate, K]) are packed so that panel p holds gate
 // rows 32p..32p+31 then the matching up rows: one panel yields 32 finished SiLU(gate) * up values.
@@ -29,7 +43,9 @@ std::vector<int64_t> GateUpColumnOrder(int64_t intermediate);
 
 // Rows `ids` of the original matrix (packed column ids[i]), first `k` values, into out [ids.size(), k] of the
 // packed tensor's type: the embedding lookup of a tied, packed LM head.
-void GatherPackedColumns(const at::Tensor& packed, const int64_t* ids, int64_t count, int64_t k, at::Tensor& out);
+// An int8 packed weight's rows are dequantized with its packed scales (`scales` undefined otherwise).
+void GatherPackedColumns(const at::Tensor& packed, const at::Tensor& scales, const int64_t* ids, int64_t count,
+                         int64_t k, at::Tensor& out);
 
 }  // namespace llmc::model::cpu
 

@@ -27,6 +27,31 @@ struct PanelArgs {
   int64_t out_stride;  // floats, >= kPanelWidth
 };
 
+// int8 weights (int8_weights.h): the panel is [k_padded / 2][kPanelWidth][2] int8 and its scales
+// [weight_groups][kPanelWidth] float32; the activations were quantized to int16 per row and per group of
+// `group_pairs` k pairs, with one float scale each. Within a group the products are summed exactly in int32
+// (|a| <= 32767, |w| <= 127 and at most 256 pairs, so no overflow); at the group's end the sum is scaled by
+// the row's activation scale and the columns' weight scales (group min(g, weight_groups - 1)) and added in
+// float32. So every path computes the same integer sums.
+struct Int8PanelArgs {
+  const int16_t* a;       // [rows rounded up to kRowAlign][a_stride]
+  const float* a_scales;  // [rows rounded up to kRowAlign][groups]
+  int64_t a_stride;       // elements between rows, >= k_padded
+  int64_t rows;
+  int64_t k_padded;
+  int64_t group_pairs;  // k pairs per group; the last group ends at k_padded
+  int64_t groups;       // ceil(k_padded / 2 / group_pairs)
+  const int8_t* panel;
+  const float* scales;
+  int64_t weight_groups;  // 1 (one scale per column) or groups
+  float* out;             // [rows rounded up to kRowAlign][out_stride]
+  int64_t out_stride;
+};
+
+void PanelInt8Portable(const Int8PanelArgs& args);
+void PanelInt8Avx2(const Int8PanelArgs& args);
+void PanelInt8Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
+
 void PanelBf16Portable(const PanelArgs& args);
 void PanelFloatPortable(const PanelArgs& args);
 void PanelBf16Avx2(const PanelArgs& args);

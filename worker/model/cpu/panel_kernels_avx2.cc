@@ -1,4 +1,6 @@
 // Built with -mavx2 -mfma (worker/CMakeLists.txt); called only where the CPU has them (cpu_isa.h).
+#include <algorithm>
+
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/vector_math.h"
@@ -47,6 +49,41 @@ void PanelFloatAvx2(const PanelArgs& args) {
     }
     float* out = args.out + m * args.out_stride;
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + 8 * j, acc[j]);
+  }
+}
+
+// int8: one row at a time; eight 8-column int32 sums per group. Eight columns' k pair is 16 bytes, widened
+// to int16 and multiplied against the row's broadcast int16 pair with vpmaddwd.
+void PanelInt8Avx2(const Int8PanelArgs& args) {
+  const int64_t pairs = args.k_padded / 2;
+  for (int64_t m = 0; m < args.rows; ++m) {
+    const int16_t* a = args.a + m * args.a_stride;
+    __m256 total[8];
+    for (auto& v : total) v = _mm256_setzero_ps();
+    for (int64_t g = 0; g < args.groups; ++g) {
+      __m256i sum[8];
+      for (auto& v : sum) v = _mm256_setzero_si256();
+      const int64_t last = std::min(pairs, (g + 1) * args.group_pairs);
+      for (int64_t pair = g * args.group_pairs; pair < last; ++pair) {
+        int32_t bits;
+        __builtin_memcpy(&bits, a + 2 * pair, sizeof(bits));
+        const __m256i x = _mm256_set1_epi32(bits);
+        const int8_t* w = args.panel + pair * kPanelWidth * 2;
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m256i v = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16 * j)));
+          sum[j] = _mm256_add_epi32(sum[j], _mm256_madd_epi16(v, x));
+        }
+      }
+      const __m256 a_scale = _mm256_set1_ps(args.a_scales[m * args.groups + g]);
+      const float* w_scales = args.scales + std::min(g, args.weight_groups - 1) * kPanelWidth;
+      for (int j = 0; j < 8; ++j) {
+        const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(w_scales + 8 * j), a_scale);
+        total[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), scale, total[j]);
+      }
+    }
+    float* out = args.out + m * args.out_stride;
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + 8 * j, total[j]);
   }
 }
 

@@ -1,4 +1,5 @@
 // Plain C++ for any CPU; the compiler vectorizes the 64-column inner loops with the baseline ISA.
+#include <algorithm>
 #include <cstring>
 
 #include "worker/model/cpu/attention_kernel.h"
@@ -42,6 +43,27 @@ void PanelFloatPortable(const PanelArgs& args) {
       for (int64_t c = 0; c < kPanelWidth; ++c) acc[c] += x * w[c];
     }
     std::memcpy(args.out + m * args.out_stride, acc, sizeof(acc));
+  }
+}
+
+void PanelInt8Portable(const Int8PanelArgs& args) {
+  const int64_t pairs = args.k_padded / 2;
+  for (int64_t m = 0; m < args.rows; ++m) {
+    const int16_t* a = args.a + m * args.a_stride;
+    float total[kPanelWidth] = {};
+    for (int64_t g = 0; g < args.groups; ++g) {
+      int32_t sum[kPanelWidth] = {};
+      const int64_t last = std::min(pairs, (g + 1) * args.group_pairs);
+      for (int64_t pair = g * args.group_pairs; pair < last; ++pair) {
+        const int32_t a0 = a[2 * pair], a1 = a[2 * pair + 1];
+        const int8_t* w = args.panel + pair * kPanelWidth * 2;
+        for (int64_t c = 0; c < kPanelWidth; ++c) sum[c] += a0 * w[2 * c] + a1 * w[2 * c + 1];
+      }
+      const float a_scale = args.a_scales[m * args.groups + g];
+      const float* w_scales = args.scales + std::min(g, args.weight_groups - 1) * kPanelWidth;
+      for (int64_t c = 0; c < kPanelWidth; ++c) total[c] += static_cast<float>(sum[c]) * (w_scales[c] * a_scale);
+    }
+    std::memcpy(args.out + m * args.out_stride, total, sizeof(total));
   }
 }
 

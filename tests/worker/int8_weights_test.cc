@@ -1,0 +1,172 @@
+// int8 weights (W8A16): the quantizer's bounds, and every fused operator on packed int8 weights against its
+// composite on the dequantized weights, on every instruction-set path this machine has, forced one by one.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/support/cpu_kernel_paths.h"
+#include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/packed_weight.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+// The kernels quantize activations to int16 per group, so beside the weights' own rounding (which the
+// dequantized reference shares) the error is that of 15-bit inputs, below bfloat16's 8 bits.
+double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
+
+double RelativeError(const at::Tensor& actual, const at::Tensor& expected) {
+  const double scale = std::max(1.0, expected.abs().max().item<double>());
+  return (actual.to(at::kFloat) - expected.to(at::kFloat)).abs().max().item<double>() / scale;
+}
+
+at::Tensor Random(std::vector<int64_t> sizes, at::ScalarType dtype, double scale = 1.0) {
+  return (at::randn(sizes, at::kFloat) * scale).to(dtype);
+}
+
+const std::vector<int64_t> kRows = {1, 2, 5, 6, 7, 16, 17, 33};
+
+TEST_CASE("int8 weights: quantize round trip within half a step, zero rows, group sizes", "[unit][int8]") {
+  at::manual_seed(11);
+  for (const int64_t group_size : {0, 32, 128}) {
+    INFO("group size " << group_size);
+    at::Tensor weight = Random({70, 256}, at::kBFloat16, 0.05);
+    weight[3].zero_();
+    const auto [q, scales] = QuantizeInt8(weight, group_size);
+    CHECK(q.scalar_type() == at::kChar);
+    CHECK(scales.sizes() == at::IntArrayRef({70, group_size == 0 ? 1 : 256 / group_size}));
+    CHECK(q.abs().max().item<int>() <= 127);
+    CHECK(q.abs().max().item<int>() == 127);  // every row's largest reaches the end of the range
+    CHECK(q[3].abs().sum().item<int>() == 0);
+    CHECK(scales[3].eq(1.0).all().item<bool>());
+    const at::Tensor dequantized = composite::Dequantize(q, scales, at::kFloat);
+    const int64_t group = 256 / scales.size(1);
+    const at::Tensor step = scales.repeat_interleave(group, 1);
+    CHECK(((dequantized - weight.to(at::kFloat)).abs() <= step * 0.5001).all().item<bool>());
+  }
+  CHECK_THROWS(QuantizeInt8(at::randn({4, 96}), 64));  // 64 does not divide 96
+  CHECK_THROWS(QuantizeInt8(at::randn({4, 96}), 48));  // not a supported size
+  CHECK_FALSE(IsSupportedInt8GroupSize(100));
+}
+
+struct Int8Weight {
+  at::Tensor dequantized;  // float32 [N, K], the reference's matrix
+  at::Tensor packed, scales;
+};
+
+Int8Weight MakeInt8(int64_t n, int64_t k, int64_t group_size, const std::vector<int64_t>& order = {}) {
+  const auto [q, scales] = QuantizeInt8(Random({n, k}, at::kFloat, 0.1), group_size);
+  return {composite::Dequantize(q, scales, at::kFloat), PackWeight(q, order), PackScales(scales, order)};
+}
+
+TEST_CASE("int8 weights: linear_residual, gate/up and the LM head match the dequantized compositions", "[unit][int8]") {
+  at::manual_seed(12);
+  const at::Tensor none = at::empty({0});
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t group_size : {0, 32, 64}) {
+      for (const int64_t k : {64, 192, 320}) {
+        if (group_size > 0 && k % group_size != 0) continue;
+        const int64_t n = 70;
+        const Int8Weight weight = MakeInt8(n, k, group_size);
+        for (const int64_t m : kRows) {
+          const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+          const at::Tensor expected =
+              composite::LinearResidual(input.to(at::kFloat), weight.dequantized, none, residual.to(at::kFloat));
+          testing::ForEachCpuKernelPath([&] {
+            INFO("dtype " << dtype << " group " << group_size << " m " << m << " k " << k);
+            const at::Tensor out = LinearResidual(input, weight.packed, weight.scales, residual);
+            CHECK(out.scalar_type() == dtype);
+            CHECK(RelativeError(out, expected) < Tolerance(dtype));
+          });
+        }
+      }
+    }
+    // Odd input widths (padded to the kernels' depth) with one scale per row.
+    const int64_t k = 72, intermediate = 40;
+    const at::Tensor norm = Random({k}, dtype);
+    const Int8Weight gate_up = MakeInt8(2 * intermediate, k, 0, GateUpColumnOrder(intermediate));
+    const int64_t vocab = 130;
+    const Int8Weight head = MakeInt8(vocab, k, 0);
+    for (const int64_t m : kRows) {
+      const at::Tensor hidden = Random({m, k}, dtype);
+      const at::Tensor expected_act = composite::RmsNormGateUpSilu(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
+                                                                   gate_up.dequantized, none, intermediate);
+      const at::Tensor expected_logits =
+          composite::RmsNormLmHead(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, head.dequantized, none, vocab);
+      testing::ForEachCpuKernelPath([&] {
+        INFO("dtype " << dtype << " m " << m);
+        CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, gate_up.packed, gate_up.scales, intermediate),
+                            expected_act) < Tolerance(dtype));
+        const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, head.packed, head.scales, vocab);
+        CHECK(RelativeError(logits, expected_logits) < Tolerance(dtype));
+        const auto [full, top_values, top_ids] =
+            RmsNormLmHeadTopK(hidden, norm, 1e-6, head.packed, head.scales, vocab, at::empty({0}, at::kLong), 4);
+        const auto [values, ids] = at::sort(logits, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
+        CHECK(top_ids.equal(ids.narrow(1, 0, 4)));
+        CHECK(top_values.equal(values.narrow(1, 0, 4)));
+      });
+    }
+    // The tied embedding reads the packed int8 head back dequantized, as the composite does.
+    const at::Tensor ids = at::tensor(std::vector<int64_t>{0, 129, 64, 63, 7}, at::kLong);
+    const at::Tensor rows = Embed(ids, head.packed, head.scales, k);
+    CHECK(rows.scalar_type() == at::kFloat);
+    CHECK(rows.equal(head.dequantized.index_select(0, ids)));
+  }
+}
+
+TEST_CASE("int8 weights: rms_norm_qkv_rope with bias writes the cache like the dequantized composition",
+          "[unit][int8]") {
+  at::manual_seed(13);
+  const at::Tensor none = at::empty({0});
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t heads = 4, kv_heads = 2, head_dim = 32, k = 128, blocks = 8, block_size = 16;
+    const int64_t width = (heads + 2 * kv_heads) * head_dim;
+    const Int8Weight weight = MakeInt8(width, k, 32);
+    const at::Tensor bias = Random({width}, dtype, 0.1), norm = Random({k}, dtype);
+    for (const int64_t m : {1, 6, 17}) {
+      const at::Tensor hidden = Random({m, k}, dtype);
+      const at::Tensor positions = at::randint(0, 5000, {m}, at::kLong);
+      const at::Tensor inv_freq = at::pow(10000.0, -at::arange(0, head_dim, 2, at::kFloat) / 32.0);
+      const at::Tensor freqs = positions.to(at::kFloat).unsqueeze(1) * inv_freq.unsqueeze(0);
+      const at::Tensor cos = freqs.cos(), sin = freqs.sin();
+      const at::Tensor slots = at::randperm(blocks * block_size, at::kLong).narrow(0, 0, m);
+      const auto make_cache = [&] { return at::zeros({blocks, block_size, kv_heads, head_dim}, dtype); };
+      at::Tensor expected_keys = make_cache().to(at::kFloat), expected_values = make_cache().to(at::kFloat);
+      const at::Tensor expected_q = composite::RmsNormQkvRope(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
+                                                              weight.dequantized, none, bias.to(at::kFloat), cos, sin,
+                                                              expected_keys, expected_values, slots, heads, kv_heads);
+      testing::ForEachCpuKernelPath([&] {
+        INFO("dtype " << dtype << " m " << m);
+        at::Tensor keys = make_cache(), values = make_cache();
+        const at::Tensor q = RmsNormQkvRope(hidden, norm, 1e-6, weight.packed, weight.scales, bias, cos, sin, keys,
+                                            values, slots, heads, kv_heads);
+        CHECK(RelativeError(q, expected_q) < Tolerance(dtype));
+        CHECK(RelativeError(keys, expected_keys) < Tolerance(dtype));
+        CHECK(RelativeError(values, expected_values) < Tolerance(dtype));
+      });
+    }
+  }
+}
+
+TEST_CASE("int8 weights: every path sums the same integers", "[unit][int8]") {
+  // The paths differ only in the order of float additions across groups; within a group the int32 sums
+  // are exact, so float32 outputs agree to rounding.
+  at::manual_seed(14);
+  const Int8Weight weight = MakeInt8(64, 512, 0);
+  const at::Tensor input = Random({9, 512}, at::kFloat), residual = at::zeros({9, 64});
+  std::vector<at::Tensor> outputs;
+  testing::ForEachCpuKernelPath(
+      [&] { outputs.push_back(LinearResidual(input, weight.packed, weight.scales, residual)); });
+  for (const at::Tensor& out : outputs) CHECK(RelativeError(out, outputs.front()) < 1e-6);
+}
+
+TEST_CASE("int8 weights: a packed int8 weight without matching scales is refused", "[unit][int8]") {
+  const Int8Weight weight = MakeInt8(64, 64, 0);
+  const at::Tensor input = at::randn({2, 64}), residual = at::zeros({2, 64});
+  CHECK_THROWS(LinearResidual(input, weight.packed, at::ones({2, 1, 64}), residual));  // two panels of scales
+  CHECK_THROWS(LinearResidual(input, weight.packed, at::ones({1, 3, 64}), residual));  // 3 groups of 64 / 3
+  CHECK_THROWS(LinearResidual(input, weight.packed, at::empty({0}), residual));
+}
+
+}  // namespace
+}  // namespace llmc::model::cpu

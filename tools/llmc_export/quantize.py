@@ -1,0 +1,62 @@
+"""int8 weight quantization (W8A16): projection weights stored as int8 with float32 scales per output row,
+or per group of input columns, while activations keep the package dtype (see ops.py for the operators' side).
+
+The worker implements the same rounding when it quantizes a package at load, and the two are compared, so
+quantize_int8 must not change without the C++ loader.
+"""
+from typing import Tuple
+
+import torch
+from torch import nn
+
+from .config import ExportError
+from .model import CausalLM
+
+# 0: one scale per output row (per channel).
+GROUP_SIZES = (0, 32, 64, 128, 256, 512)
+QUANTIZED_MODULES = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj", "lm_head")
+
+
+def check_group_size(group_size: int) -> None:
+    if group_size not in GROUP_SIZES:
+        raise ExportError(f"unsupported quantization group size {group_size} "
+                          f"(supported: {', '.join(map(str, GROUP_SIZES))}; 0 is one scale per output channel)")
+
+
+def check_divides(name: str, weight: torch.Tensor, group_size: int) -> None:
+    in_features = weight.shape[1]
+    if group_size != 0 and in_features % group_size != 0:
+        raise ExportError(f"{name} has {in_features} input columns, not a multiple of the quantization group "
+                          f"size {group_size}")
+
+
+def quantize_int8(weight: torch.Tensor, group_size: int, name: str = "weight") -> Tuple[torch.Tensor, torch.Tensor]:
+    """(int8 [N, K], float32 scales [N, G]) with weight ~ q * scale of its group; G = 1 for group_size 0, else
+    K / group_size. Symmetric: each group's largest magnitude maps to 127; an all-zero group gets scale 1."""
+    check_group_size(group_size)
+    check_divides(name, weight, group_size)
+    rows, in_features = weight.shape
+    groups = 1 if group_size == 0 else in_features // group_size
+    grouped = weight.float().reshape(rows, groups, in_features // groups)
+    amax = grouped.abs().amax(-1)
+    scale = torch.where(amax == 0, torch.ones_like(amax), amax / 127)
+    q = torch.round(grouped / scale[..., None]).clamp(-127, 127).to(torch.int8)
+    return q.reshape(rows, in_features), scale
+
+
+def quantize_model(model: CausalLM, group_size: int) -> None:
+    """Quantizes every layer's projections and the LM head in place (weight becomes int8, weight_scale its
+    scales). A tied embedding shares the LM head's int8 weight and scales; an untied one stays as it is."""
+    check_group_size(group_size)
+    modules = [(name, module) for name, module in model.named_modules() if name.endswith(QUANTIZED_MODULES)]
+    for name, module in modules:  # all checked before any is changed
+        check_divides(name + ".weight", module.weight, group_size)
+    embed_tokens = model.model.embed_tokens
+    tied = model.lm_head.weight is embed_tokens.weight
+    for name, module in modules:
+        q, scale = quantize_int8(module.weight.detach(), group_size, name + ".weight")
+        module.weight = nn.Parameter(q, requires_grad=False)
+        module.weight_scale = scale
+    if tied:
+        embed_tokens.weight = model.lm_head.weight
+        embed_tokens.weight_scale = model.lm_head.weight_scale

@@ -1,0 +1,99 @@
+// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (worker/CMakeLists.txt); called only where the CPU
+// has them (cpu_isa.h: the avx512_bf16 path requires VNNI too).
+#include <algorithm>
+
+#include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/x86_intrinsics.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+// The panel 4 KiB ahead, both 64-byte lines of the 128 bytes one k pair of int8 weights takes (AMD parts
+// have no adjacent-line prefetcher to fetch the second).
+inline void PrefetchAhead(const int8_t* position) {
+  _mm_prefetch(reinterpret_cast<const char*>(position) + 4096, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(position) + 4096 + 64, _MM_HINT_T0);
+}
+
+// Rows rows against the whole panel, one group at a time: 4 column vectors x Rows int32 sums; each k pair of
+// 16 columns (32 bytes) is widened to int16 once and serves every row through vpdpwssd. At the end of a group
+// the sums are scaled and added to the float32 output rows, which stay in L1.
+template <int Rows>
+void Int8Rows(const Int8PanelArgs& args, int64_t m0) {
+  const int64_t pairs = args.k_padded / 2;
+  const int16_t* a = args.a + m0 * args.a_stride;
+  float* out = args.out + m0 * args.out_stride;
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) _mm512_storeu_ps(out + r * args.out_stride + 16 * j, _mm512_setzero_ps());
+  }
+  for (int64_t g = 0; g < args.groups; ++g) {
+    __m512i sum[Rows][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) sum[r][j] = _mm512_setzero_si512();
+    }
+    const int64_t last = std::min(pairs, (g + 1) * args.group_pairs);
+    for (int64_t pair = g * args.group_pairs; pair < last; ++pair) {
+      const int8_t* w = args.panel + pair * kPanelWidth * 2;
+      PrefetchAhead(w);
+      const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+      const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32)));
+      const __m512i w2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 64)));
+      const __m512i w3 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 96)));
+#pragma GCC unroll 8
+      for (int r = 0; r < Rows; ++r) {
+        int32_t bits;
+        __builtin_memcpy(&bits, a + r * args.a_stride + 2 * pair, sizeof(bits));
+        const __m512i x = _mm512_set1_epi32(bits);
+        sum[r][0] = _mm512_dpwssd_epi32(sum[r][0], x, w0);
+        sum[r][1] = _mm512_dpwssd_epi32(sum[r][1], x, w1);
+        sum[r][2] = _mm512_dpwssd_epi32(sum[r][2], x, w2);
+        sum[r][3] = _mm512_dpwssd_epi32(sum[r][3], x, w3);
+      }
+    }
+    const float* w_scales = args.scales + std::min(g, args.weight_groups - 1) * kPanelWidth;
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) {
+      const __m512 a_scale = _mm512_set1_ps(args.a_scales[(m0 + r) * args.groups + g]);
+      float* row = out + r * args.out_stride;
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales + 16 * j), a_scale);
+        _mm512_storeu_ps(row + 16 * j,
+                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][j]), scale, _mm512_loadu_ps(row + 16 * j)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// Six rows use 24 of the 32 vector registers for sums.
+void PanelInt8Avx512(const Int8PanelArgs& args) {
+  int64_t m0 = 0;
+  for (; m0 + 6 <= args.rows; m0 += 6) Int8Rows<6>(args, m0);
+  switch (args.rows - m0) {
+    case 5:
+      Int8Rows<5>(args, m0);
+      break;
+    case 4:
+      Int8Rows<4>(args, m0);
+      break;
+    case 3:
+      Int8Rows<3>(args, m0);
+      break;
+    case 2:
+      Int8Rows<2>(args, m0);
+      break;
+    case 1:
+      Int8Rows<1>(args, m0);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace llmc::model::cpu
