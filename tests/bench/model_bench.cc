@@ -74,11 +74,23 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
                             1e9);
 }
 
+// Bytes one decode step streams: every projection and the LM head, in the weights' type (int8 packages:
+// one byte per weight plus one float32 scale per output row and group; an untied embedding stays in dtype
+// but is only gathered, not streamed, and is not counted).
 int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
-  const int64_t per_layer = m.hidden_size * (m.num_heads + 2 * m.num_kv_heads) * m.head_dim +
-                            m.num_heads * m.head_dim * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
-  const int64_t embeddings = m.vocab_size * m.hidden_size * (m.tie_word_embeddings ? 1 : 2);
-  return (m.num_layers * per_layer + embeddings) * static_cast<int64_t>(c10::elementSize(dtype));
+  const int64_t qkv_rows = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, q_width = m.num_heads * m.head_dim;
+  const int64_t per_layer = m.hidden_size * qkv_rows + q_width * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
+  const int64_t lm_head = m.vocab_size * m.hidden_size;
+  if (m.quantization != "int8") {
+    const int64_t embeddings = m.tie_word_embeddings ? 0 : lm_head;
+    return (m.num_layers * per_layer + lm_head + embeddings) * static_cast<int64_t>(c10::elementSize(dtype));
+  }
+  const auto groups = [&](int64_t k) { return m.quantization_group_size == 0 ? 1 : k / m.quantization_group_size; };
+  const int64_t scale_count =
+      m.num_layers * (qkv_rows * groups(m.hidden_size) + m.hidden_size * groups(q_width) +
+                      2 * m.intermediate_size * groups(m.hidden_size) + m.hidden_size * groups(m.intermediate_size)) +
+      m.vocab_size * groups(m.hidden_size);
+  return m.num_layers * per_layer + lm_head + 4 * scale_count;
 }
 
 // `sequences` sequences, each with `context` tokens already cached, decoding one token each; or, with
@@ -165,6 +177,7 @@ int main(int argc, char** argv) {
     }
     const auto& manifest = (*model)->manifest();
     const double weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
+    const std::string label = manifest.quantization == "int8" ? "int8" : manifest.dtype;
     auto cache = (*model)->AllocateKvCache(32 * ((kContext + 2048) / kBlockSize + 2), kBlockSize);
     if (!cache.ok()) return 1;
     struct Shape {
@@ -229,16 +242,16 @@ int main(int argc, char** argv) {
     std::printf("%-10s %-14s %12s %10s %12s %12s %12s %8s\n", "dtype", "step", "full logits", "greedy", "tokens/s",
                 "limit ms", "% of limit", "paired");
     for (const Row& row : rows) {
-      std::printf("%-10s %-14s %12.2f %10.2f %12.1f %12.2f %11.1f%%", manifest.dtype.c_str(), row.label, row.full_ms,
+      std::printf("%-10s %-14s %12.2f %10.2f %12.1f %12.2f %11.1f%%", label.c_str(), row.label, row.full_ms,
                   row.greedy_ms, row.tokens / row.greedy_ms * 1e3, limit_ms, limit_ms / row.greedy_ms * 100);
       if (row.paired_fraction > 0) std::printf(" %7.1f%%", row.paired_fraction * 100);
       std::printf("\n");
     }
     const double b1 = step_ms["decode b=1"];
     std::printf("%-10s step(b=8)/step(b=1) %.2f, step(b=16)/step(b=1) %.2f, step(b=32)/step(b=1) %.2f\n",
-                manifest.dtype.c_str(), step_ms["decode b=8"] / b1, step_ms["decode b=16"] / b1,
+                label.c_str(), step_ms["decode b=8"] / b1, step_ms["decode b=16"] / b1,
                 step_ms["decode b=32"] / b1);
-    std::printf("%-10s prefill 2000 runs at %.0f%% of the 512-token rate\n", manifest.dtype.c_str(),
+    std::printf("%-10s prefill 2000 runs at %.0f%% of the 512-token rate\n", label.c_str(),
                 (2000 / step_ms["prefill 2000"]) / (512 / step_ms["prefill 512"]) * 100);
     if (profile) {
       for (const Shape shape : {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=32", 32, 0},
@@ -253,10 +266,10 @@ int main(int argc, char** argv) {
           profiler.End();
           if (!status.ok()) return 1;
         }
-        profiler.Print(manifest.dtype + " " + shape.label);
+        profiler.Print(label + " " + shape.label);
       }
     }
-    std::printf("%-10s weights %.0f MB\n", manifest.dtype.c_str(), weight_bytes / 1e6);
+    std::printf("%-10s weights %.0f MB\n", label.c_str(), weight_bytes / 1e6);
   }
   return 0;
 }

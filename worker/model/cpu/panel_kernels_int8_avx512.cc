@@ -15,58 +15,66 @@ inline void PrefetchAhead(const int8_t* position) {
   _mm_prefetch(reinterpret_cast<const char*>(position) + 4096 + 64, _MM_HINT_T0);
 }
 
-// Rows rows against the whole panel, one group at a time: 4 column vectors x Rows int32 sums; each k pair of
-// 16 columns (32 bytes) is widened to int16 once and serves every row through vpdpwssd. At the end of a group
-// the sums are scaled and added to the float32 output rows, which stay in L1.
+// Sixteen int32 lanes as GCC's own vector type: an array of __m512i (64-bit lanes) that each
+// _mm512_dpwssd_epi32 reinterprets as 32-bit lanes stays on the stack in GCC 12, spilled at every use.
+typedef int Int32x16 __attribute__((vector_size(64)));
+typedef short Int16x32 __attribute__((vector_size(64)));
+
+// acc += x[2i] * w[2i] + x[2i + 1] * w[2i + 1] in each int32 lane i.
+inline Int32x16 DotPairs(Int32x16 acc, __m512i x, __m512i w) {
+  return __builtin_ia32_vpdpwssd_v16si(acc, reinterpret_cast<Int32x16>(x), reinterpret_cast<Int32x16>(w));
+}
+
+// Rows rows against the k pairs of group g: 4 column vectors x Rows int32 sums; each k pair of 16 columns
+// (32 bytes) is widened to int16 once and serves every row through vpdpwssd. At the end the sums are scaled
+// and added to the float32 output rows, which stay in L1. One group per call keeps the 24 sums in registers
+//.
 template <int Rows>
-void Int8Rows(const Int8PanelArgs& args, int64_t m0) {
-  const int64_t pairs = args.k_padded / 2;
+void Int8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
   const int16_t* a = args.a + m0 * args.a_stride;
-  float* out = args.out + m0 * args.out_stride;
+  Int32x16 sum[Rows][4];
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
 #pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) _mm512_storeu_ps(out + r * args.out_stride + 16 * j, _mm512_setzero_ps());
+    for (int j = 0; j < 4; ++j) sum[r][j] = Int32x16{};
   }
-  for (int64_t g = 0; g < args.groups; ++g) {
-    __m512i sum[Rows][4];
+  const int64_t last = std::min(args.k_padded / 2, (g + 1) * args.group_pairs);
+  for (int64_t pair = g * args.group_pairs; pair < last; ++pair) {
+    const int8_t* w = args.panel + pair * kPanelWidth * 2;
+    PrefetchAhead(w);
+    const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+    const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32)));
+    const __m512i w2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 64)));
+    const __m512i w3 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 96)));
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) {
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) sum[r][j] = _mm512_setzero_si512();
-    }
-    const int64_t last = std::min(pairs, (g + 1) * args.group_pairs);
-    for (int64_t pair = g * args.group_pairs; pair < last; ++pair) {
-      const int8_t* w = args.panel + pair * kPanelWidth * 2;
-      PrefetchAhead(w);
-      const __m512i w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
-      const __m512i w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32)));
-      const __m512i w2 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 64)));
-      const __m512i w3 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 96)));
-#pragma GCC unroll 8
-      for (int r = 0; r < Rows; ++r) {
-        int32_t bits;
-        __builtin_memcpy(&bits, a + r * args.a_stride + 2 * pair, sizeof(bits));
-        const __m512i x = _mm512_set1_epi32(bits);
-        sum[r][0] = _mm512_dpwssd_epi32(sum[r][0], x, w0);
-        sum[r][1] = _mm512_dpwssd_epi32(sum[r][1], x, w1);
-        sum[r][2] = _mm512_dpwssd_epi32(sum[r][2], x, w2);
-        sum[r][3] = _mm512_dpwssd_epi32(sum[r][3], x, w3);
-      }
-    }
-    const float* w_scales = args.scales + std::min(g, args.weight_groups - 1) * kPanelWidth;
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) {
-      const __m512 a_scale = _mm512_set1_ps(args.a_scales[(m0 + r) * args.groups + g]);
-      float* row = out + r * args.out_stride;
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales + 16 * j), a_scale);
-        _mm512_storeu_ps(row + 16 * j,
-                         _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r][j]), scale, _mm512_loadu_ps(row + 16 * j)));
-      }
+      int32_t bits;
+      __builtin_memcpy(&bits, a + r * args.a_stride + 2 * pair, sizeof(bits));
+      const __m512i x = _mm512_set1_epi32(bits);
+      sum[r][0] = DotPairs(sum[r][0], x, w0);
+      sum[r][1] = DotPairs(sum[r][1], x, w1);
+      sum[r][2] = DotPairs(sum[r][2], x, w2);
+      sum[r][3] = DotPairs(sum[r][3], x, w3);
     }
   }
+  const float* w_scales = args.scales + std::min(g, args.weight_groups - 1) * kPanelWidth;
+  float* out = args.out + m0 * args.out_stride;
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    const __m512 a_scale = _mm512_set1_ps(args.a_scales[(m0 + r) * args.groups + g]);
+    float* row = out + r * args.out_stride;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales + 16 * j), a_scale);
+      const __m512 before = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(row + 16 * j);
+      _mm512_storeu_ps(row + 16 * j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(reinterpret_cast<__m512i>(sum[r][j])), scale, before));
+    }
+  }
+}
+
+template <int Rows>
+void Int8Rows(const Int8PanelArgs& args, int64_t m0) {
+  for (int64_t g = 0; g < args.groups; ++g) Int8GroupRows<Rows>(args, m0, g);
 }
 
 }  // namespace
