@@ -81,11 +81,12 @@ double WorkerMetric(WorkerProcess& worker, const std::string& name, const Metric
 
 std::string SdkFolder() { return std::string(LLMC_TOKENIZER_MODULES) + "/node_modules/openai"; }
 
-TEST_CASE("gateway e2e: the official OpenAI Node SDK against controller, worker and gateway",
-          "[integration][gateway]") {
+// The official OpenAI Node SDK's walk through models, chat, completions, streaming and errors
+// (openai_sdk_e2e.mjs) against a cluster whose one worker serves `package`; returns the /v1/models entry.
+json RunSdkEndToEnd(const std::string& package, const std::vector<std::string>& worker_flags = {}) {
   const std::string api_key = "sk-llmc-e2e-test";
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
-  WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "sdk-worker"));
+  WorkerProcess worker(LLMC_WORKER_BINARY, package, SmallWorkerArgs(controller.address(), "sdk-worker", worker_flags));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
                          {"--api_keys=other-key," + api_key, "--routing_refresh_interval=200ms"});
   REQUIRE(gateway.WaitHealthy());
@@ -104,6 +105,29 @@ TEST_CASE("gateway e2e: the official OpenAI Node SDK against controller, worker 
   INFO("gateway log:\n" << gateway.process().ReadLog());
   CHECK(result.exit_code == 0);
   CHECK_THAT(result.output, Catch::Contains("all steps passed"));
+  const HttpReply models = HttpCall(gateway.port(), "GET", "/v1/models", "", {{"Authorization", "Bearer " + api_key}});
+  REQUIRE(models.status == 200);
+  const json listed = ParseJson(models.body)["data"];
+  REQUIRE(listed.size() == 1);
+  // The worker's metrics say the same.
+  CHECK(WorkerMetric(worker, "llmc:model_info",
+                     {{"quantization", listed[0]["quantization"].get<std::string>()},
+                      {"dtype", listed[0]["dtype"].get<std::string>()}}) == 1);
+  return listed[0];
+}
+
+TEST_CASE("gateway e2e: the official OpenAI Node SDK against controller, worker and gateway",
+          "[integration][gateway]") {
+  const json model = RunSdkEndToEnd(SmallModelPackage());
+  CHECK(model["dtype"] == "bfloat16");
+  CHECK(model["quantization"] == "none");
+}
+
+TEST_CASE("gateway e2e: a worker serving an int8 package answers the OpenAI SDK walk-through and says int8",
+          "[integration][gateway][int8]") {
+  const json model = RunSdkEndToEnd(SmallModelPackage("int8"));
+  CHECK(model["quantization"] == "int8");
+  CHECK(model["dtype"] == "bfloat16");
 }
 
 TEST_CASE("gateway e2e: a client that disconnects mid-stream frees the worker's sequence", "[integration][gateway]") {

@@ -1,5 +1,6 @@
 #include "tests/support/small_model.h"
 
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
@@ -8,22 +9,23 @@
 
 namespace llmc::testing {
 
-std::string SmallModelPackage() {
+std::string SmallModelPackage(const std::string& quantize) {
   static std::mutex mu;
-  static std::string* package = nullptr;
+  static std::map<std::string, std::string>* packages = new std::map<std::string, std::string>();
   std::lock_guard<std::mutex> lock(mu);
-  if (package == nullptr) {
-    const std::string out = MakeTempDir("llmc-small-model") + "/" + kSmallModelName;
+  std::string& package = (*packages)[quantize];
+  if (package.empty()) {
+    const std::string out = MakeTempDir("llmc-small-model-" + quantize) + "/" + kSmallModelName;
     const CommandResult result =
         RunCommand(LLMC_PYTHON,
                    {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--random", "--preset", "small", "--seed",
                     "1", "--dtype", "bfloat16", "--eos-token-id", "151645", "--name", kSmallModelName, "--tokenizer",
-                    TokenizerJsonPath("qwen3"), "--out", out},
+                    TokenizerJsonPath("qwen3"), "--quantize", quantize, "--out", out},
                    absl::Seconds(240));
     if (result.exit_code != 0) throw std::runtime_error("exporting the small model failed:\n" + result.output);
-    package = new std::string(out);
+    package = out;
   }
-  return *package;
+  return package;
 }
 
 std::vector<std::string> SmallWorkerArgs(const std::string& controller_address, const std::string& worker_id,

@@ -11,8 +11,9 @@ inline constexpr char kSmallModelName[] = "llmc-small";
 
 // A small random-weight package (tools/export_model.py --preset small, bfloat16, seed 1) with the real
 // 151k-token Qwen3 vocabulary, so text prompts and chat templates work end to end. Exported once per test
-// process (a few seconds); throws with the exporter's output when that fails.
-std::string SmallModelPackage();
+// process and quantization (a few seconds); throws with the exporter's output when that fails.
+// `quantize` "int8": the same weights exported with --quantize int8 (one scale per output row).
+std::string SmallModelPackage(const std::string& quantize = "none");
 
 // Flags for an llmc-worker serving the small package on CPU with one intra-op thread and a modest KV
 // cache, registered at `controller_address` as `worker_id`; `extra` goes last.

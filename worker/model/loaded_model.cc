@@ -168,10 +168,14 @@ void QuantizeProjections(std::vector<Projection>& projections, Projection& embed
                          int64_t group_size) {
   for (Projection& p : projections) {
     auto [quantized, scales] = cpu::QuantizeInt8(p.weight, group_size);
+    p.weight.set_requires_grad(false);  // an integer tensor cannot take part in autograd
     p.weight.set_data(quantized);
     p.scale.set_data(scales);
     if (p.name == "lm_head.weight" && m.tie_word_embeddings && embedding.weight.defined()) {
-      if (embedding.weight.scalar_type() != at::kChar) embedding.weight.set_data(p.weight);
+      if (embedding.weight.scalar_type() != at::kChar) {
+        embedding.weight.set_requires_grad(false);
+        embedding.weight.set_data(p.weight);
+      }
       if (embedding.scale.numel() == 0) embedding.scale.set_data(p.scale);
     }
   }

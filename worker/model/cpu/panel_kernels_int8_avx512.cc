@@ -67,7 +67,8 @@ void Int8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
     for (int j = 0; j < 4; ++j) {
       const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales + 16 * j), a_scale);
       const __m512 before = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(row + 16 * j);
-      _mm512_storeu_ps(row + 16 * j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(reinterpret_cast<__m512i>(sum[r][j])), scale, before));
+      _mm512_storeu_ps(row + 16 * j,
+                       _mm512_fmadd_ps(_mm512_cvtepi32_ps(reinterpret_cast<__m512i>(sum[r][j])), scale, before));
     }
   }
 }

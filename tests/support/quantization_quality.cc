@@ -1,0 +1,53 @@
+#include "tests/support/quantization_quality.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace llmc::testing {
+namespace {
+
+constexpr int64_t kBlockSize = 16;
+
+// Logits of every position of `tokens`, prefilled `chunk` tokens per step into a cache of one sequence.
+at::Tensor TeacherForcedLogits(model::LoadedModel& model, const std::vector<int64_t>& tokens, int64_t chunk) {
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  const int64_t blocks = (total + kBlockSize - 1) / kBlockSize;
+  auto cache = model.AllocateKvCache(blocks, kBlockSize);
+  if (!cache.ok()) throw std::runtime_error(std::string(cache.status().message()));
+  const at::Tensor block_table = at::arange(blocks, at::kInt).unsqueeze(0);
+  std::vector<at::Tensor> rows;
+  for (int64_t start = 0; start < total; start += chunk) {
+    const int64_t count = std::min(chunk, total - start);
+    const at::Tensor positions = at::arange(start, start + count, at::kLong);
+    model::ForwardBatch batch{
+        at::tensor(std::vector<int64_t>(tokens.begin() + start, tokens.begin() + start + count), at::kLong),
+        positions,
+        positions,  // slot = position: block b holds positions 16b..16b+15
+        block_table,
+        at::tensor({static_cast<int32_t>(start + count)}, at::kInt),
+        at::tensor({0, static_cast<int32_t>(count)}, at::kInt),
+        at::arange(count, at::kLong)};
+    auto logits = model.Forward(batch, *cache);
+    if (!logits.ok()) throw std::runtime_error(std::string(logits.status().message()));
+    rows.push_back(logits->to(at::kCPU));
+  }
+  return at::cat(rows, 0);
+}
+
+}  // namespace
+
+QuantizationQuality MeasureQuantizationQuality(model::LoadedModel& reference, model::LoadedModel& quantized,
+                                               const std::vector<int64_t>& tokens, int64_t chunk) {
+  const at::Tensor p_log = at::log_softmax(TeacherForcedLogits(reference, tokens, chunk).to(at::kDouble), -1);
+  const at::Tensor q_log = at::log_softmax(TeacherForcedLogits(quantized, tokens, chunk).to(at::kDouble), -1);
+  const at::Tensor kl = (p_log.exp() * (p_log - q_log)).sum(-1);
+  QuantizationQuality quality;
+  quality.positions = kl.size(0);
+  quality.mean_kl = kl.mean().item<double>();
+  quality.max_kl = kl.max().item<double>();
+  quality.top1_agreement = p_log.argmax(-1).eq(q_log.argmax(-1)).to(at::kDouble).mean().item<double>();
+  return quality;
+}
+
+}  // namespace llmc::testing
