@@ -1,6 +1,8 @@
 // Forward step time of a model package through the C++ loader and operators: decode batches and a long
 // prefill, with tokens/s and the ratio to the weight-bandwidth limit (weight bytes ÷ the machine's best
-// multi-threaded read bandwidth, measured here in the same run). Prints figures; judges nothing.
+// multi-threaded read bandwidth, measured here in the same run). With several packages (bfloat16 and int8,
+// say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
+// judges nothing.
 //
 //   llmc_model_bench [--profile] <package-dir> [<package-dir> ...]
 //
@@ -9,11 +11,13 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -79,7 +83,8 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
 // but is only gathered, not streamed, and is not counted).
 int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
   const int64_t qkv_rows = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, q_width = m.num_heads * m.head_dim;
-  const int64_t per_layer = m.hidden_size * qkv_rows + q_width * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
+  const int64_t per_layer =
+      m.hidden_size * qkv_rows + q_width * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
   const int64_t lm_head = m.vocab_size * m.hidden_size;
   if (m.quantization != "int8") {
     const int64_t embeddings = m.tie_word_embeddings ? 0 : lm_head;
@@ -169,45 +174,62 @@ int main(int argc, char** argv) {
   }
   std::printf("threads %d\n", at::get_num_threads());
   constexpr int64_t kBlockSize = 16, kContext = 128;
+  struct Shape {
+    const char* label;
+    int64_t sequences, prefill;
+  };
+  struct Row {
+    const char* label;
+    int64_t tokens;
+    double full_ms, greedy_ms;
+    double paired_fraction;  // median over runs of (weight bytes / step time) / the read just before it
+  };
+  // Every package is loaded first and the packages take turns in each run of each shape, so a ratio between
+  // them (int8 against bfloat16, say) compares steps taken in the same minutes of this shared machine.
+  struct Measured {
+    std::unique_ptr<llmc::model::LoadedModel> model;
+    at::Tensor cache;
+    double weight_bytes = 0;
+    std::string label;
+    std::map<std::string, double> step_ms;
+    std::vector<Row> rows;
+  };
+  std::vector<Measured> measured;
   for (const std::string& package : packages) {
     auto model = llmc::model::LoadedModel::Load(package, {"cpu", ""});
     if (!model.ok()) {
       std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
       return 1;
     }
+    Measured m;
     const auto& manifest = (*model)->manifest();
-    const double weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
-    const std::string label = manifest.quantization == "int8" ? "int8" : manifest.dtype;
+    m.weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
+    m.label = manifest.quantization == "int8" ? "int8" : manifest.dtype;
     auto cache = (*model)->AllocateKvCache(32 * ((kContext + 2048) / kBlockSize + 2), kBlockSize);
     if (!cache.ok()) return 1;
-    struct Shape {
-      const char* label;
-      int64_t sequences, prefill;
-    };
-    std::map<std::string, double> step_ms;
-    struct Row {
-      const char* label;
-      int64_t tokens;
-      double full_ms, greedy_ms;
-      double paired_fraction;  // median over runs of (weight bytes / step time) / the read just before it
-    };
-    std::vector<Row> rows;
-    for (const Shape shape :
-         {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=16", 16, 0},
-          Shape{"decode b=32", 32, 0}, Shape{"prefill 512", 1, 512}, Shape{"prefill 2000", 1, 2000}}) {
-      const auto batch =
-          MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize, manifest.vocab_size);
-      const int runs = shape.prefill > 0 ? 2 : 15;
-      double best_ms[2] = {1e9, 1e9};
-      std::vector<double> paired;
-      // The two variants alternate, so a slow spell of this shared machine hits both alike.
-      for (int run = -(shape.prefill > 0 ? 1 : 3); run < runs; ++run) {  // negative runs warm up
+    m.cache = *cache;
+    m.model = *std::move(model);
+    measured.push_back(std::move(m));
+  }
+  const int64_t vocab = measured.front().model->manifest().vocab_size;
+  for (const Shape shape :
+       {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=16", 16, 0}, Shape{"decode b=32", 32, 0},
+        Shape{"prefill 512", 1, 512}, Shape{"prefill 2000", 1, 2000}}) {
+    const auto batch = MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize, vocab);
+    const int runs = shape.prefill > 0 ? 2 : 15;
+    std::vector<std::array<double, 2>> best_ms(measured.size(), {1e9, 1e9});
+    std::vector<std::vector<double>> paired(measured.size());
+    // The two variants alternate too, so a slow spell of this shared machine hits both alike.
+    for (int run = -(shape.prefill > 0 ? 1 : 3); run < runs; ++run) {  // negative runs warm up
+      for (size_t i = 0; i < measured.size(); ++i) {
+        Measured& m = measured[i];
         // A read of as many bytes as the weights (up to the buffer's 2 GiB) right before the steps: the limit
         // at this moment.
         double moment_gbs = 0;
         if (shape.prefill == 0) {
           bandwidth = std::max(bandwidth, ReadBandwidthGbPerSecond(read_buffer));
-          const int64_t bytes = std::min<int64_t>(static_cast<int64_t>(weight_bytes), read_buffer.nbytes()) / 256 * 256;
+          const int64_t bytes =
+              std::min<int64_t>(static_cast<int64_t>(m.weight_bytes), read_buffer.nbytes()) / 256 * 256;
           moment_gbs =
               static_cast<double>(bytes) /
               PrefetchingStreamSeconds(static_cast<const char*>(read_buffer.data_ptr()), bytes, at::get_num_threads()) /
@@ -215,61 +237,74 @@ int main(int argc, char** argv) {
         }
         for (const bool greedy : {false, true}) {
           const auto start = Clock::now();
-          const absl::Status status = Step(**model, batch, *cache, greedy);
+          const absl::Status status = Step(*m.model, batch, m.cache, greedy);
           if (!status.ok()) {
             std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
             return 1;
           }
           const double ms = Seconds(start) * 1e3;
           if (run < 0) continue;
-          best_ms[greedy] = std::min(best_ms[greedy], ms);
-          if (greedy && moment_gbs > 0) paired.push_back(weight_bytes / (ms * 1e6) / moment_gbs);
+          best_ms[i][greedy] = std::min(best_ms[i][greedy], ms);
+          if (greedy && moment_gbs > 0) paired[i].push_back(m.weight_bytes / (ms * 1e6) / moment_gbs);
         }
       }
-      std::sort(paired.begin(), paired.end());
-      const double paired_fraction = paired.empty() ? 0 : paired[paired.size() / 2];
-      step_ms[shape.label] = best_ms[1];
-      rows.push_back(
-          {shape.label, shape.prefill > 0 ? shape.prefill : shape.sequences, best_ms[0], best_ms[1], paired_fraction});
     }
-    const double limit_ms = weight_bytes / (bandwidth * 1e9) * 1e3;
-    std::printf("read bandwidth %.1f GB/s (best multi-threaded read of 2 GiB, before and between the decode steps)\n",
-                bandwidth);
+    for (size_t i = 0; i < measured.size(); ++i) {
+      std::sort(paired[i].begin(), paired[i].end());
+      const double paired_fraction = paired[i].empty() ? 0 : paired[i][paired[i].size() / 2];
+      measured[i].step_ms[shape.label] = best_ms[i][1];
+      measured[i].rows.push_back({shape.label, shape.prefill > 0 ? shape.prefill : shape.sequences, best_ms[i][0],
+                                  best_ms[i][1], paired_fraction});
+    }
+  }
+  std::printf("read bandwidth %.1f GB/s (best multi-threaded read of 2 GiB, before and between the decode steps)\n",
+              bandwidth);
+  for (Measured& m : measured) {
+    const double limit_ms = m.weight_bytes / (bandwidth * 1e9) * 1e3;
+    const char* label = m.label.c_str();
     // "full logits": every row's float32 logits (what rows with logprobs, penalties or top-p need);
     // "greedy": the step the engine runs for greedy rows, the LM head keeping each row's best logit in-pass.
     // "% of limit": the best step against the best read; "paired": the median, over the runs, of each step
     // against a read of the same number of bytes just before it (robust to a neighbour's noise).
     std::printf("%-10s %-14s %12s %10s %12s %12s %12s %8s\n", "dtype", "step", "full logits", "greedy", "tokens/s",
                 "limit ms", "% of limit", "paired");
-    for (const Row& row : rows) {
-      std::printf("%-10s %-14s %12.2f %10.2f %12.1f %12.2f %11.1f%%", label.c_str(), row.label, row.full_ms,
-                  row.greedy_ms, row.tokens / row.greedy_ms * 1e3, limit_ms, limit_ms / row.greedy_ms * 100);
+    for (const Row& row : m.rows) {
+      std::printf("%-10s %-14s %12.2f %10.2f %12.1f %12.2f %11.1f%%", label, row.label, row.full_ms, row.greedy_ms,
+                  row.tokens / row.greedy_ms * 1e3, limit_ms, limit_ms / row.greedy_ms * 100);
       if (row.paired_fraction > 0) std::printf(" %7.1f%%", row.paired_fraction * 100);
       std::printf("\n");
     }
-    const double b1 = step_ms["decode b=1"];
-    std::printf("%-10s step(b=8)/step(b=1) %.2f, step(b=16)/step(b=1) %.2f, step(b=32)/step(b=1) %.2f\n",
-                label.c_str(), step_ms["decode b=8"] / b1, step_ms["decode b=16"] / b1,
-                step_ms["decode b=32"] / b1);
-    std::printf("%-10s prefill 2000 runs at %.0f%% of the 512-token rate\n", label.c_str(),
-                (2000 / step_ms["prefill 2000"]) / (512 / step_ms["prefill 512"]) * 100);
+    const double b1 = m.step_ms["decode b=1"];
+    std::printf("%-10s step(b=8)/step(b=1) %.2f, step(b=16)/step(b=1) %.2f, step(b=32)/step(b=1) %.2f\n", label,
+                m.step_ms["decode b=8"] / b1, m.step_ms["decode b=16"] / b1, m.step_ms["decode b=32"] / b1);
+    std::printf("%-10s prefill 2000 runs at %.0f%% of the 512-token rate\n", label,
+                (2000 / m.step_ms["prefill 2000"]) / (512 / m.step_ms["prefill 512"]) * 100);
     if (profile) {
       for (const Shape shape : {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=32", 32, 0},
                                 Shape{"prefill 512", 1, 512}}) {
-        const auto batch = MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize,
-                                     manifest.vocab_size);
+        const auto batch =
+            MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize, vocab);
         llmc::bench::StepProfiler profiler;
         const int runs = shape.prefill > 0 ? 2 : 15;
         for (int run = 0; run < runs; ++run) {
           profiler.Begin();
-          const absl::Status status = Step(**model, batch, *cache, /*greedy=*/true);
+          const absl::Status status = Step(*m.model, batch, m.cache, /*greedy=*/true);
           profiler.End();
           if (!status.ok()) return 1;
         }
-        profiler.Print(label + " " + shape.label);
+        profiler.Print(m.label + " " + shape.label);
       }
     }
-    std::printf("%-10s weights %.0f MB\n", label.c_str(), weight_bytes / 1e6);
+    std::printf("%-10s weights %.0f MB\n", label, m.weight_bytes / 1e6);
+  }
+  // How much faster each package's (greedy) step is than the first's, from the same interleaved runs.
+  for (size_t i = 1; i < measured.size(); ++i) {
+    std::printf("%s against %s, speed-up (step time of %s / step time of %s):", measured[i].label.c_str(),
+                measured[0].label.c_str(), measured[0].label.c_str(), measured[i].label.c_str());
+    for (const Row& row : measured[i].rows) {
+      std::printf(" %s %.2fx;", row.label, measured[0].step_ms[row.label] / row.greedy_ms);
+    }
+    std::printf("\n");
   }
   return 0;
 }

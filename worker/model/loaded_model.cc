@@ -1,5 +1,7 @@
 #include "worker/model/loaded_model.h"
 
+#include <malloc.h>
+
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
 
@@ -255,6 +257,13 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
       manifest.quantization_group_size = options.quantization_group_size;
     }
     if (device.is_cpu() && options.pack_weights) PackWeightsForCpu(projections, embedding, manifest);
+    projections.clear();
+    embedding = {};
+#if defined(__GLIBC__)
+    // Repacking and quantizing freed the original weights piece by piece; give that heap back to the system
+    // now, or the worker's resident memory keeps the high-water mark of loading.
+    malloc_trim(0);
+#endif
   } catch (const std::exception& error) {
     return absl::InternalError(absl::StrCat("cannot prepare the model on ", device.str(), ": ", ConciseError(error)));
   }

