@@ -148,6 +148,29 @@ TEST_CASE("int8 weights: rms_norm_qkv_rope with bias writes the cache like the d
   }
 }
 
+TEST_CASE("int8 weights: prefill-sized batches multiply dequantized panels, per row and in groups", "[unit][int8]") {
+  // From 256 rows (16 with AMX) each int8 panel is dequantized to the activations' type and multiplied by
+  // the plain kernels.
+  at::manual_seed(15);
+  const at::Tensor none = at::empty({0});
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t group_size : {0, 32}) {
+      const int64_t k = 96, n = 130;
+      const Int8Weight weight = MakeInt8(n, k, group_size);
+      for (const int64_t m : {255, 300}) {
+        const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+        const at::Tensor expected =
+            composite::LinearResidual(input.to(at::kFloat), weight.dequantized, none, residual.to(at::kFloat));
+        testing::ForEachCpuKernelPath([&] {
+          INFO("dtype " << dtype << " group " << group_size << " m " << m);
+          CHECK(RelativeError(LinearResidual(input, weight.packed, weight.scales, residual), expected) <
+                Tolerance(dtype));
+        });
+      }
+    }
+  }
+}
+
 TEST_CASE("int8 weights: every path sums the same integers", "[unit][int8]") {
   // The paths differ only in the order of float additions across groups; within a group the int32 sums
   // are exact, so float32 outputs agree to rounding.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -30,6 +31,11 @@ using Bf16 = c10::BFloat16;
 constexpr int64_t kRowBlock = 128;
 // AMX pays for itself from a few rows on; below, the AVX512-BF16 kernel streams the panel as fast.
 constexpr int64_t kAmxMinRows = 4;
+
+// From this many rows an int8 weight's panel is dequantized into the activations' type (in L2) and
+// multiplied by the bfloat16/float32 kernels, whose arithmetic beats the int8 kernels' once every weight
+// serves many rows: AMX tiles from a few rows, the others for prefill-sized blocks.
+int64_t DequantizedPanelMinRows() { return ActiveCpuIsa() == CpuIsa::kAmx ? 16 : 256; }
 
 PanelKernel SelectPanelKernel(at::ScalarType dtype, int64_t rows) {
   const CpuIsa isa = ActiveCpuIsa();
@@ -111,7 +117,9 @@ struct Staged {
   int64_t rows;
   int64_t rows_padded;
   int64_t element_size;
-  // For int8 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs.
+  int64_t features = 0;  // the input's width before padding
+  // For int8 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs
+  // (or, for many rows, in the activations' type for dequantized panels).
   bool int16 = false;
   float* scales = nullptr;
   int64_t group_pairs = 0;
@@ -128,8 +136,13 @@ Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
 // The staging a projection's input needs: in the activations' dtype, or int16 in groups for int8 weights.
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
   const int64_t k_padded = PackedDepth(weight.packed);
-  if (!weight.int8()) return PrepareStaging(rows, k_padded, dtype);
+  if (!weight.int8() || rows >= DequantizedPanelMinRows()) {
+    Staged staged = PrepareStaging(rows, k_padded, dtype);
+    staged.features = k;
+    return staged;
+  }
   Staged staged = PrepareStaging(rows, k_padded, at::kShort);
+  staged.features = k;
   staged.int16 = true;
   staged.group_pairs = Int8GroupPairs(k, weight.scales.size(1));
   staged.groups = (k_padded / 2 + staged.group_pairs - 1) / staged.group_pairs;
@@ -221,6 +234,40 @@ void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, c
 // Inside a team job: members claim runs of panels from `queue` (one per operator, over the weight's panels);
 // epilogue(panel,
 // first_row, rows, c) sees the float results c[rows][kPanelWidth] of one panel for a block of rows.
+// One packed int8 panel ([k_padded / 2][64][2] with scales [weight_groups][64]) as a panel of the same layout
+// in `dtype` (bfloat16 rounded to nearest even, or float32 [k_padded][64]), into this thread's buffer.
+const void* DequantizePanel(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t k,
+                            int64_t k_padded, at::ScalarType dtype) {
+  thread_local std::vector<float> buffer;
+  buffer.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
+  float* values = buffer.data();
+  const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
+  for (int64_t pair = 0; pair < k_padded / 2; ++pair) {
+    const float* column_scales = scales + std::min(pair / group_pairs, weight_groups - 1) * kPanelWidth;
+    const int8_t* src = panel + pair * kPanelWidth * 2;
+    if (dtype == at::kFloat) {  // [k][64]
+      for (int64_t c = 0; c < kPanelWidth; ++c) {
+        values[(2 * pair) * kPanelWidth + c] = static_cast<float>(src[2 * c]) * column_scales[c];
+        values[(2 * pair + 1) * kPanelWidth + c] = static_cast<float>(src[2 * c + 1]) * column_scales[c];
+      }
+    } else {  // [k / 2][64][2], same order as the int8 panel
+      for (int64_t i = 0; i < 2 * kPanelWidth; ++i) {
+        values[pair * kPanelWidth * 2 + i] = static_cast<float>(src[i]) * column_scales[i / 2];
+      }
+    }
+  }
+  if (dtype == at::kFloat) return values;
+  // float32 -> bfloat16, rounding to nearest even (the values are finite).
+  thread_local std::vector<uint16_t> halves;
+  halves.resize(k_padded * kPanelWidth);
+  for (int64_t i = 0; i < k_padded * kPanelWidth; ++i) {
+    uint32_t b;
+    std::memcpy(&b, values + i, sizeof(b));
+    halves[i] = static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+  }
+  return halves.data();
+}
+
 template <typename Epilogue>
 void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight, WorkQueue& queue,
                   Epilogue&& epilogue) {
@@ -230,21 +277,30 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
   const char* base = static_cast<const char*>(packed.data_ptr());
   const int64_t weight_groups = weight.int8() ? weight.scales.size(1) : 0;
   const float* scales = weight.int8() ? weight.scales.data_ptr<float>() : nullptr;
-  const Int8PanelKernel int8_kernel = weight.int8() ? SelectInt8PanelKernel() : nullptr;
+  // int8 weights run the int8 kernels on int16-staged rows, or (many rows, staged in the activations' type)
+  // the plain kernels on each panel dequantized once.
+  const Int8PanelKernel int8_kernel = weight.int8() && a.int16 ? SelectInt8PanelKernel() : nullptr;
+  const bool dequantize = weight.int8() && !a.int16;
+  const at::ScalarType plain_type =
+      dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
   float* c = TeamScratch();
   const int64_t run = std::max<int64_t>(1, panels / (16 * member.size()));
   for (auto [first, last] = queue.Claim(run); first < last; std::tie(first, last) = queue.Claim(run)) {
     for (int64_t p = first; p < last; ++p) {
+      const void* panel = base + p * panel_bytes;
+      if (dequantize) {
+        panel = DequantizePanel(static_cast<const int8_t*>(panel), scales + p * weight_groups * kPanelWidth,
+                                weight_groups, a.features, k_padded, plain_type);
+      }
       for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
         const int64_t rows = std::min(kRowBlock, a.rows - m0);
         if (int8_kernel != nullptr) {
           int8_kernel({reinterpret_cast<const int16_t*>(a.data) + m0 * a.stride, a.scales + m0 * a.groups, a.stride,
-                       rows, k_padded, a.group_pairs, a.groups, reinterpret_cast<const int8_t*>(base + p * panel_bytes),
+                       rows, k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel),
                        scales + p * weight_groups * kPanelWidth, weight_groups, c, kPanelWidth});
         } else {
-          const PanelKernel kernel = SelectPanelKernel(packed.scalar_type(), rows);
-          kernel({a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, base + p * panel_bytes, c,
-                  kPanelWidth});
+          SelectPanelKernel(plain_type, rows)(
+              {a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, panel, c, kPanelWidth});
         }
         epilogue(p, m0, rows, c);
       }
