@@ -238,34 +238,30 @@ void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, c
 // in `dtype` (bfloat16 rounded to nearest even, or float32 [k_padded][64]), into this thread's buffer.
 const void* DequantizePanel(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t k,
                             int64_t k_padded, at::ScalarType dtype) {
-  thread_local std::vector<float> buffer;
-  buffer.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
-  float* values = buffer.data();
   const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
+  if (dtype == at::kBFloat16) {
+    thread_local std::vector<uint16_t> halves;
+    halves.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
+#ifdef LLMC_CPU_X86_KERNELS
+    if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+      DequantizePanelBf16Avx512(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
+      return halves.data();
+    }
+#endif
+    DequantizePanelBf16Portable(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
+    return halves.data();
+  }
+  thread_local std::vector<float> values;
+  values.resize(k_padded * kPanelWidth);
   for (int64_t pair = 0; pair < k_padded / 2; ++pair) {
     const float* column_scales = scales + std::min(pair / group_pairs, weight_groups - 1) * kPanelWidth;
     const int8_t* src = panel + pair * kPanelWidth * 2;
-    if (dtype == at::kFloat) {  // [k][64]
-      for (int64_t c = 0; c < kPanelWidth; ++c) {
-        values[(2 * pair) * kPanelWidth + c] = static_cast<float>(src[2 * c]) * column_scales[c];
-        values[(2 * pair + 1) * kPanelWidth + c] = static_cast<float>(src[2 * c + 1]) * column_scales[c];
-      }
-    } else {  // [k / 2][64][2], same order as the int8 panel
-      for (int64_t i = 0; i < 2 * kPanelWidth; ++i) {
-        values[pair * kPanelWidth * 2 + i] = static_cast<float>(src[i]) * column_scales[i / 2];
-      }
+    for (int64_t c = 0; c < kPanelWidth; ++c) {  // float32 panels are [k][64]
+      values[(2 * pair) * kPanelWidth + c] = static_cast<float>(src[2 * c]) * column_scales[c];
+      values[(2 * pair + 1) * kPanelWidth + c] = static_cast<float>(src[2 * c + 1]) * column_scales[c];
     }
   }
-  if (dtype == at::kFloat) return values;
-  // float32 -> bfloat16, rounding to nearest even (the values are finite).
-  thread_local std::vector<uint16_t> halves;
-  halves.resize(k_padded * kPanelWidth);
-  for (int64_t i = 0; i < k_padded * kPanelWidth; ++i) {
-    uint32_t b;
-    std::memcpy(&b, values + i, sizeof(b));
-    halves[i] = static_cast<uint16_t>((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
-  }
-  return halves.data();
+  return values.data();
 }
 
 template <typename Epilogue>

@@ -48,6 +48,13 @@ struct Int8PanelArgs {
   int64_t out_stride;
 };
 
+// One int8 panel ([pairs][kPanelWidth][2], scales [weight_groups][kPanelWidth], group_pairs k pairs per scale
+// group) as the bfloat16 panel of the same layout, each value w * scale rounded to nearest even.
+void DequantizePanelBf16Portable(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t group_pairs,
+                                 int64_t pairs, uint16_t* out);
+void DequantizePanelBf16Avx512(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t group_pairs,
+                               int64_t pairs, uint16_t* out);
+
 void PanelInt8Portable(const Int8PanelArgs& args);
 void PanelInt8Avx2(const Int8PanelArgs& args);
 void PanelInt8Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well

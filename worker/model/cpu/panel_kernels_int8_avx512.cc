@@ -1,5 +1,5 @@
-// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (worker/CMakeLists.txt); called only where the CPU
-// has them (cpu_isa.h: the avx512_bf16 path requires VNNI too).
+// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 (worker/CMakeLists.txt); called only where the
+// CPU has them (cpu_isa.h: the avx512_bf16 path requires VNNI too).
 #include <algorithm>
 
 #include "worker/model/cpu/panel_kernels.h"
@@ -79,6 +79,31 @@ void Int8Rows(const Int8PanelArgs& args, int64_t m0) {
 }
 
 }  // namespace
+
+void DequantizePanelBf16Avx512(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t group_pairs,
+                               int64_t pairs, uint16_t* out) {
+  // Element j of a 16-value block holds column j / 2: each scale twice.
+  const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  for (int64_t group_start = 0; group_start < pairs; group_start += group_pairs) {
+    const float* column_scales = scales + std::min(group_start / group_pairs, weight_groups - 1) * kPanelWidth;
+    __m512 block_scales[8];
+    for (int b = 0; b < 8; ++b) {
+      block_scales[b] = _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(_mm256_loadu_ps(column_scales + 8 * b)));
+    }
+    const int64_t group_end = std::min(pairs, group_start + group_pairs);
+    for (int64_t pair = group_start; pair < group_end; ++pair) {
+      const int8_t* src = panel + pair * 2 * kPanelWidth;
+      uint16_t* dst = out + pair * 2 * kPanelWidth;
+#pragma GCC unroll 8
+      for (int b = 0; b < 8; ++b) {
+        const __m512 values =
+            _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 16 * b))));
+        const __m256bh rounded = _mm512_cvtneps_pbh(_mm512_mul_ps(values, block_scales[b]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16 * b), reinterpret_cast<const __m256i&>(rounded));
+      }
+    }
+  }
+}
 
 // Six rows use 24 of the 32 vector registers for sums.
 void PanelInt8Avx512(const Int8PanelArgs& args) {
