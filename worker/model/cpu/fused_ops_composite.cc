@@ -2,6 +2,10 @@
 // packed. tools/llmc_export/ops.py has the same math in Python.
 #include "worker/model/cpu/fused_ops.h"
 
+#ifdef LLMC_WITH_CUDA
+#include "worker/model/int8_linear_cuda.h"
+#endif
+
 namespace llmc::model::cpu::composite {
 namespace {
 
@@ -31,6 +35,24 @@ at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, 
   return (weight.to(at::kFloat) * weight_scale.to(at::kFloat).repeat_interleave(group, 1)).to(dtype);
 }
 
+namespace {
+
+// input @ W^T (+ bias) in input's dtype, W = weight or its dequantized int8: on CUDA, decode-sized batches of
+// int8 weights go through the int8 kernel, which reads each weight once instead of materializing W.
+at::Tensor Project(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
+                   const c10::optional<at::Tensor>& bias = c10::nullopt) {
+#ifdef LLMC_WITH_CUDA
+  if (weight_scale.numel() != 0 && Int8LinearCudaApplies(input, weight, weight_scale)) {
+    at::Tensor out = Int8LinearCuda(input, weight, weight_scale);
+    if (bias.has_value() && bias->defined()) out = out + bias->to(at::kFloat);
+    return out.to(input.scalar_type());
+  }
+#endif
+  return at::linear(input, Dequantize(weight, weight_scale, input.scalar_type()), bias);
+}
+
+}  // namespace
+
 at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at::Tensor& weight_scale,
                  int64_t hidden_size) {
   TORCH_CHECK(weight.dim() == 2 && weight.size(1) == hidden_size, "embed: weight must be [vocab, hidden_size]");
@@ -45,8 +67,7 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
                           const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
                           const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads) {
   const int64_t head_dim = key_cache.size(3), tokens = hidden.size(0);
-  const at::Tensor qkv =
-      at::linear(RmsNorm(hidden, norm_weight, eps), Dequantize(weight, weight_scale, hidden.scalar_type()), bias);
+  const at::Tensor qkv = Project(RmsNorm(hidden, norm_weight, eps), weight, weight_scale, bias);
   const at::Tensor q = qkv.narrow(1, 0, num_heads * head_dim).reshape({tokens, num_heads, head_dim});
   const at::Tensor k =
       qkv.narrow(1, num_heads * head_dim, num_kv_heads * head_dim).reshape({tokens, num_kv_heads, head_dim});
@@ -61,21 +82,19 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
 
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
                           const at::Tensor& residual) {
-  return residual + at::linear(input, Dequantize(weight, weight_scale, input.scalar_type()));
+  return residual + Project(input, weight, weight_scale);
 }
 
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
                              const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size) {
-  const at::Tensor gate_up =
-      at::linear(RmsNorm(hidden, norm_weight, eps), Dequantize(weight, weight_scale, hidden.scalar_type()));
+  const at::Tensor gate_up = Project(RmsNorm(hidden, norm_weight, eps), weight, weight_scale);
   return at::silu(gate_up.narrow(-1, 0, intermediate_size)) * gate_up.narrow(-1, intermediate_size, intermediate_size);
 }
 
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                          const at::Tensor& weight_scale, int64_t vocab_size) {
   TORCH_CHECK(weight.size(0) == vocab_size, "rms_norm_lm_head: weight has ", weight.size(0), " rows, not ", vocab_size);
-  return at::linear(RmsNorm(hidden, norm_weight, eps), Dequantize(weight, weight_scale, hidden.scalar_type()))
-      .to(at::kFloat);
+  return Project(RmsNorm(hidden, norm_weight, eps), weight, weight_scale).to(at::kFloat);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden,

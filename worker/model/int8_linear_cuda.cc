@@ -1,0 +1,37 @@
+// The torch-facing side of the CUDA int8 matrix product (int8_linear_cuda_kernels.h). Built only when
+// libtorch has CUDA (LLMC_WITH_CUDA).
+#include "worker/model/int8_linear_cuda.h"
+
+#include <ATen/cuda/CUDAContext.h>
+
+#include "worker/model/int8_linear_cuda_kernels.h"
+
+namespace llmc::model {
+
+bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale) {
+  return input.is_cuda() && weight.is_cuda() && weight.scalar_type() == at::kChar && weight.dim() == 2 &&
+         input.dim() == 2 && input.size(0) >= 1 && input.size(0) <= cuda::kInt8LinearMaxRows &&
+         (input.scalar_type() == at::kFloat || input.scalar_type() == at::kBFloat16) && weight.size(1) % 16 == 0 &&
+         weight_scale.dim() == 2 && weight_scale.size(0) == weight.size(0) &&
+         weight.size(1) % weight_scale.size(1) == 0 && (weight.size(1) / weight_scale.size(1)) % 16 == 0;
+}
+
+at::Tensor Int8LinearCuda(const at::Tensor& input_in, const at::Tensor& weight_in, const at::Tensor& scale_in) {
+  const at::Tensor input = input_in.contiguous(), weight = weight_in.contiguous();
+  const at::Tensor scales = scale_in.to(at::kFloat).contiguous();
+  at::Tensor out = at::empty({input.size(0), weight.size(0)}, input.options().dtype(at::kFloat));
+  const cuda::Int8LinearParams params{input.data_ptr(),
+                                      weight.data_ptr<int8_t>(),
+                                      scales.data_ptr<float>(),
+                                      out.data_ptr<float>(),
+                                      static_cast<int>(input.size(0)),
+                                      static_cast<int>(weight.size(0)),
+                                      static_cast<int>(weight.size(1)),
+                                      static_cast<int>(scales.size(1)),
+                                      input.scalar_type() == at::kBFloat16};
+  const cudaError_t error = cuda::LaunchInt8Linear(params, at::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(error == cudaSuccess, "int8 linear: ", cudaGetErrorString(error));
+  return out;
+}
+
+}  // namespace llmc::model

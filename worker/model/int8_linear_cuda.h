@@ -1,0 +1,17 @@
+#ifndef LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_H_
+#define LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_H_
+
+#include <ATen/ATen.h>
+
+namespace llmc::model {
+
+// Whether the CUDA int8 kernel takes `input @ dequantized(weight)^T`: CUDA tensors, a decode-sized batch
+// (int8_linear_cuda_kernels.h), widths it supports. Otherwise the composite dequantizes for cuBLAS.
+bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale);
+
+// float32 [rows, N] = input [rows, K] @ (weight int8 [N, K] * weight_scale [N, G])^T.
+at::Tensor Int8LinearCuda(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale);
+
+}  // namespace llmc::model
+
+#endif  // LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_H_

@@ -1,0 +1,34 @@
+#ifndef LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_KERNELS_H_
+#define LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_KERNELS_H_
+
+// A weight-only int8 matrix product for decode-sized batches on CUDA: raw device pointers, no libtorch
+// types, so nvcc compiles it where libtorch has no CUDA (CI checks it that way). The torch-facing glue is
+// int8_linear_cuda.cc.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace llmc::model::cuda {
+
+// out[m][n] = sum_k x[m][k] * weight[n][k] * scales[n][k / (k_size / groups)], float32 out.
+struct Int8LinearParams {
+  const void* x;         // [rows, k_size], float32 or bfloat16 (x_is_bf16)
+  const int8_t* weight;  // [columns, k_size], row-major
+  const float* scales;   // [columns, groups]
+  float* out;            // [rows, columns]
+  int rows;              // at most kInt8LinearMaxRows
+  int columns;
+  int k_size;  // a multiple of 16; k_size / groups a multiple of 16
+  int groups;
+  bool x_is_bf16;
+};
+
+// Rows one launch takes; larger batches dequantize and use cuBLAS.
+inline constexpr int kInt8LinearMaxRows = 32;
+
+cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream);
+
+}  // namespace llmc::model::cuda
+
+#endif  // LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_KERNELS_H_
