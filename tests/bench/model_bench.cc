@@ -193,6 +193,8 @@ int main(int argc, char** argv) {
     std::string label;
     std::map<std::string, double> step_ms;
     std::vector<Row> rows;
+    // Per shape, the greedy step of every run, in run order (for ratios run by run).
+    std::map<std::string, std::vector<double>> run_ms;
   };
   std::vector<Measured> measured;
   for (const std::string& package : packages) {
@@ -245,6 +247,7 @@ int main(int argc, char** argv) {
           const double ms = Seconds(start) * 1e3;
           if (run < 0) continue;
           best_ms[i][greedy] = std::min(best_ms[i][greedy], ms);
+          if (greedy) m.run_ms[shape.label].push_back(ms);
           if (greedy && moment_gbs > 0) paired[i].push_back(m.weight_bytes / (ms * 1e6) / moment_gbs);
         }
       }
@@ -297,14 +300,22 @@ int main(int argc, char** argv) {
     }
     std::printf("%-10s weights %.0f MB\n", label, m.weight_bytes / 1e6);
   }
-  // How much faster each package's (greedy) step is than the first's, from the same interleaved runs.
+  // How much faster each package's (greedy) step is than the first's: the median over the runs of the ratio
+  // of the two steps taken back to back in that run (robust to the machine's slow spells), and the ratio of
+  // the best steps.
   for (size_t i = 1; i < measured.size(); ++i) {
-    std::printf("%s against %s, speed-up (step time of %s / step time of %s):", measured[i].label.c_str(),
-                measured[0].label.c_str(), measured[0].label.c_str(), measured[i].label.c_str());
+    std::printf("%s against %s, speed-up (step time of %s / step time of %s), median of runs (best of each):\n",
+                measured[i].label.c_str(), measured[0].label.c_str(), measured[0].label.c_str(),
+                measured[i].label.c_str());
     for (const Row& row : measured[i].rows) {
-      std::printf(" %s %.2fx;", row.label, measured[0].step_ms[row.label] / row.greedy_ms);
+      const std::vector<double>& first = measured[0].run_ms[row.label];
+      const std::vector<double>& other = measured[i].run_ms[row.label];
+      std::vector<double> ratios;
+      for (size_t run = 0; run < std::min(first.size(), other.size()); ++run) ratios.push_back(first[run] / other[run]);
+      std::sort(ratios.begin(), ratios.end());
+      const double median = ratios.empty() ? 0 : ratios[ratios.size() / 2];
+      std::printf("  %-14s %.2fx (%.2fx)\n", row.label, median, measured[0].step_ms[row.label] / row.greedy_ms);
     }
-    std::printf("\n");
   }
   return 0;
 }
