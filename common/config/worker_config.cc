@@ -22,6 +22,9 @@ absl::Status WorkerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("quantization_group_size must be 0, 32, 64, 128, 256 or 512, got ", quantization_group_size));
   }
+  if (quantization_group_size != 0 && quantization != "int8") {
+    return absl::InvalidArgumentError("quantization_group_size applies only with quantization int8");
+  }
   if (kv_cache_memory_fraction <= 0 || kv_cache_memory_fraction > 0.95) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_cache_memory_fraction must be in (0, 0.95], got ", kv_cache_memory_fraction));

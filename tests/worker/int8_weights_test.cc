@@ -1,11 +1,14 @@
 // int8 weights (W8A16): the quantizer's bounds, and every fused operator on packed int8 weights against its
 // composite on the dequantized weights, on every instruction-set path this machine has, forced one by one.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "tests/support/cpu_kernel_paths.h"
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
 
 namespace llmc::model::cpu {
@@ -28,7 +31,7 @@ const std::vector<int64_t> kRows = {1, 2, 5, 6, 7, 16, 17, 33};
 
 TEST_CASE("int8 weights: quantize round trip within half a step, zero rows, group sizes", "[unit][int8]") {
   at::manual_seed(11);
-  for (const int64_t group_size : {0, 32, 128}) {
+  for (const int64_t group_size : {0, 32, 128, 256}) {
     INFO("group size " << group_size);
     at::Tensor weight = Random({70, 256}, at::kBFloat16, 0.05);
     weight[3].zero_();
@@ -63,8 +66,8 @@ TEST_CASE("int8 weights: linear_residual, gate/up and the LM head match the dequ
   at::manual_seed(12);
   const at::Tensor none = at::empty({0});
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
-    for (const int64_t group_size : {0, 32, 64}) {
-      for (const int64_t k : {64, 192, 320}) {
+    for (const int64_t group_size : {0, 32, 64, 256, 512}) {
+      for (const int64_t k : {64, 192, 320, 512, 1024}) {
         if (group_size > 0 && k % group_size != 0) continue;
         const int64_t n = 70;
         const Int8Weight weight = MakeInt8(n, k, group_size);
@@ -181,6 +184,25 @@ TEST_CASE("int8 weights: every path sums the same integers", "[unit][int8]") {
   testing::ForEachCpuKernelPath(
       [&] { outputs.push_back(LinearResidual(input, weight.packed, weight.scales, residual)); });
   for (const at::Tensor& out : outputs) CHECK(RelativeError(out, outputs.front()) < 1e-6);
+}
+
+TEST_CASE("int8 weights: activation rows quantize to int16 within half a step; Inf and NaN are marked",
+          "[unit][int8]") {
+  std::vector<float> x = {0.5f, -1.0f, 0.25f, 1e-3f, 3.0f, -3.0f, 0.0f, 1.5f};
+  std::vector<int16_t> q(10, 7);
+  std::vector<float> scales(2);
+  QuantizeActivationRow(x.data(), 8, 10, 4, 2, q.data(), scales.data());
+  CHECK(scales[0] == Approx(1.0f / 32767));
+  CHECK(q[1] == -32767);
+  CHECK(q[4] == 32767);
+  for (int i = 0; i < 8; ++i) CHECK(std::abs(q[i] * scales[i / 4] - x[i]) <= scales[i / 4] * 0.5f + 1e-9f);
+  CHECK(q[8] == 0);
+  CHECK(q[9] == 0);
+  x[5] = std::numeric_limits<float>::infinity();
+  QuantizeActivationRow(x.data(), 8, 10, 4, 2, q.data(), scales.data());
+  CHECK(std::isnan(scales[1]));
+  CHECK(q[5] == 0);
+  CHECK(scales[0] == Approx(1.0f / 32767));  // the other group is untouched
 }
 
 TEST_CASE("int8 weights: a packed int8 weight without matching scales is refused", "[unit][int8]") {

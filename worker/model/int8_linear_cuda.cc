@@ -10,7 +10,9 @@ namespace llmc::model {
 
 bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale) {
   return input.is_cuda() && weight.is_cuda() && weight.scalar_type() == at::kChar && weight.dim() == 2 &&
-         input.dim() == 2 && input.size(0) >= 1 && input.size(0) <= cuda::kInt8LinearMaxRows &&
+         input.dim() == 2 && input.size(1) == weight.size(1) && input.size(0) >= 1 &&
+         input.size(0) <= cuda::kInt8LinearMaxRows && weight.is_contiguous() &&
+         reinterpret_cast<uintptr_t>(weight.data_ptr()) % 16 == 0 &&
          (input.scalar_type() == at::kFloat || input.scalar_type() == at::kBFloat16) && weight.size(1) % 16 == 0 &&
          weight_scale.dim() == 2 && weight_scale.size(0) == weight.size(0) &&
          weight.size(1) % weight_scale.size(1) == 0 && (weight.size(1) / weight_scale.size(1)) % 16 == 0;

@@ -1,6 +1,8 @@
 #include "worker/model/loaded_model.h"
 
+#ifdef __linux__
 #include <malloc.h>
+#endif
 
 #include <c10/core/InferenceMode.h>
 #include <torch/cuda.h>
@@ -153,6 +155,12 @@ absl::Status CheckQuantization(const std::vector<Projection>& projections, const
       continue;
     }
     const int64_t k = p.weight.size(1);
+    if (!cpu::IsSupportedInt8GroupSize(m.quantization_group_size) ||
+        (m.quantization_group_size > 0 && k % m.quantization_group_size != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("quantization_group_size ", m.quantization_group_size,
+                                                     " does not fit ", p.name, " (", k,
+                                                     " inputs; 0, or 32, 64, 128, 256, 512 dividing them)"));
+    }
     const int64_t groups = m.quantization_group_size == 0 ? 1 : k / m.quantization_group_size;
     if (p.scale.dim() != 2 || p.scale.size(0) != p.weight.size(0) || p.scale.size(1) != groups ||
         p.scale.scalar_type() != at::kFloat) {

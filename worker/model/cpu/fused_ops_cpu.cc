@@ -8,13 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <tuple>
 #include <vector>
 
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/thread_team.h"
@@ -151,23 +151,11 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
   return staged;
 }
 
-// One row of float values to int16, symmetric, one scale per group (zeros in the padding).
+// One row of float values to int16 (int8_staging.h), into row `row` of the staging.
 void QuantizeRow(const float* x, int64_t k, const Staged& staged, int64_t row) {
-  int16_t* dst = reinterpret_cast<int16_t*>(staged.data) + row * staged.stride;
-  float* scales = staged.scales + row * staged.groups;
-  const int64_t group_size = 2 * staged.group_pairs;
-  for (int64_t g = 0; g < staged.groups; ++g) {
-    const int64_t begin = g * group_size, end = std::min(k, begin + group_size);
-    float amax = 0;
-    for (int64_t i = begin; i < end; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float inverse = amax > 0 ? 32767.0f / amax : 0.0f;
-    scales[g] = amax / 32767.0f;
-    // Round half to even by adding and subtracting 1.5 * 2^23 (|value| <= 32767): unlike nearbyint, which
-    // the baseline ISA has no instruction for, this vectorizes.
-    constexpr float kRounder = 12582912.0f;
-    for (int64_t i = begin; i < end; ++i) dst[i] = static_cast<int16_t>((x[i] * inverse + kRounder) - kRounder);
-  }
-  std::fill(dst + k, dst + staged.stride, int16_t{0});
+  QuantizeActivationRow(x, k, staged.stride, 2 * staged.group_pairs, staged.groups,
+                        reinterpret_cast<int16_t*>(staged.data) + row * staged.stride,
+                        staged.scales + row * staged.groups);
 }
 
 // The team has at most this many members (fewer when an operator runs inside another job).
@@ -232,38 +220,8 @@ void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, c
 }
 
 // Inside a team job: members claim runs of panels from `queue` (one per operator, over the weight's panels);
-// epilogue(panel,
-// first_row, rows, c) sees the float results c[rows][kPanelWidth] of one panel for a block of rows.
-// One packed int8 panel ([k_padded / 2][64][2] with scales [weight_groups][64]) as a panel of the same layout
-// in `dtype` (bfloat16 rounded to nearest even, or float32 [k_padded][64]), into this thread's buffer.
-const void* DequantizePanel(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t k,
-                            int64_t k_padded, at::ScalarType dtype) {
-  const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
-  if (dtype == at::kBFloat16) {
-    thread_local std::vector<uint16_t> halves;
-    halves.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
-#ifdef LLMC_CPU_X86_KERNELS
-    if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
-      DequantizePanelBf16Avx512(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
-      return halves.data();
-    }
-#endif
-    DequantizePanelBf16Portable(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
-    return halves.data();
-  }
-  thread_local std::vector<float> values;
-  values.resize(k_padded * kPanelWidth);
-  for (int64_t pair = 0; pair < k_padded / 2; ++pair) {
-    const float* column_scales = scales + std::min(pair / group_pairs, weight_groups - 1) * kPanelWidth;
-    const int8_t* src = panel + pair * kPanelWidth * 2;
-    for (int64_t c = 0; c < kPanelWidth; ++c) {  // float32 panels are [k][64]
-      values[(2 * pair) * kPanelWidth + c] = static_cast<float>(src[2 * c]) * column_scales[c];
-      values[(2 * pair + 1) * kPanelWidth + c] = static_cast<float>(src[2 * c + 1]) * column_scales[c];
-    }
-  }
-  return values.data();
-}
-
+// epilogue(panel, first_row, rows, c) sees the float results c[rows][kPanelWidth] of one panel for a block of
+// rows.
 template <typename Epilogue>
 void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight, WorkQueue& queue,
                   Epilogue&& epilogue) {
@@ -314,8 +272,8 @@ void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& we
   if (weight.int8()) {
     TORCH_CHECK(IsPackedScales(weight.scales, weight.packed), op, ": packed int8 weight needs packed scales");
     const int64_t k = hidden.size(1), groups = weight.scales.size(1);
-    TORCH_CHECK(groups == 1 || (k % groups == 0 && IsSupportedInt8GroupSize(k / groups)), op, ": ", groups,
-                " scale groups do not fit ", k, " inputs");
+    TORCH_CHECK(groups == 1 || (groups > 1 && k % groups == 0 && IsSupportedInt8GroupSize(k / groups)), op, ": ",
+                groups, " scale groups do not fit ", k, " inputs");
   } else {
     TORCH_CHECK(hidden.scalar_type() == weight.packed.scalar_type(), op, ": input and weight dtypes differ");
   }

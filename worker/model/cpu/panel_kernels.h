@@ -27,7 +27,7 @@ struct PanelArgs {
   int64_t out_stride;  // floats, >= kPanelWidth
 };
 
-// int8 weights (int8_weights.h): the panel is [k_padded / 2][kPanelWidth][2] int8 and its scales
+// int8 weights (packed_weight.h, int8_staging.h): the panel is [k_padded / 2][kPanelWidth][2] int8 and its scales
 // [weight_groups][kPanelWidth] float32; the activations were quantized to int16 per row and per group of
 // `group_pairs` k pairs, with one float scale each. Within a group the products are summed exactly in int32
 // (|a| <= 32767, |w| <= 127 and at most 256 pairs, so no overflow); at the group's end the sum is scaled by

@@ -28,7 +28,6 @@ inline Int32x16 DotPairs(Int32x16 acc, __m512i x, __m512i w) {
 // Rows rows against the k pairs of group g: 4 column vectors x Rows int32 sums; each k pair of 16 columns
 // (32 bytes) is widened to int16 once and serves every row through vpdpwssd. At the end the sums are scaled
 // and added to the float32 output rows, which stay in L1. One group per call keeps the 24 sums in registers
-//.
 template <int Rows>
 void Int8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
   const int16_t* a = args.a + m0 * args.a_stride;

@@ -51,10 +51,8 @@ void DequantizePanelBf16Portable(const int8_t* panel, const float* scales, int64
   for (int64_t pair = 0; pair < pairs; ++pair) {
     const float* column_scales = scales + std::min(pair / group_pairs, weight_groups - 1) * kPanelWidth;
     for (int64_t i = 0; i < 2 * kPanelWidth; ++i) {
-      const float value = static_cast<float>(panel[pair * 2 * kPanelWidth + i]) * column_scales[i / 2];
-      uint32_t bits;
-      std::memcpy(&bits, &value, sizeof(bits));
-      out[pair * 2 * kPanelWidth + i] = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+      out[pair * 2 * kPanelWidth + i] =
+          attention_detail::FloatToBf16(static_cast<float>(panel[pair * 2 * kPanelWidth + i]) * column_scales[i / 2]);
     }
   }
 }

@@ -1,0 +1,69 @@
+#include "worker/model/cpu/int8_staging.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/panel_kernels.h"
+
+namespace llmc::model::cpu {
+
+void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups, int16_t* dst,
+                           float* scales) {
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t begin = g * group_size, end = std::min(k, begin + group_size);
+    float amax = 0, finite = 0;
+    for (int64_t i = begin; i < end; ++i) {
+      amax = std::max(amax, std::fabs(x[i]));
+      finite += x[i] * 0.0f;  // NaN once any value is Inf or NaN
+    }
+    const float scale = amax / 32767.0f;
+    if (finite != 0.0f) {
+      std::fill(dst + begin, dst + std::max(begin, end), int16_t{0});
+      scales[g] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    scales[g] = scale;
+    const float inverse = scale >= std::numeric_limits<float>::min() ? 1.0f / scale : 0.0f;
+    // Round half to even by adding and subtracting 1.5 * 2^23 (|value| <= 32767): unlike nearbyint, which
+    // the baseline ISA has no instruction for, this vectorizes.
+    constexpr float kRounder = 12582912.0f;
+    for (int64_t i = begin; i < end; ++i) {
+      const float rounded = (x[i] * inverse + kRounder) - kRounder;
+      dst[i] = static_cast<int16_t>(std::min(32767.0f, std::max(-32767.0f, rounded)));
+    }
+  }
+  std::fill(dst + std::min(k, stride), dst + stride, int16_t{0});
+}
+
+const void* DequantizePanel(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t k,
+                            int64_t k_padded, at::ScalarType dtype) {
+  const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
+  if (dtype == at::kBFloat16) {
+    thread_local std::vector<uint16_t> halves;
+    halves.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
+#ifdef LLMC_CPU_X86_KERNELS
+    if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+      DequantizePanelBf16Avx512(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
+      return halves.data();
+    }
+#endif
+    DequantizePanelBf16Portable(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
+    return halves.data();
+  }
+  thread_local std::vector<float> values;
+  values.resize(k_padded * kPanelWidth);
+  for (int64_t pair = 0; pair < k_padded / 2; ++pair) {
+    const float* column_scales = scales + std::min(pair / group_pairs, weight_groups - 1) * kPanelWidth;
+    const int8_t* src = panel + pair * kPanelWidth * 2;
+    for (int64_t c = 0; c < kPanelWidth; ++c) {  // float32 panels are [k][64]
+      values[(2 * pair) * kPanelWidth + c] = static_cast<float>(src[2 * c]) * column_scales[c];
+      values[(2 * pair + 1) * kPanelWidth + c] = static_cast<float>(src[2 * c + 1]) * column_scales[c];
+    }
+  }
+  return values.data();
+}
+
+}  // namespace llmc::model::cpu

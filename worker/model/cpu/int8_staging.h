@@ -1,0 +1,26 @@
+#ifndef LLMC_WORKER_MODEL_CPU_INT8_STAGING_H_
+#define LLMC_WORKER_MODEL_CPU_INT8_STAGING_H_
+
+// What the fused operators do around the int8 panel kernels (panel_kernels.h): quantize an input row to the
+// kernels' int16, and, for batches big enough to prefer the bfloat16/float32 kernels, dequantize a panel.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace llmc::model::cpu {
+
+// x[0..k) to dst[0..stride) as int16, symmetric, one scale per group of `group_size` inputs (scales[g]:
+// x ~= dst * scale), round to nearest even, zeros past k. A group holding Inf or NaN gets zeros and a NaN
+// scale, so the operator's output shows it instead of reading garbage.
+void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups, int16_t* dst,
+                           float* scales);
+
+// One packed int8 panel ([k_padded / 2][64][2], scales [weight_groups][64] over `k` inputs) as a panel of
+// the plain kernels' layout in `dtype`: bfloat16 [k_padded / 2][64][2] rounded to nearest even, or float32
+// [k_padded][64]. The result lives in a buffer of the calling thread until its next call.
+const void* DequantizePanel(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t k,
+                            int64_t k_padded, at::ScalarType dtype);
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_INT8_STAGING_H_
