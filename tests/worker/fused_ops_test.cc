@@ -8,26 +8,20 @@
 #include <vector>
 
 #include "tests/support/cpu_kernel_paths.h"
+#include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/packed_weight.h"
 
 namespace llmc::model::cpu {
 namespace {
 
+using testing::Random;
+using testing::RelativeError;
+
 // The weight_scale of a weight in the activations' dtype.
 at::Tensor NoScale() { return at::empty({0}, at::kFloat); }
 
 double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 3e-2; }
-
-// Largest difference relative to the reference's largest magnitude.
-double RelativeError(const at::Tensor& actual, const at::Tensor& expected) {
-  const double scale = std::max(1.0, expected.abs().max().item<double>());
-  return (actual.to(at::kFloat) - expected.to(at::kFloat)).abs().max().item<double>() / scale;
-}
-
-at::Tensor Random(std::vector<int64_t> sizes, at::ScalarType dtype, double scale = 1.0) {
-  return (at::randn(sizes, at::kFloat) * scale).to(dtype);
-}
 
 const std::vector<int64_t> kRows = {1, 2, 5, 16, 17, 32, 33};
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tests/support/cpu_kernel_paths.h"
+#include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
@@ -14,18 +15,12 @@
 namespace llmc::model::cpu {
 namespace {
 
+using testing::Random;
+using testing::RelativeError;
+
 // The kernels quantize activations to int16 per group, so beside the weights' own rounding (which the
 // dequantized reference shares) the error is that of 15-bit inputs, below bfloat16's 8 bits.
 double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
-
-double RelativeError(const at::Tensor& actual, const at::Tensor& expected) {
-  const double scale = std::max(1.0, expected.abs().max().item<double>());
-  return (actual.to(at::kFloat) - expected.to(at::kFloat)).abs().max().item<double>() / scale;
-}
-
-at::Tensor Random(std::vector<int64_t> sizes, at::ScalarType dtype, double scale = 1.0) {
-  return (at::randn(sizes, at::kFloat) * scale).to(dtype);
-}
 
 const std::vector<int64_t> kRows = {1, 2, 5, 6, 7, 16, 17, 33};
 
