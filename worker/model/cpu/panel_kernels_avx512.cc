@@ -5,6 +5,7 @@
 
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/row_blocks.h"
 #include "worker/model/cpu/vector_math.h"
 #include "worker/model/cpu/x86_intrinsics.h"
 
@@ -92,32 +93,6 @@ void FloatRows(const PanelArgs& args, int64_t m0) {
     float* out = args.out + (m0 + r) * args.out_stride;
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) _mm512_storeu_ps(out + 16 * j, acc[r][j]);
-  }
-}
-
-// Six rows use 24 of the 32 vector registers for accumulators.
-template <template <int> class Runner>
-void ForRowBlocks(const PanelArgs& args) {
-  int64_t m0 = 0;
-  for (; m0 + 6 <= args.rows; m0 += 6) Runner<6>::Run(args, m0);
-  switch (args.rows - m0) {
-    case 5:
-      Runner<5>::Run(args, m0);
-      break;
-    case 4:
-      Runner<4>::Run(args, m0);
-      break;
-    case 3:
-      Runner<3>::Run(args, m0);
-      break;
-    case 2:
-      Runner<2>::Run(args, m0);
-      break;
-    case 1:
-      Runner<1>::Run(args, m0);
-      break;
-    default:
-      break;
   }
 }
 

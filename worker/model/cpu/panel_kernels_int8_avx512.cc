@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/row_blocks.h"
 #include "worker/model/cpu/x86_intrinsics.h"
 
 namespace llmc::model::cpu {
@@ -73,9 +74,11 @@ void Int8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
 }
 
 template <int Rows>
-void Int8Rows(const Int8PanelArgs& args, int64_t m0) {
-  for (int64_t g = 0; g < args.groups; ++g) Int8GroupRows<Rows>(args, m0, g);
-}
+struct Int8Runner {
+  static void Run(const Int8PanelArgs& args, int64_t m0) {
+    for (int64_t g = 0; g < args.groups; ++g) Int8GroupRows<Rows>(args, m0, g);
+  }
+};
 
 }  // namespace
 
@@ -104,29 +107,6 @@ void DequantizePanelBf16Avx512(const int8_t* panel, const float* scales, int64_t
   }
 }
 
-// Six rows use 24 of the 32 vector registers for sums.
-void PanelInt8Avx512(const Int8PanelArgs& args) {
-  int64_t m0 = 0;
-  for (; m0 + 6 <= args.rows; m0 += 6) Int8Rows<6>(args, m0);
-  switch (args.rows - m0) {
-    case 5:
-      Int8Rows<5>(args, m0);
-      break;
-    case 4:
-      Int8Rows<4>(args, m0);
-      break;
-    case 3:
-      Int8Rows<3>(args, m0);
-      break;
-    case 2:
-      Int8Rows<2>(args, m0);
-      break;
-    case 1:
-      Int8Rows<1>(args, m0);
-      break;
-    default:
-      break;
-  }
-}
+void PanelInt8Avx512(const Int8PanelArgs& args) { ForRowBlocks<Int8Runner>(args); }
 
 }  // namespace llmc::model::cpu
