@@ -16,7 +16,7 @@ struct WorkerConfig {
   std::string model_name;  // empty: the manifest's name
   std::string device = "auto";
   std::string dtype;                     // empty: the package's
-  std::string quantization;              // empty: the package's; "int8" quantizes a bfloat16/float32 package at load
+  std::string quantization;              // empty: the package's; "int8"/"w8a8" quantize a bf16/f32 package at load
   uint32_t quantization_group_size = 0;  // 0: one int8 scale per output row
   uint32_t max_model_len = 0;            // 0: the manifest's max_context_length
 
@@ -47,7 +47,8 @@ struct WorkerConfig {
     v("device", device, "auto (CUDA when available), cpu, cuda or cuda:N");
     v("dtype", dtype, "float32 or bfloat16; empty uses the package's");
     v("quantization", quantization,
-      "none or int8 (weight-only int8, quantized at load unless the package is int8); empty uses the package's");
+      "none, int8 (weight-only int8, quantized at load unless the package is int8) or w8a8 (int8 weights and "
+      "int8 activations, CPU only); empty uses the package's");
     v("quantization_group_size", quantization_group_size,
       "int8 quantization at load: 0 for one scale per output row, or inputs per scale (32, 64, 128, 256, 512)");
     v("max_model_len", max_model_len, "context length limit (prompt + completion); 0 uses the manifest's");

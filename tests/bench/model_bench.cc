@@ -4,7 +4,7 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir> [<package-dir> ...]
+//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a8] [<package-dir>[:int8|:w8a8] ...]
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -86,7 +86,7 @@ int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
   const int64_t per_layer =
       m.hidden_size * qkv_rows + q_width * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
   const int64_t lm_head = m.vocab_size * m.hidden_size;
-  if (m.quantization != "int8") {
+  if (m.quantization != "int8" && m.quantization != "w8a8") {
     const int64_t embeddings = m.tie_word_embeddings ? 0 : lm_head;
     return (m.num_layers * per_layer + lm_head + embeddings) * static_cast<int64_t>(c10::elementSize(dtype));
   }
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
     }
   }
   if (packages.empty()) {
-    std::fprintf(stderr, "usage: %s [--profile | --bandwidth] <package-dir> [<package-dir> ...]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--profile | --bandwidth] <package-dir>[:int8|:w8a8] ...\n", argv[0]);
     return 2;
   }
   // libtorch defaults to the number of physical cores, which on a 2-vCPU machine can be 1.
@@ -197,8 +197,13 @@ int main(int argc, char** argv) {
     std::map<std::string, std::vector<double>> run_ms;
   };
   std::vector<Measured> measured;
-  for (const std::string& package : packages) {
-    auto model = llmc::model::LoadedModel::Load(package, {"cpu", ""});
+  for (const std::string& argument : packages) {
+    // PACKAGE or PACKAGE:QUANTIZATION (int8 or w8a8, quantized at load unless the package is int8).
+    const size_t colon = argument.rfind(':');
+    const std::string package = colon == std::string::npos ? argument : argument.substr(0, colon);
+    llmc::model::LoadOptions options{"cpu", ""};
+    if (colon != std::string::npos) options.quantization = argument.substr(colon + 1);
+    auto model = llmc::model::LoadedModel::Load(package, options);
     if (!model.ok()) {
       std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
       return 1;
@@ -206,7 +211,7 @@ int main(int argc, char** argv) {
     Measured m;
     const auto& manifest = (*model)->manifest();
     m.weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
-    m.label = manifest.quantization == "int8" ? "int8" : manifest.dtype;
+    m.label = manifest.quantization == "none" ? manifest.dtype : manifest.quantization;
     auto cache = (*model)->AllocateKvCache(32 * ((kContext + 2048) / kBlockSize + 2), kBlockSize);
     if (!cache.ok()) return 1;
     m.cache = *cache;

@@ -1,7 +1,7 @@
 // How close int8 weights keep a model to its bfloat16 self: teacher-forced over 512 tokens of real text
 // (this repository's documentation in the package's vocabulary), the mean KL(bf16 || int8) per position and
-// the top-1 agreement, for one scale per output row and for groups of 128 (quantized at load), and for an
-// exported int8 package when given. Prints figures; judges nothing.
+// the top-1 agreement, for one scale per output row and for groups of 128 (quantized at load), weight-only
+// (int8) and with int8 activations too (w8a8), and for an exported int8 package when given. Prints figures; judges nothing.
 //
 //   llmc_quantization_bench <bf16-package> [<int8-package>]
 #include <ATen/Parallel.h>
@@ -72,6 +72,10 @@ int main(int argc, char** argv) {
          llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "int8", 0), tokens));
   Report("groups of 128, at load",
          llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "int8", 128), tokens));
+  Report("w8a8: one scale per row",
+         llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "w8a8", 0), tokens));
+  Report("w8a8: groups of 128",
+         llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "w8a8", 128), tokens));
   if (argc > 2) {
     Report("exported int8 package",
            llmc::testing::MeasureQuantizationQuality(*reference, *Load(argv[2], "", 0), tokens));

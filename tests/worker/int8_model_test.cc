@@ -1,6 +1,6 @@
 // int8 packages and quantization at load through the C++ loader: the two ways in give the same model, the
-// composite (CUDA) path agrees with the kernels, bad combinations are refused, and on the Qwen2-0.5B-shaped
-// model int8 stays close to bfloat16 over 512 positions of real text.
+// composite (CUDA) path agrees with the kernels, w8a8 rounds the activations too, bad combinations are
+// refused, and on the Qwen2-0.5B-shaped model int8 stays close to bfloat16 over 512 positions of real text.
 // libtorch's headers (through loaded_model.h) define glog's CHECK; Catch's, included after, must win.
 #include "worker/model/loaded_model.h"
 // (keep this order)
@@ -90,6 +90,32 @@ TEST_CASE("int8 model: an exported int8 package and quantization at load give th
   }
 }
 
+TEST_CASE("int8 model: w8a8 rounds the activations of the same int8 weights, on the CPU kernels only",
+          "[integration][model][int8]") {
+  const std::string bf16 = Export("tiny", {});
+  const std::string int8 = Export("tiny", {"--quantize", "int8"});
+  const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 511, 3, 8, 150, 77, 2, 400, 12, 13, 14, 15, 16, 17, 18};
+  auto w8a8 = LoadOrFail(int8, {"cpu", "", "w8a8"});
+  CHECK(w8a8->manifest().quantization == "w8a8");
+  auto at_load = LoadOrFail(bf16, {"cpu", "", "w8a8"});
+  CHECK(at_load->manifest().quantization == "w8a8");
+  CHECK(testing::MeasureQuantizationQuality(*w8a8, *at_load, tokens, 8).max_kl == 0.0);
+  // Against weight-only int8: close, but not the same (the activations did go through int8).
+  auto weight_only = LoadOrFail(int8, {"cpu", ""});
+  const auto against_w8a16 = testing::MeasureQuantizationQuality(*weight_only, *w8a8, tokens, 8);
+  CHECK(against_w8a16.mean_kl < 0.01);
+  CHECK(against_w8a16.max_kl > 0.0);
+  auto plain = LoadOrFail(bf16, {"cpu", ""});
+  CHECK(testing::MeasureQuantizationQuality(*plain, *w8a8, tokens, 8).mean_kl < 0.01);
+
+  LoadOptions unpacked{"cpu", "", "w8a8"};
+  unpacked.pack_weights = false;
+  auto refused = LoadedModel::Load(int8, unpacked);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("w8a8 (int8 activations) runs on the CPU"));
+}
+
 TEST_CASE("int8 model: bad quantization settings and mismatched packages are refused clearly",
           "[integration][model][int8]") {
   const std::string bf16 = Export("tiny", {});
@@ -131,13 +157,15 @@ TEST_CASE("int8 model: the Qwen2-0.5B-shaped model in int8 stays close to bfloat
   const std::string bf16 = Export("qwen2-0.5b", {});
   auto reference = LoadOrFail(bf16, {"cpu", ""});
   const std::vector<int64_t> tokens = RealTextTokens(512);
-  for (const int64_t group_size : {0, 128}) {
-    auto quantized = LoadOrFail(bf16, {"cpu", "", "int8", group_size});
+  for (const auto& [quantization, group_size] :
+       std::vector<std::pair<std::string, int64_t>>{{"int8", 0}, {"int8", 128}, {"w8a8", 0}}) {
+    auto quantized = LoadOrFail(bf16, {"cpu", "", quantization, group_size});
     const auto quality = testing::MeasureQuantizationQuality(*reference, *quantized, tokens);
-    INFO("group size " << group_size << ": mean KL " << quality.mean_kl << " nats, max " << quality.max_kl
-                       << ", top-1 agreement " << quality.top1_agreement);
+    INFO(quantization << ", group size " << group_size << ": mean KL " << quality.mean_kl << " nats, max "
+                      << quality.max_kl << ", top-1 agreement " << quality.top1_agreement);
     CHECK(quality.positions == 512);
-    CHECK(quality.mean_kl <= 0.01);  // measured: 0.0008 (one scale per row), 0.0005 (groups of 128)
+    // measured: 0.0008 (one scale per row), 0.0005 (groups of 128), 0.0009 (w8a8)
+    CHECK(quality.mean_kl <= 0.01);
     // The issue asks for 95 %. A random model's next-token distributions are nearly flat (its top two logits
     // are close), so even bfloat16 rounding of the activations alone flips 3 % of its top-1 choices, and int8
     // weights flip 12-15 % (by seed) while moving the distributions by < 0.001 nats (llmc_quantization_bench prints

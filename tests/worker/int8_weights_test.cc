@@ -186,7 +186,7 @@ TEST_CASE("int8 weights: activation rows quantize to int16 within half a step; I
   std::vector<float> x = {0.5f, -1.0f, 0.25f, 1e-3f, 3.0f, -3.0f, 0.0f, 1.5f};
   std::vector<int16_t> q(10, 7);
   std::vector<float> scales(2);
-  QuantizeActivationRow(x.data(), 8, 10, 4, 2, q.data(), scales.data());
+  QuantizeActivationRow(x.data(), 8, 10, 4, 2, 32767, q.data(), scales.data());
   CHECK(scales[0] == Approx(1.0f / 32767));
   CHECK(q[1] == -32767);
   CHECK(q[4] == 32767);
@@ -194,7 +194,7 @@ TEST_CASE("int8 weights: activation rows quantize to int16 within half a step; I
   CHECK(q[8] == 0);
   CHECK(q[9] == 0);
   x[5] = std::numeric_limits<float>::infinity();
-  QuantizeActivationRow(x.data(), 8, 10, 4, 2, q.data(), scales.data());
+  QuantizeActivationRow(x.data(), 8, 10, 4, 2, 32767, q.data(), scales.data());
   CHECK(std::isnan(scales[1]));
   CHECK(q[5] == 0);
   CHECK(scales[0] == Approx(1.0f / 32767));  // the other group is untouched

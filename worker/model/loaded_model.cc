@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/paged_attention_ops.h"
 
@@ -236,14 +237,20 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   std::vector<Projection> projections = *std::move(found);
   RETURN_IF_ERROR(Annotate(CheckQuantization(projections, manifest), package_dir));
   const std::string quantization = options.quantization.empty() ? manifest.quantization : options.quantization;
-  if (quantization != "none" && quantization != "int8") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown quantization '", quantization, "' (none or int8)"));
+  if (quantization != "none" && quantization != "int8" && quantization != "w8a8") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown quantization '", quantization, "' (none, int8 or w8a8)"));
   }
   if (quantization == "none" && manifest.quantization == "int8") {
     return absl::InvalidArgumentError(absl::StrCat(
         package_dir, " holds int8 weights; serve it with quantization int8, or export the package without --quantize"));
   }
-  const bool quantize_at_load = quantization == "int8" && manifest.quantization == "none";
+  const bool int8_activations = quantization == "w8a8";
+  if (int8_activations && (!device.is_cpu() || !options.pack_weights)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantization w8a8 (int8 activations) runs on the CPU kernels only, not on ", device.str(),
+                     options.pack_weights ? "" : " without packed weights", "; use int8 (weight-only)"));
+  }
+  const bool quantize_at_load = quantization != "none" && manifest.quantization == "none";
   if (quantize_at_load && !cpu::IsSupportedInt8GroupSize(options.quantization_group_size)) {
     return absl::InvalidArgumentError(
         absl::StrCat("int8 group size ", options.quantization_group_size,
@@ -265,6 +272,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
       manifest.quantization_group_size = options.quantization_group_size;
     }
     if (device.is_cpu() && options.pack_weights) PackWeightsForCpu(projections, embedding, manifest);
+    if (int8_activations) manifest.quantization = "w8a8";
     projections.clear();
     embedding = {};
 #if defined(__GLIBC__)
@@ -275,7 +283,9 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   } catch (const std::exception& error) {
     return absl::InternalError(absl::StrCat("cannot prepare the model on ", device.str(), ": ", ConciseError(error)));
   }
-  return std::unique_ptr<LoadedModel>(new LoadedModel(std::move(manifest), std::move(module), device, dtype));
+  auto model = std::unique_ptr<LoadedModel>(new LoadedModel(std::move(manifest), std::move(module), device, dtype));
+  model->int8_activations_ = int8_activations ? cpu::Int8Activations::kInt8 : cpu::Int8Activations::kInt16;
+  return model;
 }
 
 int64_t LoadedModel::KvCacheBlockBytes(int64_t block_size) const {
@@ -297,6 +307,7 @@ absl::StatusOr<at::Tensor> LoadedModel::AllocateKvCache(int64_t num_blocks, int6
 
 void LoadedModel::ReserveStepBuffers(int64_t max_tokens, int64_t max_logits_rows, int64_t max_top_k) const {
   if (!device_.is_cpu()) return;
+  const cpu::ScopedInt8Activations activations(int8_activations_);
   const ModelManifest& m = manifest_;
   const int64_t max_depth = std::max({m.hidden_size, m.intermediate_size, m.num_heads * m.head_dim});
   cpu::ReserveCallerBuffers(max_tokens, max_depth, (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, max_logits_rows,
@@ -313,6 +324,7 @@ std::vector<c10::IValue> LoadedModel::Inputs(const ForwardBatch& batch, at::Tens
 absl::StatusOr<at::Tensor> LoadedModel::Forward(const ForwardBatch& batch, at::Tensor& kv_cache) {
   try {
     c10::InferenceMode inference;
+    const cpu::ScopedInt8Activations activations(int8_activations_);
     return module_.forward(Inputs(batch, kv_cache)).toTensor();
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(absl::StrCat("model forward failed: ", ConciseError(error)));
@@ -323,6 +335,7 @@ absl::StatusOr<SamplingLogits> LoadedModel::ForwardForSampling(const ForwardBatc
                                                                const at::Tensor& full_rows, int64_t top_k) {
   try {
     c10::InferenceMode inference;
+    const cpu::ScopedInt8Activations activations(int8_activations_);
     std::vector<c10::IValue> inputs = Inputs(batch, kv_cache);
     inputs.emplace_back(full_rows.to(device_));
     inputs.emplace_back(top_k);

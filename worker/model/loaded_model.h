@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "worker/model/cpu/int8_staging.h"
 #include "worker/model/model_manifest.h"
 
 namespace llmc::model {
@@ -16,7 +17,8 @@ struct LoadOptions {
   std::string dtype;            // empty: the package's; or "float32" / "bfloat16"
   // Empty: as the package is. "int8": a bfloat16/float32 package's projections are quantized at load
   // (weight-only, one scale per output row, or per group of quantization_group_size inputs); an int8
-  // package stays int8. "none" refuses an int8 package.
+  // package stays int8. "w8a8": int8 weights as "int8", and the CPU kernels quantize each activation row to
+  // int8 as well (per group of inputs, at run time). "none" refuses an int8 package.
   std::string quantization = "";
   int64_t quantization_group_size = 0;
   // On the CPU, repack the projection weights for the fused kernels (worker/model/cpu/). Off only to compare
@@ -81,6 +83,8 @@ class LoadedModel {
 
   ModelManifest manifest_;
   torch::jit::Module module_;
+  // What the CPU kernels' threads are set to for this model's steps (cpu/int8_staging.h).
+  cpu::Int8Activations int8_activations_ = cpu::Int8Activations::kInt16;
   at::Device device_;
   at::ScalarType dtype_;
 };

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -33,9 +34,13 @@ constexpr int64_t kRowBlock = 128;
 constexpr int64_t kAmxMinRows = 4;
 
 // From this many rows an int8 weight's panel is dequantized into the activations' type (in L2) and
-// multiplied by the bfloat16/float32 kernels, whose arithmetic beats the int8 kernels' once every weight
-// serves many rows: AMX tiles from a few rows, the others for prefill-sized blocks.
-int64_t DequantizedPanelMinRows() { return ActiveCpuIsa() == CpuIsa::kAmx ? 16 : 256; }
+// multiplied by the bfloat16/float32 kernels, whose arithmetic beats the W8A16 kernels' once every weight
+// serves many rows: AMX tiles from a few rows, the others for prefill-sized blocks. The W8A8 kernel does
+// twice the bfloat16 kernels' products per instruction, so without AMX it keeps every batch.
+int64_t DequantizedPanelMinRows(Int8Activations activations) {
+  if (ActiveCpuIsa() == CpuIsa::kAmx) return 16;
+  return activations == Int8Activations::kInt8 ? std::numeric_limits<int64_t>::max() : 256;
+}
 
 PanelKernel SelectPanelKernel(at::ScalarType dtype, int64_t rows) {
   const CpuIsa isa = ActiveCpuIsa();
@@ -58,12 +63,23 @@ PanelKernel SelectPanelKernel(at::ScalarType dtype, int64_t rows) {
 
 using Int8PanelKernel = void (*)(const Int8PanelArgs&);
 
-Int8PanelKernel SelectInt8PanelKernel() {
+// Whether W8A8 rows are staged as bytes for PanelW8A8Avx512.
+bool HasByteActivationKernel() {
+#ifdef LLMC_CPU_X86_KERNELS
+  return ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
+#else
+  return false;
+#endif
+}
+
+// W8A8 rows staged as bytes run the vpdpbusd kernel; the other paths take them as int16 of the same values.
+Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
-  if (isa >= CpuIsa::kAvx512Bf16) return &PanelInt8Avx512;
+  if (isa >= CpuIsa::kAvx512Bf16) return byte_activations ? &PanelW8A8Avx512 : &PanelInt8Avx512;
   if (isa == CpuIsa::kAvx2) return &PanelInt8Avx2;
 #endif
+  (void)byte_activations;
   return &PanelInt8Portable;
 }
 
@@ -86,6 +102,8 @@ enum CallerBufferSlot {
   kTopLogitLists = 2,
   kMergeCursors = 3,
   kActivationScales = 4,
+  kActivationBytes = 5,
+  kActivationOffsets = 6,
   kCallerBufferSlots
 };
 
@@ -119,11 +137,15 @@ struct Staged {
   int64_t element_size;
   int64_t features = 0;  // the input's width before padding
   // For int8 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs
-  // (or, for many rows, in the activations' type for dequantized panels).
+  // (or, for many rows, in the activations' type for dequantized panels). W8A8 rows hold at most `levels`
+  // 127, and on AVX512 are staged as bytes (with their offsets, panel_kernels.h) as well.
   bool int16 = false;
+  int16_t levels = 32767;
   float* scales = nullptr;
   int64_t group_pairs = 0;
   int64_t groups = 0;
+  int8_t* bytes = nullptr;
+  int32_t* offsets = nullptr;
 };
 
 Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
@@ -136,7 +158,8 @@ Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
 // The staging a projection's input needs: in the activations' dtype, or int16 in groups for int8 weights.
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
   const int64_t k_padded = PackedDepth(weight.packed);
-  if (!weight.int8() || rows >= DequantizedPanelMinRows()) {
+  const Int8Activations activations = ActiveInt8Activations();
+  if (!weight.int8() || rows >= DequantizedPanelMinRows(activations)) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
     staged.features = k;
     return staged;
@@ -148,14 +171,26 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
   staged.groups = (k_padded / 2 + staged.group_pairs - 1) / staged.group_pairs;
   staged.scales =
       reinterpret_cast<float*>(CallerBuffer(kActivationScales, staged.rows_padded * staged.groups * sizeof(float)));
+  if (activations == Int8Activations::kInt8) {
+    staged.levels = 127;
+    if (HasByteActivationKernel()) {
+      staged.bytes = reinterpret_cast<int8_t*>(CallerBuffer(kActivationBytes, staged.rows_padded * k_padded));
+      staged.offsets = reinterpret_cast<int32_t*>(
+          CallerBuffer(kActivationOffsets, staged.rows_padded * staged.groups * sizeof(int32_t)));
+    }
+  }
   return staged;
 }
 
 // One row of float values to int16 (int8_staging.h), into row `row` of the staging.
 void QuantizeRow(const float* x, int64_t k, const Staged& staged, int64_t row) {
-  QuantizeActivationRow(x, k, staged.stride, 2 * staged.group_pairs, staged.groups,
-                        reinterpret_cast<int16_t*>(staged.data) + row * staged.stride,
+  int16_t* values = reinterpret_cast<int16_t*>(staged.data) + row * staged.stride;
+  QuantizeActivationRow(x, k, staged.stride, 2 * staged.group_pairs, staged.groups, staged.levels, values,
                         staged.scales + row * staged.groups);
+  if (staged.bytes != nullptr) {
+    NarrowActivationRow(values, staged.stride, 2 * staged.group_pairs, staged.groups,
+                        staged.bytes + row * staged.stride, staged.offsets + row * staged.groups);
+  }
 }
 
 // The team has at most this many members (fewer when an operator runs inside another job).
@@ -233,7 +268,7 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
   const float* scales = weight.int8() ? weight.scales.data_ptr<float>() : nullptr;
   // int8 weights run the int8 kernels on int16-staged rows, or (many rows, staged in the activations' type)
   // the plain kernels on each panel dequantized once.
-  const Int8PanelKernel int8_kernel = weight.int8() && a.int16 ? SelectInt8PanelKernel() : nullptr;
+  const Int8PanelKernel int8_kernel = weight.int8() && a.int16 ? SelectInt8PanelKernel(a.bytes != nullptr) : nullptr;
   const bool dequantize = weight.int8() && !a.int16;
   const at::ScalarType plain_type =
       dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
@@ -251,7 +286,9 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
         if (int8_kernel != nullptr) {
           int8_kernel({reinterpret_cast<const int16_t*>(a.data) + m0 * a.stride, a.scales + m0 * a.groups, a.stride,
                        rows, k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel),
-                       scales + p * weight_groups * kPanelWidth, weight_groups, c, kPanelWidth});
+                       scales + p * weight_groups * kPanelWidth, weight_groups, c, kPanelWidth,
+                       a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
+                       a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups});
         } else {
           SelectPanelKernel(plain_type, rows)(
               {a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, panel, c, kPanelWidth});
@@ -587,8 +624,13 @@ void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_col
                           int64_t max_top_k, at::ScalarType dtype) {
   PrepareStaging(max_tokens, PaddedDepth(max_depth), dtype);
   // int8 weights: the smallest groups (32 inputs) give the most activation scales.
-  CallerBuffer(kActivationScales, ((max_tokens + kRowAlign - 1) / kRowAlign * kRowAlign) *
-                                      (PaddedDepth(max_depth) / 32 + 1) * sizeof(float));
+  const int64_t rows_padded = (max_tokens + kRowAlign - 1) / kRowAlign * kRowAlign;
+  const int64_t max_groups = PaddedDepth(max_depth) / 32 + 1;
+  CallerBuffer(kActivationScales, rows_padded * max_groups * sizeof(float));
+  if (ActiveInt8Activations() == Int8Activations::kInt8) {
+    CallerBuffer(kActivationBytes, rows_padded * PaddedDepth(max_depth));
+    CallerBuffer(kActivationOffsets, rows_padded * max_groups * sizeof(int32_t));
+  }
   CallerBuffer(kQkvResults, max_tokens * qkv_columns * sizeof(float));
   TopLogitLists(max_logits_rows, max_top_k);
   MergeCursors();

@@ -10,8 +10,21 @@
 
 namespace llmc::model::cpu {
 
-void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups, int16_t* dst,
-                           float* scales) {
+namespace {
+thread_local Int8Activations active_int8_activations = Int8Activations::kInt16;
+}  // namespace
+
+Int8Activations ActiveInt8Activations() { return active_int8_activations; }
+
+ScopedInt8Activations::ScopedInt8Activations(Int8Activations activations) : previous_(active_int8_activations) {
+  active_int8_activations = activations;
+}
+
+ScopedInt8Activations::~ScopedInt8Activations() { active_int8_activations = previous_; }
+
+void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
+                           int16_t levels, int16_t* dst, float* scales) {
+  const float top = levels;
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t begin = g * group_size, end = std::min(k, begin + group_size);
     float amax = 0, finite = 0;
@@ -19,7 +32,7 @@ void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t gr
       amax = std::max(amax, std::fabs(x[i]));
       finite += x[i] * 0.0f;  // NaN once any value is Inf or NaN
     }
-    const float scale = amax / 32767.0f;
+    const float scale = amax / top;
     if (finite != 0.0f) {
       std::fill(dst + begin, dst + std::max(begin, end), int16_t{0});
       scales[g] = std::numeric_limits<float>::quiet_NaN();
@@ -32,10 +45,20 @@ void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t gr
     constexpr float kRounder = 12582912.0f;
     for (int64_t i = begin; i < end; ++i) {
       const float rounded = (x[i] * inverse + kRounder) - kRounder;
-      dst[i] = static_cast<int16_t>(std::min(32767.0f, std::max(-32767.0f, rounded)));
+      dst[i] = static_cast<int16_t>(std::min(top, std::max(-top, rounded)));
     }
   }
   std::fill(dst + std::min(k, stride), dst + stride, int16_t{0});
+}
+
+void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, int8_t* dst,
+                         int32_t* offsets) {
+  for (int64_t i = 0; i < stride; ++i) dst[i] = static_cast<int8_t>(src[i]);
+  for (int64_t g = 0; g < groups; ++g) {
+    int32_t sum = 0;
+    for (int64_t i = g * group_size, end = std::min(stride, i + group_size); i < end; ++i) sum += src[i];
+    offsets[g] = 128 * sum;
+  }
 }
 
 const void* DequantizePanel(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t k,

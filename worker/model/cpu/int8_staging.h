@@ -12,8 +12,30 @@ namespace llmc::model::cpu {
 // x[0..k) to dst[0..stride) as int16, symmetric, one scale per group of `group_size` inputs (scales[g]:
 // x ~= dst * scale), round to nearest even, zeros past k. A group holding Inf or NaN gets zeros and a NaN
 // scale, so the operator's output shows it instead of reading garbage.
-void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups, int16_t* dst,
-                           float* scales);
+// `levels` is the largest magnitude: 32767 for the int16 activations of W8A16, 127 for W8A8.
+void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
+                           int16_t levels, int16_t* dst, float* scales);
+
+// A row quantized with levels 127 as the bytes PanelW8A8Avx512 reads: dst[0..stride) and, per group,
+// offsets[g] = 128 * the group's sum.
+void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, int8_t* dst,
+                         int32_t* offsets);
+
+// How int8 weights meet the activations: quantized to int16 (W8A16, the default: near the float result) or
+// to int8 (W8A8: twice the arithmetic rate on VNNI, a little less exact). Set per thread for the steps of
+// one model (LoadedModel); the fused operators read it on the thread that calls them.
+enum class Int8Activations { kInt16, kInt8 };
+Int8Activations ActiveInt8Activations();
+class ScopedInt8Activations {
+ public:
+  explicit ScopedInt8Activations(Int8Activations activations);
+  ~ScopedInt8Activations();
+  ScopedInt8Activations(const ScopedInt8Activations&) = delete;
+  ScopedInt8Activations& operator=(const ScopedInt8Activations&) = delete;
+
+ private:
+  Int8Activations previous_;
+};
 
 // One packed int8 panel ([k_padded / 2][64][2], scales [weight_groups][64] over `k` inputs) as a panel of
 // the plain kernels' layout in `dtype`: bfloat16 [k_padded / 2][64][2] rounded to nearest even, or float32

@@ -46,6 +46,10 @@ struct Int8PanelArgs {
   int64_t weight_groups;  // 1 (one scale per column) or groups
   float* out;             // [rows rounded up to kRowAlign][out_stride]
   int64_t out_stride;
+  // W8A8 (PanelW8A8Avx512 only): the activations as bytes, [rows rounded up to kRowAlign][a_stride], each
+  // |a| <= 127, and 128 times each row's sum over each group, [rows rounded up to kRowAlign][groups].
+  const int8_t* a8 = nullptr;
+  const int32_t* a8_offsets = nullptr;
 };
 
 // One int8 panel ([pairs][kPanelWidth][2], scales [weight_groups][kPanelWidth], group_pairs k pairs per scale
@@ -58,6 +62,9 @@ void DequantizePanelBf16Avx512(const int8_t* panel, const float* scales, int64_t
 void PanelInt8Portable(const Int8PanelArgs& args);
 void PanelInt8Avx2(const Int8PanelArgs& args);
 void PanelInt8Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
+// The same sums from activations that fit a byte (W8A8), four inputs per vpdpbusd: twice the products per
+// instruction. Reads a8 and a8_offsets instead of a.
+void PanelW8A8Avx512(const Int8PanelArgs& args);
 
 void PanelBf16Portable(const PanelArgs& args);
 void PanelFloatPortable(const PanelArgs& args);

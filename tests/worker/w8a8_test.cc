@@ -1,0 +1,164 @@
+// W8A8: int8 weights with activations quantized to int8 per row and group at run time. The byte staging,
+// the vpdpbusd kernel against the int16 kernels on the same integers, and the fused operators under
+// ScopedInt8Activations against a composite on activations rounded the same way, on every path this machine has.
+// libtorch's headers define glog's CHECK; Catch's, included after, must win.
+#include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int8_staging.h"
+#include "worker/model/cpu/packed_weight.h"
+// (keep this order)
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+#include "tests/support/cpu_kernel_paths.h"
+#include "tests/support/tensor_checks.h"
+#include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/panel_kernels.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+using testing::Random;
+using testing::RelativeError;
+
+TEST_CASE("w8a8: activation rows quantize to 127 levels, with their bytes and group offsets", "[unit][int8]") {
+  std::vector<float> x = {0.5f, -1.0f, 0.25f, 1e-3f, 3.0f, -3.0f, 0.0f, 1.5f};
+  std::vector<int16_t> q(12, 7);
+  std::vector<float> scales(2);
+  QuantizeActivationRow(x.data(), 8, 12, 4, 2, 127, q.data(), scales.data());
+  CHECK(scales[0] == Approx(1.0f / 127));
+  CHECK(scales[1] == Approx(3.0f / 127));
+  CHECK(q[1] == -127);
+  CHECK(q[4] == 127);
+  CHECK(q[5] == -127);
+  for (int i = 0; i < 8; ++i) CHECK(std::abs(q[i] * scales[i / 4] - x[i]) <= scales[i / 4] * 0.5f + 1e-7f);
+  std::vector<int8_t> bytes(12, 1);
+  std::vector<int32_t> offsets(3, -1);
+  NarrowActivationRow(q.data(), 12, 4, 3, bytes.data(), offsets.data());
+  for (int i = 0; i < 12; ++i) CHECK(bytes[i] == q[i]);
+  CHECK(offsets[0] == 128 * (q[0] + q[1] + q[2] + q[3]));
+  CHECK(offsets[1] == 128 * (q[4] + q[5] + q[6] + q[7]));
+  CHECK(offsets[2] == 0);  // the padding
+}
+
+// One packed panel of random int8 weights and its scales, `rows` activation rows quantized to 127 levels in
+// groups of `group_pairs` k pairs, staged both as int16 and as bytes.
+struct W8A8Case {
+  at::Tensor packed, scales;
+  std::vector<int16_t> a;
+  std::vector<int8_t> a8;
+  std::vector<float> a_scales;
+  std::vector<int32_t> offsets;
+  int64_t k_padded, group_pairs, groups, weight_groups;
+
+  W8A8Case(int64_t rows, int64_t k, int64_t group_size) {
+    const auto [q, s] = QuantizeInt8(Random({64, k}, at::kFloat, 0.1), group_size);
+    packed = PackWeight(q);
+    scales = PackScales(s);
+    weight_groups = s.size(1);
+    k_padded = PackedDepth(packed);
+    group_pairs = group_size == 0 ? 64 : group_size / 2;
+    groups = (k_padded / 2 + group_pairs - 1) / group_pairs;
+    const int64_t rows_padded = (rows + kRowAlign - 1) / kRowAlign * kRowAlign;
+    a.assign(rows_padded * k_padded, 0);
+    a8.assign(rows_padded * k_padded, 0);
+    a_scales.assign(rows_padded * groups, 0);
+    offsets.assign(rows_padded * groups, 0);
+    const at::Tensor x = Random({rows, k}, at::kFloat);
+    for (int64_t r = 0; r < rows; ++r) {
+      QuantizeActivationRow(x[r].data_ptr<float>(), k, k_padded, 2 * group_pairs, groups, 127, &a[r * k_padded],
+                            &a_scales[r * groups]);
+      NarrowActivationRow(&a[r * k_padded], k_padded, 2 * group_pairs, groups, &a8[r * k_padded], &offsets[r * groups]);
+    }
+  }
+
+  std::vector<float> Run(void (*kernel)(const Int8PanelArgs&), int64_t rows) const {
+    std::vector<float> out(((rows + kRowAlign - 1) / kRowAlign * kRowAlign) * kPanelWidth, -1.0f);
+    kernel({a.data(), a_scales.data(), k_padded, rows, k_padded, group_pairs, groups, packed.data_ptr<int8_t>(),
+            scales.data_ptr<float>(), weight_groups, out.data(), kPanelWidth, a8.data(), offsets.data()});
+    out.resize(rows * kPanelWidth);
+    return out;
+  }
+};
+
+TEST_CASE("w8a8: the vpdpbusd kernel sums exactly the integers the int16 kernels sum", "[unit][int8]") {
+#ifdef LLMC_CPU_X86_KERNELS
+  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) {
+    WARN("no AVX512-VNNI here: the W8A8 kernel is not exercised (the int16 paths run W8A8 activations)");
+    return;
+  }
+  at::manual_seed(21);
+  for (const int64_t group_size : {0, 32, 128, 512}) {
+    for (const int64_t k : {64, 96, 200, 512, 896, 1024}) {
+      if (group_size > 0 && k % group_size != 0) continue;
+      for (const int64_t rows : {1, 2, 5, 6, 7, 16, 17, 33}) {
+        INFO("group " << group_size << " k " << k << " rows " << rows);
+        const W8A8Case c(rows, k, group_size);
+        // Same int32 sums, same float epilogue: the same bits.
+        const std::vector<float> bytes = c.Run(&PanelW8A8Avx512, rows);
+        const std::vector<float> int16 = c.Run(&PanelInt8Avx512, rows);
+        CHECK(std::memcmp(bytes.data(), int16.data(), bytes.size() * sizeof(float)) == 0);
+        // The portable path adds the groups in another order: equal to float rounding.
+        const std::vector<float> portable = c.Run(&PanelInt8Portable, rows);
+        double largest = 1e-30, worst = 0;
+        for (size_t i = 0; i < bytes.size(); ++i) {
+          largest = std::max(largest, std::abs(double{portable[i]}));
+          worst = std::max(worst, std::abs(double{bytes[i]} - portable[i]));
+        }
+        CHECK(worst / largest < 1e-6);
+      }
+    }
+  }
+#else
+  WARN("not an x86 build: no W8A8 kernel");
+#endif
+}
+
+// x rounded as the kernels round it for W8A8: per row and group of `group` inputs, to 127 levels of the
+// group's largest magnitude.
+at::Tensor FakeQuantizeActivations(const at::Tensor& x, int64_t group) {
+  const int64_t rows = x.size(0), k = x.size(1);
+  const int64_t padded = (k + group - 1) / group * group;
+  const at::Tensor grouped = at::constant_pad_nd(x.to(at::kFloat), {0, padded - k}).view({rows, padded / group, group});
+  const at::Tensor scale = grouped.abs().amax(-1, /*keepdim=*/true) / 127.0f;
+  const at::Tensor q = at::round(grouped * at::where(scale > 0, 1.0f / scale, at::zeros_like(scale)));
+  return (q * scale).view({rows, padded}).narrow(1, 0, k);
+}
+
+TEST_CASE("w8a8: fused operators under int8 activations match the composite on rounded activations", "[unit][int8]") {
+  at::manual_seed(22);
+  const at::Tensor none = at::empty({0});
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t group_size : {0, 32, 128}) {
+      const int64_t k = 384, n = 100;
+      const auto [q, s] = QuantizeInt8(Random({n, k}, at::kFloat, 0.1), group_size);
+      const at::Tensor dequantized = composite::Dequantize(q, s, at::kFloat);
+      const at::Tensor packed = PackWeight(q), scales = PackScales(s);
+      for (const int64_t m : {1, 7, 16, 33, 300}) {
+        const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+        const at::Tensor rounded = FakeQuantizeActivations(input, group_size == 0 ? 128 : group_size);
+        const at::Tensor expected = composite::LinearResidual(rounded, dequantized, none, residual.to(at::kFloat));
+        const at::Tensor unrounded =
+            composite::LinearResidual(input.to(at::kFloat), dequantized, none, residual.to(at::kFloat));
+        testing::ForEachCpuKernelPath([&] {
+          INFO("dtype " << dtype << " group " << group_size << " m " << m << " path " << CpuIsaName(ActiveCpuIsa()));
+          const ScopedInt8Activations w8a8(Int8Activations::kInt8);
+          const at::Tensor out = LinearResidual(input, packed, scales, residual);
+          // AMX machines multiply prefill-sized batches by dequantized bfloat16 panels instead.
+          const bool rounds_activations = !(ActiveCpuIsa() == CpuIsa::kAmx && m >= 16);
+          const double error = RelativeError(out, rounds_activations ? expected : unrounded);
+          CHECK(error < (dtype == at::kFloat ? 1e-5 : 2e-2));
+          if (dtype == at::kFloat && rounds_activations) {
+            // It did round the activations: the unrounded composite is much farther off.
+            CHECK(RelativeError(out, unrounded) > 10 * error);
+          }
+        });
+        // Outside the scope the same weights run W8A16 again.
+        CHECK(ActiveInt8Activations() == Int8Activations::kInt16);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmc::model::cpu
