@@ -1,6 +1,7 @@
 #include "common/grpc_server.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/message_limits.h"
 #include "common/status_codes.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -18,6 +19,8 @@ absl::StatusOr<StartedGrpcServer> StartGrpcServer(const std::string& listen_addr
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/config/validation.h"
+#include "common/message_limits.h"
 #include "common/status_macros.h"
 
 namespace llmc::config {
@@ -15,7 +16,10 @@ absl::Status GatewayConfig::Validate() const {
   if (num_threads < 1 || num_threads > 256) {
     return absl::InvalidArgumentError(absl::StrCat("num_threads must be in [1, 256], got ", num_threads));
   }
-  if (max_body_bytes < 1024) return absl::InvalidArgumentError("max_body_bytes must be at least 1024");
+  if (max_body_bytes < 1024 || max_body_bytes > kMaxRequestBodyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_body_bytes must be in [1024, ", kMaxRequestBodyBytes, "], got ", max_body_bytes));
+  }
   if (max_header_bytes < 1024) return absl::InvalidArgumentError("max_header_bytes must be at least 1024");
   RETURN_IF_ERROR(ValidatePositive("read_timeout", read_timeout));
   RETURN_IF_ERROR(ValidatePositive("idle_timeout", idle_timeout));

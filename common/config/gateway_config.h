@@ -14,17 +14,17 @@ namespace llmc::config {
 struct GatewayConfig {
   std::string listen_address = "0.0.0.0:8000";
   std::string controller_address = "127.0.0.1:21001";
-  std::vector<std::string> api_keys;  // empty: no authentication
+  std::vector<std::string> api_keys;                    // empty: no authentication
   std::vector<std::string> cors_allow_origins = {"*"};  // empty: no CORS headers
   uint32_t num_threads = 4;                             // HTTP I/O threads
   uint64_t max_body_bytes = 8 << 20;
   uint32_t max_header_bytes = 16 << 10;
-  absl::Duration read_timeout = absl::Seconds(30);        // to receive a whole request
-  absl::Duration idle_timeout = absl::Seconds(60);        // keep-alive connections with no request
+  absl::Duration read_timeout = absl::Seconds(30);            // to receive a whole request
+  absl::Duration idle_timeout = absl::Seconds(60);            // keep-alive connections with no request
   absl::Duration sse_keepalive_interval = absl::Seconds(15);  // comment lines on quiet streams
-  absl::Duration request_timeout = absl::Seconds(600);    // deadline of one generation
+  absl::Duration request_timeout = absl::Seconds(600);        // deadline of one generation
   absl::Duration routing_refresh_interval = absl::Seconds(2);
-  uint32_t max_attempts = 3;  // workers tried when one refuses before the first token
+  uint32_t max_attempts = 3;         // workers tried when one refuses before the first token
   uint32_t retry_after_seconds = 1;  // the Retry-After of a 429
   std::string log_level = "info";
 
@@ -35,7 +35,7 @@ struct GatewayConfig {
     v("api_keys", api_keys, "accepted bearer API keys; empty list disables authentication");
     v("cors_allow_origins", cors_allow_origins, "origins allowed by CORS (* for any); empty disables CORS");
     v("num_threads", num_threads, "HTTP I/O threads");
-    v("max_body_bytes", max_body_bytes, "largest request body accepted; larger gets 413");
+    v("max_body_bytes", max_body_bytes, "largest request body accepted (at most 32 MiB); larger gets 413");
     v("max_header_bytes", max_header_bytes, "largest request header block accepted");
     v("read_timeout", read_timeout, "time allowed to receive one whole request");
     v("idle_timeout", idle_timeout, "how long an idle keep-alive connection stays open");

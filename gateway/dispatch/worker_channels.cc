@@ -1,5 +1,6 @@
 #include "gateway/dispatch/worker_channels.h"
 
+#include "common/message_limits.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
@@ -14,6 +15,8 @@ std::shared_ptr<grpc::Channel> MakeClusterChannel(const std::string& address) {
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1'000);
+  arguments.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  arguments.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
 }
 

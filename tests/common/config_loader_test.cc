@@ -7,6 +7,7 @@
 #include "common/config/controller_config.h"
 #include "common/config/gateway_config.h"
 #include "common/config/worker_config.h"
+#include "common/message_limits.h"
 #include "tests/support/child_process.h"
 
 namespace llmc::config {
@@ -217,6 +218,13 @@ TEST_CASE("config: the real process configurations validate their defaults and r
   GatewayConfig gateway;
   gateway.log_level = "loud";
   CHECK_THAT(std::string(gateway.Validate().message()), Catch::Contains("log_level"));
+  // A body the gateway accepts must fit the cluster's gRPC messages (common/message_limits.h).
+  GatewayConfig big_bodies;
+  big_bodies.max_body_bytes = kMaxRequestBodyBytes;
+  CHECK(big_bodies.Validate().ok());
+  big_bodies.max_body_bytes = kMaxRequestBodyBytes + 1;
+  CHECK_THAT(std::string(big_bodies.Validate().message()), Catch::Contains("max_body_bytes must be in [1024, "));
+  CHECK(kMaxRequestBodyBytes * 2 <= static_cast<uint64_t>(kMaxGrpcMessageBytes));
 }
 
 TEST_CASE("config: expiry is heartbeat interval times missed heartbeats", "[unit][config]") {

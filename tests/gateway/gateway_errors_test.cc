@@ -173,5 +173,38 @@ TEST_CASE("gateway errors: malformed requests get 4xx envelopes and the gateway 
   CHECK(worker.process().running());
 }
 
+TEST_CASE("gateway errors: a 5 MB prompt is 400 and a body over the default limit 413, never a retryable 429",
+          "[integration][gateway]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess worker(
+      LLMC_WORKER_BINARY, SmallModelPackage(),
+      SmallWorkerArgs(controller.address(), "big-body-worker", {"--max_model_len=" + std::to_string(kContext)}));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
+  REQUIRE(gateway.WaitHealthy());
+
+  std::string words;
+  while (words.size() < 5'000'000) words += "hello world ";  // above gRPC's 4 MiB default, below 8 MiB
+  for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
+           {kCompletions, CompletionWith("prompt", words)}, {kChat, ChatWith("messages", Messages(words))}}) {
+    INFO(path << ": the worker receives it and refuses it as longer than the context");
+    const HttpReply reply = PostJson(gateway.port(), path, body);
+    CheckEnvelope(reply, 400, std::nullopt, std::nullopt);
+    CHECK(reply.Header("Retry-After").empty());
+  }
+  {
+    INFO("a body over the default --max_body_bytes (8 MiB) gets 413, no Retry-After");
+    std::string huge;
+    while (huge.size() < (9u << 20)) huge += "hello world ";
+    const HttpReply reply = PostJson(gateway.port(), kCompletions, CompletionWith("prompt", huge));
+    CheckEnvelope(reply, 413, std::nullopt, std::nullopt);
+    CHECK(reply.Header("Retry-After").empty());
+  }
+  const HttpReply after = PostJson(gateway.port(), kCompletions,
+                                   json{{"model", kSmallModelName}, {"prompt", "Hello"}, {"max_tokens", 4}}.dump());
+  INFO(after.body);
+  CHECK(after.status == 200);
+  CHECK(worker.process().running());
+}
+
 }  // namespace
 }  // namespace llmc::testing
