@@ -80,5 +80,23 @@ TEST_CASE("stop strings: multi-byte text is held back on character boundaries", 
   CHECK(matcher.Add("more").text.empty());
 }
 
+TEST_CASE("stop strings: before min_tokens a completed stop is text, one completed after it stops", "[unit][stop]") {
+  StopStringMatcher matcher({"END"});
+  // Still under min_tokens: "END" is released as text and the stream goes on.
+  auto early = matcher.Add("one END two", /*may_stop=*/false);
+  CHECK(early.text == "one END two");
+  CHECK_FALSE(early.stopped);
+  // A possible start is still held back under min_tokens...
+  early = matcher.Add(" E", /*may_stop=*/false);
+  CHECK(early.text == " ");
+  CHECK_FALSE(early.stopped);
+  // ...so a stop completed by the first token past min_tokens ends the stream there.
+  const auto late = matcher.Add("ND three", /*may_stop=*/true);
+  CHECK(late.stopped);
+  CHECK(late.matched == "END");
+  CHECK(late.text.empty());
+  CHECK(matcher.Finish().empty());
+}
+
 }  // namespace
 }  // namespace llmc::tokenizer

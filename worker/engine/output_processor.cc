@@ -73,7 +73,8 @@ v1::TokenDelta OutputProcessor::Append(Sequence& sequence, const SampledToken& s
     finish(v1::FINISH_REASON_STOP, is_eos ? "" : absl::StrCat(token));
     return delta;
   }
-  tokenizer::StopStringMatcher::Result text = sequence.stop_matcher.Add(sequence.detokenizer.Add(token));
+  tokenizer::StopStringMatcher::Result text =
+      sequence.stop_matcher.Add(sequence.detokenizer.Add(token), /*may_stop=*/past_min_tokens);
   if (text.stopped) {
     delta.set_text(std::move(text.text));
     finish(v1::FINISH_REASON_STOP, text.matched);

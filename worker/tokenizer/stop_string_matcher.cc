@@ -9,7 +9,7 @@ StopStringMatcher::StopStringMatcher(std::vector<std::string> stop_strings, bool
   stop_strings_.erase(std::remove(stop_strings_.begin(), stop_strings_.end(), std::string()), stop_strings_.end());
 }
 
-StopStringMatcher::Result StopStringMatcher::Add(absl::string_view text) {
+StopStringMatcher::Result StopStringMatcher::Add(absl::string_view text, bool may_stop) {
   Result result;
   if (stopped_) return result;
   held_.append(text.data(), text.size());
@@ -17,14 +17,17 @@ StopStringMatcher::Result StopStringMatcher::Add(absl::string_view text) {
   // The stop string that completes first (smallest end), as if the text had arrived byte by byte.
   size_t best_start = std::string::npos, best_end = std::string::npos;
   const std::string* best = nullptr;
-  for (const auto& stop : stop_strings_) {
-    const size_t start = held_.find(stop);
-    if (start == std::string::npos) continue;
-    const size_t end = start + stop.size();
-    if (end < best_end || (end == best_end && start < best_start)) {
-      best_start = start;
-      best_end = end;
-      best = &stop;
+  // Under min_tokens nothing may stop the stream: no completed stop string is looked for.
+  if (may_stop) {
+    for (const auto& stop : stop_strings_) {
+      const size_t start = held_.find(stop);
+      if (start == std::string::npos) continue;
+      const size_t end = start + stop.size();
+      if (end < best_end || (end == best_end && start < best_start)) {
+        best_start = start;
+        best_end = end;
+        best = &stop;
+      }
     }
   }
   if (best != nullptr) {

@@ -22,8 +22,11 @@ class StopStringMatcher {
     std::string matched;   // which one
   };
 
-  // Adds newly decoded text. After a stop, further calls release nothing.
-  Result Add(absl::string_view text);
+  // Adds newly decoded text. After a stop, further calls release nothing. With `may_stop` false (the
+  // request's min_tokens not reached yet) a completed stop string is released as text; a suffix that may
+  // begin one is still held, so a stop string completed by later text stops the stream (as vLLM checks
+  // stop strings from min_tokens on, over the output's tail).
+  Result Add(absl::string_view text, bool may_stop = true);
   // End of generation without a stop: releases whatever was held back.
   std::string Finish();
 
