@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
-#include "common/message_limits.h"
 #include "common/status_codes.h"
 
 namespace llmc::gateway {
@@ -30,8 +29,6 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
         request_.model(), excluded,
         [self = shared_from_this()](absl::StatusOr<PickedWorker> picked) { self->OnPicked(std::move(picked)); });
   }
-
-  void Refuse(const absl::Status& status) { Finish(status); }
 
   void Cancel() override {
     std::shared_ptr<GenerateCallHandle> call;
@@ -113,13 +110,6 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
 std::shared_ptr<DispatchHandle> GenerationDispatcher::Dispatch(const v1::GenerateRequest& request, absl::Time deadline,
                                                                DispatchCallbacks callbacks) {
   auto run = std::make_shared<DispatchRun>(*this, request, deadline, std::move(callbacks));
-  if (request.ByteSizeLong() > static_cast<size_t>(kMaxGrpcMessageBytes)) {
-    // Unreachable within max_body_bytes (common/message_limits.h); refused here rather than by gRPC, whose
-    // RESOURCE_EXHAUSTED would read as a full queue.
-    run->Refuse(absl::InvalidArgumentError(
-        absl::StrCat("the request is larger than the cluster's message limit of ", kMaxGrpcMessageBytes, " bytes")));
-    return run;
-  }
   run->PickNext();
   return run;
 }

@@ -283,9 +283,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   } catch (const std::exception& error) {
     return absl::InternalError(absl::StrCat("cannot prepare the model on ", device.str(), ": ", ConciseError(error)));
   }
-  auto model = std::unique_ptr<LoadedModel>(new LoadedModel(std::move(manifest), std::move(module), device, dtype));
-  model->int8_activations_ = int8_activations ? cpu::Int8Activations::kInt8 : cpu::Int8Activations::kInt16;
-  return model;
+  return std::unique_ptr<LoadedModel>(new LoadedModel(std::move(manifest), std::move(module), device, dtype));
 }
 
 int64_t LoadedModel::KvCacheBlockBytes(int64_t block_size) const {

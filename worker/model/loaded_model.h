@@ -78,15 +78,21 @@ class LoadedModel {
 
  private:
   LoadedModel(ModelManifest manifest, torch::jit::Module module, at::Device device, at::ScalarType dtype)
-      : manifest_(std::move(manifest)), module_(std::move(module)), device_(device), dtype_(dtype) {}
+      : manifest_(std::move(manifest)),
+        module_(std::move(module)),
+        device_(device),
+        dtype_(dtype),
+        int8_activations_(manifest_.quantization == "w8a8" ? cpu::Int8Activations::kInt8
+                                                           : cpu::Int8Activations::kInt16) {}
   std::vector<c10::IValue> Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const;
 
   ModelManifest manifest_;
   torch::jit::Module module_;
-  // What the CPU kernels' threads are set to for this model's steps (cpu/int8_staging.h).
-  cpu::Int8Activations int8_activations_ = cpu::Int8Activations::kInt16;
   at::Device device_;
   at::ScalarType dtype_;
+  // What the CPU kernels' threads are set to for this model's steps (cpu/int8_staging.h): int8 when served
+  // as w8a8.
+  cpu::Int8Activations int8_activations_;
 };
 
 }  // namespace llmc::model
