@@ -130,6 +130,12 @@ TEST_CASE("gateway e2e: a worker serving an int8 package answers the OpenAI SDK 
   CHECK(model["dtype"] == "bfloat16");
 }
 
+TEST_CASE("gateway e2e: a worker serving int8 weights with int8 activations (w8a8) answers the SDK and says w8a8",
+          "[integration][gateway][int8]") {
+  const json model = RunSdkEndToEnd(SmallModelPackage("int8"), {"--quantization=w8a8"});
+  CHECK(model["quantization"] == "w8a8");
+}
+
 TEST_CASE("gateway e2e: a client that disconnects mid-stream frees the worker's sequence", "[integration][gateway]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "cut-worker"));
