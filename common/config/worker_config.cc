@@ -35,6 +35,7 @@ absl::Status WorkerConfig::Validate() const {
   RETURN_IF_ERROR(ValidateAtLeast("max_num_batched_tokens", max_num_batched_tokens, 16));
   RETURN_IF_ERROR(ValidateAtLeast("max_running", max_running, 1));
   RETURN_IF_ERROR(ValidateAtLeast("max_waiting", max_waiting, 1));
+  RETURN_IF_ERROR(ValidateAtLeast("max_consecutive_failed_steps", max_consecutive_failed_steps, 1));
   if (max_running > max_num_batched_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("max_running (", max_running,
                                                    ") must not exceed max_num_batched_tokens (", max_num_batched_tokens,

@@ -24,10 +24,11 @@ struct WorkerConfig {
   uint64_t kv_cache_bytes = 0;  // 0: use kv_cache_memory_fraction
   double kv_cache_memory_fraction = 0.3;
   uint32_t block_size = 16;
-  uint32_t max_num_batched_tokens = 512;  // token budget of one step (decode tokens + prefill chunks)
-  uint32_t max_running = 32;              // sequences in the continuous batch
-  uint32_t max_waiting = 256;             // queued requests before RESOURCE_EXHAUSTED
-  uint32_t num_threads = 0;               // intra-op threads for CPU kernels; 0 keeps libtorch's default
+  uint32_t max_num_batched_tokens = 512;      // token budget of one step (decode tokens + prefill chunks)
+  uint32_t max_running = 32;                  // sequences in the continuous batch
+  uint32_t max_waiting = 256;                 // queued requests before RESOURCE_EXHAUSTED
+  uint32_t max_consecutive_failed_steps = 3;  // then the worker leaves rotation (UNHEALTHY)
+  uint32_t num_threads = 0;                   // intra-op threads for CPU kernels; 0 keeps libtorch's default
   absl::Duration request_timeout = absl::ZeroDuration();  // 0: no deadline beyond the caller's
 
   // Network
@@ -59,6 +60,8 @@ struct WorkerConfig {
     v("max_num_batched_tokens", max_num_batched_tokens, "token budget of one engine step (chunked prefill size)");
     v("max_running", max_running, "sequences run at once in the continuous batch");
     v("max_waiting", max_waiting, "requests queued before new ones get RESOURCE_EXHAUSTED");
+    v("max_consecutive_failed_steps", max_consecutive_failed_steps,
+      "model steps failing in a row before the worker turns UNHEALTHY and leaves rotation");
     v("num_threads", num_threads, "intra-op CPU threads; 0 keeps libtorch's default");
     v("request_timeout", request_timeout, "deadline for one request; 0 means only the caller's deadline");
     v("listen_address", listen_address, "host:port of the Worker gRPC server (port 0 picks a free one)");

@@ -77,8 +77,10 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       absl::MutexLock lock(&mu_);
       call_.reset();
       ++attempts_;
-      const bool refusal =
-          status.code() == absl::StatusCode::kResourceExhausted || status.code() == absl::StatusCode::kUnavailable;
+      // INTERNAL before any output is a failed model step: another worker may well succeed.
+      const bool refusal = status.code() == absl::StatusCode::kResourceExhausted ||
+                           status.code() == absl::StatusCode::kUnavailable ||
+                           status.code() == absl::StatusCode::kInternal;
       if (refusal && !received_ && !cancelled_ && attempts_ < dispatcher_.max_attempts_) {
         refused_.push_back(worker_id);
         last_refusal_ = status;

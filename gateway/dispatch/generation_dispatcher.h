@@ -27,8 +27,9 @@ class DispatchHandle {
 };
 
 // Runs one generation on some worker: picks one through the WorkerRouter, opens Worker.Generate, and when
-// the worker refuses before its first message (RESOURCE_EXHAUSTED: queue full; UNAVAILABLE: draining or
-// gone) tries another, excluding those that refused, up to `max_attempts` workers.
+// the worker refuses or fails before its first message (RESOURCE_EXHAUSTED: queue full; UNAVAILABLE:
+// draining, unhealthy or gone; INTERNAL: its model step failed) tries another, excluding those that
+// refused, up to `max_attempts` workers.
 class GenerationDispatcher {
  public:
   // `on_retry` (may be empty) runs each time a generation moves on to another worker.

@@ -16,7 +16,8 @@
 
 namespace llmc::testing {
 
-ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path)
+ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
+                           const std::vector<std::string>& environment)
     : log_path_(log_path) {
   // Everything the child needs is prepared before fork: after it only async-signal-safe calls are allowed.
   std::vector<std::string> argv_storage;
@@ -25,6 +26,11 @@ ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::str
   std::vector<char*> argv;
   for (auto& arg : argv_storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (char** entry = environ; *entry != nullptr; ++entry) envp.push_back(*entry);
+  std::vector<std::string> environment_storage = environment;
+  for (auto& entry : environment_storage) envp.push_back(entry.data());
+  envp.push_back(nullptr);
   const pid_t parent = getpid();
 
   pid_ = fork();
@@ -42,7 +48,7 @@ ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::str
     sigset_t empty;
     sigemptyset(&empty);
     sigprocmask(SIG_SETMASK, &empty, nullptr);
-    execv(binary.c_str(), argv.data());
+    execve(binary.c_str(), argv.data(), envp.data());
     _exit(127);
   }
 }

@@ -16,8 +16,10 @@ namespace llmc::testing {
 // process (PR_SET_PDEATHSIG) and is killed and reaped when the object goes away.
 class ChildProcess {
  public:
-  // Throws std::runtime_error when the process cannot be started.
-  ChildProcess(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path);
+  // Throws std::runtime_error when the process cannot be started. `environment` (NAME=VALUE entries) is
+  // added to this process's environment.
+  ChildProcess(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
+               const std::vector<std::string>& environment = {});
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

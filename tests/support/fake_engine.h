@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,6 +51,8 @@ class FakeEngine final : public engine::Engine {
                                   std::shared_ptr<engine::GenerationSink> sink) override;
   void Abort(uint64_t id) override;
   void StopAccepting() override;
+  absl::Status Health() const override { return absl::OkStatus(); }
+  void SetUnhealthyListener(std::function<void(const absl::Status&)> listener) override {}
   int64_t NumUnfinished() const override;
   engine::EngineLoad Load() const override;
   void Stop() override;

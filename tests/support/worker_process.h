@@ -15,10 +15,11 @@ namespace llmc::testing {
 // The real llmc-worker binary serving `model_path` on free loopback ports, with clients for its services.
 class WorkerProcess {
  public:
-  // Starts the binary with `extra_args` after the model and address flags. Throws, with the worker's log,
-  // when it does not report SERVING on the health service within `ready_timeout`.
+  // Starts the binary with `extra_args` after the model and address flags, and `environment` (NAME=VALUE)
+  // added to this process's. Throws, with the worker's log, when it does not report SERVING on the health
+  // service within `ready_timeout`.
   WorkerProcess(const std::string& binary, const std::string& model_path, std::vector<std::string> extra_args,
-                absl::Duration ready_timeout = absl::Seconds(120));
+                absl::Duration ready_timeout = absl::Seconds(120), std::vector<std::string> environment = {});
 
   std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int grpc_port() const { return grpc_port_; }

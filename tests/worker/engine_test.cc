@@ -5,11 +5,13 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/fault_injection.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"
 #include "tests/support/wait.h"
@@ -237,6 +239,52 @@ TEST_CASE("engine: admission limits and bad requests are refused at once", "[int
   engine->StopAccepting();
   CHECK(engine->Submit(Greedy({1, 2}), std::make_shared<CollectingSink>()).status().code() ==
         absl::StatusCode::kUnavailable);
+}
+
+TEST_CASE("engine: an exception from the model step ends that step's requests with INTERNAL, not the engine",
+          "[integration][engine]") {
+  auto engine = StartEngine(SmallOptions());
+  SetFaultInjectionForTesting("model_step_throw@1-1");
+  auto failed = std::make_shared<CollectingSink>();
+  REQUIRE(engine->Submit(Greedy(ToIds(Reference().prompts[0])), failed).ok());
+  REQUIRE(failed->WaitDone());
+  SetFaultInjectionForTesting("");
+  CHECK(failed->status().code() == absl::StatusCode::kInternal);
+  CHECK_THAT(std::string(failed->status().message()), Catch::Contains("injected fault"));
+  CHECK(WaitForIdle(*engine));
+  CHECK(engine->Health().ok());
+  CHECK(Run(*engine, Greedy(ToIds(Reference().prompts[0])))->choice(0).tokens == ToIds(Reference().continuations[0]));
+}
+
+TEST_CASE("engine: after max_consecutive_failed_steps failed steps the engine turns unhealthy and refuses requests",
+          "[integration][engine]") {
+  EngineOptions options = SmallOptions();
+  options.max_consecutive_failed_steps = 2;
+  std::atomic<int> unhealthy_calls{0};
+  auto model = model::LoadedModel::Load(PackageDir(), {"cpu", ""});
+  REQUIRE(model.ok());
+  auto created = Engine::Create(std::move(*model), Tokenizer(), options);
+  REQUIRE(created.ok());
+  std::unique_ptr<Engine> engine = std::move(*created);
+  engine->SetUnhealthyListener([&unhealthy_calls](const absl::Status& status) {
+    if (status.code() == absl::StatusCode::kInternal) ++unhealthy_calls;
+  });
+  REQUIRE(engine->Start().ok());
+  SetFaultInjectionForTesting("model_step");
+  for (int i = 0; i < 2; ++i) {
+    auto sink = std::make_shared<CollectingSink>();
+    REQUIRE(engine->Submit(Greedy(ExtraPrompt(5, i), 4), sink).ok());
+    REQUIRE(sink->WaitDone());
+    CHECK(sink->status().code() == absl::StatusCode::kInternal);
+    CHECK(sink->choice(0).tokens.empty());
+  }
+  SetFaultInjectionForTesting("");
+  CHECK(engine->Health().code() == absl::StatusCode::kInternal);
+  CHECK_THAT(std::string(engine->Health().message()), Catch::Contains("2 model steps in a row failed"));
+  CHECK(testing::WaitUntil([&] { return unhealthy_calls.load() == 1; }, absl::Seconds(5)));
+  const auto refused = engine->Submit(Greedy(ExtraPrompt(5, 7), 4), std::make_shared<CollectingSink>());
+  CHECK(refused.status().code() == absl::StatusCode::kUnavailable);
+  CHECK(WaitForIdle(*engine));
 }
 
 TEST_CASE("engine: stop token ids, stop strings and max_tokens end choices as specified", "[integration][engine]") {

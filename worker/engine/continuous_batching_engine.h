@@ -1,29 +1,33 @@
 #ifndef LLMC_WORKER_ENGINE_CONTINUOUS_BATCHING_ENGINE_H_
 #define LLMC_WORKER_ENGINE_CONTINUOUS_BATCHING_ENGINE_H_
 
-#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <thread>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
-#include "worker/engine/batch_builder.h"
+#include "worker/engine/admit_action.h"
 #include "worker/engine/block_allocator.h"
 #include "worker/engine/delivery_queue.h"
+#include "worker/engine/emit_action.h"
 #include "worker/engine/engine.h"
+#include "worker/engine/forward_action.h"
 #include "worker/engine/output_processor.h"
-#include "worker/engine/sampler.h"
+#include "worker/engine/request_inbox.h"
+#include "worker/engine/request_table.h"
+#include "worker/engine/sample_action.h"
+#include "worker/engine/schedule_action.h"
 #include "worker/engine/scheduler.h"
-#include "worker/engine/sequence.h"
+#include "worker/engine/step_data.h"
 
 namespace llmc::engine {
 
-// The Engine: one thread (Run) owns the model, the KV cache, the scheduler and every RequestGroup; other
-// threads only touch what is guarded by `mu_` (the input queues) or `load_mu_` (the load snapshot). Sinks
-// are called on the delivery thread (delivery_queue.h), never on the engine thread.
+// The Engine: one thread (Run) owns the model, the KV cache, the scheduler and every request, and runs
+// steps, each an ordered list of actions: admit → schedule → forward → sample → emit (one file each).
+// Other threads reach it only through the inbox (request_inbox.h) and the load and health snapshots
+// (`state_mu_`). Sinks are called on the delivery thread (delivery_queue.h), never on the engine thread.
 class ContinuousBatchingEngine final : public Engine {
  public:
   ContinuousBatchingEngine(std::unique_ptr<model::LoadedModel> model, const tokenizer::Tokenizer& tokenizer,
@@ -33,9 +37,11 @@ class ContinuousBatchingEngine final : public Engine {
 
   absl::Status Start() override;
   absl::StatusOr<uint64_t> Submit(GenerationRequest request, std::shared_ptr<GenerationSink> sink) override;
-  void Abort(uint64_t id) override;
-  void StopAccepting() override;
-  int64_t NumUnfinished() const override { return num_unfinished_.load(); }
+  void Abort(uint64_t id) override { inbox_.Abort(id); }
+  void StopAccepting() override { inbox_.Close(); }
+  absl::Status Health() const override;
+  void SetUnhealthyListener(std::function<void(const absl::Status&)> listener) override;
+  int64_t NumUnfinished() const override { return inbox_.num_unfinished(); }
   EngineLoad Load() const override;
   void Stop() override;
 
@@ -47,54 +53,40 @@ class ContinuousBatchingEngine final : public Engine {
  private:
   absl::Status Validate(const GenerationRequest& request) const;
   void Run();
-  // Moves submitted requests into the scheduler and applies aborts; false once Stop was called.
-  bool TakeInputs();
   void Step();
-  void ExpireDeadlines();
-  // Ends a request that did not complete: frees its sequences and tells the sink why.
-  void EndEarly(RequestGroup& group, const absl::Status& status, v1::FinishReason reason);
-  void EndGroup(uint64_t id);
-  // The model or the sampler failed: every request in the step ends with `status`; the engine goes on.
-  void FailStep(const SchedulerOutput& plan, const absl::Status& status);
-  void SendPendingResponses(const std::vector<RequestGroup*>& touched);
-  // Runs the model for the plan's batch and samples one token per sampling row; false when the step failed
-  // (FailStep has ended its requests).
-  bool ForwardAndSample(const SchedulerOutput& plan, std::vector<Sequence*>& sampled_sequences,
-                        std::vector<SampledToken>& sampled, absl::Duration& model_time);
+  // The forward pass or the sampling failed: every request in the step ends with INTERNAL; after
+  // max_consecutive_failed_steps in a row the engine turns unhealthy.
+  void FailStep(const absl::Status& status);
   void PublishLoad(int64_t generated_tokens);
+  void Deliver() { delivery_.Push(table_.TakeDeliveries()); }
 
   std::unique_ptr<model::LoadedModel> model_;
-  const tokenizer::Tokenizer& tokenizer_;
   const EngineOptions options_;
   EngineObserver* const observer_;
   at::Tensor kv_cache_;
+  RequestInbox inbox_;
 
   // Engine thread only.
   BlockAllocator allocator_;
   Scheduler scheduler_;
-  BatchBuilder batch_builder_;
-  Sampler sampler_;
   OutputProcessor output_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<RequestGroup>> groups_;
-  std::vector<std::vector<int32_t>> suppressed_;  // per sampled row, reused
-  std::vector<Delivery> deliveries_;              // of this step, handed to delivery_ at its end
-  int64_t num_preemptions_ = 0;
+  RequestTable table_;
+  AdmitAction admit_;
+  ScheduleAction schedule_;
+  ForwardAction forward_;
+  SampleAction sample_;
+  EmitAction emit_;
+  StepData step_;
+  int64_t consecutive_failed_steps_ = 0;
   int64_t window_tokens_ = 0;  // generated since window_start_, for tokens_per_second
   absl::Time window_start_ = absl::InfinitePast();
+  std::function<void(const absl::Status&)> unhealthy_listener_;  // set before Start
 
-  mutable absl::Mutex mu_;
-  std::vector<std::unique_ptr<RequestGroup>> incoming_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> aborts_ ABSL_GUARDED_BY(mu_);
-  int64_t num_queued_requests_ ABSL_GUARDED_BY(mu_) = 0;  // against max_waiting
-  bool accepting_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  mutable absl::Mutex state_mu_;
+  EngineLoad load_ ABSL_GUARDED_BY(state_mu_);
+  absl::Time load_rate_time_ ABSL_GUARDED_BY(state_mu_) = absl::InfinitePast();
+  absl::Status health_ ABSL_GUARDED_BY(state_mu_);
 
-  mutable absl::Mutex load_mu_;
-  EngineLoad load_ ABSL_GUARDED_BY(load_mu_);
-  absl::Time load_rate_time_ ABSL_GUARDED_BY(load_mu_) = absl::InfinitePast();
-
-  std::atomic<int64_t> num_unfinished_{0};
   DeliveryQueue delivery_;  // declared before thread_: outlives the engine thread
   std::thread thread_;
 };

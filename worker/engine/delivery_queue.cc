@@ -45,6 +45,7 @@ void DeliveryQueue::Run() {
         }
         if (delivery.response.has_value()) delivery.sink->OnResponse(std::move(*delivery.response));
         if (delivery.done.has_value()) delivery.sink->OnDone(std::move(*delivery.done));
+        if (delivery.notify) delivery.notify();
       } catch (const std::exception& error) {  // a sink's failure must not end the thread every stream uses
         LLMC_LOG(Error).With("request_id", delivery.log_request_id) << "delivery failed: " << error.what();
       }

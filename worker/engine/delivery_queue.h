@@ -2,6 +2,7 @@
 #define LLMC_WORKER_ENGINE_DELIVERY_QUEUE_H_
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,13 +17,15 @@
 
 namespace llmc::engine {
 
-// What the engine hands over after a step: a response for a sink, its final status, or both (response first).
+// What the engine hands over after a step: a response for a sink, its final status, or both (response first);
+// or only a log line or a notice for the worker.
 struct Delivery {
   std::shared_ptr<GenerationSink> sink;
   std::optional<v1::GenerateResponse> response;
   std::optional<absl::Status> done;
   std::string log_request_id = {};
   std::string log_line = {};  // logged (Info) on the delivery thread, so the engine thread never writes to stderr
+  std::function<void()> notify = {};
 };
 
 // The one thread that calls GenerationSink methods, so the engine thread only queues: a sink's work (gRPC

@@ -2,6 +2,7 @@
 #define LLMC_WORKER_ENGINE_ENGINE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,6 +23,8 @@ struct EngineOptions {
   int64_t max_running = 32;
   int64_t max_waiting = 256;
   int64_t max_model_len = 0;  // 0: the manifest's max_context_length
+  // After this many model steps in a row fail, the engine turns unhealthy (Health) and refuses new requests.
+  int64_t max_consecutive_failed_steps = 3;
 };
 
 // A snapshot of the engine's load, for heartbeats, status and metrics.
@@ -62,6 +65,12 @@ class Engine {
   virtual void Abort(uint64_t id) = 0;
   // Refuses new requests with UNAVAILABLE from now on; in-flight ones continue.
   virtual void StopAccepting() = 0;
+  // OK, or INTERNAL once max_consecutive_failed_steps model steps in a row have failed: from then on
+  // Submit refuses with UNAVAILABLE (another worker may serve the request) and the worker should leave
+  // rotation. It does not come back: the process needs a restart.
+  virtual absl::Status Health() const = 0;
+  // Called once, on the delivery thread, when Health turns unhealthy. Set before Start.
+  virtual void SetUnhealthyListener(std::function<void(const absl::Status&)> listener) = 0;
   // Sequences waiting or running.
   virtual int64_t NumUnfinished() const = 0;
   virtual EngineLoad Load() const = 0;

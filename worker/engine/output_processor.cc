@@ -61,7 +61,6 @@ v1::TokenDelta OutputProcessor::Append(Sequence& sequence, const SampledToken& s
   if (options.logprobs || options.top_logprobs > 0) FillLogprob(sampled, options, *delta.add_logprobs());
 
   const auto finish = [&](v1::FinishReason reason, std::string stop_reason) {
-    sequence.state = SequenceState::kFinished;
     delta.set_finish_reason(reason);
     delta.set_stop_reason(std::move(stop_reason));
   };

@@ -22,7 +22,7 @@ class OutputProcessor {
   OutputProcessor(const tokenizer::Tokenizer& tokenizer, const model::ModelManifest& manifest, int64_t max_model_len);
 
   // Appends `sampled` to `sequence` and returns its delta. When a stop condition holds, the delta carries
-  // the finish reason and the sequence's state becomes kFinished.
+  // the finish reason (the caller ends the choice).
   v1::TokenDelta Append(Sequence& sequence, const SampledToken& sampled) const;
 
   // Token ids the sampler must not pick for `sequence` this step: EOS and stop ids before min_tokens.

@@ -10,12 +10,14 @@ bool ArrivedBefore(const Sequence* a, const Sequence* b) {
   return std::tie(a->group.id, a->choice_index) < std::tie(b->group.id, b->choice_index);
 }
 
+bool Scheduled(const SchedulerOutput& output, const Sequence* sequence) {
+  return std::any_of(output.chunks.begin(), output.chunks.end(),
+                     [sequence](const ScheduledChunk& chunk) { return chunk.sequence == sequence; });
+}
+
 }  // namespace
 
-void Scheduler::AddWaiting(Sequence* sequence) {
-  sequence->state = SequenceState::kQueued;
-  waiting_.push_back(sequence);
-}
+void Scheduler::AddWaiting(Sequence* sequence) { waiting_.push_back(sequence); }
 
 void Scheduler::Remove(Sequence* sequence) {
   allocator_.Release(sequence->block_table);
@@ -26,6 +28,22 @@ void Scheduler::Remove(Sequence* sequence) {
   }
 }
 
+void Scheduler::Computed(const SchedulerOutput& plan) {
+  for (const ScheduledChunk& chunk : plan.chunks) chunk.sequence->num_computed += chunk.num_tokens;
+}
+
+int32_t Scheduler::BlocksNeeded(const Sequence& sequence, int64_t num_tokens) const {
+  return std::max<int32_t>(0, BlocksFor(sequence.num_computed + num_tokens, limits_.block_size) -
+                                  static_cast<int32_t>(sequence.block_table.size()));
+}
+
+int64_t Scheduler::TokensThatFit(const Sequence& sequence, int64_t wanted) const {
+  const int64_t slots =
+      (static_cast<int64_t>(sequence.block_table.size()) + allocator_.num_free()) * limits_.block_size -
+      sequence.num_computed;
+  return std::max<int64_t>(0, std::min(wanted, slots));
+}
+
 void Scheduler::InsertRunning(Sequence* sequence) {
   running_.insert(std::upper_bound(running_.begin(), running_.end(), sequence, ArrivedBefore), sequence);
 }
@@ -33,54 +51,79 @@ void Scheduler::InsertRunning(Sequence* sequence) {
 void Scheduler::Preempt(Sequence* sequence, SchedulerOutput& output) {
   allocator_.Release(sequence->block_table);
   sequence->num_computed = 0;
-  sequence->state = SequenceState::kQueued;
   running_.erase(std::find(running_.begin(), running_.end(), sequence));
   output.preempted.push_back(sequence);
+}
+
+Sequence* Scheduler::NewestUnscheduled(const SchedulerOutput& output) const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (!Scheduled(output, *it)) return *it;
+  }
+  return nullptr;
+}
+
+void Scheduler::AddChunk(Sequence* sequence, int64_t num_tokens, int64_t& budget, SchedulerOutput& output) {
+  allocator_.Allocate(BlocksNeeded(*sequence, num_tokens), sequence->block_table);
+  const bool samples = num_tokens == sequence->num_uncomputed();
+  // Whatever is not a single token following computed context is (part of) a prefill.
+  const bool decode = num_tokens == 1 && sequence->num_computed > 0;
+  (decode ? output.num_decode_tokens : output.num_prefill_tokens) += num_tokens;
+  output.chunks.push_back({sequence, num_tokens, samples});
+  budget -= num_tokens;
 }
 
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput output;
   int64_t budget = limits_.max_num_batched_tokens;
-  const auto add_chunk = [&](Sequence* sequence, int64_t num_tokens) {
-    const bool samples = num_tokens == sequence->num_uncomputed();
-    // Whatever is not a single token following computed context is (part of) a prefill.
-    const bool decode = num_tokens == 1 && sequence->num_computed > 0;
-    (decode ? output.num_decode_tokens : output.num_prefill_tokens) += num_tokens;
-    output.chunks.push_back({sequence, num_tokens, samples});
-    budget -= num_tokens;
-  };
 
+  // 1. Decoders. The budget holds one token for each (max_num_batched_tokens >= max_running).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* sequence = running_[i];
-    const int64_t num_tokens = std::min(sequence->num_uncomputed(), budget);
-    const int32_t needed = BlocksFor(sequence->num_computed + num_tokens, limits_.block_size) -
-                           static_cast<int32_t>(sequence->block_table.size());
+    if (!sequence->decoding()) continue;
     bool preempted_self = false;
-    while (needed > allocator_.num_free()) {
+    while (BlocksNeeded(*sequence, 1) > allocator_.num_free()) {
+      // The newest is never one already given its token: those come before it.
       Sequence* victim = running_.back();
       preempted_self = victim == sequence;
       Preempt(victim, output);
       if (preempted_self) break;
     }
     if (preempted_self) break;  // it was the newest: everything after it is gone too
-    allocator_.Allocate(needed, sequence->block_table);
-    add_chunk(sequence, num_tokens);
+    AddChunk(sequence, 1, budget, output);
   }
-  // Oldest preempted first at the front of the queue, so they resume before newer arrivals.
-  for (auto it = output.preempted.begin(); it != output.preempted.end(); ++it) waiting_.push_front(*it);
 
-  // A small reserve of free blocks keeps new admissions from forcing running sequences out at once.
+  // 2. Prefills of running sequences, in chunks that fit. An older one may take the blocks of newer ones
+  // that have no chunk this step; one that still does not fit keeps its blocks and waits.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence* sequence = running_[i];
+    if (sequence->decoding()) continue;
+    const int64_t wanted = std::min(sequence->num_uncomputed(), budget);
+    int64_t num_tokens = TokensThatFit(*sequence, wanted);
+    while (num_tokens == 0) {
+      Sequence* victim = NewestUnscheduled(output);
+      if (victim == nullptr || victim == sequence) break;
+      Preempt(victim, output);
+      num_tokens = TokensThatFit(*sequence, wanted);
+    }
+    if (num_tokens > 0) AddChunk(sequence, num_tokens, budget, output);
+  }
+  // The queue stays in arrival order, so a preempted sequence resumes before anything that came after it.
+  for (Sequence* sequence : output.preempted) {
+    waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), sequence, ArrivedBefore), sequence);
+  }
+  // Memory ran short this step: admitting now would only preempt again.
+  if (!output.preempted.empty()) return output;
+
+  // 3. Admissions. A small reserve of free blocks keeps them from forcing running sequences out at once.
   const int32_t reserve = allocator_.num_blocks() / 100;
   while (budget > 0 && !waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_running) {
     Sequence* sequence = waiting_.front();
     const int64_t num_tokens = std::min(sequence->num_uncomputed(), budget);
-    const int32_t needed = BlocksFor(num_tokens, limits_.block_size);
+    const int32_t needed = BlocksNeeded(*sequence, num_tokens);
     if (needed + reserve > allocator_.num_free() && !(running_.empty() && needed <= allocator_.num_free())) break;
     waiting_.pop_front();
-    allocator_.Allocate(needed, sequence->block_table);
-    sequence->state = SequenceState::kPrefill;
     InsertRunning(sequence);
-    add_chunk(sequence, num_tokens);
+    AddChunk(sequence, num_tokens, budget, output);
   }
   return output;
 }

@@ -24,19 +24,23 @@ struct ScheduledChunk {
 };
 
 struct SchedulerOutput {
-  std::vector<ScheduledChunk> chunks;  // running sequences first (oldest first), then new admissions
+  std::vector<ScheduledChunk> chunks;  // decodes (oldest first), then prefill chunks, then new admissions
   std::vector<Sequence*> preempted;    // sent back to waiting this step, blocks freed
   int64_t num_prefill_tokens = 0;
   int64_t num_decode_tokens = 0;
   bool empty() const { return chunks.empty(); }
 };
 
-// Decides what each step computes (ARCHITECTURE.md §3). Running sequences go first, oldest first, each with
-// its decode token or next prefill chunk; then waiting sequences are admitted first come, first served while
-// the token budget, the running limit and free blocks allow. A long prompt is split into chunks across
-// steps, so it never holds running streams back for more than one chunk. When a running sequence needs a
-// block and none is free, the newest running sequence is preempted: its blocks are freed and it waits at the
-// front of the queue to recompute later. Engine thread only.
+// Decides what each step computes (ARCHITECTURE.md §3), in three passes over the token budget:
+//  1. every running sequence that is decoding gets its one token, oldest first;
+//  2. running sequences still prefilling (new prompts, or recomputes after a preemption) get the next chunk
+//     the remaining budget and the free blocks allow, oldest first;
+//  3. waiting sequences are admitted first come, first served while the budget, the running limit and the
+//     free blocks allow.
+// So a long prefill or a recompute never takes a decoder's token, and a long prompt holds running streams
+// back by at most one chunk. When a decoder needs a block and none is free, the newest running sequence is
+// preempted: its blocks are freed and it waits in the queue (kept in arrival order), to be recomputed in chunks like
+// any prefill, never readmitted in the step that preempted it. Engine thread only.
 class Scheduler {
  public:
   Scheduler(BlockAllocator& allocator, const SchedulerLimits& limits) : allocator_(allocator), limits_(limits) {}
@@ -45,18 +49,27 @@ class Scheduler {
   // Takes a sequence out of the queue or the batch (finished, cancelled, failed) and frees its blocks.
   void Remove(Sequence* sequence);
   SchedulerOutput Schedule();
+  // The plan's forward pass succeeded: its chunks' K/V are in the cache.
+  void Computed(const SchedulerOutput& plan);
 
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   const BlockAllocator& allocator() const { return allocator_; }
 
  private:
+  // Blocks `sequence` lacks for `num_tokens` more tokens.
+  int32_t BlocksNeeded(const Sequence& sequence, int64_t num_tokens) const;
+  // The most of `wanted` tokens that fit `sequence`'s blocks plus the free ones.
+  int64_t TokensThatFit(const Sequence& sequence, int64_t wanted) const;
   void Preempt(Sequence* sequence, SchedulerOutput& output);
+  // The newest running sequence without a chunk in `output`, or null.
+  Sequence* NewestUnscheduled(const SchedulerOutput& output) const;
   void InsertRunning(Sequence* sequence);
+  void AddChunk(Sequence* sequence, int64_t num_tokens, int64_t& budget, SchedulerOutput& output);
 
   BlockAllocator& allocator_;
   const SchedulerLimits limits_;
-  std::deque<Sequence*> waiting_;
+  std::deque<Sequence*> waiting_;   // by arrival, oldest first
   std::vector<Sequence*> running_;  // by arrival (request id, choice), oldest first
 };
 

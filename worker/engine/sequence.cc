@@ -4,24 +4,6 @@
 
 namespace llmc::engine {
 
-const char* SequenceStateName(SequenceState state) {
-  switch (state) {
-    case SequenceState::kQueued:
-      return "queued";
-    case SequenceState::kPrefill:
-      return "prefill";
-    case SequenceState::kDecode:
-      return "decode";
-    case SequenceState::kFinished:
-      return "finished";
-    case SequenceState::kCancelled:
-      return "cancelled";
-    case SequenceState::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
-
 Sequence::Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::Tokenizer& tokenizer)
     : group(group),
       choice_index(choice_index),
@@ -31,6 +13,18 @@ Sequence::Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::
       detokenizer(tokenizer, group.request.sampling.skip_special_tokens),
       stop_matcher(group.request.sampling.stop, group.request.sampling.include_stop_str_in_output) {
   tokens.reserve(prompt_length + group.request.sampling.max_tokens);
+}
+
+int64_t RequestGroup::completion_tokens() const {
+  int64_t total = 0;
+  for (const auto& sequence : sequences) total += sequence->num_output();
+  return total;
+}
+
+int RequestGroup::num_unfinished() const {
+  int count = 0;
+  for (const auto& sequence : sequences) count += sequence->finished() ? 0 : 1;
+  return count;
 }
 
 }  // namespace llmc::engine

@@ -42,7 +42,7 @@ void ControllerLink::Start() {
 
 void ControllerLink::SetState(v1::WorkerState state) {
   absl::MutexLock lock(&mu_);
-  if (state_ == state) return;
+  if (state_ == state || state_ == v1::WORKER_STATE_DRAINING) return;  // draining is the last state
   state_ = state;
   wake_ = true;
 }
@@ -81,7 +81,7 @@ void ControllerLink::Run() {
         }
       }
     } else if (state != v1::WORKER_STATE_DRAINING) {
-      if (absl::Status status = Register(); status.ok()) {
+      if (absl::Status status = Register(state); status.ok()) {
         retry = kFirstRetry;
       } else {
         NoteFailure(status);
@@ -101,13 +101,13 @@ void ControllerLink::SetDeadline(grpc::ClientContext& context) const {
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
 }
 
-absl::Status ControllerLink::Register() {
+absl::Status ControllerLink::Register(v1::WorkerState state) {
   v1::RegisterWorkerRequest request;
   request.set_worker_id(options_.worker_id);
   request.set_address(options_.advertised_address);
   *request.add_models() = model_;
   *request.mutable_load() = load_();
-  request.set_state(v1::WORKER_STATE_READY);
+  request.set_state(state);
   request.set_version(WorkerVersion());
   grpc::ClientContext context;
   SetDeadline(context);

@@ -36,7 +36,8 @@ class ControllerLink {
   ControllerLink& operator=(const ControllerLink&) = delete;
 
   void Start();
-  // READY or DRAINING. DRAINING is reported at once, and a worker that is draining never registers again.
+  // READY, DRAINING or UNHEALTHY, reported at once. A worker that is draining never registers again; an
+  // unhealthy one registers (after a controller restart) as unhealthy.
   void SetState(v1::WorkerState state);
   // Stops the thread, then, when `deregister` and the worker ever registered, deregisters (one attempt,
   // bounded by the RPC timeout). Idempotent.
@@ -47,7 +48,7 @@ class ControllerLink {
 
  private:
   void Run();
-  absl::Status Register();
+  absl::Status Register(v1::WorkerState state);
   // True when the controller answered unknown_worker.
   absl::StatusOr<bool> Heartbeat(v1::WorkerState state);
   void Deregister();

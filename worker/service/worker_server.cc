@@ -30,6 +30,7 @@ engine::EngineOptions ToEngineOptions(const config::WorkerConfig& config) {
   options.max_running = config.max_running;
   options.max_waiting = config.max_waiting;
   options.max_model_len = config.max_model_len;
+  options.max_consecutive_failed_steps = config.max_consecutive_failed_steps;
   return options;
 }
 
@@ -51,6 +52,14 @@ absl::Status WorkerServer::Start() {
     ASSIGN_OR_RETURN(metrics_address_, metrics_server_->Start(config_.metrics_address));
   }
 
+  // On the engine's delivery thread, once: out of rotation everywhere at once.
+  engine_->SetUnhealthyListener([this](const absl::Status& status) {
+    LLMC_LOG(Error) << "leaving rotation: " << status.message();
+    service_->SetState(v1::WORKER_STATE_UNHEALTHY);
+    SetHealth(false);
+    absl::MutexLock lock(&link_mu_);
+    if (link_) link_->SetState(v1::WORKER_STATE_UNHEALTHY);
+  });
   const absl::Time warm_up_start = absl::Now();
   RETURN_IF_ERROR(Annotate(engine_->Start(), "engine warm-up"));
   LLMC_LOG(Info) << "engine warmed up in " << absl::FormatDuration(absl::Now() - warm_up_start);
@@ -60,8 +69,10 @@ absl::Status WorkerServer::Start() {
   const std::string advertised = AdvertisedAddress();
   if (!config_.controller_address.empty()) {
     ControllerLinkOptions options{config_.controller_address, worker_id_, advertised, config_.heartbeat_interval};
+    absl::MutexLock lock(&link_mu_);
     link_ = std::make_unique<ControllerLink>(std::move(options), service_->model().info,
                                              [this] { return ToWorkerLoad(engine_->Load()); });
+    if (!engine_->Health().ok()) link_->SetState(v1::WORKER_STATE_UNHEALTHY);
     link_->Start();
   }
   LLMC_LOG(Info)

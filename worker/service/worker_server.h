@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "common/config/worker_config.h"
 #include "common/host_port.h"
 #include "common/metrics_http_server.h"
@@ -55,6 +56,8 @@ class WorkerServer {
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_server_;
+  // Set by Start on the main thread, read by the engine's unhealthy listener on its delivery thread.
+  absl::Mutex link_mu_;
   std::unique_ptr<ControllerLink> link_;
   HostPort grpc_address_;
   HostPort metrics_address_;

@@ -14,9 +14,14 @@ namespace llmc::worker {
 namespace {
 
 absl::Status NotServing(v1::WorkerState state) {
-  return absl::UnavailableError(state == v1::WORKER_STATE_DRAINING
-                                    ? "this worker is draining and takes no new requests; try another worker"
-                                    : "this worker is still starting; try another worker");
+  switch (state) {
+    case v1::WORKER_STATE_DRAINING:
+      return absl::UnavailableError("this worker is draining and takes no new requests; try another worker");
+    case v1::WORKER_STATE_UNHEALTHY:
+      return absl::UnavailableError("this worker's model steps keep failing; try another worker");
+    default:
+      return absl::UnavailableError("this worker is still starting; try another worker");
+  }
 }
 
 }  // namespace

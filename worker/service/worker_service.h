@@ -20,7 +20,7 @@ class WorkerService final : public v1::Worker::CallbackService {
   WorkerService(engine::Engine& engine, ServedModel model, std::string worker_id,
                 absl::Duration request_timeout = absl::ZeroDuration());
 
-  // Generate is served only when READY: STARTING and DRAINING refuse it with UNAVAILABLE.
+  // Generate is served only when READY: STARTING, DRAINING and UNHEALTHY refuse it with UNAVAILABLE.
   void SetState(v1::WorkerState state) { state_.store(state); }
   v1::WorkerState state() const { return state_.load(); }
   const ServedModel& model() const { return model_; }

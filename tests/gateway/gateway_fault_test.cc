@@ -1,0 +1,72 @@
+// Fault tests: the real llmc-controller, llmc-worker and llmc-gateway processes on loopback ports, with
+// faults injected into one worker (LLMC_FAULT_INJECTION, common/fault_injection.h).
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "tests/support/controller_process.h"
+#include "tests/support/gateway_process.h"
+#include "tests/support/http_client.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/small_model.h"
+#include "tests/support/wait.h"
+#include "tests/support/worker_process.h"
+
+namespace llmc::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string ChatBody(int max_tokens) {
+  return json({{"model", kSmallModelName},
+               {"messages", json::array({{{"role", "user"}, {"content", "Say something."}}})},
+               {"max_tokens", max_tokens},
+               {"temperature", 0}})
+      .dump();
+}
+
+v1::WorkerState StateOf(ControllerProcess& controller, const std::string& worker_id) {
+  for (const v1::WorkerInfo& worker : controller.ListWorkers()) {
+    if (worker.worker_id() == worker_id) return worker.state();
+  }
+  return v1::WORKER_STATE_UNSPECIFIED;
+}
+
+TEST_CASE("fault: a worker whose model steps keep failing leaves rotation; the gateway retries elsewhere, none fail",
+          "[integration][fault]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess healthy(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "healthy"));
+  WorkerProcess failing(LLMC_WORKER_BINARY, SmallModelPackage(),
+                        SmallWorkerArgs(controller.address(), "failing", {"--max_consecutive_failed_steps=2"}),
+                        absl::Seconds(120), {"LLMC_FAULT_INJECTION=model_step"});
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(10)));
+  REQUIRE(gateway.WaitHealthy());
+
+  // Every request succeeds: a pick of the failing worker ends INTERNAL before any token, and the gateway
+  // moves on. After two such steps the worker reports UNHEALTHY and gets no more picks.
+  int sent = 0;
+  for (; sent < 40 && StateOf(controller, "failing") != v1::WORKER_STATE_UNHEALTHY; ++sent) {
+    const HttpReply reply = PostJson(gateway.port(), "/v1/chat/completions", ChatBody(3));
+    INFO("request " << sent << ": " << reply.status << " " << reply.body);
+    REQUIRE(reply.status == 200);
+  }
+  INFO("gateway log:\n" << gateway.process().ReadLog() << "\nfailing worker log:\n" << failing.process().ReadLog());
+  REQUIRE(WaitUntil([&] { return StateOf(controller, "failing") == v1::WORKER_STATE_UNHEALTHY; }, absl::Seconds(10)));
+  CHECK(ScrapeMetric(gateway.port(), "llmc_gateway_worker_retries_total").value_or(0) >= 2);
+  CHECK(failing.HealthStatus("") == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  CHECK(failing.HealthStatus("llmc.v1.Worker") == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  CHECK(StateOf(controller, "healthy") == v1::WORKER_STATE_READY);
+
+  // Out of rotation: the rest go to the healthy worker without a retry.
+  const double retries = ScrapeMetric(gateway.port(), "llmc_gateway_worker_retries_total").value_or(0);
+  const double served_before = ScrapeMetric(healthy.metrics_port(), "llmc:request_success_total").value_or(0);
+  for (int i = 0; i < 6; ++i) CHECK(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(3)).status == 200);
+  CHECK(ScrapeMetric(gateway.port(), "llmc_gateway_worker_retries_total").value_or(0) == retries);
+  CHECK(ScrapeMetric(healthy.metrics_port(), "llmc:request_success_total").value_or(0) == served_before + 6);
+  CHECK(failing.process().running());
+}
+
+}  // namespace
+}  // namespace llmc::testing

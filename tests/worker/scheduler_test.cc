@@ -1,0 +1,144 @@
+// The scheduler on hand-made sequences: decoders get their token every step, prefills (recomputes
+// included) take what is left in chunks that fit, and nothing is preempted and readmitted in one step.
+#include "worker/engine/scheduler.h"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <vector>
+
+#include "tests/support/byte_tokenizer.h"
+
+namespace llmc::engine {
+namespace {
+
+class SchedulerFixture {
+ public:
+  SchedulerFixture(int32_t num_blocks, SchedulerLimits limits)
+      : tokenizer_(testing::MakeByteTokenizer()), allocator_(num_blocks), scheduler_(allocator_, limits) {}
+
+  // A request with one choice whose prompt is `prompt_length` tokens, queued with the scheduler.
+  Sequence* Add(uint64_t id, int64_t prompt_length) {
+    auto group = std::make_unique<RequestGroup>();
+    group->id = id;
+    group->request.prompt_token_ids.assign(prompt_length, 'a');
+    group->request.sampling.max_tokens = 64;
+    group->sequences.push_back(std::make_unique<Sequence>(*group, 0, *tokenizer_));
+    Sequence* sequence = group->sequences.back().get();
+    groups_.push_back(std::move(group));
+    scheduler_.AddWaiting(sequence);
+    return sequence;
+  }
+
+  // Schedules a step, then does what the engine does after a successful one: the chunks count as computed
+  // and each sampling chunk appends a token.
+  SchedulerOutput Step() {
+    SchedulerOutput plan = scheduler_.Schedule();
+    scheduler_.Computed(plan);
+    for (const ScheduledChunk& chunk : plan.chunks) {
+      if (chunk.samples) chunk.sequence->tokens.push_back('b');
+    }
+    return plan;
+  }
+
+  Scheduler& scheduler() { return scheduler_; }
+  BlockAllocator& allocator() { return allocator_; }
+
+ private:
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  BlockAllocator allocator_;
+  Scheduler scheduler_;
+  std::vector<std::unique_ptr<RequestGroup>> groups_;
+};
+
+int64_t TokensFor(const SchedulerOutput& plan, const Sequence* sequence) {
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    if (chunk.sequence == sequence) return chunk.num_tokens;
+  }
+  return 0;
+}
+
+TEST_CASE("scheduler: an older sequence recomputing in chunks never takes the running decoders' tokens",
+          "[unit][engine]") {
+  SchedulerFixture fixture(/*num_blocks=*/64, {/*block_size=*/4, /*max_num_batched_tokens=*/8, /*max_running=*/4});
+  // b and c decode; a (an older request, as after a preemption) then needs 40 tokens recomputed.
+  Sequence* b = fixture.Add(2, 3);
+  Sequence* c = fixture.Add(3, 3);
+  fixture.Step();
+  REQUIRE(b->decoding());
+  REQUIRE(c->decoding());
+  Sequence* a = fixture.Add(1, 40);
+  for (int step = 0; step < 8 && !a->decoding(); ++step) {
+    const int64_t left = a->num_uncomputed();
+    const SchedulerOutput plan = fixture.Step();
+    INFO("step " << step);
+    CHECK(TokensFor(plan, b) == 1);
+    CHECK(TokensFor(plan, c) == 1);
+    CHECK(TokensFor(plan, a) == std::min<int64_t>(6, left));
+    CHECK(plan.num_decode_tokens == 2);
+  }
+  CHECK(a->decoding());
+}
+
+TEST_CASE("scheduler: a prefill short of blocks takes the chunk that fits instead of preempting itself",
+          "[unit][engine]") {
+  // 5 blocks of 4 tokens; d decodes in one block, s prefills 30 tokens and, after its first chunk of 10,
+  // finds 1 free block where 3 would take the whole budget.
+  SchedulerFixture fixture(/*num_blocks=*/5, {/*block_size=*/4, /*max_num_batched_tokens=*/12, /*max_running=*/4});
+  Sequence* d = fixture.Add(1, 2);
+  Sequence* s = fixture.Add(2, 30);
+  const SchedulerOutput first = fixture.Step();
+  REQUIRE(TokensFor(first, d) == 2);
+  REQUIRE(TokensFor(first, s) == 10);
+  REQUIRE(fixture.allocator().num_free() == 1);
+
+  const SchedulerOutput second = fixture.scheduler().Schedule();
+  CHECK(second.preempted.empty());
+  CHECK(TokensFor(second, d) == 1);
+  CHECK(TokensFor(second, s) == 6);  // its 3 blocks hold 2 more tokens, the free one 4
+  CHECK(s->num_computed == 10);      // kept: not recomputed from the start
+}
+
+TEST_CASE("scheduler: a decoder short of a block preempts the newest, which is not readmitted in that step",
+          "[unit][engine]") {
+  // 4 blocks of 4 tokens. Three sequences of 4-token prompts fill three blocks; one is left. After the
+  // first step each needs a second block for its next token: the oldest gets the free one, the second
+  // takes the newest's.
+  SchedulerFixture fixture(/*num_blocks=*/4, {/*block_size=*/4, /*max_num_batched_tokens=*/16, /*max_running=*/4});
+  Sequence* first = fixture.Add(1, 4);
+  Sequence* second = fixture.Add(2, 4);
+  Sequence* newest = fixture.Add(3, 4);
+  fixture.Step();
+  REQUIRE(fixture.allocator().num_free() == 1);
+
+  const SchedulerOutput plan = fixture.Step();
+  CHECK(TokensFor(plan, first) == 1);
+  CHECK(TokensFor(plan, second) == 1);
+  CHECK(TokensFor(plan, newest) == 0);
+  REQUIRE(plan.preempted.size() == 1);
+  CHECK(plan.preempted[0] == newest);
+  CHECK(newest->num_computed == 0);
+  CHECK(fixture.scheduler().num_waiting() == 1);
+  CHECK(fixture.scheduler().num_running() == 2);
+}
+
+TEST_CASE("scheduler: a preempted sequence resumes before requests that arrived after it", "[unit][engine]") {
+  SchedulerFixture fixture(/*num_blocks=*/4, {/*block_size=*/4, /*max_num_batched_tokens=*/16, /*max_running=*/4});
+  Sequence* first = fixture.Add(1, 4);
+  fixture.Add(2, 4);
+  Sequence* preempted = fixture.Add(3, 4);
+  fixture.Step();
+  Sequence* later = fixture.Add(4, 2);
+  const SchedulerOutput plan = fixture.Step();
+  REQUIRE(plan.preempted.size() == 1);
+  REQUIRE(plan.preempted[0] == preempted);
+  CHECK(TokensFor(plan, later) == 0);  // no admissions in a step that had to preempt
+
+  fixture.scheduler().Remove(first);  // finished: its two blocks are free
+  const SchedulerOutput resumed = fixture.Step();
+  CHECK(TokensFor(resumed, preempted) == 5);  // its prompt and its one output token, recomputed
+  CHECK(TokensFor(resumed, later) == 0);      // no block left for it
+}
+
+}  // namespace
+}  // namespace llmc::engine

@@ -1,0 +1,57 @@
+#include "worker/engine/forward_action.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "absl/strings/str_cat.h"
+#include "common/fault_injection.h"
+
+namespace llmc::engine {
+
+void ForwardAction::PlanRows(StepData& step) {
+  for (const ScheduledChunk& chunk : step.plan.chunks) {
+    if (chunk.samples) step.sampling.push_back(chunk.sequence);
+  }
+  const size_t num_rows = step.sampling.size();
+  if (step.suppressed.size() < num_rows) step.suppressed.resize(num_rows);
+  step.top_needed.assign(num_rows, 0);
+  full_rows_.clear();
+  const int64_t vocab_size = model_.manifest().vocab_size;
+  for (size_t k = 0; k < num_rows; ++k) {
+    const Sequence& sequence = *step.sampling[k];
+    output_.SuppressedTokens(sequence, step.suppressed[k]);
+    step.top_needed[k] = TopLogitsNeeded(sequence.group.request.sampling, !step.suppressed[k].empty(), vocab_size);
+    if (step.top_needed[k] == 0) full_rows_.push_back(static_cast<int64_t>(k));
+    step.top_k = std::max(step.top_k, step.top_needed[k]);
+  }
+}
+
+absl::Status ForwardAction::RunModel(const model::ForwardBatch& batch, StepData& step) {
+  if (FaultInjected("model_step")) return absl::InternalError("injected fault: model_step");
+  if (FaultInjected("model_step_throw")) throw std::runtime_error("injected fault: model_step_throw");
+  const at::Tensor full_rows =
+      at::from_blob(full_rows_.data(), {static_cast<int64_t>(full_rows_.size())}, at::TensorOptions(at::kLong));
+  absl::StatusOr<model::SamplingLogits> logits = model_.ForwardForSampling(batch, kv_cache_, full_rows, step.top_k);
+  if (!logits.ok()) return absl::InternalError(logits.status().message());
+  step.full_logits = logits->full_logits.to(at::kCPU).contiguous();
+  step.top_values = logits->top_values.to(at::kCPU).contiguous();
+  step.top_ids = logits->top_ids.to(at::kCPU).contiguous();
+  return absl::OkStatus();
+}
+
+absl::Status ForwardAction::Run(StepData& step) {
+  PlanRows(step);
+  const model::ForwardBatch batch = batch_builder_.Build(step.plan.chunks);
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  try {
+    status = RunModel(batch, step);
+  } catch (const std::exception& error) {
+    status = absl::InternalError(absl::StrCat("the model step threw: ", error.what()));
+  }
+  step.model_time = absl::Now() - start;
+  if (status.ok()) scheduler_.Computed(step.plan);
+  return status;
+}
+
+}  // namespace llmc::engine

@@ -1,0 +1,22 @@
+#include "worker/engine/schedule_action.h"
+
+#include <algorithm>
+
+namespace llmc::engine {
+
+void ScheduleAction::Run(StepData& step) {
+  step.plan = scheduler_.Schedule();
+  num_preemptions_ += static_cast<int64_t>(step.plan.preempted.size());
+  if (observer_ != nullptr) {
+    for (size_t i = 0; i < step.plan.preempted.size(); ++i) observer_->OnPreemption();
+  }
+  for (const ScheduledChunk& chunk : step.plan.chunks) {
+    RequestGroup& group = chunk.sequence->group;
+    table_.MarkRunning(group);
+    step.group_ids.push_back(group.id);
+  }
+  std::sort(step.group_ids.begin(), step.group_ids.end());
+  step.group_ids.erase(std::unique(step.group_ids.begin(), step.group_ids.end()), step.group_ids.end());
+}
+
+}  // namespace llmc::engine

@@ -1,0 +1,49 @@
+#ifndef LLMC_WORKER_ENGINE_STEP_DATA_H_
+#define LLMC_WORKER_ENGINE_STEP_DATA_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "worker/engine/sampler.h"
+#include "worker/engine/scheduler.h"
+#include "worker/engine/sequence.h"
+
+namespace llmc::engine {
+
+// What one step's actions hand each other, in order: schedule → forward → sample → emit.
+struct StepData {
+  absl::Time start;
+  SchedulerOutput plan;             // schedule
+  std::vector<uint64_t> group_ids;  // schedule: the requests in the plan, each once
+
+  // forward: the plan's sampling rows, what each needs, and the logits on the host.
+  std::vector<Sequence*> sampling;
+  std::vector<std::vector<int32_t>> suppressed;  // per row: ids it must not draw (sized up, reused)
+  std::vector<int64_t> top_needed;               // per row: largest logits its sampling reads; 0: a full row
+  int64_t top_k = 0;
+  at::Tensor full_logits, top_values, top_ids;
+  absl::Duration model_time;
+
+  std::vector<SampledToken> sampled;  // sample: one per row
+
+  // Ready for the next step; `suppressed` keeps its buffers.
+  void Reset();
+};
+
+inline void StepData::Reset() {
+  plan = SchedulerOutput();
+  group_ids.clear();
+  sampling.clear();
+  top_needed.clear();
+  top_k = 0;
+  full_logits = top_values = top_ids = at::Tensor();
+  model_time = absl::ZeroDuration();
+  sampled.clear();
+}
+
+}  // namespace llmc::engine
+
+#endif  // LLMC_WORKER_ENGINE_STEP_DATA_H_
