@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/request_limits.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
 #include "gateway/openai/json_fields.h"
@@ -19,10 +20,9 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kMaxChoices = 16;
-constexpr size_t kMaxStopStrings = 16;
-constexpr int64_t kMaxChatTopLogprobs = 20;
-constexpr int64_t kMaxCompletionLogprobs = 5;
+using limits::kMaxChoices;
+using limits::kMaxCompletionLogprobs;
+using limits::kMaxStopStrings;
 constexpr int64_t kMaxTokenCount = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 constexpr size_t kMaxErrorDetail = 300;
@@ -78,21 +78,17 @@ absl::Status ParseStreaming(const FieldReader& fields, OpenAiRequest& request) {
   return absl::OkStatus();
 }
 
-// Reads a float parameter into a proto setter when present.
+// Reads a float parameter within its limit (common/request_limits.h) into a proto setter when present.
 template <typename Setter>
-absl::Status ReadFloat(const FieldReader& fields, std::string_view name, double min, double max, Setter set) {
-  ASSIGN_OR_RETURN(const std::optional<double> value, fields.Number(name, min, max));
-  if (value.has_value()) set(static_cast<float>(*value));
-  return absl::OkStatus();
-}
-
-// Numbers that must be above zero, with an optional upper bound.
-absl::StatusOr<std::optional<double>> ReadPositive(const FieldReader& fields, std::string_view name, double max) {
-  ASSIGN_OR_RETURN(const std::optional<double> value, fields.Number(name, 0, max));
-  if (value.has_value() && *value == 0) {
-    return InvalidParameter(name, absl::StrCat("'", std::string(name), "' must be greater than 0"));
+absl::Status ReadFloat(const FieldReader& fields, const limits::FloatLimit& limit, Setter set) {
+  const std::string_view name(limit.name.data(), limit.name.size());
+  ASSIGN_OR_RETURN(const std::optional<double> value, fields.Number(name, limit.min, limit.max));
+  if (!value.has_value()) return absl::OkStatus();
+  if (!limit.Contains(*value)) {
+    return InvalidParameter(name, absl::StrCat("'", limit.name, "' must be ", limit.Describe(), ", got ", *value));
   }
-  return value;
+  set(static_cast<float>(*value));
+  return absl::OkStatus();
 }
 
 absl::Status ParseStop(const FieldReader& fields, v1::SamplingParams& sampling) {
@@ -102,7 +98,7 @@ absl::Status ParseStop(const FieldReader& fields, v1::SamplingParams& sampling) 
   if (stop->is_string()) {
     strings.push_back(stop->get<std::string>());
   } else if (stop->is_array()) {
-    if (stop->size() > kMaxStopStrings) {
+    if (static_cast<int64_t>(stop->size()) > kMaxStopStrings) {
       return InvalidParameter(
           "stop", absl::StrCat("'stop' may hold at most ", kMaxStopStrings, " strings, got ", stop->size()));
     }
@@ -189,17 +185,15 @@ absl::Status ParseChoices(const FieldReader& fields, v1::SamplingParams& samplin
 absl::Status ParseSampling(const FieldReader& fields, OpenAiKind kind, v1::SamplingParams& sampling) {
   RETURN_IF_ERROR(ParseLengths(fields, kind, sampling));
   RETURN_IF_ERROR(ParseChoices(fields, sampling));
-  RETURN_IF_ERROR(ReadFloat(fields, "temperature", 0, 2, [&](float v) { sampling.set_temperature(v); }));
-  ASSIGN_OR_RETURN(const std::optional<double> top_p, ReadPositive(fields, "top_p", 1));
-  if (top_p.has_value()) sampling.set_top_p(static_cast<float>(*top_p));
-  ASSIGN_OR_RETURN(const std::optional<int64_t> top_k, fields.Int("top_k", -1, std::numeric_limits<int32_t>::max()));
+  RETURN_IF_ERROR(ReadFloat(fields, limits::kTemperature, [&](float v) { sampling.set_temperature(v); }));
+  RETURN_IF_ERROR(ReadFloat(fields, limits::kTopP, [&](float v) { sampling.set_top_p(v); }));
+  ASSIGN_OR_RETURN(const std::optional<int64_t> top_k,
+                   fields.Int("top_k", limits::kMinTopK, std::numeric_limits<int32_t>::max()));
   if (top_k.has_value()) sampling.set_top_k(static_cast<int32_t>(*top_k));
-  RETURN_IF_ERROR(ReadFloat(fields, "min_p", 0, 1, [&](float v) { sampling.set_min_p(v); }));
-  RETURN_IF_ERROR(ReadFloat(fields, "presence_penalty", -2, 2, [&](float v) { sampling.set_presence_penalty(v); }));
-  RETURN_IF_ERROR(ReadFloat(fields, "frequency_penalty", -2, 2, [&](float v) { sampling.set_frequency_penalty(v); }));
-  ASSIGN_OR_RETURN(const std::optional<double> repetition_penalty,
-                   ReadPositive(fields, "repetition_penalty", std::numeric_limits<float>::max()));
-  if (repetition_penalty.has_value()) sampling.set_repetition_penalty(static_cast<float>(*repetition_penalty));
+  RETURN_IF_ERROR(ReadFloat(fields, limits::kMinP, [&](float v) { sampling.set_min_p(v); }));
+  RETURN_IF_ERROR(ReadFloat(fields, limits::kPresencePenalty, [&](float v) { sampling.set_presence_penalty(v); }));
+  RETURN_IF_ERROR(ReadFloat(fields, limits::kFrequencyPenalty, [&](float v) { sampling.set_frequency_penalty(v); }));
+  RETURN_IF_ERROR(ReadFloat(fields, limits::kRepetitionPenalty, [&](float v) { sampling.set_repetition_penalty(v); }));
   RETURN_IF_ERROR(ParseSeed(fields, sampling));
   RETURN_IF_ERROR(ParseStop(fields, sampling));
   RETURN_IF_ERROR(ParseStopTokenIds(fields, sampling));
@@ -338,7 +332,7 @@ absl::Status ParseMessages(const json& body, v1::ChatInput& chat) {
 
 absl::Status ParseChatLogprobs(const FieldReader& fields, OpenAiRequest& request) {
   ASSIGN_OR_RETURN(const std::optional<bool> logprobs, fields.Bool("logprobs"));
-  ASSIGN_OR_RETURN(const std::optional<int64_t> top_logprobs, fields.Int("top_logprobs", 0, kMaxChatTopLogprobs));
+  ASSIGN_OR_RETURN(const std::optional<int64_t> top_logprobs, fields.Int("top_logprobs", 0, limits::kMaxTopLogprobs));
   request.logprobs = logprobs.value_or(false);
   request.top_logprobs = static_cast<uint32_t>(top_logprobs.value_or(0));
   if (request.top_logprobs > 0 && !request.logprobs) {

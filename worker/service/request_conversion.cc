@@ -3,15 +3,11 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/request_limits.h"
 #include "common/status_macros.h"
 
 namespace llmc::worker {
 namespace {
-
-constexpr uint32_t kMaxChoices = 16;
-constexpr uint32_t kMaxTopLogprobs = 20;
-// Far beyond any useful value, but keeps nonsense (and infinities) out of the sampler.
-constexpr float kMaxTemperature = 100.0f;
 
 absl::Status OutOfRange(absl::string_view field, absl::string_view range, double value) {
   return absl::InvalidArgumentError(absl::StrCat("sampling.", field, " must be ", range, ", got ", value));
@@ -48,41 +44,25 @@ absl::Status CheckIdsInVocabulary(absl::Span<const int32_t> ids, absl::string_vi
   return absl::OkStatus();
 }
 
-// Float checks are written so that NaN fails them.
-absl::Status CheckFloats(const v1::SamplingParams& params, engine::SamplingOptions& options) {
-  if (params.has_temperature()) {
-    options.temperature = params.temperature();
-    if (!(options.temperature >= 0 && options.temperature <= kMaxTemperature)) {
-      return OutOfRange("temperature", absl::StrCat("in [0, ", kMaxTemperature, "]"), options.temperature);
-    }
-  }
-  if (params.has_top_p()) {
-    options.top_p = params.top_p();
-    if (!(options.top_p > 0 && options.top_p <= 1)) return OutOfRange("top_p", "in (0, 1]", options.top_p);
-  }
-  if (params.has_min_p()) {
-    options.min_p = params.min_p();
-    if (!(options.min_p >= 0 && options.min_p <= 1)) return OutOfRange("min_p", "in [0, 1]", options.min_p);
-  }
-  if (params.has_repetition_penalty()) {
-    options.repetition_penalty = params.repetition_penalty();
-    if (!(options.repetition_penalty > 0 && std::isfinite(options.repetition_penalty))) {
-      return OutOfRange("repetition_penalty", "greater than 0", options.repetition_penalty);
-    }
-  }
-  if (params.has_presence_penalty()) {
-    options.presence_penalty = params.presence_penalty();
-    if (!(options.presence_penalty >= -2 && options.presence_penalty <= 2)) {
-      return OutOfRange("presence_penalty", "in [-2, 2]", options.presence_penalty);
-    }
-  }
-  if (params.has_frequency_penalty()) {
-    options.frequency_penalty = params.frequency_penalty();
-    if (!(options.frequency_penalty >= -2 && options.frequency_penalty <= 2)) {
-      return OutOfRange("frequency_penalty", "in [-2, 2]", options.frequency_penalty);
-    }
-  }
+// Copies a float parameter that is set into `out` when it lies in `limit` (NaN never does).
+absl::Status CheckFloat(const limits::FloatLimit& limit, bool has, float value, float& out) {
+  if (!has) return absl::OkStatus();
+  if (!limit.Contains(value)) return OutOfRange(limit.name, limit.Describe(), value);
+  out = value;
   return absl::OkStatus();
+}
+
+absl::Status CheckFloats(const v1::SamplingParams& params, engine::SamplingOptions& options) {
+  RETURN_IF_ERROR(
+      CheckFloat(limits::kTemperature, params.has_temperature(), params.temperature(), options.temperature));
+  RETURN_IF_ERROR(CheckFloat(limits::kTopP, params.has_top_p(), params.top_p(), options.top_p));
+  RETURN_IF_ERROR(CheckFloat(limits::kMinP, params.has_min_p(), params.min_p(), options.min_p));
+  RETURN_IF_ERROR(CheckFloat(limits::kRepetitionPenalty, params.has_repetition_penalty(), params.repetition_penalty(),
+                             options.repetition_penalty));
+  RETURN_IF_ERROR(CheckFloat(limits::kPresencePenalty, params.has_presence_penalty(), params.presence_penalty(),
+                             options.presence_penalty));
+  return CheckFloat(limits::kFrequencyPenalty, params.has_frequency_penalty(), params.frequency_penalty(),
+                    options.frequency_penalty);
 }
 
 absl::Status ResolveLengths(const v1::SamplingParams& params, size_t prompt_tokens, const ServedModel& model,
@@ -154,21 +134,29 @@ absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingPara
   RETURN_IF_ERROR(CheckFloats(params, options));
   if (params.has_top_k()) {
     // vLLM and older OpenAI-compatible clients send -1 for "disabled".
-    if (params.top_k() < -1) return OutOfRange("top_k", "at least 0 (or -1 for disabled)", params.top_k());
+    if (params.top_k() < limits::kMinTopK) {
+      return OutOfRange("top_k", "at least 0 (or -1 for disabled)", params.top_k());
+    }
     options.top_k = params.top_k() == -1 ? 0 : params.top_k();
   }
   RETURN_IF_ERROR(ResolveLengths(params, prompt_tokens, model, options));
   options.n = params.n() == 0 ? 1 : params.n();
-  if (options.n > kMaxChoices) return OutOfRange("n", absl::StrCat("in [1, ", kMaxChoices, "]"), options.n);
+  if (options.n > limits::kMaxChoices) {
+    return OutOfRange("n", absl::StrCat("in [1, ", limits::kMaxChoices, "]"), options.n);
+  }
   options.logprobs = params.logprobs();
   options.top_logprobs = params.top_logprobs();
-  if (options.top_logprobs > kMaxTopLogprobs) {
-    return OutOfRange("top_logprobs", absl::StrCat("in [0, ", kMaxTopLogprobs, "]"), options.top_logprobs);
+  if (options.top_logprobs > limits::kMaxTopLogprobs) {
+    return OutOfRange("top_logprobs", absl::StrCat("in [0, ", limits::kMaxTopLogprobs, "]"), options.top_logprobs);
   }
   if (options.top_logprobs > 0 && !options.logprobs) {
     return absl::InvalidArgumentError("sampling.top_logprobs needs sampling.logprobs to be true");
   }
   if (params.has_seed()) options.seed = params.seed();
+  if (params.stop_size() > limits::kMaxStopStrings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling.stop may hold at most ", limits::kMaxStopStrings, " strings, got ", params.stop_size()));
+  }
   for (int i = 0; i < params.stop_size(); ++i) {
     if (params.stop(i).empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sampling.stop[", i, "] must not be empty"));

@@ -1,0 +1,46 @@
+#ifndef LLMC_COMMON_REQUEST_LIMITS_H_
+#define LLMC_COMMON_REQUEST_LIMITS_H_
+
+#include <cfloat>
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+// The limits of a generation request's parameters, in one table: the gateway checks the OpenAI request
+// against them (HTTP 400 naming the parameter) and the worker checks v1.SamplingParams against the same
+// values (INVALID_ARGUMENT), so a request direct over gRPC and one through the gateway meet one set of rules.
+namespace llmc::limits {
+
+// The range of a float parameter. NaN is in no range.
+struct FloatLimit {
+  absl::string_view name;  // as OpenAI and v1.SamplingParams spell it
+  double min = 0;
+  double max = 0;
+  bool min_exclusive = false;
+
+  constexpr bool Contains(double value) const { return (min_exclusive ? value > min : value >= min) && value <= max; }
+  // "in [0, 2]", "in (0, 1]", or "greater than 0" when there is no useful upper bound.
+  std::string Describe() const {
+    if (max >= FLT_MAX) return absl::StrCat(min_exclusive ? "greater than " : "at least ", min);
+    return absl::StrCat("in ", min_exclusive ? "(" : "[", min, ", ", max, "]");
+  }
+};
+
+inline constexpr FloatLimit kTemperature{"temperature", 0, 2};
+inline constexpr FloatLimit kTopP{"top_p", 0, 1, /*min_exclusive=*/true};
+inline constexpr FloatLimit kMinP{"min_p", 0, 1};
+inline constexpr FloatLimit kPresencePenalty{"presence_penalty", -2, 2};
+inline constexpr FloatLimit kFrequencyPenalty{"frequency_penalty", -2, 2};
+inline constexpr FloatLimit kRepetitionPenalty{"repetition_penalty", 0, FLT_MAX, /*min_exclusive=*/true};
+
+inline constexpr int64_t kMinTopK = -1;               // -1 (or 0) disables top-k
+inline constexpr int64_t kMaxChoices = 16;            // n, and best_of
+inline constexpr int64_t kMaxStopStrings = 16;        // entries of stop
+inline constexpr int64_t kMaxTopLogprobs = 20;        // chat's top_logprobs, and what a worker returns
+inline constexpr int64_t kMaxCompletionLogprobs = 5;  // the legacy completions API's logprobs (OpenAI's bound)
+
+}  // namespace llmc::limits
+
+#endif  // LLMC_COMMON_REQUEST_LIMITS_H_
