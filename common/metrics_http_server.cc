@@ -1,6 +1,8 @@
 #include "common/metrics_http_server.h"
 
+#include <atomic>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -19,6 +21,7 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 constexpr auto kIoTimeout = std::chrono::seconds(10);
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
 constexpr uint32_t kHeaderLimit = 8 * 1024;
 constexpr uint64_t kBodyLimit = 1024;
 
@@ -89,15 +92,30 @@ class MetricsSession : public std::enable_shared_from_this<MetricsSession> {
 struct MetricsHttpServer::Impl {
   asio::io_context io_context{1};
   tcp::acceptor acceptor{io_context};
+  asio::steady_timer accept_backoff{io_context};
   std::function<std::string()> render;
+  std::atomic<int64_t> failed_accepts{0};
+  bool failing = false;  // I/O thread only: log once per streak of failures
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(io_context), [this](beast::error_code error, tcp::socket socket) {
+      if (error == asio::error::operation_aborted || !acceptor.is_open()) return;
       if (error) {
-        if (error == asio::error::operation_aborted) return;
-      } else {
-        std::make_shared<MetricsSession>(std::move(socket), render)->Start();
+        // Out of file descriptors, say: the connection stays queued and accepting again at once would
+        // fail again at once. Wait a little instead of spinning; log once per streak.
+        failed_accepts.fetch_add(1);
+        if (!failing) {
+          LLMC_LOG(Warning) << "accepting a metrics connection failed: " << error.message();
+        }
+        failing = true;
+        accept_backoff.expires_after(kAcceptBackoff);
+        accept_backoff.async_wait([this](beast::error_code wait_error) {
+          if (!wait_error && acceptor.is_open()) Accept();
+        });
+        return;
       }
+      failing = false;
+      std::make_shared<MetricsSession>(std::move(socket), render)->Start();
       Accept();
     });
   }
@@ -139,6 +157,8 @@ absl::StatusOr<HostPort> MetricsHttpServer::Start(const std::string& listen_addr
   io_thread_ = std::thread([this] { impl_->io_context.run(); });
   return bound;
 }
+
+int64_t MetricsHttpServer::failed_accepts() const { return impl_ ? impl_->failed_accepts.load() : 0; }
 
 void MetricsHttpServer::Stop() {
   if (!impl_) return;

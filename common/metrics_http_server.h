@@ -1,6 +1,7 @@
 #ifndef LLMC_COMMON_METRICS_HTTP_SERVER_H_
 #define LLMC_COMMON_METRICS_HTTP_SERVER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,6 +30,8 @@ class MetricsHttpServer {
 
   // The /metrics body, as served.
   std::string RenderMetrics();
+  // Accepts that failed (e.g. out of file descriptors); each is followed by a short pause, not a retry.
+  int64_t failed_accepts() const;
 
  private:
   struct Impl;

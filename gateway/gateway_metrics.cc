@@ -50,9 +50,14 @@ GatewayMetrics::GatewayMetrics()
                        .Add({}, LatencyBuckets())),
       retries_(prometheus::BuildCounter()
                    .Name("llmc_gateway_worker_retries_total")
-                   .Help("Generations sent to another worker after one refused before its first token")
+                   .Help("Generations sent to another worker after one refused or failed before its first token")
                    .Register(*registry_)
-                   .Add({})) {}
+                   .Add({})),
+      worker_channels_(prometheus::BuildGauge()
+                           .Name("llmc_gateway_worker_channels")
+                           .Help("gRPC channels to workers the gateway holds open (those of the routing table)")
+                           .Register(*registry_)
+                           .Add({})) {}
 
 void GatewayMetrics::OnRequestDone(absl::string_view method, absl::string_view route, int status,
                                    absl::Duration duration) {

@@ -31,6 +31,7 @@ class GatewayMetrics final : public HttpObserver {
   void ObserveEndToEnd(absl::Duration duration) { e2e_latency_.Observe(Seconds(duration)); }
   void CountRetries(int64_t retries) { retries_.Increment(static_cast<double>(retries)); }
   void CountRejection(const std::string& reason);
+  void SetWorkerChannels(int64_t count) { worker_channels_.Set(static_cast<double>(count)); }
 
  private:
   static double Seconds(absl::Duration duration) { return absl::ToDoubleSeconds(duration); }
@@ -44,6 +45,7 @@ class GatewayMetrics final : public HttpObserver {
   prometheus::Histogram& inter_token_latency_;
   prometheus::Histogram& e2e_latency_;
   prometheus::Counter& retries_;
+  prometheus::Gauge& worker_channels_;
 };
 
 }  // namespace llmc::gateway

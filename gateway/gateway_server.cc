@@ -1,5 +1,6 @@
 #include "gateway/gateway_server.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -28,7 +29,14 @@ HttpServerOptions HttpOptionsFrom(const config::GatewayConfig& config) {
 GatewayServer::GatewayServer(config::GatewayConfig config)
     : config_(std::move(config)),
       metrics_(std::make_shared<GatewayMetrics>()),
-      router_(config_.controller_address, config_.routing_refresh_interval),
+      router_(config_.controller_address, config_.routing_refresh_interval,
+              [this](const std::vector<v1::WorkerInfo>& workers) {
+                // Channels of workers that left (deregistered or expired) would otherwise pile up.
+                absl::flat_hash_set<std::string> addresses;
+                for (const v1::WorkerInfo& worker : workers) addresses.insert(worker.address());
+                channels_.RetainOnly(addresses);
+                metrics_->SetWorkerChannels(static_cast<int64_t>(channels_.size()));
+              }),
       dispatcher_(router_, channels_, config_.max_attempts, [metrics = metrics_] { metrics->CountRetries(1); }),
       completions_(dispatcher_, *metrics_,
                    {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}) {}

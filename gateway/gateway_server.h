@@ -37,8 +37,8 @@ class GatewayServer {
 
   const config::GatewayConfig config_;
   std::shared_ptr<GatewayMetrics> metrics_;
+  WorkerChannels channels_;  // before router_: its refresh thread prunes them
   WorkerRouter router_;
-  WorkerChannels channels_;
   GenerationDispatcher dispatcher_;
   CompletionHandler completions_;
   std::unique_ptr<HttpServer> http_;

@@ -63,8 +63,8 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
           self->callbacks_.on_response(std::move(response));
         },
         [self, worker_id = picked->worker_id](const grpc::Status& status) { self->OnCallDone(worker_id, status); }};
-    auto call =
-        StartGenerateCall(dispatcher_.channels_.Stub(picked->address), request_, deadline_, std::move(callbacks));
+    const std::shared_ptr<v1::Worker::Stub> stub = dispatcher_.channels_.Stub(picked->address);
+    auto call = StartGenerateCall(*stub, request_, deadline_, std::move(callbacks));
     absl::MutexLock lock(&mu_);
     call_ = call;
     if (cancelled_) call->Cancel();

@@ -20,11 +20,21 @@ std::shared_ptr<grpc::Channel> MakeClusterChannel(const std::string& address) {
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
 }
 
-v1::Worker::Stub& WorkerChannels::Stub(const std::string& address) {
+std::shared_ptr<v1::Worker::Stub> WorkerChannels::Stub(const std::string& address) {
   absl::MutexLock lock(&mu_);
   auto& stub = stubs_[address];
   if (stub == nullptr) stub = v1::Worker::NewStub(MakeClusterChannel(address));
-  return *stub;
+  return stub;
+}
+
+void WorkerChannels::RetainOnly(const absl::flat_hash_set<std::string>& addresses) {
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(stubs_, [&addresses](const auto& entry) { return !addresses.contains(entry.first); });
+}
+
+size_t WorkerChannels::size() const {
+  absl::MutexLock lock(&mu_);
+  return stubs_.size();
 }
 
 }  // namespace llmc::gateway

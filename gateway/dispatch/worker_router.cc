@@ -26,8 +26,11 @@ void SetDeadline(grpc::ClientContext& context) {
 
 }  // namespace
 
-WorkerRouter::WorkerRouter(const std::string& controller_address, absl::Duration refresh_interval)
-    : stub_(v1::Controller::NewStub(MakeClusterChannel(controller_address))), refresh_interval_(refresh_interval) {}
+WorkerRouter::WorkerRouter(const std::string& controller_address, absl::Duration refresh_interval,
+                           std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh)
+    : stub_(v1::Controller::NewStub(MakeClusterChannel(controller_address))),
+      refresh_interval_(refresh_interval),
+      on_refresh_(std::move(on_refresh)) {}
 
 WorkerRouter::~WorkerRouter() { Stop(); }
 
@@ -55,8 +58,10 @@ void WorkerRouter::Refresh() {
     LLMC_LOG(Debug) << "routing table not refreshed: " << status.error_message();
     return;  // keep the last known table
   }
+  std::vector<v1::WorkerInfo> workers(response.workers().begin(), response.workers().end());
+  if (on_refresh_) on_refresh_(workers);
   absl::MutexLock lock(&mu_);
-  workers_.assign(response.workers().begin(), response.workers().end());
+  workers_ = std::move(workers);
   cache_picks_.clear();
 }
 

@@ -29,7 +29,9 @@ struct PickedWorker {
 // their callbacks run on a gRPC thread.
 class WorkerRouter {
  public:
-  WorkerRouter(const std::string& controller_address, absl::Duration refresh_interval);
+  // `on_refresh` (may be empty) runs on the refresh thread with each new routing table.
+  WorkerRouter(const std::string& controller_address, absl::Duration refresh_interval,
+               std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh = {});
   ~WorkerRouter();
   WorkerRouter(const WorkerRouter&) = delete;
   WorkerRouter& operator=(const WorkerRouter&) = delete;
@@ -55,6 +57,7 @@ class WorkerRouter {
 
   std::unique_ptr<v1::Controller::Stub> stub_;
   const absl::Duration refresh_interval_;
+  const std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh_;
   mutable absl::Mutex mu_;
   std::vector<v1::WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> cache_picks_ ABSL_GUARDED_BY(mu_);  // per worker since refresh

@@ -1,5 +1,7 @@
 // Fault tests: the real llmc-controller, llmc-worker and llmc-gateway processes on loopback ports, with
 // faults injected into one worker (LLMC_FAULT_INJECTION, common/fault_injection.h).
+#include <signal.h>
+
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
@@ -66,6 +68,28 @@ TEST_CASE("fault: a worker whose model steps keep failing leaves rotation; the g
   CHECK(ScrapeMetric(gateway.port(), "llmc_gateway_worker_retries_total").value_or(0) == retries);
   CHECK(ScrapeMetric(healthy.metrics_port(), "llmc:request_success_total").value_or(0) == served_before + 6);
   CHECK(failing.process().running());
+}
+
+TEST_CASE("fault: the gateway drops its channel to a worker that left the cluster", "[integration][fault]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess staying(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "staying"));
+  auto leaving = std::make_unique<WorkerProcess>(LLMC_WORKER_BINARY, SmallModelPackage(),
+                                                 SmallWorkerArgs(controller.address(), "leaving"));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(10)));
+  REQUIRE(gateway.WaitHealthy());
+  const auto channels = [&] { return ScrapeMetric(gateway.port(), "llmc_gateway_worker_channels").value_or(-1); };
+  // Enough requests that both workers get some (the dispatch policy spreads them).
+  for (int i = 0; i < 12; ++i) REQUIRE(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(2)).status == 200);
+  REQUIRE(WaitUntil([&] { return channels() == 2; }, absl::Seconds(5)));
+
+  leaving->process().Signal(SIGTERM);  // drains, deregisters and exits
+  REQUIRE(leaving->process().WaitForExit(absl::Seconds(30)).has_value());
+  leaving.reset();
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 1; }, absl::Seconds(10)));
+  INFO("gateway log:\n" << gateway.process().ReadLog());
+  CHECK(WaitUntil([&] { return channels() == 1; }, absl::Seconds(5)));
+  CHECK(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(2)).status == 200);
 }
 
 }  // namespace
