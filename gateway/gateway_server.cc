@@ -69,7 +69,9 @@ absl::Status GatewayServer::Start() {
 }
 
 void GatewayServer::Shutdown() {
+  // Outside in: no new requests, then every generation cancelled and finished, then the controller calls.
   if (http_ != nullptr) http_->Stop();
+  dispatcher_.Shutdown();
   router_.Stop();
 }
 

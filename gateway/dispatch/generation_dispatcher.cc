@@ -10,6 +10,11 @@
 #include "common/status_codes.h"
 
 namespace llmc::gateway {
+namespace {
+
+constexpr absl::Duration kShutdownWait = absl::Seconds(5);
+
+}  // namespace
 
 // One dispatched generation: the chain pick → stream → (refused before the first message) pick again.
 class DispatchRun final : public DispatchHandle, public std::enable_shared_from_this<DispatchRun> {
@@ -25,23 +30,38 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       if (cancelled_) return Finish(absl::CancelledError("the client went away"));
       excluded = refused_;
     }
-    dispatcher_.router_.Pick(
+    std::shared_ptr<PendingPick> pick = dispatcher_.router_.Pick(
         request_.model(), excluded,
         [self = shared_from_this()](absl::StatusOr<PickedWorker> picked) { self->OnPicked(std::move(picked)); });
+    absl::MutexLock lock(&mu_);
+    pick_ = std::move(pick);
+    if (cancelled_) pick_->Cancel();
   }
 
   void Cancel() override {
     std::shared_ptr<GenerateCallHandle> call;
+    std::shared_ptr<PendingPick> pick;
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
       call = call_;
+      pick = pick_;
     }
+    if (pick != nullptr) pick->Cancel();
     if (call != nullptr) call->Cancel();
+  }
+
+  void Finish(const absl::Status& status) {
+    callbacks_.on_done(status);
+    dispatcher_.Forget(this);  // last: the dispatcher may be destroyed once no run is left
   }
 
  private:
   void OnPicked(absl::StatusOr<PickedWorker> picked) {
+    {
+      absl::MutexLock lock(&mu_);
+      pick_.reset();
+    }
     if (!picked.ok()) {
       absl::Status status = picked.status();
       {
@@ -94,8 +114,6 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
     PickNext();
   }
 
-  void Finish(const absl::Status& status) { callbacks_.on_done(status); }
-
   GenerationDispatcher& dispatcher_;
   const v1::GenerateRequest request_;
   const absl::Time deadline_;
@@ -107,13 +125,48 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   std::vector<std::string> refused_ ABSL_GUARDED_BY(mu_);
   absl::Status last_refusal_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<GenerateCallHandle> call_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<PendingPick> pick_ ABSL_GUARDED_BY(mu_);
 };
 
 std::shared_ptr<DispatchHandle> GenerationDispatcher::Dispatch(const v1::GenerateRequest& request, absl::Time deadline,
                                                                DispatchCallbacks callbacks) {
   auto run = std::make_shared<DispatchRun>(*this, request, deadline, std::move(callbacks));
-  run->PickNext();
+  bool accepted = false;
+  {
+    absl::MutexLock lock(&mu_);
+    accepted = !shut_down_;
+    if (accepted) runs_.emplace(run.get(), run);
+  }
+  if (accepted) {
+    run->PickNext();
+  } else {
+    run->Finish(absl::UnavailableError("the gateway is shutting down"));
+  }
   return run;
+}
+
+void GenerationDispatcher::Forget(DispatchRun* run) {
+  absl::MutexLock lock(&mu_);
+  runs_.erase(run);
+}
+
+void GenerationDispatcher::Shutdown() {
+  std::vector<std::shared_ptr<DispatchRun>> live;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (const auto& [raw, weak] : runs_) {
+      if (auto run = weak.lock()) live.push_back(std::move(run));
+    }
+  }
+  for (const auto& run : live) run->Cancel();
+  live.clear();
+  absl::MutexLock lock(&mu_);
+  const auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return runs_.empty(); };
+  // Cancelled picks and streams end within moments; the bound only guards against a stuck peer.
+  if (!mu_.AwaitWithTimeout(absl::Condition(&drained), kShutdownWait)) {
+    LLMC_LOG(Warning) << runs_.size() << " generations had not ended when the dispatcher shut down";
+  }
 }
 
 }  // namespace llmc::gateway

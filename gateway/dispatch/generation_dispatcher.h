@@ -4,7 +4,10 @@
 #include <functional>
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gateway/dispatch/generate_call.h"
 #include "gateway/dispatch/worker_channels.h"
@@ -12,6 +15,8 @@
 #include "llmc/v1/worker.pb.h"
 
 namespace llmc::gateway {
+
+class DispatchRun;
 
 struct DispatchCallbacks {
   std::function<void(v1::GenerateResponse response)> on_response;
@@ -22,7 +27,7 @@ struct DispatchCallbacks {
 class DispatchHandle {
  public:
   virtual ~DispatchHandle() = default;
-  // The client went away: cancels the worker call (or the pending pick); on_done still runs.
+  // The client went away: cancels the worker call or the pending pick; on_done still runs.
   virtual void Cancel() = 0;
 };
 
@@ -30,6 +35,8 @@ class DispatchHandle {
 // the worker refuses or fails before its first message (RESOURCE_EXHAUSTED: queue full; UNAVAILABLE:
 // draining, unhealthy or gone; INTERNAL: its model step failed) tries another, excluding those that
 // refused, up to `max_attempts` workers.
+// Shutdown cancels every generation in flight and returns once each has called on_done, so no callback
+// runs on a destroyed dispatcher.
 class GenerationDispatcher {
  public:
   // `on_retry` (may be empty) runs each time a generation moves on to another worker.
@@ -37,15 +44,25 @@ class GenerationDispatcher {
                        std::function<void()> on_retry = {})
       : router_(router), channels_(channels), max_attempts_(max_attempts), on_retry_(std::move(on_retry)) {}
 
+  ~GenerationDispatcher() { Shutdown(); }
+
+  // After Shutdown: on_done(UNAVAILABLE) at once.
   std::shared_ptr<DispatchHandle> Dispatch(const v1::GenerateRequest& request, absl::Time deadline,
                                            DispatchCallbacks callbacks);
+  // Idempotent.
+  void Shutdown();
 
  private:
   friend class DispatchRun;
+  void Forget(DispatchRun* run);
+
   WorkerRouter& router_;
   WorkerChannels& channels_;
   const uint32_t max_attempts_;
   const std::function<void()> on_retry_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<DispatchRun*, std::weak_ptr<DispatchRun>> runs_ ABSL_GUARDED_BY(mu_);
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace llmc::gateway

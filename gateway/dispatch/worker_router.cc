@@ -1,6 +1,7 @@
 #include "gateway/dispatch/worker_router.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -39,10 +40,45 @@ void WorkerRouter::Start() {
   refresh_thread_ = std::thread([this] { RefreshLoop(); });
 }
 
+// A unary call to the controller in flight: its context (for cancellation) and messages.
+struct WorkerRouter::AsyncCall : PendingPick {
+  grpc::ClientContext context;
+  std::atomic<bool> cancelled{false};
+  void Cancel() override {
+    cancelled.store(true);
+    context.TryCancel();
+  }
+};
+
 void WorkerRouter::Stop() {
+  std::vector<std::shared_ptr<AsyncCall>> in_flight;
+  {
+    absl::MutexLock lock(&calls_mu_);
+    stopping_ = true;
+    in_flight.assign(calls_.begin(), calls_.end());
+  }
+  for (const auto& call : in_flight) call->Cancel();
+  {
+    // Cancelled calls end promptly; the deadline bounds the wait in any case.
+    absl::MutexLock lock(&calls_mu_);
+    const auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) { return calls_.empty(); };
+    calls_mu_.AwaitWithTimeout(absl::Condition(&drained), 2 * kControllerDeadline);
+  }
   if (!refresh_thread_.joinable()) return;
   stop_.Notify();
   refresh_thread_.join();
+}
+
+bool WorkerRouter::BeginCall(const std::shared_ptr<AsyncCall>& call) {
+  absl::MutexLock lock(&calls_mu_);
+  if (stopping_) return false;
+  calls_.insert(call);
+  return true;
+}
+
+void WorkerRouter::EndCall(const std::shared_ptr<AsyncCall>& call) {
+  absl::MutexLock lock(&calls_mu_);
+  calls_.erase(call);
 }
 
 void WorkerRouter::RefreshLoop() {
@@ -107,14 +143,17 @@ absl::StatusOr<PickedWorker> WorkerRouter::PickFromCache(const std::string& mode
   return PickedWorker{best->worker_id(), best->address(), /*from_cache=*/true};
 }
 
-void WorkerRouter::Pick(const std::string& model, const std::vector<std::string>& exclude_worker_ids,
-                        PickCallback done) {
-  struct Call {
-    grpc::ClientContext context;
+std::shared_ptr<PendingPick> WorkerRouter::Pick(const std::string& model,
+                                                const std::vector<std::string>& exclude_worker_ids, PickCallback done) {
+  struct PickCall : AsyncCall {
     v1::PickWorkerRequest request;
     v1::PickWorkerResponse response;
   };
-  auto call = std::make_shared<Call>();
+  auto call = std::make_shared<PickCall>();
+  if (!BeginCall(call)) {
+    done(absl::UnavailableError("the gateway is shutting down"));
+    return call;
+  }
   SetDeadline(call->context);
   call->request.set_model(model);
   for (const auto& id : exclude_worker_ids) call->request.add_exclude_worker_ids(id);
@@ -123,12 +162,16 @@ void WorkerRouter::Pick(const std::string& model, const std::vector<std::string>
       [this, call, model, exclude_worker_ids, done = std::move(done)](grpc::Status status) {
         if (status.ok()) {
           done(PickedWorker{call->response.worker_id(), call->response.address(), /*from_cache=*/false});
+        } else if (call->cancelled.load()) {
+          done(absl::CancelledError("the pick was cancelled"));
         } else if (ControllerUnreachable(status)) {
           done(PickFromCache(model, exclude_worker_ids));
         } else {
           done(FromGrpcStatus(status));
         }
+        EndCall(call);  // last: Stop may return and the router go away once it is done
       });
+  return call;
 }
 
 std::vector<v1::ModelSummary> WorkerRouter::ModelsFromCache() const {
@@ -151,22 +194,25 @@ std::vector<v1::ModelSummary> WorkerRouter::ModelsFromCache() const {
 }
 
 void WorkerRouter::ListModels(ModelsCallback done) {
-  struct Call {
-    grpc::ClientContext context;
+  struct ListCall : AsyncCall {
     v1::ListModelsRequest request;
     v1::ListModelsResponse response;
   };
-  auto call = std::make_shared<Call>();
+  auto call = std::make_shared<ListCall>();
+  if (!BeginCall(call)) return done(absl::UnavailableError("the gateway is shutting down"));
   SetDeadline(call->context);
   stub_->async()->ListModels(
       &call->context, &call->request, &call->response, [this, call, done = std::move(done)](grpc::Status status) {
         if (status.ok()) {
           done(std::vector<v1::ModelSummary>(call->response.models().begin(), call->response.models().end()));
+        } else if (call->cancelled.load()) {
+          done(absl::CancelledError("the gateway is shutting down"));
         } else if (ControllerUnreachable(status)) {
           done(ModelsFromCache());
         } else {
           done(FromGrpcStatus(status));
         }
+        EndCall(call);
       });
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -24,9 +25,17 @@ struct PickedWorker {
   bool from_cache = false;  // the controller was unreachable; chosen from the cached routing table
 };
 
+// A Pick in flight. Cancel makes its callback run soon with CANCELLED (unless the answer came first).
+class PendingPick {
+ public:
+  virtual ~PendingPick() = default;
+  virtual void Cancel() = 0;
+};
+
 // Where requests go: asks the controller (PickWorker) and keeps a routing table refreshed from ListWorkers
 // and ListModels, used when the controller is unreachable. Pick and ListModels never block the caller:
-// their callbacks run on a gRPC thread.
+// their callbacks run on a gRPC thread. Stop cancels the calls in flight and returns only after every
+// callback has run, so none runs on a destroyed router.
 class WorkerRouter {
  public:
   // `on_refresh` (may be empty) runs on the refresh thread with each new routing table.
@@ -37,11 +46,14 @@ class WorkerRouter {
   WorkerRouter& operator=(const WorkerRouter&) = delete;
 
   void Start();
+  // Idempotent. Later calls of Pick and ListModels answer UNAVAILABLE at once.
   void Stop();
 
   using PickCallback = std::function<void(absl::StatusOr<PickedWorker>)>;
-  // NOT_FOUND for a model no worker serves, UNAVAILABLE when none can take it now.
-  void Pick(const std::string& model, const std::vector<std::string>& exclude_worker_ids, PickCallback done);
+  // NOT_FOUND for a model no worker serves, UNAVAILABLE when none can take it now, CANCELLED after
+  // PendingPick::Cancel or Stop.
+  std::shared_ptr<PendingPick> Pick(const std::string& model, const std::vector<std::string>& exclude_worker_ids,
+                                    PickCallback done);
 
   using ModelsCallback = std::function<void(absl::StatusOr<std::vector<v1::ModelSummary>>)>;
   void ListModels(ModelsCallback done);
@@ -50,8 +62,12 @@ class WorkerRouter {
   bool HasReadyWorker() const;
 
  private:
+  struct AsyncCall;
   void RefreshLoop();
   void Refresh();
+  // Registers a call about to start; false once stopping (the caller answers UNAVAILABLE instead).
+  bool BeginCall(const std::shared_ptr<AsyncCall>& call);
+  void EndCall(const std::shared_ptr<AsyncCall>& call);
   absl::StatusOr<PickedWorker> PickFromCache(const std::string& model, const std::vector<std::string>& exclude);
   std::vector<v1::ModelSummary> ModelsFromCache() const;
 
@@ -64,6 +80,9 @@ class WorkerRouter {
   std::mt19937_64 random_ ABSL_GUARDED_BY(mu_){std::random_device{}()};
   absl::Notification stop_;
   std::thread refresh_thread_;
+  absl::Mutex calls_mu_;
+  absl::flat_hash_set<std::shared_ptr<AsyncCall>> calls_ ABSL_GUARDED_BY(calls_mu_);
+  bool stopping_ ABSL_GUARDED_BY(calls_mu_) = false;
 };
 
 }  // namespace llmc::gateway

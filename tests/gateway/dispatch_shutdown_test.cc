@@ -1,0 +1,124 @@
+// A generation whose pick is still in flight: cancelling it cancels the pick, and shutting the dispatcher
+// and the router down waits for its callback instead of leaving it to run on destroyed objects.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "gateway/dispatch/generation_dispatcher.h"
+#include "gateway/dispatch/worker_channels.h"
+#include "gateway/dispatch/worker_router.h"
+#include "grpcpp/server_builder.h"
+#include "tests/support/wait.h"
+
+namespace llmc::gateway {
+namespace {
+
+// A controller whose PickWorker answers only when the caller cancels (or its deadline passes).
+class StalledController final : public v1::Controller::CallbackService {
+ public:
+  StalledController() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(this);
+    server_ = builder.BuildAndStart();
+  }
+  ~StalledController() override { server_->Shutdown(); }
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int pending() const { return pending_.load(); }
+  int cancelled() const { return cancelled_.load(); }
+
+  grpc::ServerUnaryReactor* PickWorker(grpc::CallbackServerContext* context, const v1::PickWorkerRequest* request,
+                                       v1::PickWorkerResponse* response) override {
+    class Stalled final : public grpc::ServerUnaryReactor {
+     public:
+      explicit Stalled(StalledController& owner) : owner_(owner) { ++owner_.pending_; }
+      void OnCancel() override {
+        ++owner_.cancelled_;
+        Finish(grpc::Status::CANCELLED);
+      }
+      void OnDone() override {
+        --owner_.pending_;
+        delete this;
+      }
+
+     private:
+      StalledController& owner_;
+    };
+    return new Stalled(*this);
+  }
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::atomic<int> pending_{0};
+  std::atomic<int> cancelled_{0};
+};
+
+// Records on_done.
+struct DoneRecord {
+  absl::Mutex mu;
+  int calls = 0;
+  std::optional<absl::Status> status;
+  DispatchCallbacks Callbacks() {
+    return {[](v1::GenerateResponse) {},
+            [this](absl::Status done) {
+              absl::MutexLock lock(&mu);
+              ++calls;
+              status = done;
+            }};
+  }
+  int count() {
+    absl::MutexLock lock(&mu);
+    return calls;
+  }
+};
+
+v1::GenerateRequest Request() {
+  v1::GenerateRequest request;
+  request.set_model("some-model");
+  request.set_prompt("hi");
+  return request;
+}
+
+TEST_CASE("dispatch: cancelling a generation whose pick is in flight cancels the pick", "[unit][gateway]") {
+  StalledController controller;
+  WorkerRouter router(controller.address(), absl::Hours(1));
+  WorkerChannels channels;
+  GenerationDispatcher dispatcher(router, channels, 3);
+  DoneRecord done;
+  auto handle = dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), done.Callbacks());
+  REQUIRE(testing::WaitUntil([&] { return controller.pending() == 1; }, absl::Seconds(5)));
+  handle->Cancel();
+  REQUIRE(testing::WaitUntil([&] { return done.count() == 1; }, absl::Seconds(5)));
+  CHECK(done.status->code() == absl::StatusCode::kCancelled);
+  CHECK(testing::WaitUntil([&] { return controller.cancelled() == 1; }, absl::Seconds(5)));
+}
+
+TEST_CASE("dispatch: shutdown returns only after the callbacks of picks in flight have run", "[unit][gateway]") {
+  StalledController controller;
+  DoneRecord done;
+  {
+    WorkerRouter router(controller.address(), absl::Hours(1));
+    WorkerChannels channels;
+    GenerationDispatcher dispatcher(router, channels, 3);
+    dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), done.Callbacks());
+    REQUIRE(testing::WaitUntil([&] { return controller.pending() == 1; }, absl::Seconds(5)));
+    dispatcher.Shutdown();
+    router.Stop();
+    CHECK(done.count() == 1);
+    CHECK(done.status->code() == absl::StatusCode::kCancelled);
+
+    DoneRecord late;
+    dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), late.Callbacks());
+    CHECK(late.count() == 1);
+    CHECK(late.status->code() == absl::StatusCode::kUnavailable);
+  }
+  CHECK(done.count() == 1);
+}
+
+}  // namespace
+}  // namespace llmc::gateway
