@@ -152,8 +152,19 @@ void SendError(ResponseWriter& writer, const absl::Status& status, uint32_t retr
 }
 
 void CompletionHandler::Handle(OpenAiKind kind, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) {
+  if (request.body().size() <= kInlineParseBytes) return ParseAndDispatch(kind, request.body(), std::move(writer));
+  auto body = std::make_shared<std::string>(request.body());
+  const bool queued = large_bodies_.TrySubmit([this, kind, body, writer] { ParseAndDispatch(kind, *body, writer); });
+  if (!queued) {
+    SendError(*writer, absl::ResourceExhaustedError("the gateway is busy reading other large requests; retry shortly"),
+              options_.retry_after_seconds);
+  }
+}
+
+void CompletionHandler::ParseAndDispatch(OpenAiKind kind, std::string_view body,
+                                         std::shared_ptr<ResponseWriter> writer) {
   absl::StatusOr<OpenAiRequest> parsed =
-      kind == OpenAiKind::kChat ? ParseChatCompletionRequest(request.body()) : ParseCompletionRequest(request.body());
+      kind == OpenAiKind::kChat ? ParseChatCompletionRequest(body) : ParseCompletionRequest(body);
   if (!parsed.ok()) return SendError(*writer, parsed.status(), options_.retry_after_seconds);
   parsed->generate.set_request_id(writer->request_id());
   auto generation = std::make_shared<Generation>(*parsed, writer, metrics_, options_);

@@ -3,8 +3,10 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/time/time.h"
+#include "common/bounded_executor.h"
 #include "gateway/dispatch/generation_dispatcher.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/http/http_handler.h"
@@ -24,14 +26,24 @@ class CompletionHandler {
     std::string system_fingerprint;
   };
 
-  CompletionHandler(GenerationDispatcher& dispatcher, GatewayMetrics& metrics, Options options)
-      : dispatcher_(dispatcher), metrics_(metrics), options_(std::move(options)) {}
+  // `large_bodies` parses bodies beyond kInlineParseBytes, off the I/O thread.
+  CompletionHandler(GenerationDispatcher& dispatcher, GatewayMetrics& metrics, BoundedExecutor& large_bodies,
+                    Options options)
+      : dispatcher_(dispatcher), metrics_(metrics), large_bodies_(large_bodies), options_(std::move(options)) {}
+
+  // Bodies up to this size are parsed on the I/O thread that read them; a larger one (a long prompt, a
+  // long conversation) would hold up every other stream of that thread for the milliseconds its UTF-8
+  // check and JSON parse take, so it goes to `large_bodies`, and when that is full the answer is 429.
+  static constexpr size_t kInlineParseBytes = 64 * 1024;
 
   void Handle(OpenAiKind kind, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
 
  private:
+  void ParseAndDispatch(OpenAiKind kind, std::string_view body, std::shared_ptr<ResponseWriter> writer);
+
   GenerationDispatcher& dispatcher_;
   GatewayMetrics& metrics_;
+  BoundedExecutor& large_bodies_;
   const Options options_;
 };
 

@@ -11,6 +11,11 @@
 namespace llmc::gateway {
 namespace {
 
+// Threads and queue for bodies beyond CompletionHandler::kInlineParseBytes: a burst of multi-MB requests
+// waits in a short queue, and beyond it gets 429 rather than growing the gateway's memory.
+constexpr int kLargeBodyThreads = 2;
+constexpr size_t kLargeBodyQueue = 32;
+
 HttpServerOptions HttpOptionsFrom(const config::GatewayConfig& config) {
   HttpServerOptions options;
   options.num_threads = config.num_threads;
@@ -38,7 +43,8 @@ GatewayServer::GatewayServer(config::GatewayConfig config)
                 metrics_->SetWorkerChannels(static_cast<int64_t>(channels_.size()));
               }),
       dispatcher_(router_, channels_, config_.max_attempts, [metrics = metrics_] { metrics->CountRetries(1); }),
-      completions_(dispatcher_, *metrics_,
+      large_bodies_(kLargeBodyThreads, kLargeBodyQueue),
+      completions_(dispatcher_, *metrics_, large_bodies_,
                    {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}) {}
 
 GatewayServer::~GatewayServer() { Shutdown(); }
@@ -71,6 +77,7 @@ absl::Status GatewayServer::Start() {
 void GatewayServer::Shutdown() {
   // Outside in: no new requests, then every generation cancelled and finished, then the controller calls.
   if (http_ != nullptr) http_->Stop();
+  large_bodies_.Shutdown();
   dispatcher_.Shutdown();
   router_.Stop();
 }

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "common/bounded_executor.h"
 #include "common/config/gateway_config.h"
 #include "common/host_port.h"
 #include "gateway/completion_handler.h"
@@ -40,6 +41,7 @@ class GatewayServer {
   WorkerChannels channels_;  // before router_: its refresh thread prunes them
   WorkerRouter router_;
   GenerationDispatcher dispatcher_;
+  BoundedExecutor large_bodies_;  // parses large request bodies off the I/O threads
   CompletionHandler completions_;
   std::unique_ptr<HttpServer> http_;
   HostPort address_;

@@ -13,6 +13,9 @@
 namespace llmc::worker {
 namespace {
 
+constexpr int kLargeRequestThreads = 2;
+constexpr size_t kLargeRequestQueue = 32;
+
 absl::Status NotServing(v1::WorkerState state) {
   switch (state) {
     case v1::WORKER_STATE_DRAINING:
@@ -32,7 +35,8 @@ WorkerService::WorkerService(engine::Engine& engine, ServedModel model, std::str
       model_(std::move(model)),
       worker_id_(std::move(worker_id)),
       request_timeout_(request_timeout),
-      started_(absl::Now()) {}
+      started_(absl::Now()),
+      large_requests_(kLargeRequestThreads, kLargeRequestQueue) {}
 
 absl::Time WorkerService::Deadline(const grpc::CallbackServerContext& context) const {
   absl::Time deadline = absl::InfiniteFuture();
@@ -54,15 +58,27 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
     reactor->Refuse(NotServing(state));
     return reactor;
   }
-  absl::StatusOr<engine::GenerationRequest> converted = ToGenerationRequest(*request, model_);
-  if (!converted.ok()) {
-    LLMC_LOG(Debug) << "invalid request: " << converted.status();
-    reactor->Refuse(converted.status());
-    return reactor;
+  // Rendering and tokenizing run here for ordinary requests; a large one (MBs of prompt or conversation)
+  // would hold this gRPC thread for milliseconds, so it goes to the bounded executor.
+  auto convert = [this, reactor, request, request_id, deadline = Deadline(*context)] {
+    absl::StatusOr<engine::GenerationRequest> converted = ToGenerationRequest(*request, model_);
+    if (!converted.ok()) {
+      LLMC_LOG(Debug) << "invalid request: " << converted.status();
+      return reactor->Refuse(converted.status());
+    }
+    converted->request_id = request_id;
+    converted->deadline = deadline;
+    reactor->Submit(*std::move(converted), request->return_prompt_token_ids());
+  };
+  if (request->ByteSizeLong() <= kInlineConversionBytes) {
+    convert();
+  } else if (!large_requests_.TrySubmit([convert, request_id] {
+               ScopedLogContext log_context("request_id", request_id);
+               convert();
+             })) {
+    reactor->Refuse(
+        absl::ResourceExhaustedError("this worker is busy tokenizing other large requests; try another worker"));
   }
-  converted->request_id = request_id;
-  converted->deadline = Deadline(*context);
-  reactor->Submit(*std::move(converted), request->return_prompt_token_ids());
   return reactor;
 }
 

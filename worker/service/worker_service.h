@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/bounded_executor.h"
 #include "llmc/v1/worker.grpc.pb.h"
 #include "worker/engine/engine.h"
 #include "worker/service/served_model.h"
@@ -27,6 +28,10 @@ class WorkerService final : public v1::Worker::CallbackService {
   // Generate calls not yet done (their last message or status may still be on its way to the client).
   int64_t live_streams() const { return live_streams_.load(); }
 
+  // Generate requests up to this size are rendered and tokenized on the gRPC thread; larger ones on a
+  // bounded executor (RESOURCE_EXHAUSTED when it is full, so the gateway tries another worker).
+  static constexpr size_t kInlineConversionBytes = 64 * 1024;
+
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context, const v1::GetStatusRequest* request,
@@ -47,6 +52,7 @@ class WorkerService final : public v1::Worker::CallbackService {
   std::atomic<v1::WorkerState> state_{v1::WORKER_STATE_STARTING};
   std::atomic<uint64_t> unnamed_requests_{0};
   std::atomic<int64_t> live_streams_{0};
+  BoundedExecutor large_requests_;  // last: destroyed (and drained) first, while the rest is alive
 };
 
 }  // namespace llmc::worker
