@@ -36,7 +36,9 @@ class Generation final : public std::enable_shared_from_this<Generation> {
     auto self = shared_from_this();
     writer_->OnClientGone([self] { self->CancelFromClient(); });
     auto handle = dispatcher.Dispatch(generate, start_ + options_.request_timeout,
-                                      {[self](v1::GenerateResponse response) { self->OnResponse(std::move(response)); },
+                                      {[self](v1::GenerateResponse response, ReadNext read_next) {
+                                         self->OnResponse(std::move(response), std::move(read_next));
+                                       },
                                        [self](absl::Status status) { self->OnDone(std::move(status)); }});
     absl::MutexLock lock(&mu_);
     if (done_) return;  // finished already (a fast failure): keeping the handle would make a cycle
@@ -55,19 +57,29 @@ class Generation final : public std::enable_shared_from_this<Generation> {
     if (handle != nullptr) handle->Cancel();
   }
 
-  void OnResponse(v1::GenerateResponse response) {
+  // The worker's next message is read once this one's events have (mostly) left for the client, so a slow
+  // reader holds at most a few KiB here and the rest waits in the worker, coalesced.
+  void OnResponse(v1::GenerateResponse response, ReadNext read_next) {
     std::shared_ptr<DispatchHandle> to_cancel;
+    bool wait_for_client = false;
     {
       absl::MutexLock lock(&mu_);
-      if (failed_.has_value()) return;
-      if (absl::Status status = Deliver(response); !status.ok()) {
-        // A message the builder refuses (an aborted choice): the answer ends with the error, the worker call
-        // is cancelled and its further messages ignored.
-        failed_ = status;
-        to_cancel = handle_;
+      if (!failed_.has_value()) {
+        if (absl::Status status = Deliver(response); !status.ok()) {
+          // A message the builder refuses (an aborted choice): the answer ends with the error, the worker
+          // call is cancelled and its further messages ignored.
+          failed_ = status;
+          to_cancel = handle_;
+        }
+        wait_for_client = stream_ && !failed_.has_value();
       }
     }
     if (to_cancel != nullptr) to_cancel->Cancel();
+    if (wait_for_client) {
+      writer_->WhenDrained(std::move(read_next));
+    } else {
+      read_next();
+    }
   }
 
   absl::Status Deliver(const v1::GenerateResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

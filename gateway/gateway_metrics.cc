@@ -57,7 +57,12 @@ GatewayMetrics::GatewayMetrics()
                            .Name("llmc_gateway_worker_channels")
                            .Help("gRPC channels to workers the gateway holds open (those of the routing table)")
                            .Register(*registry_)
-                           .Add({})) {}
+                           .Add({})),
+      queued_response_bytes_(prometheus::BuildGauge()
+                                 .Name("llmc_gateway_queued_response_bytes")
+                                 .Help("Response bytes waiting in the gateway for slow clients, over all connections")
+                                 .Register(*registry_)
+                                 .Add({})) {}
 
 void GatewayMetrics::OnRequestDone(absl::string_view method, absl::string_view route, int status,
                                    absl::Duration duration) {

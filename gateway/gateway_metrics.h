@@ -24,6 +24,7 @@ class GatewayMetrics final : public HttpObserver {
   std::shared_ptr<prometheus::Registry> prometheus_registry() const { return registry_; }
 
   void OnRequestDone(absl::string_view method, absl::string_view route, int status, absl::Duration duration) override;
+  void OnResponseBytesQueued(int64_t delta) override { queued_response_bytes_.Increment(static_cast<double>(delta)); }
   void GenerationStarted() { in_flight_.Increment(); }
   void GenerationEnded() { in_flight_.Decrement(); }
   void ObserveTimeToFirstToken(absl::Duration duration) { time_to_first_token_.Observe(Seconds(duration)); }
@@ -46,6 +47,7 @@ class GatewayMetrics final : public HttpObserver {
   prometheus::Histogram& e2e_latency_;
   prometheus::Counter& retries_;
   prometheus::Gauge& worker_channels_;
+  prometheus::Gauge& queued_response_bytes_;
 };
 
 }  // namespace llmc::gateway

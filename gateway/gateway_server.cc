@@ -23,6 +23,8 @@ HttpServerOptions HttpOptionsFrom(const config::GatewayConfig& config) {
   options.max_header_bytes = config.max_header_bytes;
   options.read_timeout = config.read_timeout;
   options.idle_timeout = config.idle_timeout;
+  options.write_timeout = config.write_timeout;
+  options.socket_send_buffer_bytes = config.socket_send_buffer_bytes;
   options.sse_keepalive_interval = config.sse_keepalive_interval;
   options.api_keys = config.api_keys;
   options.cors_allow_origins = config.cors_allow_origins;

@@ -23,6 +23,7 @@ absl::Status GatewayConfig::Validate() const {
   if (max_header_bytes < 1024) return absl::InvalidArgumentError("max_header_bytes must be at least 1024");
   RETURN_IF_ERROR(ValidatePositive("read_timeout", read_timeout));
   RETURN_IF_ERROR(ValidatePositive("idle_timeout", idle_timeout));
+  RETURN_IF_ERROR(ValidatePositive("write_timeout", write_timeout));
   RETURN_IF_ERROR(ValidatePositive("sse_keepalive_interval", sse_keepalive_interval));
   RETURN_IF_ERROR(ValidatePositive("request_timeout", request_timeout));
   RETURN_IF_ERROR(ValidatePositive("routing_refresh_interval", routing_refresh_interval));

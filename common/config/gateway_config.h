@@ -21,6 +21,8 @@ struct GatewayConfig {
   uint32_t max_header_bytes = 16 << 10;
   absl::Duration read_timeout = absl::Seconds(30);            // to receive a whole request
   absl::Duration idle_timeout = absl::Seconds(60);            // keep-alive connections with no request
+  absl::Duration write_timeout = absl::Seconds(30);           // a client that takes no bytes this long is dropped
+  uint32_t socket_send_buffer_bytes = 0;                      // SO_SNDBUF of client connections; 0: the OS's
   absl::Duration sse_keepalive_interval = absl::Seconds(15);  // comment lines on quiet streams
   absl::Duration request_timeout = absl::Seconds(600);        // deadline of one generation
   absl::Duration routing_refresh_interval = absl::Seconds(2);
@@ -39,6 +41,9 @@ struct GatewayConfig {
     v("max_header_bytes", max_header_bytes, "largest request header block accepted");
     v("read_timeout", read_timeout, "time allowed to receive one whole request");
     v("idle_timeout", idle_timeout, "how long an idle keep-alive connection stays open");
+    v("write_timeout", write_timeout, "a client that accepts no bytes of a response for this long is disconnected");
+    v("socket_send_buffer_bytes", socket_send_buffer_bytes,
+      "kernel send buffer of each client connection (SO_SNDBUF); 0 keeps the OS's autotuning");
     v("sse_keepalive_interval", sse_keepalive_interval, "comment lines keep quiet event streams alive this often");
     v("request_timeout", request_timeout, "deadline of one generation (504 past it)");
     v("routing_refresh_interval", routing_refresh_interval, "how often the cached routing table is refreshed");

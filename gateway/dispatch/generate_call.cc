@@ -1,5 +1,7 @@
 #include "gateway/dispatch/generate_call.h"
 
+#include <atomic>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/client_context.h"
@@ -46,9 +48,15 @@ class GenerateReader final : public grpc::ClientReadReactor<v1::GenerateResponse
 
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the stream ended; OnDone follows
-    callbacks_.on_response(std::move(response_));
+    v1::GenerateResponse response = std::move(response_);
     response_.Clear();
-    StartRead(&response_);
+    // The next read may start outside this reaction: the hold keeps the call (and this reactor) until then.
+    AddHold();
+    callbacks_.on_response(std::move(response), [this, once = std::make_shared<std::atomic<bool>>(false)] {
+      if (once->exchange(true)) return;
+      StartRead(&response_);
+      RemoveHold();
+    });
   }
 
   void OnDone(const grpc::Status& status) override {

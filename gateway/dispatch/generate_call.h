@@ -10,10 +10,15 @@
 
 namespace llmc::gateway {
 
+// Called once the consumer of a message wants the next one; exactly once per message, from any thread.
+using ReadNext = std::function<void()>;
+
 // One Worker.Generate server stream, read with a callback reactor. `on_response` runs for each message and
-// then `on_done` once with the stream's status, all on gRPC threads and never two at a time.
+// then `on_done` once with the stream's status, all on gRPC threads and never two at a time. The next
+// message is read only after `read_next` is called: a consumer that cannot keep up (a slow HTTP client)
+// stops reading, and gRPC's flow control pushes back on the worker.
 struct GenerateCallbacks {
-  std::function<void(v1::GenerateResponse response)> on_response;
+  std::function<void(v1::GenerateResponse response, ReadNext read_next)> on_response;
   std::function<void(const grpc::Status& status)> on_done;
 };
 

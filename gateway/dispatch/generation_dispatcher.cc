@@ -75,12 +75,12 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
         << "dispatching to " << picked->address << (picked->from_cache ? " (cached routing table)" : "");
     auto self = shared_from_this();
     GenerateCallbacks callbacks{
-        [self](v1::GenerateResponse response) {
+        [self](v1::GenerateResponse response, ReadNext read_next) {
           {
             absl::MutexLock lock(&self->mu_);
             self->received_ = true;
           }
-          self->callbacks_.on_response(std::move(response));
+          self->callbacks_.on_response(std::move(response), std::move(read_next));
         },
         [self, worker_id = picked->worker_id](const grpc::Status& status) { self->OnCallDone(worker_id, status); }};
     const std::shared_ptr<v1::Worker::Stub> stub = dispatcher_.channels_.Stub(picked->address);

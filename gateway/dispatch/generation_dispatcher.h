@@ -19,7 +19,8 @@ namespace llmc::gateway {
 class DispatchRun;
 
 struct DispatchCallbacks {
-  std::function<void(v1::GenerateResponse response)> on_response;
+  // `read_next` must be called once the message is consumed (generate_call.h).
+  std::function<void(v1::GenerateResponse response, ReadNext read_next)> on_response;
   // Once, last: OK, or why the generation failed (the worker's status, or the routing error).
   std::function<void(absl::Status status)> on_done;
 };

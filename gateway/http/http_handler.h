@@ -35,6 +35,11 @@ class ResponseWriter {
   // before the response ended. Set it before starting work that should be cancelled then.
   virtual void OnClientGone(std::function<void()> callback) = 0;
 
+  // Back-pressure: `callback` runs once, on some thread, when what this response has queued for the
+  // client is down to a few KiB (at once if it already is), or when the response or the connection ended.
+  // A producer that waits for it before producing more keeps a slow reader from growing the queue.
+  virtual void WhenDrained(std::function<void()> callback) = 0;
+
   // The id of this request (X-Request-Id if the client sent a sane one, else generated), for logs.
   virtual const std::string& request_id() const = 0;
 };

@@ -40,6 +40,10 @@ struct HttpServer::Impl {
       }
       error_code ignored;
       socket.set_option(tcp::no_delay(true), ignored);  // events must leave at once, not wait for Nagle
+      if (state->options().socket_send_buffer_bytes > 0) {
+        socket.set_option(
+            asio::socket_base::send_buffer_size(static_cast<int>(state->options().socket_send_buffer_bytes)), ignored);
+      }
       std::make_shared<HttpSession>(std::move(socket), state)->Start();
       Accept();
     });

@@ -19,6 +19,7 @@ struct HttpServerOptions {
   absl::Duration idle_timeout = absl::Seconds(60);            // a keep-alive connection waiting for a request
   absl::Duration write_timeout = absl::Seconds(30);           // one write the client does not drain closes it
   absl::Duration sse_keepalive_interval = absl::Seconds(15);  // a comment chunk when a stream is this quiet
+  uint32_t socket_send_buffer_bytes = 0;                      // SO_SNDBUF of client connections; 0: the OS's
   std::vector<std::string> api_keys;                          // empty: no authentication
   std::vector<std::string> cors_allow_origins;                // "*" allows any origin; empty: no CORS headers
 };
@@ -34,6 +35,9 @@ class HttpObserver {
   // registered path, or "" for requests that matched none (404, malformed), so label sets stay bounded;
   // `method` is the request's method when some route uses it, else "OTHER".
   virtual void OnRequestDone(absl::string_view method, absl::string_view route, int status, absl::Duration duration) {}
+  // Bytes of responses queued in the gateway for clients, not yet taken by the socket (+ queued, - written
+  // or dropped).
+  virtual void OnResponseBytesQueued(int64_t delta) {}
 };
 
 }  // namespace llmc::gateway

@@ -118,6 +118,19 @@ class HttpSession::Writer final : public ResponseWriter {
     if (!posted && gone_->load()) callback();
   }
 
+  void WhenDrained(std::function<void()> callback) override {
+    bool posted = false;
+    state_->RunWhileOpen([&] {
+      auto session = session_.lock();
+      if (session == nullptr) return;
+      posted = true;
+      asio::post(session->strand_, [session, exchange = exchange_, callback = std::move(callback)]() mutable {
+        session->ApplyWhenDrained(exchange, std::move(callback));
+      });
+    });
+    if (!posted) callback();  // no session: nothing is queued
+  }
+
   const std::string& request_id() const override { return request_id_; }
 
  private:
@@ -150,6 +163,7 @@ HttpSession::HttpSession(asio::ip::tcp::socket socket, std::shared_ptr<HttpServe
 
 HttpSession::~HttpSession() {
   state_->RemoveSession(this);
+  CountQueued(-static_cast<int64_t>(queued_bytes_));
   if (!counted_closed_ && state_->observer() != nullptr) state_->observer()->OnConnectionClosed();
 }
 
@@ -500,10 +514,28 @@ void HttpSession::ApplyOnClientGone(uint64_t exchange, std::function<void()> cal
   }
 }
 
+void HttpSession::ApplyWhenDrained(uint64_t exchange, std::function<void()> callback) {
+  if (!Accepts(exchange) || queued_bytes_ <= kDrainedBytes) return callback();
+  if (on_drained_) RunDrained();  // a producer waits for one callback at a time; never strand one
+  on_drained_ = std::move(callback);
+}
+
+void HttpSession::CountQueued(int64_t delta) {
+  queued_bytes_ = static_cast<size_t>(static_cast<int64_t>(queued_bytes_) + delta);
+  if (delta != 0 && state_->observer() != nullptr) state_->observer()->OnResponseBytesQueued(delta);
+}
+
+void HttpSession::RunDrained() {
+  std::function<void()> callback = std::move(on_drained_);
+  on_drained_ = nullptr;
+  if (callback) callback();
+}
+
 // ---- Writing ---------------------------------------------------------------------------------------------
 
 void HttpSession::Enqueue(std::string bytes, bool ends_response) {
   if (phase_ == Phase::kClosed) return;
+  CountQueued(static_cast<int64_t>(bytes.size()));
   outputs_.push_back(Output{std::move(bytes), ends_response});
   if (!writing_) WriteNext();
 }
@@ -523,10 +555,16 @@ void HttpSession::WriteNext() {
 void HttpSession::OnWrite(error_code error) {
   writing_ = false;
   write_timer_.cancel();
-  if (phase_ == Phase::kClosed) return outputs_.clear();
+  if (phase_ == Phase::kClosed) {
+    outputs_.clear();
+    CountQueued(-static_cast<int64_t>(queued_bytes_));
+    return;
+  }
   if (error) return ClientGone();
   const bool ends_response = outputs_.front().ends_response;
+  CountQueued(-static_cast<int64_t>(outputs_.front().bytes.size()));
   outputs_.pop_front();
+  if (queued_bytes_ <= kDrainedBytes) RunDrained();
   if (!outputs_.empty()) return WriteNext();
   if (ends_response && phase_ == Phase::kHandling) FinishExchange();
 }
@@ -606,8 +644,12 @@ void HttpSession::CloseSocket() {
   keepalive_timer_.cancel();
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  if (!writing_) outputs_.clear();  // else the write's buffer stays valid until its handler runs
+  if (!writing_) {  // else the write's buffer stays valid until its handler runs
+    outputs_.clear();
+    CountQueued(-static_cast<int64_t>(queued_bytes_));
+  }
   exchange_.on_gone = nullptr;
+  RunDrained();  // the producer learns the end from its own callbacks
   self_.reset();
   if (!counted_closed_) {
     counted_closed_ = true;

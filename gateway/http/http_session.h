@@ -108,6 +108,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void ApplyWriteEvent(uint64_t exchange, std::string data);
   void ApplyEndEventStream(uint64_t exchange);
   void ApplyOnClientGone(uint64_t exchange, std::function<void()> callback);
+  void ApplyWhenDrained(uint64_t exchange, std::function<void()> callback);
+  void RunDrained();
+  void CountQueued(int64_t delta);
   bool Accepts(uint64_t exchange) const;
 
   // Writing: one async_write in flight, the rest queued.
@@ -141,7 +144,12 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   uint64_t deadline_generation_ = 0;
   uint64_t drained_bytes_ = 0;
 
+  // At most this much queued for the client counts as drained (ResponseWriter::WhenDrained).
+  static constexpr size_t kDrainedBytes = 16 * 1024;
+
   std::deque<Output> outputs_;
+  size_t queued_bytes_ = 0;           // in outputs_
+  std::function<void()> on_drained_;  // the producer waiting for the queue to drain
   bool writing_ = false;
   uint64_t write_generation_ = 0;
 

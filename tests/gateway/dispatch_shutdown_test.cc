@@ -64,7 +64,7 @@ struct DoneRecord {
   int calls = 0;
   std::optional<absl::Status> status;
   DispatchCallbacks Callbacks() {
-    return {[](v1::GenerateResponse) {},
+    return {[](v1::GenerateResponse, ReadNext read_next) { read_next(); },
             [this](absl::Status done) {
               absl::MutexLock lock(&mu);
               ++calls;

@@ -1,11 +1,20 @@
 // Fault tests: the real llmc-controller, llmc-worker and llmc-gateway processes on loopback ports, with
 // faults injected into one worker (LLMC_FAULT_INJECTION, common/fault_injection.h).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
@@ -90,6 +99,92 @@ TEST_CASE("fault: the gateway drops its channel to a worker that left the cluste
   INFO("gateway log:\n" << gateway.process().ReadLog());
   CHECK(WaitUntil([&] { return channels() == 1; }, absl::Seconds(5)));
   CHECK(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(2)).status == 200);
+}
+
+// A raw connection that asks for a long stream and then reads it one byte per millisecond, with a small
+// receive buffer, so the kernel absorbs little and the gateway has to hold or hold back the rest.
+class SlowReader {
+ public:
+  SlowReader(int port, const std::string& body) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    const int small = 4096;
+    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    sockaddr_in target{};
+    target.sin_family = AF_INET;
+    target.sin_port = htons(static_cast<uint16_t>(port));
+    target.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<const sockaddr*>(&target), sizeof(target)) == 0;
+    const std::string request =
+        absl::StrCat("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
+                     "Content-Type: application/json\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+    connected_ = connected_ && send(fd_, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size());
+  }
+  ~SlowReader() { close(fd_); }
+
+  bool connected() const { return connected_; }
+  // Reads one byte, then sleeps a millisecond, `count` times at most; returns the bytes read.
+  int64_t ReadSlowly(int count) {
+    int64_t total = 0;
+    char byte;
+    for (int i = 0; i < count; ++i) {
+      if (recv(fd_, &byte, 1, 0) != 1) break;
+      ++total;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return total;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+TEST_CASE("fault: a client reading 1 byte/ms holds little gateway memory and does not hold up the others",
+          "[integration][fault]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "worker"));
+  // A small kernel send buffer, so what the slow reader does not take stays in the gateway, not the kernel.
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
+                         {"--routing_refresh_interval=200ms", "--socket_send_buffer_bytes=16384"});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 1; }, absl::Seconds(10)));
+  REQUIRE(gateway.WaitHealthy());
+
+  // Four choices of 1500 tokens make well over a megabyte of events; the reader takes a few kilobytes.
+  json slow_body = json::parse(ChatBody(1500));
+  slow_body["stream"] = true;
+  slow_body["ignore_eos"] = true;
+  slow_body["n"] = 4;
+  SlowReader slow(gateway.port(), slow_body.dump());
+  REQUIRE(slow.connected());
+  std::atomic<bool> reading{true};
+  std::thread reader([&] {
+    slow.ReadSlowly(5000);
+    reading = false;
+  });
+
+  // Others stream to completion meanwhile.
+  double most_queued = 0;
+  for (int i = 0; i < 3; ++i) {
+    json body = json::parse(ChatBody(40));
+    body["stream"] = true;
+    body["ignore_eos"] = true;
+    SseClient client(gateway.port(), "/v1/chat/completions", body.dump());
+    REQUIRE(client.status() == 200);
+    const std::vector<std::string> events = client.ReadAll();
+    CHECK(client.complete());
+    REQUIRE(!events.empty());
+    CHECK(events.back() == "[DONE]");
+    most_queued = std::max(most_queued, ScrapeMetric(gateway.port(), "llmc_gateway_queued_response_bytes").value_or(0));
+  }
+  for (int i = 0; i < 50 && reading; ++i) {
+    most_queued = std::max(most_queued, ScrapeMetric(gateway.port(), "llmc_gateway_queued_response_bytes").value_or(0));
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  reader.join();
+  INFO("most response bytes queued in the gateway: " << most_queued);
+  // Back-pressure keeps it near 16 KiB (without it, 845 KB had piled up by the end of this test).
+  CHECK(most_queued > 0);
+  CHECK(most_queued <= 256 * 1024);
 }
 
 }  // namespace

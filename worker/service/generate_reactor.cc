@@ -2,6 +2,7 @@
 
 #include "common/logging.h"
 #include "common/status_codes.h"
+#include "worker/service/response_merge.h"
 
 namespace llmc::worker {
 namespace {
@@ -51,7 +52,12 @@ void GenerateReactor::Deliver(v1::GenerateResponse response) {
   {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
-    pending_.push_back(std::move(response));
+    // While a write is in flight (the reader is behind), later steps fold into one waiting message.
+    if (pending_.has_value()) {
+      MergeInto(*pending_, std::move(response));
+    } else {
+      pending_ = std::move(response);
+    }
   }
   Pump();
 }
@@ -71,10 +77,10 @@ void GenerateReactor::Pump() {
   {
     absl::MutexLock lock(&mu_);
     if (write_in_flight_ || finished_) return;
-    if (cancelled_) pending_.clear();  // nobody is listening any more
-    if (!pending_.empty()) {
-      in_flight_ = std::move(pending_.front());
-      pending_.pop_front();
+    if (cancelled_) pending_.reset();  // nobody is listening any more
+    if (pending_.has_value()) {
+      in_flight_ = *std::move(pending_);
+      pending_.reset();
       if (!prompt_to_echo_.empty()) {
         in_flight_.mutable_prompt_token_ids()->Add(prompt_to_echo_.begin(), prompt_to_echo_.end());
         prompt_to_echo_.clear();
@@ -111,7 +117,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     write_in_flight_ = false;
     finished_ = true;
-    pending_.clear();
+    pending_.reset();
     id = engine_status_.has_value() ? std::nullopt : engine_id_;
   }
   if (id.has_value()) engine_.Abort(*id);
@@ -132,7 +138,7 @@ void GenerateReactor::OnCancel() {
 void GenerateReactor::OnDone() {
   {
     absl::MutexLock lock(&mu_);
-    pending_.clear();
+    pending_.reset();
   }
   --live_streams_;
   self_.reset();  // may delete this

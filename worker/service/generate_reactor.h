@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -19,7 +18,9 @@ namespace llmc::worker {
 
 // One Generate stream. The engine's delivery thread hands responses to a sink that only queues them here and,
 // when no write is in flight, starts the next one; gRPC's OnWriteDone starts the one after. Exactly one
-// write is in flight at a time, and the call finishes with the engine's status once the queue is empty.
+// write is in flight at a time, and at most one message waits behind it: responses that arrive while the
+// reader is behind are merged into it (response_merge.h), so a slow reader costs one growing message, not a
+// queue of them. The call finishes with the engine's status once nothing waits.
 //
 // Ownership: the reactor owns itself until gRPC calls OnDone, and the engine's sink holds another reference,
 // so a sink that outlives the call (the engine drops a cancelled request only at its next step) still points
@@ -55,7 +56,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   std::atomic<int64_t>& live_streams_;
   std::shared_ptr<GenerateReactor> self_;  // released in OnDone
   absl::Mutex mu_;
-  std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
+  // What waits behind the write in flight: at most one message, into which later steps are merged.
+  std::optional<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> engine_status_ ABSL_GUARDED_BY(mu_);  // set by the engine's OnDone
   std::optional<uint64_t> engine_id_ ABSL_GUARDED_BY(mu_);          // set once Submit succeeded
   std::vector<int32_t> prompt_to_echo_ ABSL_GUARDED_BY(mu_);

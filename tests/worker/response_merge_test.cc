@@ -1,0 +1,54 @@
+// Responses merged while a stream's reader is behind read as if one step had produced them.
+#include "worker/service/response_merge.h"
+
+#include <catch2/catch.hpp>
+
+namespace llmc::worker {
+namespace {
+
+v1::TokenDelta Delta(uint32_t choice, uint32_t index, int32_t token, const std::string& text) {
+  v1::TokenDelta delta;
+  delta.set_choice_index(choice);
+  delta.set_index(index);
+  delta.add_token_ids(token);
+  delta.set_text(text);
+  delta.add_logprobs()->set_token_id(token);
+  return delta;
+}
+
+TEST_CASE("response merge: each choice keeps one delta with tokens, text and logprobs in order", "[unit][worker]") {
+  v1::GenerateResponse earlier;
+  *earlier.add_deltas() = Delta(0, 0, 10, "Hel");
+  earlier.add_prompt_token_ids(7);
+  v1::GenerateResponse later;
+  *later.add_deltas() = Delta(1, 0, 20, "Bon");
+  *later.add_deltas() = Delta(0, 1, 11, "lo");
+  v1::GenerateResponse last;
+  v1::TokenDelta end = Delta(0, 2, 12, "!");
+  end.set_finish_reason(v1::FINISH_REASON_STOP);
+  end.set_stop_reason("12");
+  *last.add_deltas() = end;
+  last.mutable_usage()->set_completion_tokens(4);
+
+  MergeInto(earlier, later);
+  MergeInto(earlier, last);
+  REQUIRE(earlier.deltas_size() == 2);
+  const v1::TokenDelta& zero = earlier.deltas(0);
+  CHECK(zero.choice_index() == 0);
+  CHECK(zero.index() == 0);
+  CHECK(std::vector<int32_t>(zero.token_ids().begin(), zero.token_ids().end()) == std::vector<int32_t>{10, 11, 12});
+  CHECK(zero.text() == "Hello!");
+  REQUIRE(zero.logprobs_size() == 3);
+  CHECK(zero.logprobs(2).token_id() == 12);
+  CHECK(zero.finish_reason() == v1::FINISH_REASON_STOP);
+  CHECK(zero.stop_reason() == "12");
+  const v1::TokenDelta& one = earlier.deltas(1);
+  CHECK(one.choice_index() == 1);
+  CHECK(one.text() == "Bon");
+  CHECK(one.finish_reason() == v1::FINISH_REASON_UNSPECIFIED);
+  CHECK(earlier.usage().completion_tokens() == 4);
+  CHECK(earlier.prompt_token_ids_size() == 1);
+}
+
+}  // namespace
+}  // namespace llmc::worker
