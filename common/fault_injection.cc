@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
@@ -33,7 +34,7 @@ FaultTable ParseFaultTable(absl::string_view spec) {
     int64_t first = 0, last = 0;
     if (absl::SimpleAtoi(range.first, &first) && first > 0) point->first_firing_check = first;
     if (absl::SimpleAtoi(range.second, &last) && last >= point->first_firing_check) point->last_firing_check = last;
-    table[std::string(parts.first)] = std::move(point);
+    table[std::string(absl::StripAsciiWhitespace(parts.first))] = std::move(point);
   }
   return table;
 }

@@ -6,6 +6,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +23,11 @@ using tcp = asio::ip::tcp;
 
 constexpr auto kIoTimeout = std::chrono::seconds(10);
 constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+
+// The client's connection failed before it was accepted: nothing to wait for.
+bool ConnectionFailed(const beast::error_code& error) {
+  return error == asio::error::connection_aborted || error == asio::error::connection_reset || error.value() == EPROTO;
+}
 constexpr uint32_t kHeaderLimit = 8 * 1024;
 constexpr uint64_t kBodyLimit = 1024;
 
@@ -100,9 +106,13 @@ struct MetricsHttpServer::Impl {
   void Accept() {
     acceptor.async_accept(asio::make_strand(io_context), [this](beast::error_code error, tcp::socket socket) {
       if (error == asio::error::operation_aborted || !acceptor.is_open()) return;
+      if (error && ConnectionFailed(error)) {
+        Accept();
+        return;
+      }
       if (error) {
-        // Out of file descriptors, say: the connection stays queued and accepting again at once would
-        // fail again at once. Wait a little instead of spinning; log once per streak.
+        // Out of file descriptors, say: the connection stays queued and accepting again at once would fail
+        // again at once. Wait a little instead of spinning; log once per streak.
         failed_accepts.fetch_add(1);
         if (!failing) {
           LLMC_LOG(Warning) << "accepting a metrics connection failed: " << error.message();

@@ -32,6 +32,21 @@ void Handle::Cancel() {
   if (context_ != nullptr) context_->TryCancel();
 }
 
+class GenerateReader;
+
+// Starts the read after a message once: when the consumer calls it, or when its last copy is dropped
+// uncalled (a consumer that went away, a task that never ran), so the reader's hold is always released.
+class NextRead {
+ public:
+  explicit NextRead(GenerateReader* reader) : reader_(reader) {}
+  ~NextRead() { Start(); }
+  void Start();
+
+ private:
+  GenerateReader* const reader_;
+  std::atomic<bool> started_{false};
+};
+
 class GenerateReader final : public grpc::ClientReadReactor<v1::GenerateResponse> {
  public:
   GenerateReader(std::shared_ptr<Handle> handle, GenerateCallbacks callbacks)
@@ -52,11 +67,14 @@ class GenerateReader final : public grpc::ClientReadReactor<v1::GenerateResponse
     response_.Clear();
     // The next read may start outside this reaction: the hold keeps the call (and this reactor) until then.
     AddHold();
-    callbacks_.on_response(std::move(response), [this, once = std::make_shared<std::atomic<bool>>(false)] {
-      if (once->exchange(true)) return;
-      StartRead(&response_);
-      RemoveHold();
-    });
+    auto next = std::make_shared<NextRead>(this);
+    callbacks_.on_response(std::move(response), [next] { next->Start(); });
+  }
+
+  // Called once per message by NextRead.
+  void ReadNextMessage() {
+    StartRead(&response_);
+    RemoveHold();
   }
 
   void OnDone(const grpc::Status& status) override {
@@ -72,6 +90,10 @@ class GenerateReader final : public grpc::ClientReadReactor<v1::GenerateResponse
   v1::GenerateRequest request_;
   v1::GenerateResponse response_;
 };
+
+void NextRead::Start() {
+  if (!started_.exchange(true)) reader_->ReadNextMessage();
+}
 
 }  // namespace
 

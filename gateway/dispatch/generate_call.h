@@ -10,7 +10,8 @@
 
 namespace llmc::gateway {
 
-// Called once the consumer of a message wants the next one; exactly once per message, from any thread.
+// Called once the consumer of a message wants the next one, from any thread. A consumer that drops it
+// uncalled lets the read start anyway.
 using ReadNext = std::function<void()>;
 
 // One Worker.Generate server stream, read with a callback reactor. `on_response` runs for each message and

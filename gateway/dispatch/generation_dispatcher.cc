@@ -12,7 +12,7 @@
 namespace llmc::gateway {
 namespace {
 
-constexpr absl::Duration kShutdownWait = absl::Seconds(5);
+constexpr absl::Duration kShutdownLogInterval = absl::Seconds(5);
 
 }  // namespace
 
@@ -25,24 +25,43 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
 
   void PickNext() {
     std::vector<std::string> excluded;
+    uint64_t round = 0;
+    absl::Status cancelled;
     {
       absl::MutexLock lock(&mu_);
-      if (cancelled_) return Finish(absl::CancelledError("the client went away"));
-      excluded = refused_;
+      if (cancelled_) {
+        cancelled = cancel_reason_;
+      } else {
+        excluded = refused_;
+        round = ++pick_round_;
+      }
     }
+    if (!cancelled.ok()) return Finish(cancelled);
     std::shared_ptr<PendingPick> pick = dispatcher_.router_.Pick(
-        request_.model(), excluded,
-        [self = shared_from_this()](absl::StatusOr<PickedWorker> picked) { self->OnPicked(std::move(picked)); });
-    absl::MutexLock lock(&mu_);
-    pick_ = std::move(pick);
-    if (cancelled_) pick_->Cancel();
+        request_.model(), excluded, [self = shared_from_this(), round](absl::StatusOr<PickedWorker> picked) {
+          self->OnPicked(round, std::move(picked));
+        });
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu_);
+      // The answer may have come already (then there is nothing left to cancel).
+      if (answered_round_ < round) {
+        pick_ = std::move(pick);
+        cancel = cancelled_;
+      }
+    }
+    if (cancel) pick->Cancel();
   }
 
-  void Cancel() override {
+  void Cancel() override { CancelWith(absl::CancelledError("the client went away")); }
+
+  // Stops the run wherever it is; on_done gets `reason` unless the worker's own status comes first.
+  void CancelWith(absl::Status reason) {
     std::shared_ptr<GenerateCallHandle> call;
     std::shared_ptr<PendingPick> pick;
     {
       absl::MutexLock lock(&mu_);
+      if (!cancelled_) cancel_reason_ = std::move(reason);
       cancelled_ = true;
       call = call_;
       pick = pick_;
@@ -51,25 +70,31 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
     if (call != nullptr) call->Cancel();
   }
 
+  // Calls on_done, then lets go of the caller's callbacks (and what they hold) while the dispatcher is
+  // still there, and last tells the dispatcher, which may be destroyed once no run is left.
   void Finish(const absl::Status& status) {
-    callbacks_.on_done(status);
-    dispatcher_.Forget(this);  // last: the dispatcher may be destroyed once no run is left
+    DispatchCallbacks callbacks = std::move(callbacks_);
+    callbacks_ = {};
+    callbacks.on_done(status);
+    callbacks = {};
+    dispatcher_.Forget(this);
   }
 
  private:
-  void OnPicked(absl::StatusOr<PickedWorker> picked) {
+  void OnPicked(uint64_t round, absl::StatusOr<PickedWorker> picked) {
+    absl::Status refusal, cancelled;
     {
       absl::MutexLock lock(&mu_);
+      answered_round_ = round;
       pick_.reset();
+      refusal = last_refusal_;
+      if (cancelled_) cancelled = cancel_reason_;
     }
     if (!picked.ok()) {
-      absl::Status status = picked.status();
-      {
-        // After refusals, the worker's reason (queue full → 429) says more than "none left to try".
-        absl::MutexLock lock(&mu_);
-        if (!last_refusal_.ok()) status = last_refusal_;
-      }
-      return Finish(status);
+      // A cancelled pick ends with the cancellation's reason; after refusals, the worker's reason (queue
+      // full → 429) says more than "none left to try".
+      if (!cancelled.ok()) return Finish(cancelled);
+      return Finish(refusal.ok() ? picked.status() : refusal);
     }
     LLMC_LOG(Debug).With("request_id", request_.request_id()).With("worker_id", picked->worker_id)
         << "dispatching to " << picked->address << (picked->from_cache ? " (cached routing table)" : "");
@@ -85,16 +110,22 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
         [self, worker_id = picked->worker_id](const grpc::Status& status) { self->OnCallDone(worker_id, status); }};
     const std::shared_ptr<v1::Worker::Stub> stub = dispatcher_.channels_.Stub(picked->address);
     auto call = StartGenerateCall(*stub, request_, deadline_, std::move(callbacks));
-    absl::MutexLock lock(&mu_);
-    call_ = call;
-    if (cancelled_) call->Cancel();
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu_);
+      call_ = call;
+      cancel = cancelled_;
+    }
+    if (cancel) call->Cancel();
   }
 
   void OnCallDone(const std::string& worker_id, const grpc::Status& grpc_status) {
-    const absl::Status status = FromGrpcStatus(grpc_status);
+    absl::Status status = FromGrpcStatus(grpc_status);
     bool retry = false;
     {
       absl::MutexLock lock(&mu_);
+      // The call ended because we cancelled it: say why.
+      if (cancelled_ && status.code() == absl::StatusCode::kCancelled) status = cancel_reason_;
       call_.reset();
       ++attempts_;
       // INTERNAL before any output is a failed model step: another worker may well succeed.
@@ -117,7 +148,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   GenerationDispatcher& dispatcher_;
   const v1::GenerateRequest request_;
   const absl::Time deadline_;
-  const DispatchCallbacks callbacks_;
+  DispatchCallbacks callbacks_;  // moved out by Finish; until then used by one gRPC callback at a time
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool received_ ABSL_GUARDED_BY(mu_) = false;
@@ -125,7 +156,10 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   std::vector<std::string> refused_ ABSL_GUARDED_BY(mu_);
   absl::Status last_refusal_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<GenerateCallHandle> call_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<PendingPick> pick_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<PendingPick> pick_ ABSL_GUARDED_BY(mu_);  // the pick of pick_round_, while unanswered
+  uint64_t pick_round_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t answered_round_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status cancel_reason_ ABSL_GUARDED_BY(mu_);
 };
 
 std::shared_ptr<DispatchHandle> GenerationDispatcher::Dispatch(const v1::GenerateRequest& request, absl::Time deadline,
@@ -159,13 +193,14 @@ void GenerationDispatcher::Shutdown() {
       if (auto run = weak.lock()) live.push_back(std::move(run));
     }
   }
-  for (const auto& run : live) run->Cancel();
+  for (const auto& run : live) run->CancelWith(absl::UnavailableError("the gateway is shutting down"));
   live.clear();
+  // gRPC answers every cancelled pick and stream, so this ends; a slow end is logged, not cut short (the
+  // callbacks still to come use this object).
   absl::MutexLock lock(&mu_);
   const auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return runs_.empty(); };
-  // Cancelled picks and streams end within moments; the bound only guards against a stuck peer.
-  if (!mu_.AwaitWithTimeout(absl::Condition(&drained), kShutdownWait)) {
-    LLMC_LOG(Warning) << runs_.size() << " generations had not ended when the dispatcher shut down";
+  while (!mu_.AwaitWithTimeout(absl::Condition(&drained), kShutdownLogInterval)) {
+    LLMC_LOG(Warning) << "shutting down: waiting for " << runs_.size() << " generations to end";
   }
 }
 

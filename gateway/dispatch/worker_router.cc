@@ -59,10 +59,13 @@ void WorkerRouter::Stop() {
   }
   for (const auto& call : in_flight) call->Cancel();
   {
-    // Cancelled calls end promptly; the deadline bounds the wait in any case.
+    // gRPC answers every call (cancelled ones at once, the rest by their deadline); their callbacks use
+    // this object, so the wait is not cut short.
     absl::MutexLock lock(&calls_mu_);
     const auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) { return calls_.empty(); };
-    calls_mu_.AwaitWithTimeout(absl::Condition(&drained), 2 * kControllerDeadline);
+    while (!calls_mu_.AwaitWithTimeout(absl::Condition(&drained), 5 * kControllerDeadline)) {
+      LLMC_LOG(Warning) << "stopping: waiting for " << calls_.size() << " controller calls to end";
+    }
   }
   if (!refresh_thread_.joinable()) return;
   stop_.Notify();
@@ -159,7 +162,7 @@ std::shared_ptr<PendingPick> WorkerRouter::Pick(const std::string& model,
   for (const auto& id : exclude_worker_ids) call->request.add_exclude_worker_ids(id);
   stub_->async()->PickWorker(
       &call->context, &call->request, &call->response,
-      [this, call, model, exclude_worker_ids, done = std::move(done)](grpc::Status status) {
+      [this, call, model, exclude_worker_ids, done = std::move(done)](grpc::Status status) mutable {
         if (status.ok()) {
           done(PickedWorker{call->response.worker_id(), call->response.address(), /*from_cache=*/false});
         } else if (call->cancelled.load()) {
@@ -169,7 +172,8 @@ std::shared_ptr<PendingPick> WorkerRouter::Pick(const std::string& model,
         } else {
           done(FromGrpcStatus(status));
         }
-        EndCall(call);  // last: Stop may return and the router go away once it is done
+        done = nullptr;  // what the caller's callback holds goes while the router is still there
+        EndCall(call);   // last: Stop may return and the router go away once it is done
       });
   return call;
 }
@@ -202,7 +206,8 @@ void WorkerRouter::ListModels(ModelsCallback done) {
   if (!BeginCall(call)) return done(absl::UnavailableError("the gateway is shutting down"));
   SetDeadline(call->context);
   stub_->async()->ListModels(
-      &call->context, &call->request, &call->response, [this, call, done = std::move(done)](grpc::Status status) {
+      &call->context, &call->request, &call->response,
+      [this, call, done = std::move(done)](grpc::Status status) mutable {
         if (status.ok()) {
           done(std::vector<v1::ModelSummary>(call->response.models().begin(), call->response.models().end()));
         } else if (call->cancelled.load()) {
@@ -212,6 +217,7 @@ void WorkerRouter::ListModels(ModelsCallback done) {
         } else {
           done(FromGrpcStatus(status));
         }
+        done = nullptr;
         EndCall(call);
       });
 }

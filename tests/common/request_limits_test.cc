@@ -126,5 +126,17 @@ TEST_CASE_METHOD(LimitsFixture, "request limits: gateway and worker agree on n, 
   }));
 }
 
+TEST_CASE_METHOD(LimitsFixture, "request limits: OpenAI's documented ranges hold on both sides", "[unit][limits]") {
+  CHECK(GatewayAccepts("temperature", 2.0));
+  CHECK_FALSE(GatewayAccepts("temperature", 2.5));
+  CHECK_FALSE(WorkerAccepts([](v1::SamplingParams& p) { p.set_temperature(2.5f); }));
+  CHECK_FALSE(GatewayAccepts("top_p", 0.0));
+  CHECK_FALSE(WorkerAccepts([](v1::SamplingParams& p) { p.set_top_p(0.0f); }));
+  CHECK(GatewayAccepts("presence_penalty", -2.0));
+  CHECK_FALSE(WorkerAccepts([](v1::SamplingParams& p) { p.set_frequency_penalty(2.5f); }));
+  CHECK(GatewayAccepts("n", 16));
+  CHECK_FALSE(WorkerAccepts([](v1::SamplingParams& p) { p.set_n(17); }));
+}
+
 }  // namespace
 }  // namespace llmc

@@ -7,10 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include "absl/time/clock.h"
 
@@ -26,8 +28,18 @@ ChildProcess::ChildProcess(const std::string& binary, const std::vector<std::str
   std::vector<char*> argv;
   for (auto& arg : argv_storage) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  // Entries of `environment` replace inherited ones of the same name.
+  const auto overridden = [&environment](const char* entry) {
+    const std::string_view text(entry);
+    const std::string_view name = text.substr(0, text.find('='));
+    return std::any_of(environment.begin(), environment.end(), [name](const std::string& mine) {
+      return std::string_view(mine).substr(0, mine.find('=')) == name;
+    });
+  };
   std::vector<char*> envp;
-  for (char** entry = environ; *entry != nullptr; ++entry) envp.push_back(*entry);
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (!overridden(*entry)) envp.push_back(*entry);
+  }
   std::vector<std::string> environment_storage = environment;
   for (auto& entry : environment_storage) envp.push_back(entry.data());
   envp.push_back(nullptr);

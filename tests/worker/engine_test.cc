@@ -89,6 +89,13 @@ std::vector<int32_t> ExtraPrompt(int length, int seed) {
   return prompt;
 }
 
+// Turns fault points on for a scope, and off again even when a REQUIRE leaves it early.
+class ScopedFaults {
+ public:
+  explicit ScopedFaults(absl::string_view spec) { SetFaultInjectionForTesting(spec); }
+  ~ScopedFaults() { SetFaultInjectionForTesting(""); }
+};
+
 bool WaitForIdle(Engine& engine) {
   return testing::WaitUntil(
       [&] {
@@ -244,11 +251,12 @@ TEST_CASE("engine: admission limits and bad requests are refused at once", "[int
 TEST_CASE("engine: an exception from the model step ends that step's requests with INTERNAL, not the engine",
           "[integration][engine]") {
   auto engine = StartEngine(SmallOptions());
-  SetFaultInjectionForTesting("model_step_throw@1-1");
   auto failed = std::make_shared<CollectingSink>();
-  REQUIRE(engine->Submit(Greedy(ToIds(Reference().prompts[0])), failed).ok());
-  REQUIRE(failed->WaitDone());
-  SetFaultInjectionForTesting("");
+  {
+    ScopedFaults faults("model_step_throw@1-1");
+    REQUIRE(engine->Submit(Greedy(ToIds(Reference().prompts[0])), failed).ok());
+    REQUIRE(failed->WaitDone());
+  }
   CHECK(failed->status().code() == absl::StatusCode::kInternal);
   CHECK_THAT(std::string(failed->status().message()), Catch::Contains("injected fault"));
   CHECK(WaitForIdle(*engine));
@@ -270,15 +278,16 @@ TEST_CASE("engine: after max_consecutive_failed_steps failed steps the engine tu
     if (status.code() == absl::StatusCode::kInternal) ++unhealthy_calls;
   });
   REQUIRE(engine->Start().ok());
-  SetFaultInjectionForTesting("model_step");
-  for (int i = 0; i < 2; ++i) {
-    auto sink = std::make_shared<CollectingSink>();
-    REQUIRE(engine->Submit(Greedy(ExtraPrompt(5, i), 4), sink).ok());
-    REQUIRE(sink->WaitDone());
-    CHECK(sink->status().code() == absl::StatusCode::kInternal);
-    CHECK(sink->choice(0).tokens.empty());
+  {
+    ScopedFaults faults("model_step");
+    for (int i = 0; i < 2; ++i) {
+      auto sink = std::make_shared<CollectingSink>();
+      REQUIRE(engine->Submit(Greedy(ExtraPrompt(5, i), 4), sink).ok());
+      REQUIRE(sink->WaitDone());
+      CHECK(sink->status().code() == absl::StatusCode::kInternal);
+      CHECK(sink->choice(0).tokens.empty());
+    }
   }
-  SetFaultInjectionForTesting("");
   CHECK(engine->Health().code() == absl::StatusCode::kInternal);
   CHECK_THAT(std::string(engine->Health().message()), Catch::Contains("2 model steps in a row failed"));
   CHECK(testing::WaitUntil([&] { return unhealthy_calls.load() == 1; }, absl::Seconds(5)));

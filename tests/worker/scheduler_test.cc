@@ -99,6 +99,25 @@ TEST_CASE("scheduler: a prefill short of blocks takes the chunk that fits instea
   CHECK(s->num_computed == 10);      // kept: not recomputed from the start
 }
 
+TEST_CASE("scheduler: a prefill leaves free the block a decoder needs for its next token", "[unit][engine]") {
+  // 5 blocks of 4 tokens. After the first step d (3 prompt tokens) will need a second block for its token
+  // after next; s (30 tokens) holds three blocks and one is free.
+  SchedulerFixture fixture(/*num_blocks=*/5, {/*block_size=*/4, /*max_num_batched_tokens=*/12, /*max_running=*/4});
+  Sequence* d = fixture.Add(1, 3);
+  Sequence* s = fixture.Add(2, 30);
+  fixture.Step();
+  REQUIRE(s->num_computed == 9);
+  REQUIRE(fixture.allocator().num_free() == 1);
+
+  const SchedulerOutput second = fixture.Step();
+  CHECK(TokensFor(second, d) == 1);
+  CHECK(TokensFor(second, s) == 3);  // what its own blocks hold, not the free one
+  CHECK(fixture.allocator().num_free() == 1);
+  const SchedulerOutput third = fixture.Step();
+  CHECK(third.preempted.empty());
+  CHECK(TokensFor(third, d) == 1);
+}
+
 TEST_CASE("scheduler: a decoder short of a block preempts the newest, which is not readmitted in that step",
           "[unit][engine]") {
   // 4 blocks of 4 tokens. Three sequences of 4-token prompts fill three blocks; one is left. After the

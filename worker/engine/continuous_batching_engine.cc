@@ -37,7 +37,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Lo
   if (resolved.max_model_len <= 0) resolved.max_model_len = manifest.max_context_length;
   if (resolved.block_size <= 0 || resolved.max_running <= 0 || resolved.max_waiting <= 0 ||
       resolved.max_num_batched_tokens < resolved.max_running || resolved.max_consecutive_failed_steps <= 0) {
-    return absl::InvalidArgumentError("engine limits must be positive, with max_num_batched_tokens >= max_running");
+    return absl::InvalidArgumentError(
+        "engine limits (block_size, max_running, max_waiting, max_consecutive_failed_steps) must be positive, with "
+        "max_num_batched_tokens >= max_running");
   }
 
   const int64_t block_bytes = model->KvCacheBlockBytes(resolved.block_size);
@@ -204,7 +206,7 @@ void ContinuousBatchingEngine::Run() {
     try {
       Step();
     } catch (const std::exception& error) {  // a last resort: the actions turn their own failures into a status
-      FailStep(absl::InternalError(absl::StrCat("the engine step threw: ", error.what())));
+      FailStep(absl::InternalError(absl::StrCat("the engine step threw: ", error.what())), /*model_failed=*/true);
     }
     Deliver();
   }
@@ -221,9 +223,10 @@ void ContinuousBatchingEngine::Step() {
     if (!table_.empty()) absl::SleepFor(absl::Milliseconds(1));  // nothing fits yet; never spin hot
     return;
   }
-  absl::Status status = forward_.Run(step_);
-  if (status.ok()) status = sample_.Run(step_);
-  if (!status.ok()) return FailStep(status);
+  if (absl::Status status = forward_.Run(step_); !status.ok()) return FailStep(status, /*model_failed=*/true);
+  // The sampler fails only on inputs validation should have refused: the step's requests end, but it says
+  // nothing about the model, so it does not count towards the worker's health.
+  if (absl::Status status = sample_.Run(step_); !status.ok()) return FailStep(status, /*model_failed=*/false);
   consecutive_failed_steps_ = 0;
   emit_.Run(step_);
   if (observer_ != nullptr) {
@@ -233,26 +236,25 @@ void ContinuousBatchingEngine::Step() {
   PublishLoad(static_cast<int64_t>(step_.sampled.size()));
 }
 
-void ContinuousBatchingEngine::FailStep(const absl::Status& status) {
-  ++consecutive_failed_steps_;
-  table_.Log("", absl::StrCat("engine step failed (", consecutive_failed_steps_, " in a row): ", status.message()));
+void ContinuousBatchingEngine::FailStep(const absl::Status& status, bool model_failed) {
+  if (model_failed) ++consecutive_failed_steps_;
+  table_.LogError(absl::StrCat("engine step failed",
+                               model_failed ? absl::StrCat(" (", consecutive_failed_steps_, " in a row)") : "", ": ",
+                               status.message()));
   for (const uint64_t id : step_.group_ids) {
     if (RequestGroup* group = table_.Find(id); group != nullptr) {
       table_.EndEarly(*group, status, v1::FINISH_REASON_ERROR);
     }
   }
-  if (consecutive_failed_steps_ == options_.max_consecutive_failed_steps) {
+  if (model_failed && consecutive_failed_steps_ >= options_.max_consecutive_failed_steps && Health().ok()) {
     const absl::Status unhealthy = absl::InternalError(
         absl::StrCat(consecutive_failed_steps_, " model steps in a row failed, the last with: ", status.message()));
     {
       absl::MutexLock lock(&state_mu_);
       health_ = unhealthy;
     }
-    table_.Log("", absl::StrCat("the engine is unhealthy and refuses new requests: ", unhealthy.message()));
-    if (unhealthy_listener_) {
-      delivery_.Push({Delivery{nullptr, std::nullopt, std::nullopt, "", "",
-                               [listener = unhealthy_listener_, unhealthy] { listener(unhealthy); }}});
-    }
+    table_.LogError(absl::StrCat("the engine is unhealthy and refuses new requests: ", unhealthy.message()));
+    if (unhealthy_listener_) table_.Notify([listener = unhealthy_listener_, unhealthy] { listener(unhealthy); });
   }
   PublishLoad(0);
 }

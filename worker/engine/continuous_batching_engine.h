@@ -54,9 +54,9 @@ class ContinuousBatchingEngine final : public Engine {
   absl::Status Validate(const GenerationRequest& request) const;
   void Run();
   void Step();
-  // The forward pass or the sampling failed: every request in the step ends with INTERNAL; after
-  // max_consecutive_failed_steps in a row the engine turns unhealthy.
-  void FailStep(const absl::Status& status);
+  // The forward pass (`model_failed`) or the sampling failed: every request in the step ends with INTERNAL;
+  // after max_consecutive_failed_steps model failures in a row the engine turns unhealthy.
+  void FailStep(const absl::Status& status, bool model_failed);
   void PublishLoad(int64_t generated_tokens);
   void Deliver() { delivery_.Push(table_.TakeDeliveries()); }
 

@@ -41,7 +41,11 @@ void DeliveryQueue::Run() {
     for (Delivery& delivery : batch) {
       try {
         if (!delivery.log_line.empty()) {
-          LLMC_LOG(Info).With("request_id", delivery.log_request_id) << delivery.log_line;
+          if (delivery.log_as_error) {
+            LLMC_LOG(Error) << delivery.log_line;
+          } else {
+            LLMC_LOG(Info).With("request_id", delivery.log_request_id) << delivery.log_line;
+          }
         }
         if (delivery.response.has_value()) delivery.sink->OnResponse(std::move(*delivery.response));
         if (delivery.done.has_value()) delivery.sink->OnDone(std::move(*delivery.done));

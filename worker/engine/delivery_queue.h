@@ -24,7 +24,8 @@ struct Delivery {
   std::optional<v1::GenerateResponse> response;
   std::optional<absl::Status> done;
   std::string log_request_id = {};
-  std::string log_line = {};  // logged (Info) on the delivery thread, so the engine thread never writes to stderr
+  std::string log_line = {};  // logged on the delivery thread, so the engine thread never writes to stderr
+  bool log_as_error = false;  // else Info
   std::function<void()> notify = {};
 };
 

@@ -71,7 +71,7 @@ class Engine {
   virtual absl::Status Health() const = 0;
   // Called once, on the delivery thread, when Health turns unhealthy. Set before Start.
   virtual void SetUnhealthyListener(std::function<void(const absl::Status&)> listener) = 0;
-  // Sequences waiting or running.
+  // Requests submitted and not yet ended (their last status may still be on its way to the sink).
   virtual int64_t NumUnfinished() const = 0;
   virtual EngineLoad Load() const = 0;
   // Aborts whatever is left (OnDone(UNAVAILABLE)) and joins the engine thread. Idempotent.

@@ -76,8 +76,12 @@ void RequestTable::EndAll(const absl::Status& status) {
   for (const uint64_t id : ids()) EndEarly(*groups_.at(id), status, v1::FINISH_REASON_ABORT);
 }
 
-void RequestTable::Log(std::string request_id, std::string line) {
-  outbox_.push_back({nullptr, std::nullopt, std::nullopt, std::move(request_id), std::move(line)});
+void RequestTable::LogError(std::string line) {
+  outbox_.push_back({nullptr, std::nullopt, std::nullopt, "", std::move(line), /*log_as_error=*/true});
+}
+
+void RequestTable::Notify(std::function<void()> notice) {
+  outbox_.push_back({nullptr, std::nullopt, std::nullopt, "", "", false, std::move(notice)});
 }
 
 std::vector<Delivery> RequestTable::TakeDeliveries() {

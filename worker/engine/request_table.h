@@ -44,8 +44,11 @@ class RequestTable {
   void EndEarly(RequestGroup& group, const absl::Status& status, v1::FinishReason reason);
   // Ends every request (the engine is stopping).
   void EndAll(const absl::Status& status);
-  // A line for the log, written on the delivery thread so the engine thread never writes to stderr.
-  void Log(std::string request_id, std::string line);
+  // An engine-level error for the log, written on the delivery thread so the engine thread never writes to
+  // stderr.
+  void LogError(std::string line);
+  // Runs `notice` on the delivery thread, in order with the deliveries queued before and after it.
+  void Notify(std::function<void()> notice);
 
   std::vector<Delivery> TakeDeliveries();
 

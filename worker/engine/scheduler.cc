@@ -37,10 +37,10 @@ int32_t Scheduler::BlocksNeeded(const Sequence& sequence, int64_t num_tokens) co
                                   static_cast<int32_t>(sequence.block_table.size()));
 }
 
-int64_t Scheduler::TokensThatFit(const Sequence& sequence, int64_t wanted) const {
+int64_t Scheduler::TokensThatFit(const Sequence& sequence, int64_t wanted, int32_t held_back) const {
+  const int64_t usable = std::max<int64_t>(0, allocator_.num_free() - held_back);
   const int64_t slots =
-      (static_cast<int64_t>(sequence.block_table.size()) + allocator_.num_free()) * limits_.block_size -
-      sequence.num_computed;
+      (static_cast<int64_t>(sequence.block_table.size()) + usable) * limits_.block_size - sequence.num_computed;
   return std::max<int64_t>(0, std::min(wanted, slots));
 }
 
@@ -92,18 +92,28 @@ SchedulerOutput Scheduler::Schedule() {
     AddChunk(sequence, 1, budget, output);
   }
 
+  // Blocks the decoders will need for their next token: prefills leave them free, so that a prefill does
+  // not make a decoder preempt next step.
+  int32_t decoder_blocks = 0;
+  for (const ScheduledChunk& chunk : output.chunks) {
+    const Sequence& decoder = *chunk.sequence;
+    if (decoder.num_computed + 2 > static_cast<int64_t>(decoder.block_table.size()) * limits_.block_size) {
+      ++decoder_blocks;
+    }
+  }
+
   // 2. Prefills of running sequences, in chunks that fit. An older one may take the blocks of newer ones
   // that have no chunk this step; one that still does not fit keeps its blocks and waits.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* sequence = running_[i];
     if (sequence->decoding()) continue;
     const int64_t wanted = std::min(sequence->num_uncomputed(), budget);
-    int64_t num_tokens = TokensThatFit(*sequence, wanted);
+    int64_t num_tokens = TokensThatFit(*sequence, wanted, decoder_blocks);
     while (num_tokens == 0) {
       Sequence* victim = NewestUnscheduled(output);
       if (victim == nullptr || victim == sequence) break;
       Preempt(victim, output);
-      num_tokens = TokensThatFit(*sequence, wanted);
+      num_tokens = TokensThatFit(*sequence, wanted, decoder_blocks);
     }
     if (num_tokens > 0) AddChunk(sequence, num_tokens, budget, output);
   }
@@ -115,7 +125,7 @@ SchedulerOutput Scheduler::Schedule() {
   if (!output.preempted.empty()) return output;
 
   // 3. Admissions. A small reserve of free blocks keeps them from forcing running sequences out at once.
-  const int32_t reserve = allocator_.num_blocks() / 100;
+  const int32_t reserve = allocator_.num_blocks() / 100 + decoder_blocks;
   while (budget > 0 && !waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_running) {
     Sequence* sequence = waiting_.front();
     const int64_t num_tokens = std::min(sequence->num_uncomputed(), budget);

@@ -34,7 +34,8 @@ struct SchedulerOutput {
 // Decides what each step computes (ARCHITECTURE.md §3), in three passes over the token budget:
 //  1. every running sequence that is decoding gets its one token, oldest first;
 //  2. running sequences still prefilling (new prompts, or recomputes after a preemption) get the next chunk
-//     the remaining budget and the free blocks allow, oldest first;
+//     the remaining budget and the free blocks allow, oldest first, leaving free the blocks the decoders
+//     will need for their next token;
 //  3. waiting sequences are admitted first come, first served while the budget, the running limit and the
 //     free blocks allow.
 // So a long prefill or a recompute never takes a decoder's token, and a long prompt holds running streams
@@ -59,8 +60,8 @@ class Scheduler {
  private:
   // Blocks `sequence` lacks for `num_tokens` more tokens.
   int32_t BlocksNeeded(const Sequence& sequence, int64_t num_tokens) const;
-  // The most of `wanted` tokens that fit `sequence`'s blocks plus the free ones.
-  int64_t TokensThatFit(const Sequence& sequence, int64_t wanted) const;
+  // The most of `wanted` tokens that fit `sequence`'s blocks plus the free ones but `held_back`.
+  int64_t TokensThatFit(const Sequence& sequence, int64_t wanted, int32_t held_back) const;
   void Preempt(Sequence* sequence, SchedulerOutput& output);
   // The newest running sequence without a chunk in `output`, or null.
   Sequence* NewestUnscheduled(const SchedulerOutput& output) const;

@@ -39,7 +39,8 @@ struct Sequence {
 
   int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - prompt_length; }
   int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
-  // Prefill done: only the last sampled token is left to compute.
+  // One token left to compute after some context: the last sampled token, or (rarely) the last prompt token
+  // after a chunk that stopped one short; either way a one-token step, scheduled with the decoders.
   bool decoding() const { return num_computed > 0 && num_uncomputed() == 1; }
   absl::Span<const int32_t> prompt() const { return absl::MakeConstSpan(tokens).first(prompt_length); }
   absl::Span<const int32_t> output() const { return absl::MakeConstSpan(tokens).subspan(prompt_length); }

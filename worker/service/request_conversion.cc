@@ -1,7 +1,5 @@
 #include "worker/service/request_conversion.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
 #include "common/request_limits.h"
 #include "common/status_macros.h"

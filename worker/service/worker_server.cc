@@ -65,6 +65,10 @@ absl::Status WorkerServer::Start() {
   LLMC_LOG(Info) << "engine warmed up in " << absl::FormatDuration(absl::Now() - warm_up_start);
   service_->SetState(v1::WORKER_STATE_READY);
   SetHealth(true);
+  if (!engine_->Health().ok()) {  // the listener may have run between the two lines above
+    service_->SetState(v1::WORKER_STATE_UNHEALTHY);
+    SetHealth(false);
+  }
 
   const std::string advertised = AdvertisedAddress();
   if (!config_.controller_address.empty()) {
