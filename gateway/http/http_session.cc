@@ -1,5 +1,7 @@
 #include "gateway/http/http_session.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <exception>
 #include <random>
@@ -30,6 +32,8 @@ constexpr size_t kReadChunk = 4096;
 // Bytes a client may send ahead (pipelining) while its previous request is handled; past this the
 // session stops reading until the response ends.
 constexpr size_t kMaxReadAhead = 64 * 1024;
+// With the read-ahead full, how often a handled request's connection is checked for a hang-up.
+constexpr auto kHangUpPoll = std::chrono::milliseconds(500);
 // After an error response: how long, and how much, to keep reading before closing, so the client sees
 // the response rather than a reset.
 constexpr auto kLingerTime = absl::Seconds(2);
@@ -157,7 +161,8 @@ HttpSession::HttpSession(asio::ip::tcp::socket socket, std::shared_ptr<HttpServe
       socket_(std::move(socket)),
       deadline_(strand_),
       write_timer_(strand_),
-      keepalive_timer_(strand_) {
+      keepalive_timer_(strand_),
+      hang_up_timer_(strand_) {
   if (state_->observer() != nullptr) state_->observer()->OnConnectionOpened();
 }
 
@@ -229,6 +234,8 @@ void HttpSession::OnReadSome(error_code error, size_t bytes) {
         ClientGone();
       } else if (!error && buffer_.size() < kMaxReadAhead) {
         ReadSome();
+      } else if (!error) {
+        WatchForHangUp();
       }
       return;
     case Phase::kDraining:
@@ -383,7 +390,25 @@ void HttpSession::BeginExchange(absl::string_view method, absl::string_view targ
   exchange_.chunked = version >= 11;
   phase_ = Phase::kHandling;
   self_ = shared_from_this();
-  if (!read_pending_ && buffer_.size() < kMaxReadAhead) ReadSome();
+  if (read_pending_) return;
+  if (buffer_.size() < kMaxReadAhead) {
+    ReadSome();
+  } else {
+    WatchForHangUp();
+  }
+}
+
+void HttpSession::WatchForHangUp() {
+  hang_up_timer_.expires_after(kHangUpPoll);
+  hang_up_timer_.async_wait([self = shared_from_this(), exchange = exchange_.id](error_code error) {
+    if (error || !self->Accepts(exchange)) return;
+    // POLLRDHUP tells that the client shut its side even while unread bytes wait in front of the FIN.
+    pollfd watched{self->socket_.native_handle(), POLLRDHUP, 0};
+    if (::poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) {
+      return self->ClientGone();
+    }
+    self->WatchForHangUp();
+  });
 }
 
 void HttpSession::SendError(int status, absl::string_view message, absl::string_view type, absl::string_view code,
@@ -642,6 +667,7 @@ void HttpSession::CloseSocket() {
   deadline_.cancel();
   write_timer_.cancel();
   keepalive_timer_.cancel();
+  hang_up_timer_.cancel();
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   if (!writing_) {  // else the write's buffer stays valid until its handler runs

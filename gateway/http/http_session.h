@@ -123,6 +123,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void DisarmDeadline();
   void OnDeadline();
   void ArmKeepalive();
+  // While a handler works and the read-ahead is full (the client pipelined a large request), no read is
+  // pending to notice the client leave: poll for its hang-up instead.
+  void WatchForHangUp();
   void OnKeepalive(uint64_t exchange);
 
   void StartDrain();
@@ -135,6 +138,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   boost::asio::steady_timer deadline_;
   boost::asio::steady_timer write_timer_;
   boost::asio::steady_timer keepalive_timer_;
+  boost::asio::steady_timer hang_up_timer_;
 
   Phase phase_ = Phase::kIdle;
   boost::beast::flat_buffer buffer_;

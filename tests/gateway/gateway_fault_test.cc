@@ -37,6 +37,10 @@ std::string ChatBody(int max_tokens) {
       .dump();
 }
 
+double WorkerRunning(WorkerProcess& worker) {
+  return ScrapeMetric(worker.metrics_port(), "llmc:num_requests_running").value_or(-1);
+}
+
 v1::WorkerState StateOf(ControllerProcess& controller, const std::string& worker_id) {
   for (const v1::WorkerInfo& worker : controller.ListWorkers()) {
     if (worker.worker_id() == worker_id) return worker.state();
@@ -101,11 +105,12 @@ TEST_CASE("fault: the gateway drops its channel to a worker that left the cluste
   CHECK(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(2)).status == 200);
 }
 
-// A raw connection that asks for a long stream and then reads it one byte per millisecond, with a small
-// receive buffer, so the kernel absorbs little and the gateway has to hold or hold back the rest.
-class SlowReader {
+// A raw connection with a small receive buffer, so the kernel absorbs little of what the gateway sends: it
+// sends its requests, then reads as slowly as a test wants, or just closes.
+class RawClient {
  public:
-  SlowReader(int port, const std::string& body) {
+  // Sends a chat completion request with `body`, then `more` (another request, whole or in part).
+  RawClient(int port, const std::string& body, const std::string& more = "") {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     const int small = 4096;
     setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
@@ -116,10 +121,10 @@ class SlowReader {
     connected_ = connect(fd_, reinterpret_cast<const sockaddr*>(&target), sizeof(target)) == 0;
     const std::string request =
         absl::StrCat("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n",
-                     "Content-Type: application/json\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
+                     "Content-Type: application/json\r\nContent-Length: ", body.size(), "\r\n\r\n", body, more);
     connected_ = connected_ && send(fd_, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size());
   }
-  ~SlowReader() { close(fd_); }
+  ~RawClient() { close(fd_); }
 
   bool connected() const { return connected_; }
   // Reads one byte, then sleeps a millisecond, `count` times at most; returns the bytes read.
@@ -154,7 +159,7 @@ TEST_CASE("fault: a client reading 1 byte/ms holds little gateway memory and doe
   slow_body["stream"] = true;
   slow_body["ignore_eos"] = true;
   slow_body["n"] = 4;
-  SlowReader slow(gateway.port(), slow_body.dump());
+  RawClient slow(gateway.port(), slow_body.dump());
   REQUIRE(slow.connected());
   std::atomic<bool> reading{true};
   std::thread reader([&] {
@@ -185,6 +190,38 @@ TEST_CASE("fault: a client reading 1 byte/ms holds little gateway memory and doe
   // Back-pressure keeps it near 16 KiB (without it, 845 KB had piled up by the end of this test).
   CHECK(most_queued > 0);
   CHECK(most_queued <= 256 * 1024);
+}
+
+TEST_CASE("fault: a client that pipelines a large request and leaves is noticed while its first one runs",
+          "[integration][fault]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "worker"));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 1; }, absl::Seconds(10)));
+  REQUIRE(gateway.WaitHealthy());
+
+  // A long non-streaming answer writes nothing until it ends, and 100 KB of a next request fill the
+  // gateway's read-ahead: only a hang-up check can see the client close.
+  json first = json::parse(ChatBody(3000));
+  first["ignore_eos"] = true;
+  const std::string first_body = first.dump();
+  const std::string pipelined =
+      absl::StrCat("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n",
+                   "Content-Length: 200000\r\n\r\n", std::string(100000, ' '));
+  {
+    RawClient client(gateway.port(), first_body, pipelined);
+    REQUIRE(client.connected());
+    REQUIRE(WaitUntil([&] { return WorkerRunning(worker) == 1; }, absl::Seconds(30)));
+  }  // closes the connection
+
+  REQUIRE(WaitUntil([&] { return WorkerRunning(worker) == 0; }, absl::Seconds(120)));
+  INFO("gateway log:\n" << gateway.process().ReadLog());
+  const auto ended = [&](const std::string& reason) {
+    return ScrapeMetric(worker.metrics_port(), "llmc:request_success_total", {{"finished_reason", reason}})
+        .value_or(-1);
+  };
+  CHECK(ended("abort") == 1);
+  CHECK(ended("length") == 0);
 }
 
 }  // namespace
