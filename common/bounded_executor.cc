@@ -1,6 +1,9 @@
 #include "common/bounded_executor.h"
 
+#include <exception>
 #include <utility>
+
+#include "common/logging.h"
 
 namespace llmc {
 
@@ -38,7 +41,11 @@ void BoundedExecutor::Run() {
       task = std::move(queue_.front());
       queue_.pop_front();
     }
-    task();
+    try {
+      task();
+    } catch (const std::exception& error) {  // one task's failure must not end the process
+      LLMC_LOG(Error) << "a background task failed: " << error.what();
+    }
   }
 }
 

@@ -45,9 +45,9 @@ GatewayServer::GatewayServer(config::GatewayConfig config)
                 metrics_->SetWorkerChannels(static_cast<int64_t>(channels_.size()));
               }),
       dispatcher_(router_, channels_, config_.max_attempts, [metrics = metrics_] { metrics->CountRetries(1); }),
-      large_bodies_(kLargeBodyThreads, kLargeBodyQueue),
       completions_(dispatcher_, *metrics_, large_bodies_,
-                   {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}) {}
+                   {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}),
+      large_bodies_(kLargeBodyThreads, kLargeBodyQueue) {}
 
 GatewayServer::~GatewayServer() { Shutdown(); }
 

@@ -41,8 +41,8 @@ class GatewayServer {
   WorkerChannels channels_;  // before router_: its refresh thread prunes them
   WorkerRouter router_;
   GenerationDispatcher dispatcher_;
-  BoundedExecutor large_bodies_;  // parses large request bodies off the I/O threads
   CompletionHandler completions_;
+  BoundedExecutor large_bodies_;  // after completions_, whose handler its tasks call: destroyed first
   std::unique_ptr<HttpServer> http_;
   HostPort address_;
 };

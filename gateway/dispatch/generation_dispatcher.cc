@@ -46,7 +46,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       absl::MutexLock lock(&mu_);
       // The answer may have come already (then there is nothing left to cancel).
       if (answered_round_ < round) {
-        pick_ = std::move(pick);
+        pick_ = pick;
         cancel = cancelled_;
       }
     }
@@ -90,12 +90,10 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       refusal = last_refusal_;
       if (cancelled_) cancelled = cancel_reason_;
     }
-    if (!picked.ok()) {
-      // A cancelled pick ends with the cancellation's reason; after refusals, the worker's reason (queue
-      // full → 429) says more than "none left to try".
-      if (!cancelled.ok()) return Finish(cancelled);
-      return Finish(refusal.ok() ? picked.status() : refusal);
-    }
+    // Cancelled meanwhile: end with the cancellation's reason, without sending the request to a worker.
+    if (!cancelled.ok()) return Finish(cancelled);
+    // After refusals, the worker's reason (queue full → 429) says more than "none left to try".
+    if (!picked.ok()) return Finish(refusal.ok() ? picked.status() : refusal);
     LLMC_LOG(Debug).With("request_id", request_.request_id()).With("worker_id", picked->worker_id)
         << "dispatching to " << picked->address << (picked->from_cache ? " (cached routing table)" : "");
     auto self = shared_from_this();

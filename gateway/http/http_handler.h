@@ -36,7 +36,8 @@ class ResponseWriter {
   virtual void OnClientGone(std::function<void()> callback) = 0;
 
   // Back-pressure: `callback` runs once, on some thread, when what this response has queued for the
-  // client is down to a few KiB (at once if it already is), or when the response or the connection ended.
+  // client is down to 16 KiB (at once if it already is, or if the response has ended), or when the
+  // connection closes. A callback dropped uncalled (the server stopping) counts as called.
   // A producer that waits for it before producing more keeps a slow reader from growing the queue.
   virtual void WhenDrained(std::function<void()> callback) = 0;
 

@@ -94,6 +94,7 @@ TEST_CASE("dispatch: cancelling a generation whose pick is in flight cancels the
   REQUIRE(testing::WaitUntil([&] { return controller.pending() == 1; }, absl::Seconds(5)));
   handle->Cancel();
   REQUIRE(testing::WaitUntil([&] { return done.count() == 1; }, absl::Seconds(5)));
+  REQUIRE(done.status.has_value());
   CHECK(done.status->code() == absl::StatusCode::kCancelled);
   CHECK(testing::WaitUntil([&] { return controller.cancelled() == 1; }, absl::Seconds(5)));
 }
@@ -108,13 +109,13 @@ TEST_CASE("dispatch: shutdown returns only after the callbacks of picks in fligh
     dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), done.Callbacks());
     REQUIRE(testing::WaitUntil([&] { return controller.pending() == 1; }, absl::Seconds(5)));
     dispatcher.Shutdown();
-    CHECK(done.count() == 1);  // before the router's own Stop, which would also wait for the pick
+    REQUIRE(done.count() == 1);  // before the router's own Stop, which would also wait for the pick
     CHECK(done.status->code() == absl::StatusCode::kUnavailable);
     router.Stop();
 
     DoneRecord late;
     dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), late.Callbacks());
-    CHECK(late.count() == 1);
+    REQUIRE(late.count() == 1);
     CHECK(late.status->code() == absl::StatusCode::kUnavailable);
   }
   CHECK(done.count() == 1);
