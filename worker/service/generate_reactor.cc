@@ -29,6 +29,9 @@ GenerateReactor* GenerateReactor::Create(engine::Engine& engine, std::atomic<int
 void GenerateReactor::Refuse(const absl::Status& status) { Complete(status); }
 
 void GenerateReactor::Submit(engine::GenerationRequest request, bool echo_prompt) {
+  // Once the engine has the request it may finish it, and gRPC end the call and release self_, before
+  // engine_.Submit returns here. Nothing can release it before that, so the copy is safe to take now.
+  const std::shared_ptr<GenerateReactor> keep_alive = self_;
   if (echo_prompt) {
     absl::MutexLock lock(&mu_);
     prompt_to_echo_ = request.prompt_token_ids;
@@ -53,10 +56,15 @@ void GenerateReactor::Deliver(v1::GenerateResponse response) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     // While a write is in flight (the reader is behind), later steps fold into one waiting message.
-    if (pending_.has_value()) {
-      MergeInto(*pending_, std::move(response));
+    // A merged message stops growing at kMaxMergedBytes (far below the gRPC message limit); later steps
+    // start the next one.
+    const size_t bytes = response.ByteSizeLong();
+    if (!pending_.empty() && pending_bytes_ + bytes <= kMaxMergedBytes) {
+      MergeInto(pending_.back(), std::move(response));
+      pending_bytes_ += bytes;
     } else {
-      pending_ = std::move(response);
+      pending_.push_back(std::move(response));
+      pending_bytes_ = bytes;
     }
   }
   Pump();
@@ -77,10 +85,11 @@ void GenerateReactor::Pump() {
   {
     absl::MutexLock lock(&mu_);
     if (write_in_flight_ || finished_) return;
-    if (cancelled_) pending_.reset();  // nobody is listening any more
-    if (pending_.has_value()) {
-      in_flight_ = *std::move(pending_);
-      pending_.reset();
+    if (cancelled_) pending_.clear();  // nobody is listening any more
+    if (!pending_.empty()) {
+      in_flight_ = std::move(pending_.front());
+      pending_.pop_front();
+      if (pending_.empty()) pending_bytes_ = 0;
       if (!prompt_to_echo_.empty()) {
         in_flight_.mutable_prompt_token_ids()->Add(prompt_to_echo_.begin(), prompt_to_echo_.end());
         prompt_to_echo_.clear();
@@ -117,7 +126,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     write_in_flight_ = false;
     finished_ = true;
-    pending_.reset();
+    pending_.clear();
     id = engine_status_.has_value() ? std::nullopt : engine_id_;
   }
   if (id.has_value()) engine_.Abort(*id);
@@ -138,7 +147,7 @@ void GenerateReactor::OnCancel() {
 void GenerateReactor::OnDone() {
   {
     absl::MutexLock lock(&mu_);
-    pending_.reset();
+    pending_.clear();
   }
   --live_streams_;
   self_.reset();  // may delete this

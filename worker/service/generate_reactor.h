@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -18,9 +19,9 @@ namespace llmc::worker {
 
 // One Generate stream. The engine's delivery thread hands responses to a sink that only queues them here and,
 // when no write is in flight, starts the next one; gRPC's OnWriteDone starts the one after. Exactly one
-// write is in flight at a time, and at most one message waits behind it: responses that arrive while the
-// reader is behind are merged into it (response_merge.h), so a slow reader costs one growing message, not a
-// queue of them. The call finishes with the engine's status once nothing waits.
+// write is in flight at a time; responses that arrive while the reader is behind are merged into the last
+// waiting message (response_merge.h) up to kMaxMergedBytes, so a slow reader costs a few large messages,
+// not one per step. The call finishes with the engine's status once nothing waits.
 //
 // Ownership: the reactor owns itself until gRPC calls OnDone, and the engine's sink holds another reference,
 // so a sink that outlives the call (the engine drops a cancelled request only at its next step) still points
@@ -56,8 +57,11 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   std::atomic<int64_t>& live_streams_;
   std::shared_ptr<GenerateReactor> self_;  // released in OnDone
   absl::Mutex mu_;
-  // What waits behind the write in flight: at most one message, into which later steps are merged.
-  std::optional<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
+  // What waits behind the write in flight: later steps are merged into the last message until it reaches
+  // kMaxMergedBytes, so a slow reader costs a few large messages, not one per step.
+  static constexpr size_t kMaxMergedBytes = 1 << 20;
+  std::deque<v1::GenerateResponse> pending_ ABSL_GUARDED_BY(mu_);
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;                   // of pending_.back(), about
   std::optional<absl::Status> engine_status_ ABSL_GUARDED_BY(mu_);  // set by the engine's OnDone
   std::optional<uint64_t> engine_id_ ABSL_GUARDED_BY(mu_);          // set once Submit succeeded
   std::vector<int32_t> prompt_to_echo_ ABSL_GUARDED_BY(mu_);
