@@ -109,30 +109,12 @@ class HttpSession::Writer final : public ResponseWriter {
   }
 
   void OnClientGone(std::function<void()> callback) override {
-    bool posted = false;
-    state_->RunWhileOpen([&] {
-      auto session = session_.lock();
-      if (session == nullptr) return;
-      posted = true;
-      asio::post(session->strand_, [session, exchange = exchange_, callback = std::move(callback)]() mutable {
-        session->ApplyOnClientGone(exchange, std::move(callback));
-      });
-    });
     // The session closed (and may be gone) after its client left: the callback is still owed.
-    if (!posted && gone_->load()) callback();
+    if (!PostCallback(&HttpSession::ApplyOnClientGone, callback) && gone_->load()) callback();
   }
 
   void WhenDrained(std::function<void()> callback) override {
-    bool posted = false;
-    state_->RunWhileOpen([&] {
-      auto session = session_.lock();
-      if (session == nullptr) return;
-      posted = true;
-      asio::post(session->strand_, [session, exchange = exchange_, callback = std::move(callback)]() mutable {
-        session->ApplyWhenDrained(exchange, std::move(callback));
-      });
-    });
-    if (!posted) callback();  // no session: nothing is queued
+    if (!PostCallback(&HttpSession::ApplyWhenDrained, callback)) callback();  // no session: nothing is queued
   }
 
   const std::string& request_id() const override { return request_id_; }
@@ -145,6 +127,21 @@ class HttpSession::Writer final : public ResponseWriter {
       if (session == nullptr) return;
       asio::post(session->strand_, [session, fn = std::move(fn)]() mutable { fn(*session); });
     });
+  }
+
+  // Posts (session.*apply)(exchange, callback) to the session's strand, moving `callback`; false, with
+  // `callback` untouched, when the session is gone or the server stopped.
+  bool PostCallback(void (HttpSession::*apply)(uint64_t, std::function<void()>), std::function<void()>& callback) {
+    bool posted = false;
+    state_->RunWhileOpen([&] {
+      auto session = session_.lock();
+      if (session == nullptr) return;
+      posted = true;
+      asio::post(session->strand_, [session, apply, exchange = exchange_, callback = std::move(callback)]() mutable {
+        ((*session).*apply)(exchange, std::move(callback));
+      });
+    });
+    return posted;
   }
 
   const std::weak_ptr<HttpSession> session_;
