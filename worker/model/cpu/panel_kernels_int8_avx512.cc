@@ -26,6 +26,24 @@ inline Int32x16 DotPairs(Int32x16 acc, __m512i x, __m512i w) {
   return __builtin_ia32_vpdpwssd_v16si(acc, reinterpret_cast<Int32x16>(x), reinterpret_cast<Int32x16>(w));
 }
 
+// Both kernels' start: every accumulator at zero.
+template <int Rows>
+inline void ZeroSums(Int32x16 (&sum)[Rows][4]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) sum[r][j] = Int32x16{};
+  }
+}
+
+// Both kernels' end, for 16 columns of one row: out (+)= float(sums) * w_scales * a_scale, the first group
+// storing rather than adding.
+inline void AddScaledSums(float* out, __m512i sums, const float* w_scales, __m512 a_scale, bool first_group) {
+  const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales), a_scale);
+  const __m512 before = first_group ? _mm512_setzero_ps() : _mm512_loadu_ps(out);
+  _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, before));
+}
+
 // Rows rows against the k pairs of group g: 4 column vectors x Rows int32 sums; each k pair of 16 columns
 // (32 bytes) is widened to int16 once and serves every row through vpdpwssd. At the end the sums are scaled
 // and added to the float32 output rows, which stay in L1. One group per call keeps the 24 sums in registers
@@ -33,11 +51,7 @@ template <int Rows>
 void Int8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
   const int16_t* a = args.a + m0 * args.a_stride;
   Int32x16 sum[Rows][4];
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) sum[r][j] = Int32x16{};
-  }
+  ZeroSums<Rows>(sum);
   const int64_t last = std::min(args.k_padded / 2, (g + 1) * args.group_pairs);
   for (int64_t pair = g * args.group_pairs; pair < last; ++pair) {
     const int8_t* w = args.panel + pair * kPanelWidth * 2;
@@ -65,10 +79,7 @@ void Int8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
     float* row = out + r * args.out_stride;
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) {
-      const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales + 16 * j), a_scale);
-      const __m512 before = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(row + 16 * j);
-      _mm512_storeu_ps(row + 16 * j,
-                       _mm512_fmadd_ps(_mm512_cvtepi32_ps(reinterpret_cast<__m512i>(sum[r][j])), scale, before));
+      AddScaledSums(row + 16 * j, reinterpret_cast<__m512i>(sum[r][j]), w_scales + 16 * j, a_scale, g == 0);
     }
   }
 }
@@ -111,11 +122,7 @@ template <int Rows>
 void W8A8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
   const int8_t* a = args.a8 + m0 * args.a_stride;
   Int32x16 sum[Rows][4];
-#pragma GCC unroll 8
-  for (int r = 0; r < Rows; ++r) {
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) sum[r][j] = Int32x16{};
-  }
+  ZeroSums<Rows>(sum);
   const int64_t first = g * args.group_pairs, last = std::min(args.k_padded / 2, first + args.group_pairs);
   for (int64_t pair = first; pair < last; pair += 2) {  // group_pairs and k_padded / 2 are even
     const QuadVectors w = LoadQuads(args.panel, pair);
@@ -142,9 +149,7 @@ void W8A8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
       const __m512i first = reinterpret_cast<__m512i>(sum[r][j & 2]), second = reinterpret_cast<__m512i>(sum[r][j | 1]);
       const __m512i natural = _mm512_sub_epi32(
           _mm512_permutex2var_epi32(first, (j & 1) ? to_natural_high : to_natural_low, second), offset);
-      const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales + 16 * j), a_scale);
-      const __m512 before = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(row + 16 * j);
-      _mm512_storeu_ps(row + 16 * j, _mm512_fmadd_ps(_mm512_cvtepi32_ps(natural), scale, before));
+      AddScaledSums(row + 16 * j, natural, w_scales + 16 * j, a_scale, g == 0);
     }
   }
 }
