@@ -44,7 +44,8 @@ GatewayServer::GatewayServer(config::GatewayConfig config)
                 channels_.RetainOnly(addresses);
                 metrics_->SetWorkerChannels(static_cast<int64_t>(channels_.size()));
               }),
-      dispatcher_(router_, channels_, config_.max_attempts, [metrics = metrics_] { metrics->CountRetries(1); }),
+      dispatcher_(router_, channels_, {config_.max_attempts, config_.worker_accept_timeout},
+                  [metrics = metrics_] { metrics->CountRetries(1); }),
       completions_(dispatcher_, *metrics_, large_bodies_,
                    {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}),
       large_bodies_(kLargeBodyThreads, kLargeBodyQueue) {}

@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config ccache git clang-format
+  # sanitizer builds and libFuzzer (scripts/test.sh with LLMC_SANITIZE, scripts/fuzz.sh)
+  clang libclang-rt-14-dev
   # RPC and base libraries
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev libboost-dev libboost-system-dev libyaml-cpp-dev nlohmann-json3-dev

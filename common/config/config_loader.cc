@@ -1,7 +1,9 @@
 #include "common/config/config_loader.h"
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -94,19 +96,12 @@ absl::Status ApplyYamlMap(const YAML::Node& map, const std::string& prefix, absl
 }
 
 absl::Status LoadYamlFile(const std::string& path, absl::string_view section, std::vector<ConfigField>& fields) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
-  } catch (const YAML::Exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": YAML syntax error: ", error.what()));
-  }
-  try {
-    return ApplyYamlDocument(root, path, section, fields);
-  } catch (const YAML::Exception& error) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", error.what()));
-  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
+  return ApplyYamlText(text.str(), path, section, fields);
 }
 
 struct CommandLine {
@@ -136,6 +131,21 @@ absl::Status ApplyYamlDocument(const YAML::Node& root, absl::string_view source,
   if (!node || node.IsNull()) return absl::OkStatus();
   if (!node.IsMap()) return absl::InvalidArgumentError(absl::StrCat(source, ": ", section, ": expected a mapping"));
   return ApplyYamlMap(node, "", absl::StrCat(source, ": ", section), fields);
+}
+
+absl::Status ApplyYamlText(absl::string_view text, absl::string_view source, absl::string_view section,
+                           std::vector<ConfigField>& fields) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": YAML syntax error: ", error.what()));
+  }
+  try {
+    return ApplyYamlDocument(root, source, section, fields);
+  } catch (const YAML::Exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", error.what()));
+  }
 }
 
 std::string RenderConfigYaml(absl::string_view section, const std::vector<ConfigField>& fields) {

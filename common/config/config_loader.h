@@ -48,6 +48,11 @@ absl::StatusOr<ConfigOutcome> LoadConfig(const ProgramInfo& program, int argc, c
 absl::Status ApplyYamlDocument(const YAML::Node& root, absl::string_view source, absl::string_view section,
                                std::vector<ConfigField>& fields);
 
+// Parses `text` as YAML and applies its `section`; syntax and type errors are INVALID_ARGUMENT naming
+// `source`. Never throws.
+absl::Status ApplyYamlText(absl::string_view text, absl::string_view source, absl::string_view section,
+                           std::vector<ConfigField>& fields);
+
 // The fields as a YAML document with the program's section, loadable with --config.
 std::string RenderConfigYaml(absl::string_view section, const std::vector<ConfigField>& fields);
 

@@ -26,8 +26,9 @@ struct GatewayConfig {
   absl::Duration sse_keepalive_interval = absl::Seconds(15);  // comment lines on quiet streams
   absl::Duration request_timeout = absl::Seconds(600);        // deadline of one generation
   absl::Duration routing_refresh_interval = absl::Seconds(2);
-  uint32_t max_attempts = 3;         // workers tried when one refuses before the first token
-  uint32_t retry_after_seconds = 1;  // the Retry-After of a 429
+  uint32_t max_attempts = 3;                                // workers tried when one refuses before the first token
+  absl::Duration worker_accept_timeout = absl::Seconds(5);  // a worker that has not taken a stream by then is skipped
+  uint32_t retry_after_seconds = 1;                         // the Retry-After of a 429
   std::string log_level = "info";
 
   template <typename Visitor>
@@ -48,6 +49,9 @@ struct GatewayConfig {
     v("request_timeout", request_timeout, "deadline of one generation (504 past it)");
     v("routing_refresh_interval", routing_refresh_interval, "how often the cached routing table is refreshed");
     v("max_attempts", max_attempts, "workers tried when one refuses (queue full, draining) before the first token");
+    v("worker_accept_timeout", worker_accept_timeout,
+      "a worker that does not accept a generation stream this fast (stopped, overloaded host) is skipped and "
+      "another tried; 0 waits up to request_timeout");
     v("retry_after_seconds", retry_after_seconds, "Retry-After header of 429 answers");
     v("log_level", log_level, "debug, info, warning or error");
   }

@@ -61,6 +61,10 @@ class GenerateReader final : public grpc::ClientReadReactor<v1::GenerateResponse
     StartCall();
   }
 
+  void OnReadInitialMetadataDone(bool ok) override {
+    if (ok && callbacks_.on_accepted) callbacks_.on_accepted();
+  }
+
   void OnReadDone(bool ok) override {
     if (!ok) return;  // the stream ended; OnDone follows
     v1::GenerateResponse response = std::move(response_);

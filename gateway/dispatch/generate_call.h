@@ -19,6 +19,8 @@ using ReadNext = std::function<void()>;
 // message is read only after `read_next` is called: a consumer that cannot keep up (a slow HTTP client)
 // stops reading, and gRPC's flow control pushes back on the worker.
 struct GenerateCallbacks {
+  // When the worker has taken the stream (its initial metadata arrived), before any message. May be empty.
+  std::function<void()> on_accepted;
   std::function<void(v1::GenerateResponse response, ReadNext read_next)> on_response;
   std::function<void(const grpc::Status& status)> on_done;
 };

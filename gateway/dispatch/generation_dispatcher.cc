@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
+#include "grpcpp/alarm.h"
 
 namespace llmc::gateway {
 namespace {
@@ -73,6 +74,12 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   // Calls on_done, then lets go of the caller's callbacks (and what they hold) while the dispatcher is
   // still there, and last tells the dispatcher, which may be destroyed once no run is left.
   void Finish(const absl::Status& status) {
+    std::unique_ptr<grpc::Alarm> alarm;
+    {
+      absl::MutexLock lock(&mu_);
+      alarm = std::move(accept_alarm_);
+    }
+    alarm.reset();
     DispatchCallbacks callbacks = std::move(callbacks_);
     callbacks_ = {};
     callbacks.on_done(status);
@@ -98,6 +105,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
         << "dispatching to " << picked->address << (picked->from_cache ? " (cached routing table)" : "");
     auto self = shared_from_this();
     GenerateCallbacks callbacks{
+        [self] { self->OnAccepted(); },
         [self](v1::GenerateResponse response, ReadNext read_next) {
           {
             absl::MutexLock lock(&self->mu_);
@@ -107,30 +115,78 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
         },
         [self, worker_id = picked->worker_id](const grpc::Status& status) { self->OnCallDone(worker_id, status); }};
     const std::shared_ptr<v1::Worker::Stub> stub = dispatcher_.channels_.Stub(picked->address);
+    std::unique_ptr<grpc::Alarm> alarm = ArmAcceptTimeout();
     auto call = StartGenerateCall(*stub, request_, deadline_, std::move(callbacks));
     bool cancel = false;
     {
       absl::MutexLock lock(&mu_);
       call_ = call;
-      cancel = cancelled_;
+      cancel = cancelled_ || accept_timed_out_;
+      if (!accepted_) std::swap(accept_alarm_, alarm);
     }
     if (cancel) call->Cancel();
+  }
+
+  // The alarm's callback holds the run weakly: a run that ended needs no alarm (Finish cancels it).
+  std::unique_ptr<grpc::Alarm> ArmAcceptTimeout() {
+    const absl::Duration timeout = dispatcher_.options_.accept_timeout;
+    uint64_t attempt = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      accepted_ = false;
+      accept_timed_out_ = false;
+      attempt = ++attempts_started_;
+    }
+    if (timeout <= absl::ZeroDuration() || absl::Now() + timeout >= deadline_) return nullptr;
+    auto alarm = std::make_unique<grpc::Alarm>();
+    alarm->Set(absl::ToChronoTime(absl::Now() + timeout), [weak = weak_from_this(), attempt](bool fired) {
+      if (!fired) return;
+      if (auto self = weak.lock()) self->OnAcceptTimeout(attempt);
+    });
+    return alarm;
+  }
+
+  void OnAccepted() {
+    std::unique_ptr<grpc::Alarm> alarm;
+    {
+      absl::MutexLock lock(&mu_);
+      accepted_ = true;
+      alarm = std::move(accept_alarm_);
+    }
+  }
+
+  void OnAcceptTimeout(uint64_t attempt) {
+    std::shared_ptr<GenerateCallHandle> call;
+    {
+      absl::MutexLock lock(&mu_);
+      if (attempt != attempts_started_ || accepted_ || cancelled_) return;
+      accept_timed_out_ = true;
+      call = call_;
+    }
+    // Before StartGenerateCall returned, call_ is not set yet: OnPicked cancels it then.
+    if (call != nullptr) call->Cancel();
   }
 
   void OnCallDone(const std::string& worker_id, const grpc::Status& grpc_status) {
     absl::Status status = FromGrpcStatus(grpc_status);
     bool retry = false;
+    std::unique_ptr<grpc::Alarm> alarm;
     {
       absl::MutexLock lock(&mu_);
       // The call ended because we cancelled it: say why.
       if (cancelled_ && status.code() == absl::StatusCode::kCancelled) status = cancel_reason_;
+      if (accept_timed_out_ && !cancelled_ && status.code() == absl::StatusCode::kCancelled) {
+        status = absl::UnavailableError(absl::StrCat("worker ", worker_id, " did not accept the stream within ",
+                                                     absl::FormatDuration(dispatcher_.options_.accept_timeout)));
+      }
+      alarm = std::move(accept_alarm_);
       call_.reset();
       ++attempts_;
       // INTERNAL before any output is a failed model step: another worker may well succeed.
       const bool refusal = status.code() == absl::StatusCode::kResourceExhausted ||
                            status.code() == absl::StatusCode::kUnavailable ||
                            status.code() == absl::StatusCode::kInternal;
-      if (refusal && !received_ && !cancelled_ && attempts_ < dispatcher_.max_attempts_) {
+      if (refusal && !received_ && !cancelled_ && attempts_ < dispatcher_.options_.max_attempts) {
         refused_.push_back(worker_id);
         last_refusal_ = status;
         retry = true;
@@ -158,6 +214,10 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   uint64_t pick_round_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t answered_round_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status cancel_reason_ ABSL_GUARDED_BY(mu_);
+  uint64_t attempts_started_ ABSL_GUARDED_BY(mu_) = 0;
+  bool accepted_ ABSL_GUARDED_BY(mu_) = false;
+  bool accept_timed_out_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<grpc::Alarm> accept_alarm_ ABSL_GUARDED_BY(mu_);  // while the current worker has not accepted
 };
 
 std::shared_ptr<DispatchHandle> GenerationDispatcher::Dispatch(const v1::GenerateRequest& request, absl::Time deadline,

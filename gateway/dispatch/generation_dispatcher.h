@@ -18,6 +18,11 @@ namespace llmc::gateway {
 
 class DispatchRun;
 
+struct DispatchOptions {
+  uint32_t max_attempts = 3;
+  absl::Duration accept_timeout = absl::Seconds(5);  // zero: no limit but the request's deadline
+};
+
 struct DispatchCallbacks {
   // `read_next` must be called once the message is consumed (generate_call.h).
   std::function<void(v1::GenerateResponse response, ReadNext read_next)> on_response;
@@ -35,15 +40,17 @@ class DispatchHandle {
 // Runs one generation on some worker: picks one through the WorkerRouter, opens Worker.Generate, and when
 // the worker refuses or fails before its first message (RESOURCE_EXHAUSTED: queue full; UNAVAILABLE:
 // draining, unhealthy or gone; INTERNAL: its model step failed) tries another, excluding those that
-// refused, up to `max_attempts` workers.
+// refused, up to `max_attempts` workers. A worker that does not accept the stream within
+// `accept_timeout` (a stopped or wedged process, which its heartbeats have not yet given away) counts
+// as refusing.
 // Shutdown cancels every generation in flight and returns once each has called on_done, so no callback
 // runs on a destroyed dispatcher.
 class GenerationDispatcher {
  public:
   // `on_retry` (may be empty) runs each time a generation moves on to another worker.
-  GenerationDispatcher(WorkerRouter& router, WorkerChannels& channels, uint32_t max_attempts,
+  GenerationDispatcher(WorkerRouter& router, WorkerChannels& channels, DispatchOptions options,
                        std::function<void()> on_retry = {})
-      : router_(router), channels_(channels), max_attempts_(max_attempts), on_retry_(std::move(on_retry)) {}
+      : router_(router), channels_(channels), options_(options), on_retry_(std::move(on_retry)) {}
 
   ~GenerationDispatcher() { Shutdown(); }
 
@@ -59,7 +66,7 @@ class GenerationDispatcher {
 
   WorkerRouter& router_;
   WorkerChannels& channels_;
-  const uint32_t max_attempts_;
+  const DispatchOptions options_;
   const std::function<void()> on_retry_;
   absl::Mutex mu_;
   absl::flat_hash_map<DispatchRun*, std::weak_ptr<DispatchRun>> runs_ ABSL_GUARDED_BY(mu_);

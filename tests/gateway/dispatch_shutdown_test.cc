@@ -88,7 +88,7 @@ TEST_CASE("dispatch: cancelling a generation whose pick is in flight cancels the
   StalledController controller;
   WorkerRouter router(controller.address(), absl::Hours(1));
   WorkerChannels channels;
-  GenerationDispatcher dispatcher(router, channels, 3);
+  GenerationDispatcher dispatcher(router, channels, DispatchOptions{});
   DoneRecord done;
   auto handle = dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), done.Callbacks());
   REQUIRE(testing::WaitUntil([&] { return controller.pending() == 1; }, absl::Seconds(5)));
@@ -105,7 +105,7 @@ TEST_CASE("dispatch: shutdown returns only after the callbacks of picks in fligh
   {
     WorkerRouter router(controller.address(), absl::Hours(1));
     WorkerChannels channels;
-    GenerationDispatcher dispatcher(router, channels, 3);
+    GenerationDispatcher dispatcher(router, channels, DispatchOptions{});
     dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), done.Callbacks());
     REQUIRE(testing::WaitUntil([&] { return controller.pending() == 1; }, absl::Seconds(5)));
     dispatcher.Shutdown();

@@ -105,6 +105,58 @@ TEST_CASE("fault: the gateway drops its channel to a worker that left the cluste
   CHECK(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(2)).status == 200);
 }
 
+TEST_CASE("fault: a worker stopped mid-stream (SIGSTOP): its client gets a timeout error, the others are served",
+          "[integration][fault]") {
+  // The controller keeps the stopped worker READY (its missing heartbeats would give it away only after a
+  // minute), and the lottery keeps picking it: the gateway has to notice on its own.
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {"--heartbeat_interval=1s", "--expiry_missed_heartbeats=60",
+                                                        "--dispatch_policy=lottery", "--dispatch_seed=7"});
+  WorkerProcess first(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "first"));
+  WorkerProcess second(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "second"));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
+                         {"--routing_refresh_interval=200ms", "--request_timeout=5s", "--worker_accept_timeout=1s"});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(10)));
+  REQUIRE(gateway.WaitHealthy());
+
+  json body = json::parse(ChatBody(1500));
+  body["stream"] = true;
+  body["ignore_eos"] = true;
+  SseClient stalled(gateway.port(), "/v1/chat/completions", body.dump());
+  REQUIRE(stalled.status() == 200);
+  REQUIRE(stalled.NextEvent().has_value());
+  WorkerProcess* serving = nullptr;
+  REQUIRE(WaitUntil(
+      [&] {
+        serving = WorkerRunning(first) == 1 ? &first : WorkerRunning(second) == 1 ? &second : nullptr;
+        return serving != nullptr;
+      },
+      absl::Seconds(10)));
+  serving->process().Signal(SIGSTOP);
+  // Continued before the processes are stopped at the end, whatever fails in between.
+  struct Continue {
+    WorkerProcess* worker;
+    ~Continue() { worker->process().Signal(SIGCONT); }
+  } continue_at_end{serving};
+
+  // New requests: those picked for the stopped worker move on when it does not accept them in time.
+  for (int i = 0; i < 12; ++i) {
+    const HttpReply reply = PostJson(gateway.port(), "/v1/chat/completions", ChatBody(3));
+    INFO("request " << i << ": " << reply.status << " " << reply.body);
+    REQUIRE(reply.status == 200);
+  }
+  INFO("gateway log:\n" << gateway.process().ReadLog());
+  CHECK(ScrapeMetric(gateway.port(), "llmc_gateway_worker_retries_total").value_or(0) >= 1);
+
+  // The stalled stream ends at the request timeout with an error event, not silently and not never.
+  const std::vector<std::string> rest = stalled.ReadAll(absl::Seconds(60));
+  INFO("last events of the stalled stream: " << (rest.empty() ? "(none)" : rest.back()));
+  CHECK(stalled.complete());
+  const auto error_event = std::find_if(
+      rest.begin(), rest.end(), [](const std::string& event) { return event.find("\"error\"") != std::string::npos; });
+  REQUIRE(error_event != rest.end());
+  CHECK(json::parse(*error_event)["error"]["type"] == "timeout_error");
+}
+
 // A raw connection with a small receive buffer, so the kernel absorbs little of what the gateway sends: it
 // sends its requests, then reads as slowly as a test wants, or just closes.
 class RawClient {
@@ -190,6 +242,91 @@ TEST_CASE("fault: a client reading 1 byte/ms holds little gateway memory and doe
   // Back-pressure keeps it near 16 KiB (without it, 845 KB had piled up by the end of this test).
   CHECK(most_queued > 0);
   CHECK(most_queued <= 256 * 1024);
+}
+
+TEST_CASE("fault: ten times more streams than a worker holds, slow readers and hang-ups mixed in, end cleanly",
+          "[integration][fault]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  // Eight places in all: four running, four waiting; 80 clients at once.
+  WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(),
+                       SmallWorkerArgs(controller.address(), "worker", {"--max_running=4", "--max_waiting=4"}));
+  // A short idle timeout closes the slow readers' connections soon after a refusal.
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
+                         {"--routing_refresh_interval=200ms", "--socket_send_buffer_bytes=16384", "--idle_timeout=2s"});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 1; }, absl::Seconds(10)));
+  REQUIRE(gateway.WaitHealthy());
+
+  constexpr int kClients = 80;
+  struct Outcome {
+    int status = 0;
+    bool slow = false;
+    bool done = false;         // a 200 stream that ended with [DONE] and no error event
+    bool retry_after = false;  // a 429 that says when to come back
+    std::string detail;
+  };
+  std::vector<Outcome> outcomes(kClients);
+  std::atomic<double> most_queued{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      Outcome& outcome = outcomes[i];
+      json body = json::parse(ChatBody(i % 8 == 0 ? 400 : 24));
+      body["stream"] = true;
+      body["ignore_eos"] = true;
+      if (i % 8 == 0) {  // a slow reader that gives up after a while
+        outcome.slow = true;
+        RawClient slow(gateway.port(), body.dump());
+        slow.ReadSlowly(1500);
+        return;
+      }
+      SseClient client(gateway.port(), "/v1/chat/completions", body.dump(), {{"Connection", "close"}});
+      outcome.status = client.status();
+      if (client.status() == 200) {
+        const std::vector<std::string> events = client.ReadAll(absl::Seconds(120));
+        const bool error = std::any_of(events.begin(), events.end(), [](const std::string& event) {
+          return event.find("\"error\"") != std::string::npos;
+        });
+        outcome.done = client.complete() && !events.empty() && events.back() == "[DONE]" && !error;
+        if (!outcome.done) outcome.detail = events.empty() ? client.error() : events.back();
+      } else {
+        outcome.retry_after = !client.Header("Retry-After").empty();
+        outcome.detail = client.ReadBody();
+      }
+    });
+  }
+  for (int i = 0; i < 100; ++i) {
+    double seen = ScrapeMetric(gateway.port(), "llmc_gateway_queued_response_bytes").value_or(0);
+    double before = most_queued.load();
+    while (seen > before && !most_queued.compare_exchange_weak(before, seen)) {
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  for (std::thread& client : clients) client.join();
+
+  int served = 0, refused = 0;
+  for (int i = 0; i < kClients; ++i) {
+    const Outcome& outcome = outcomes[i];
+    if (outcome.slow) continue;
+    INFO("client " << i << ": " << outcome.status << " " << outcome.detail);
+    if (outcome.status == 200) {
+      CHECK(outcome.done);
+      ++served;
+    } else {
+      // Queue full is the only acceptable refusal: retryable, with Retry-After.
+      CHECK(outcome.status == 429);
+      CHECK(outcome.retry_after);
+      ++refused;
+    }
+  }
+  INFO("served " << served << ", refused " << refused << "; most bytes queued in the gateway " << most_queued.load());
+  // Some are served (the slow readers may hold most of the eight places), and the rest are refused.
+  CHECK(served >= 1);
+  CHECK(refused >= 1);
+  CHECK(most_queued.load() <= 1024 * 1024);
+  // Nothing is left behind: the slow readers' requests were aborted when they hung up.
+  INFO("worker log:\n" << worker.process().ReadLog());
+  CHECK(WaitUntil([&] { return WorkerRunning(worker) == 0; }, absl::Seconds(60)));
+  CHECK(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(3)).status == 200);
 }
 
 TEST_CASE("fault: a client that pipelines a large request and leaves is noticed while its first one runs",

@@ -58,6 +58,9 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
     reactor->Refuse(NotServing(state));
     return reactor;
   }
+  // Tells the gateway at once that this worker took the stream, before tokenizing or queueing: a gateway
+  // that hears nothing soon (a stopped process) tries another worker.
+  reactor->StartSendInitialMetadata();
   // Rendering and tokenizing run here for ordinary requests; a large one (MBs of prompt or conversation)
   // would hold this gRPC thread for milliseconds, so it goes to the bounded executor.
   auto convert = [this, reactor, request, request_id, deadline = Deadline(*context)] {

@@ -23,7 +23,11 @@ typedef short Int16x32 __attribute__((vector_size(64)));
 
 // acc += x[2i] * w[2i] + x[2i + 1] * w[2i + 1] in each int32 lane i.
 inline Int32x16 DotPairs(Int32x16 acc, __m512i x, __m512i w) {
+#if defined(__clang__)  // clang keeps the intrinsic's vectors in registers (sanitizer and fuzzing builds)
+  return reinterpret_cast<Int32x16>(_mm512_dpwssd_epi32(reinterpret_cast<__m512i>(acc), x, w));
+#else
   return __builtin_ia32_vpdpwssd_v16si(acc, reinterpret_cast<Int32x16>(x), reinterpret_cast<Int32x16>(w));
+#endif
 }
 
 // Both kernels' start: every accumulator at zero.
@@ -93,7 +97,11 @@ struct Int8Runner {
 
 // W8A8: acc += sum over four inputs of (unsigned) w[4i..4i+3] * (signed) x[4i..4i+3] in each int32 lane i.
 inline Int32x16 DotQuads(Int32x16 acc, __m512i w_unsigned, __m512i x) {
+#if defined(__clang__)
+  return reinterpret_cast<Int32x16>(_mm512_dpbusd_epi32(reinterpret_cast<__m512i>(acc), w_unsigned, x));
+#else
   return __builtin_ia32_vpdpbusd_v16si(acc, reinterpret_cast<Int32x16>(w_unsigned), reinterpret_cast<Int32x16>(x));
+#endif
 }
 
 // vpdpbusd multiplies unsigned by signed bytes, so each weight goes in as w + 128 (its sign bit flipped) and
