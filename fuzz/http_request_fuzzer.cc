@@ -5,20 +5,25 @@
 // the gateway's.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "common/logging.h"
 #include "gateway/http/http_server.h"
 #include "gateway/openai/openai_error.h"
 #include "gateway/openai/openai_request.h"
@@ -30,6 +35,7 @@ using llmc::gateway::ResponseWriter;
 
 constexpr int kReplyTimeoutSeconds = 10;
 constexpr size_t kMaxReplyBytes = 1 << 20;
+constexpr int kMaxConnectAttempts = 400;  // 20 s
 
 [[noreturn]] void Fail(const std::string& what) {
   std::cerr << what << "\n";
@@ -61,6 +67,7 @@ void StreamChat(const HttpRequest& request, std::shared_ptr<ResponseWriter> writ
 
 uint16_t ServerPort() {
   static const uint16_t port = [] {
+    llmc::SetMinLogLevel(llmc::LogLevel::kWarning);  // one access-log line per input would swamp the log
     llmc::gateway::HttpServerOptions options;
     options.num_threads = 1;
     options.max_body_bytes = 64 << 10;
@@ -84,6 +91,20 @@ uint16_t ServerPort() {
   return port;
 }
 
+// A connect interrupted by a signal goes on in the background: wait for it and read its outcome.
+bool FinishInterruptedConnect(int fd) {
+  pollfd poll_fd{fd, POLLOUT, 0};
+  int ready = -1;
+  do {
+    ready = poll(&poll_fd, 1, kReplyTimeoutSeconds * 1000);
+  } while (ready < 0 && errno == EINTR);
+  int error = 0;
+  socklen_t length = sizeof(error);
+  if (ready != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0) return false;
+  errno = error;
+  return error == 0;
+}
+
 // Writes `request` to a new connection, half-closes it, and returns what the server sent until it closed.
 std::string Exchange(absl::string_view request) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -95,7 +116,14 @@ std::string Exchange(absl::string_view request) {
   address.sin_family = AF_INET;
   address.sin_port = htons(ServerPort());
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) Fail("connect failed");
+  // Thousands of connections a second leave as many in TIME_WAIT; when the client runs out of ports,
+  // wait for some to expire (bounded) rather than report the harness's limit as a server failure.
+  for (int attempt = 0; connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0; ++attempt) {
+    if (errno == EINTR && FinishInterruptedConnect(fd)) break;  // libFuzzer's timers interrupt system calls
+    if (errno != EADDRNOTAVAIL && errno != EAGAIN) Fail(std::string("connect failed: ") + std::strerror(errno));
+    if (attempt == kMaxConnectAttempts) Fail("connect failed: no local port came free");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   size_t sent = 0;
   while (sent < request.size()) {
     const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);

@@ -54,8 +54,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (whole.ok != pieces.ok) Fail("the line limit depends on how the stream was split");
   if (whole.ok && whole.events != pieces.events) Fail("events depend on how the stream was split");
 
-  // The gateway's side: one event per input, with any bytes except CR (the formatter splits on LF only,
-  // and the OpenAI payloads it sends are JSON, which escapes CR).
+  // The gateway's side: one event per input, with any bytes except CR. The formatter turns CR, LF and
+  // CRLF alike into a line break, so a lone CR would come back as LF; the JSON it sends escapes both.
   std::string payload(bytes);
   payload.erase(std::remove(payload.begin(), payload.end(), '\r'), payload.end());
   if (payload.size() + 16 > kMaxLineBytes) return 0;

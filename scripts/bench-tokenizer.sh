@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Encode throughput of llmc's C++ tokenizer against the JavaScript reference encoder (the npm package's
 # own), on the same multi-megabyte mixed text, each pinned to one core, side by side in one run.
-# Usage: scripts/bench-tokenizer.sh [qwen3|llama3 ...]   (default: both)
+# Usage: scripts/bench-tokenizer.sh [qwen3|llama3|llama2|gemma3 ...]   (default: all four)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,7 +9,7 @@ scripts/build.sh >/dev/null
 modules="build/third_party/tokenizers"
 scripts/fetch-tokenizers.sh "$modules" >/dev/null
 models=("$@")
-[ ${#models[@]} -eq 0 ] && models=(qwen3 llama3)
+[ ${#models[@]} -eq 0 ] && models=(qwen3 llama3 llama2 gemma3)
 
 # Mixed text: English prose (licences), C++ source (libstdc++ headers) and the multilingual parity corpus
 # (Chinese, Japanese, Korean, Arabic, emoji, code, numbers, whitespace runs) repeated.

@@ -27,6 +27,12 @@ if [ -n "$sanitize" ]; then
   fi
 fi
 [ -n "${LLMC_BUILD_TARGETS:-}" ] && read -r -a targets <<<"$LLMC_BUILD_TARGETS"
+# A sanitizer folder configured earlier with GCC keeps GCC forever in its cache: start it over.
+if [ -n "$sanitize" ] && [ -f "$dir/CMakeCache.txt" ] &&
+  ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++' "$dir/CMakeCache.txt"; then
+  echo "build.sh: $dir was configured without clang; configuring it again" >&2
+  rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+fi
 if [ ! -f "$dir/CMakeCache.txt" ]; then
   cmake -S . -B "$dir" "${generator[@]}" "${configure[@]}" "$@"
 elif [ $# -gt 0 ]; then

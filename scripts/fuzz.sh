@@ -18,7 +18,7 @@ if [ "$target" = all ]; then
   status=0
   for source in fuzz/*_fuzzer.cc; do
     name="$(basename "$source" _fuzzer.cc)"
-    "$0" "$name" "$seconds" || status=1
+    "$repo/scripts/fuzz.sh" "$name" "$seconds" || status=1
   done
   exit $status
 fi

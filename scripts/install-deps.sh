@@ -14,8 +14,8 @@ packages=(
   libpcre2-dev libutf8proc-dev prometheus-cpp-dev
   # models: libtorch for C++, torch for the Python exporter, a fast BLAS for float32
   libtorch-dev python3-torch python3-numpy libopenblas0-openmp
-  # tests and tools
-  catch2 curl
+  # tests and tools (python3-jinja2: the reference renderer for the chat-template parity test)
+  catch2 curl python3-jinja2
 )
 
 # Node.js runs the reference tokenizers in tests. Some images ship a Node.js build that bundles npm

@@ -104,31 +104,37 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
     LLMC_LOG(Debug).With("request_id", request_.request_id()).With("worker_id", picked->worker_id)
         << "dispatching to " << picked->address << (picked->from_cache ? " (cached routing table)" : "");
     auto self = shared_from_this();
-    GenerateCallbacks callbacks{
-        [self] { self->OnAccepted(); },
-        [self](v1::GenerateResponse response, ReadNext read_next) {
-          {
-            absl::MutexLock lock(&self->mu_);
-            self->received_ = true;
-          }
-          self->callbacks_.on_response(std::move(response), std::move(read_next));
-        },
-        [self, worker_id = picked->worker_id](const grpc::Status& status) { self->OnCallDone(worker_id, status); }};
+    std::unique_ptr<grpc::Alarm> alarm;
+    const uint64_t attempt = BeginAttempt(alarm);
+    GenerateCallbacks callbacks{[self] { self->OnAccepted(); },
+                                [self](v1::GenerateResponse response, ReadNext read_next) {
+                                  {
+                                    absl::MutexLock lock(&self->mu_);
+                                    self->received_ = true;
+                                  }
+                                  self->callbacks_.on_response(std::move(response), std::move(read_next));
+                                },
+                                [self, attempt, worker_id = picked->worker_id](const grpc::Status& status) {
+                                  self->OnCallDone(attempt, worker_id, status);
+                                }};
     const std::shared_ptr<v1::Worker::Stub> stub = dispatcher_.channels_.Stub(picked->address);
-    std::unique_ptr<grpc::Alarm> alarm = ArmAcceptTimeout();
     auto call = StartGenerateCall(*stub, request_, deadline_, std::move(callbacks));
     bool cancel = false;
     {
       absl::MutexLock lock(&mu_);
-      call_ = call;
-      cancel = cancelled_ || accept_timed_out_;
-      if (!accepted_) std::swap(accept_alarm_, alarm);
+      // The call may have ended already, and a retry begun: then neither belongs to the current attempt.
+      if (attempt == attempts_started_ && ended_attempt_ < attempt) {
+        call_ = call;
+        cancel = cancelled_ || accept_timed_out_;
+        if (!accepted_) std::swap(accept_alarm_, alarm);
+      }
     }
     if (cancel) call->Cancel();
   }
 
-  // The alarm's callback holds the run weakly: a run that ended needs no alarm (Finish cancels it).
-  std::unique_ptr<grpc::Alarm> ArmAcceptTimeout() {
+  // Numbers the next stream and arms its accept timeout into `alarm` (null when none applies). The
+  // alarm's callback holds the run weakly: a run that ended needs no alarm (Finish cancels it).
+  uint64_t BeginAttempt(std::unique_ptr<grpc::Alarm>& alarm) {
     const absl::Duration timeout = dispatcher_.options_.accept_timeout;
     uint64_t attempt = 0;
     {
@@ -137,13 +143,13 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       accept_timed_out_ = false;
       attempt = ++attempts_started_;
     }
-    if (timeout <= absl::ZeroDuration() || absl::Now() + timeout >= deadline_) return nullptr;
-    auto alarm = std::make_unique<grpc::Alarm>();
+    if (timeout <= absl::ZeroDuration() || absl::Now() + timeout >= deadline_) return attempt;
+    alarm = std::make_unique<grpc::Alarm>();
     alarm->Set(absl::ToChronoTime(absl::Now() + timeout), [weak = weak_from_this(), attempt](bool fired) {
       if (!fired) return;
       if (auto self = weak.lock()) self->OnAcceptTimeout(attempt);
     });
-    return alarm;
+    return attempt;
   }
 
   void OnAccepted() {
@@ -167,12 +173,13 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
     if (call != nullptr) call->Cancel();
   }
 
-  void OnCallDone(const std::string& worker_id, const grpc::Status& grpc_status) {
+  void OnCallDone(uint64_t attempt, const std::string& worker_id, const grpc::Status& grpc_status) {
     absl::Status status = FromGrpcStatus(grpc_status);
     bool retry = false;
     std::unique_ptr<grpc::Alarm> alarm;
     {
       absl::MutexLock lock(&mu_);
+      ended_attempt_ = attempt;
       // The call ended because we cancelled it: say why.
       if (cancelled_ && status.code() == absl::StatusCode::kCancelled) status = cancel_reason_;
       if (accept_timed_out_ && !cancelled_ && status.code() == absl::StatusCode::kCancelled) {
@@ -215,6 +222,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   uint64_t answered_round_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status cancel_reason_ ABSL_GUARDED_BY(mu_);
   uint64_t attempts_started_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ended_attempt_ ABSL_GUARDED_BY(mu_) = 0;  // the last stream whose on_done came
   bool accepted_ ABSL_GUARDED_BY(mu_) = false;
   bool accept_timed_out_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<grpc::Alarm> accept_alarm_ ABSL_GUARDED_BY(mu_);  // while the current worker has not accepted

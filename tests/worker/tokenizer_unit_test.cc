@@ -109,8 +109,11 @@ TEST_CASE("tokenizer.json: unsupported or broken files fail with errors that nam
   file["normalizer"] = {{"type", "Lowercase"}};
   CHECK_THAT(error(file), Catch::Contains("unsupported tokenizer normalizer 'Lowercase'"));
   file = TinyTokenizer({});
-  file["pre_tokenizer"] = {{"type", "Metaspace"}};
-  CHECK_THAT(error(file), Catch::Contains("unsupported tokenizer pre-tokenizer 'Metaspace'"));
+  file["pre_tokenizer"] = {{"type", "Whitespace"}};
+  CHECK_THAT(error(file), Catch::Contains("unsupported tokenizer pre-tokenizer 'Whitespace'"));
+  file = TinyTokenizer({});
+  file["normalizer"] = {{"type", "Replace"}, {"pattern", {{"Regex", " +"}}}, {"content", "_"}};
+  CHECK_THAT(error(file), Catch::Contains("Replace with a regex"));
   file = TinyTokenizer({});
   file["decoder"] = {{"type", "WordPiece"}};
   CHECK_THAT(error(file), Catch::Contains("unsupported tokenizer decoder 'WordPiece'"));
@@ -133,6 +136,106 @@ TEST_CASE("split pattern: \\s means Unicode White_Space, in and out of classes",
   (*pattern)->Split("a\u3000b\u00a0 c", pieces);
   CHECK(pieces == std::vector<absl::string_view>{"a", "\u3000", "b", "\u00a0 ", "c"});
   CHECK_FALSE(SplitPattern::Compile("(unclosed").ok());
+}
+
+}  // namespace
+}  // namespace llmc::tokenizer
+
+namespace llmc::tokenizer {
+namespace {
+
+constexpr const char* kMarker = "\xE2\x96\x81";  // "▁"
+
+// A SentencePiece-style file: characters a, b, c, "▁" and merges into "▁a", "▁ab"; byte tokens for
+// 0xC3 and 0xA9 only (so "é" falls back to bytes, "ü" to <unk>).
+json TinySentencePiece() {
+  const std::string marker = kMarker;
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"<0xC3>", 2}, {"<0xA9>", 3},     {marker, 4},
+                {"a", 5},     {"b", 6},   {"c", 7},      {marker + "a", 8}, {marker + "ab", 9}};
+  return json{
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", json::array({marker + " a", marker + "a b"})},
+        {"unk_token", "<unk>"},
+        {"fuse_unk", true},
+        {"byte_fallback", true}}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", marker}},
+                                     {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", marker}}})}}},
+      {"pre_tokenizer", nullptr},
+      {"decoder",
+       {{"type", "Sequence"},
+        {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", marker}}}, {"content", " "}},
+                                  {{"type", "ByteFallback"}},
+                                  {{"type", "Fuse"}},
+                                  {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}})}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"added_tokens", json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                    {{"id", 1}, {"content", "<s>"}, {"special", true}}})}};
+}
+
+std::unique_ptr<Tokenizer> LoadFile(const json& file) {
+  auto tokenizer = Tokenizer::FromJson(file.dump());
+  REQUIRE(tokenizer.ok());
+  return std::move(*tokenizer);
+}
+
+TEST_CASE("sentencepiece bpe: Prepend/Replace normalizers, character merges, byte fallback, fused unk",
+          "[unit][tokenizer]") {
+  auto tokenizer = LoadFile(TinySentencePiece());
+  using Ids = std::vector<int32_t>;
+  CHECK(tokenizer->Encode("ab").value() == Ids{9});                   // ▁ab
+  CHECK(tokenizer->Encode("ab c").value() == Ids{9, 4, 7});           // ▁ab ▁ c
+  CHECK(tokenizer->Encode("ab", true).value() == Ids{1, 9});          // BOS from the post-processor
+  CHECK(tokenizer->Encode("a\xC3\xA9").value() == Ids{8, 2, 3});      // "é" as <0xC3> <0xA9>
+  CHECK(tokenizer->Encode("\xC3\xBC\xC3\xBC").value() == Ids{4, 0});  // "üü": one fused <unk>
+  // Each section between added tokens is normalised on its own, so it gets its own "▁".
+  CHECK(tokenizer->Encode("<s>ab").value() == Ids{1, 9});
+  // Decoding: "▁" is a space, byte tokens are bytes, and the leading space goes.
+  CHECK(tokenizer->Decode({9, 4, 7}).value() == "ab c");
+  CHECK(tokenizer->Decode({8, 2, 3}).value() == "a\xC3\xA9");
+  CHECK(tokenizer->Decode({1, 9}, /*skip_special_tokens=*/true).value() == "ab");
+  CHECK(tokenizer->TokenBytes(9) == " ab");  // streaming keeps it
+  CHECK(tokenizer->TokenBytes(2) == "\xC3");
+}
+
+TEST_CASE("sentencepiece bpe: the Metaspace pre-tokenizer and decoder", "[unit][tokenizer]") {
+  json file = TinySentencePiece();
+  file["normalizer"] = nullptr;
+  file["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", kMarker}, {"prepend_scheme", "first"}, {"split", true}};
+  file["decoder"] = {{"type", "Metaspace"}, {"replacement", kMarker}, {"prepend_scheme", "first"}};
+  auto tokenizer = LoadFile(file);
+  using Ids = std::vector<int32_t>;
+  CHECK(tokenizer->Encode("ab ab").value() == Ids{9, 9});
+  // "first": only the first section gets the marker.
+  CHECK(tokenizer->Encode("<s>ab").value() == Ids{1, 5, 6});
+  CHECK(tokenizer->Decode({9, 9}).value() == "ab ab");
+  file["pre_tokenizer"]["prepend_scheme"] = "always";
+  CHECK(LoadFile(file)->Encode("<s>ab").value() == Ids{1, 9});
+  file["pre_tokenizer"]["prepend_scheme"] = "sometimes";
+  CHECK_THAT(std::string(Tokenizer::FromJson(file.dump()).status().message()), Catch::Contains("sometimes"));
+}
+
+TEST_CASE("split pattern: merged-with-previous, merged-with-next and removed behaviours", "[unit][tokenizer]") {
+  const auto split = [](SplitBehavior behavior, absl::string_view text) {
+    auto pattern = SplitPattern::Compile("-", behavior);
+    REQUIRE(pattern.ok());
+    std::vector<absl::string_view> pieces;
+    (*pattern)->Split(text, pieces);
+    return std::vector<std::string>(pieces.begin(), pieces.end());
+  };
+  using Pieces = std::vector<std::string>;
+  CHECK(split(SplitBehavior::kIsolated, "a-b--c") == Pieces{"a", "-", "b", "-", "-", "c"});
+  CHECK(split(SplitBehavior::kMergedWithPrevious, "a-b--c") == Pieces{"a-", "b-", "-", "c"});
+  CHECK(split(SplitBehavior::kMergedWithNext, "a-b--c") == Pieces{"a", "-b", "-", "-c"});
+  CHECK(split(SplitBehavior::kRemoved, "a-b--c") == Pieces{"a", "b", "c"});
 }
 
 }  // namespace

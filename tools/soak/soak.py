@@ -5,8 +5,9 @@ Starts a controller, two workers and a gateway on free loopback ports, then for 
 streaming load on the gateway: streamed chats whose tokens are counted, plain completions, and clients
 that hang up mid-stream. Every so often a worker is restarted (SIGTERM, drain, start again). At the end it
 prints the requests served, the errors by kind, the resident memory of every process after warm-up and at
-the end, and any stream whose tokens were lost or duplicated. Exits 1 on a lost or duplicated token, or
-when the controller or gateway grew by more than 10 % after warm-up.
+the end, and any stream whose tokens were lost or duplicated. Exits 1 on a lost or duplicated token, when
+the controller or gateway grew by more than 10 % after warm-up, when a process died, or when nothing was
+served.
 """
 
 import argparse
@@ -216,35 +217,42 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.log_dir, exist_ok=True)
 
+    # A SIGTERM (a CI timeout, say) ends the run through the finally below, so no process is left behind.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     cluster = Cluster(args.build, args.model, args.log_dir)
-    model = cluster.start()
-    started = time.time()
-    duration = args.minutes * 60
-    load = Load(cluster.gateway_port, model, started + duration)
-    threads = [threading.Thread(target=load.client, args=(seed,), daemon=True) for seed in range(args.clients)]
-    for thread in threads:
-        thread.start()
-    warm_up = min(60.0, duration / 10)
-    time.sleep(warm_up)
-    after_warm_up = cluster.memory()
-    rng = random.Random(1)
-    next_restart = time.time() + args.restart_every
+    died = []
     try:
-        while time.time() < started + duration:
+        model = cluster.start()
+        started = time.time()
+        duration = args.minutes * 60
+        load = Load(cluster.gateway_port, model, started + duration)
+        threads = [threading.Thread(target=load.client, args=(seed,), daemon=True) for seed in range(args.clients)]
+        for thread in threads:
+            thread.start()
+        time.sleep(min(60.0, duration / 10))
+        after_warm_up = cluster.memory()
+        rng = random.Random(1)
+        next_restart = time.time() + args.restart_every
+        while time.time() < started + duration and not died:
             time.sleep(1)
-            if time.time() >= next_restart:
+            died = [name for name, process in cluster.processes.items() if process.poll() is not None]
+            if not died and time.time() >= next_restart:
                 cluster.restart_worker(rng.choice(sorted(cluster.worker_ports)))
                 next_restart = time.time() + args.restart_every
+        load.deadline = 0  # after a death, the clients stop too
         for thread in threads:
             thread.join(timeout=180)
         at_end = cluster.memory()
     finally:
         cluster.stop()
 
-    served = sum(n for kind, n in load.counts.items() if kind.endswith(" ok"))
+    with load.lock:
+        counts = dict(load.counts)
+        violations = list(load.violations)
+    served = sum(n for kind, n in counts.items() if kind.endswith(" ok"))
     print(f"soak: {args.minutes:g} min, {args.clients} clients, {cluster.restarts} worker restarts, "
           f"{served} requests served")
-    for kind, n in sorted(load.counts.items(), key=lambda item: -item[1]):
+    for kind, n in sorted(counts.items(), key=lambda item: -item[1]):
         print(f"  {n:7d}  {kind}")
     print("resident memory (KiB): after warm-up -> end")
     grew = []
@@ -255,10 +263,11 @@ def main():
         print(f"  {name:12s} {before:9d} -> {after:9d}  {growth:+6.1f} %{note}")
         if name in ("controller", "gateway") and growth > 10:
             grew.append(name)
-    for violation in load.violations[:20]:
+    for violation in violations[:20]:
         print("  LOST OR DUPLICATED TOKENS:", violation)
-    if load.violations or grew:
-        print(f"soak: FAILED ({len(load.violations)} token count mismatches; grew over 10 %: {grew or 'none'})")
+    if violations or grew or died or served == 0:
+        print(f"soak: FAILED ({len(violations)} token count mismatches; grew over 10 %: {grew or 'none'}; "
+              f"died: {died or 'none'}; {served} served; logs in {args.log_dir})")
         return 1
     print("soak: passed (no lost or duplicated tokens; controller and gateway within 10 % after warm-up)")
     return 0

@@ -58,8 +58,9 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
     reactor->Refuse(NotServing(state));
     return reactor;
   }
-  // Tells the gateway at once that this worker took the stream, before tokenizing or queueing: a gateway
-  // that hears nothing soon (a stopped process) tries another worker.
+  // Tells the gateway that this worker took the stream: a gateway that hears nothing soon (a stopped
+  // process) tries another worker. gRPC sends the metadata once this handler returns, so after the inline
+  // conversion of a small request (up to kInlineConversionBytes) but before any queueing or model step.
   reactor->StartSendInitialMetadata();
   // Rendering and tokenizing run here for ordinary requests; a large one (MBs of prompt or conversation)
   // would hold this gRPC thread for milliseconds, so it goes to the bounded executor.

@@ -15,22 +15,29 @@ bool IsSpaceByte(unsigned char c) { return absl::ascii_isspace(c); }
 AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(std::move(tokens)) {
   tokens_.erase(std::remove_if(tokens_.begin(), tokens_.end(), [](const AddedToken& t) { return t.content.empty(); }),
                 tokens_.end());
-  std::stable_sort(tokens_.begin(), tokens_.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-  for (const auto& token : tokens_) first_bytes_[static_cast<unsigned char>(token.content[0])] = true;
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const std::string& content = tokens_[i].content;
+    index_by_content_.try_emplace(content, i);
+    std::vector<size_t>& lengths = lengths_by_first_byte_[static_cast<unsigned char>(content[0])];
+    if (std::find(lengths.begin(), lengths.end(), content.size()) == lengths.end()) lengths.push_back(content.size());
+  }
+  for (auto& lengths : lengths_by_first_byte_) std::sort(lengths.rbegin(), lengths.rend());
 }
 
 bool AddedTokenMatcher::MatchAt(absl::string_view text, size_t position, size_t* match_length,
                                 const AddedToken** token) const {
-  for (const auto& candidate : tokens_) {
-    if (text.compare(position, candidate.content.size(), candidate.content) != 0) continue;
-    const size_t end = position + candidate.content.size();
+  for (const size_t length : lengths_by_first_byte_[static_cast<unsigned char>(text[position])]) {
+    if (length > text.size() - position) continue;
+    const auto found = index_by_content_.find(text.substr(position, length));
+    if (found == index_by_content_.end()) continue;
+    const AddedToken& candidate = tokens_[found->second];
+    const size_t end = position + length;
     if (candidate.single_word) {
       const bool word_before = position > 0 && IsWordByte(static_cast<unsigned char>(text[position - 1]));
       const bool word_after = end < text.size() && IsWordByte(static_cast<unsigned char>(text[end]));
       if (word_before || word_after) continue;
     }
-    *match_length = candidate.content.size();
+    *match_length = length;
     *token = &candidate;
     return true;
   }
@@ -41,7 +48,7 @@ void AddedTokenMatcher::Split(absl::string_view text, std::vector<TextSegment>& 
   size_t plain_start = 0;
   size_t position = 0;
   while (position < text.size()) {
-    if (!first_bytes_[static_cast<unsigned char>(text[position])]) {
+    if (lengths_by_first_byte_[static_cast<unsigned char>(text[position])].empty()) {
       ++position;
       continue;
     }

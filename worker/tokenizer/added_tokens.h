@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json_fwd.hpp"
@@ -42,8 +43,10 @@ class AddedTokenMatcher {
  private:
   bool MatchAt(absl::string_view text, size_t position, size_t* match_length, const AddedToken** token) const;
 
-  std::vector<AddedToken> tokens_;  // sorted by content length, longest first
-  std::array<bool, 256> first_bytes_{};
+  std::vector<AddedToken> tokens_;
+  // Gemma has 6,400 added tokens: a match is a hash lookup per distinct length, not a scan of them all.
+  absl::flat_hash_map<std::string, size_t> index_by_content_;   // into tokens_; the first wins
+  std::array<std::vector<size_t>, 256> lengths_by_first_byte_;  // distinct lengths, longest first
 };
 
 }  // namespace llmc::tokenizer

@@ -5,7 +5,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "common/utf8.h"
 #include "nlohmann/json.hpp"
 #include "worker/tokenizer/byte_level.h"
 
@@ -51,14 +54,14 @@ class BpeModel::WordCache {
 BpeModel::BpeModel() : cache_(std::make_unique<WordCache>()) {}
 BpeModel::~BpeModel() = default;
 
-absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& model) {
+absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::json& model, BpeSymbols symbols) {
   const std::string type = model.value("type", "");
   if (type != "BPE") {
     return absl::UnimplementedError(absl::StrCat("unsupported tokenizer model type '", type, "' (only BPE is)"));
   }
-  if (model.value("byte_fallback", false)) {
-    return absl::UnimplementedError(
-        "unsupported tokenizer: BPE with byte_fallback (SentencePiece-style); only byte-level BPE is supported");
+  const bool byte_fallback = model.value("byte_fallback", false);
+  if (byte_fallback && symbols == BpeSymbols::kBytes) {
+    return absl::UnimplementedError("unsupported tokenizer: byte_fallback with a byte-level pre-tokenizer");
   }
   const auto vocab = model.find("vocab");
   const auto merges = model.find("merges");
@@ -66,33 +69,58 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     return absl::InvalidArgumentError("tokenizer model needs a 'vocab' object and a 'merges' list");
   }
   auto result = std::unique_ptr<BpeModel>(new BpeModel());
+  result->symbols_ = symbols;
   result->ignore_merges_ = model.value("ignore_merges", false);
+  result->fuse_unk_ = model.value("fuse_unk", false);
+  RETURN_IF_ERROR(result->ReadVocab(*vocab));
+  for (int byte = 0; byte < 256; ++byte) {
+    if (symbols == BpeSymbols::kBytes) {
+      const int32_t id = result->TokenId(std::string(1, static_cast<char>(byte)));
+      if (id < 0) return absl::InvalidArgumentError(absl::StrCat("vocab has no token for byte ", byte));
+      result->byte_ids_[byte] = id;
+    } else {
+      result->byte_ids_[byte] = byte_fallback ? result->TokenId(absl::StrFormat("<0x%02X>", byte)) : -1;
+    }
+  }
+  if (const auto unk = model.find("unk_token"); unk != model.end() && unk->is_string()) {
+    result->unk_id_ = result->TokenId(unk->get<std::string>());
+  }
+  RETURN_IF_ERROR(result->ReadMerges(*merges));
+  return result;
+}
+
+absl::Status BpeModel::ReadVocab(const nlohmann::json& vocab) {
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
-  for (const auto& [token, id_json] : vocab->items()) {
+  for (const auto& [token, id_json] : vocab.items()) {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > INT32_MAX) {
       return absl::InvalidArgumentError(absl::StrCat("vocab entry '", token, "' has no valid id"));
     }
     const int32_t id = id_json.get<int32_t>();
-    std::optional<std::string> bytes = alphabet.ToBytes(token);
-    if (!bytes) {
-      return absl::UnimplementedError(absl::StrCat("vocab token '", token,
-                                                   "' is not written in the byte-level alphabet; only byte-level BPE "
-                                                   "tokenizers are supported"));
+    std::optional<std::string> bytes = token;
+    if (symbols_ == BpeSymbols::kBytes) {
+      bytes = alphabet.ToBytes(token);
+      if (!bytes) {
+        return absl::UnimplementedError(absl::StrCat("vocab token '", token,
+                                                     "' is not written in the byte-level alphabet of a byte-level "
+                                                     "tokenizer"));
+      }
     }
-    if (static_cast<size_t>(id) >= result->id_to_bytes_.size()) result->id_to_bytes_.resize(id + 1);
-    result->id_to_bytes_[id] = *bytes;
-    result->bytes_to_id_.emplace(std::move(*bytes), id);
+    if (static_cast<size_t>(id) >= id_to_bytes_.size()) id_to_bytes_.resize(id + 1);
+    id_to_bytes_[id] = *bytes;
+    bytes_to_id_.emplace(std::move(*bytes), id);
   }
-  for (int byte = 0; byte < 256; ++byte) {
-    const auto it = result->bytes_to_id_.find(std::string(1, static_cast<char>(byte)));
-    if (it == result->bytes_to_id_.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("vocab has no token for byte ", byte));
-    }
-    result->byte_ids_[byte] = it->second;
-  }
-  result->merges_.reserve(merges->size());
+  return absl::OkStatus();
+}
+
+absl::Status BpeModel::ReadMerges(const nlohmann::json& merges) {
+  const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  const auto spelled = [&](const std::string& token) -> std::optional<std::string> {
+    if (symbols_ == BpeSymbols::kBytes) return alphabet.ToBytes(token);
+    return token;
+  };
+  merges_.reserve(merges.size());
   int32_t rank = 0;
-  for (const auto& merge : *merges) {
+  for (const auto& merge : merges) {
     std::string left, right;
     if (merge.is_string()) {
       const std::string text = merge.get<std::string>();
@@ -106,17 +134,17 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
     } else {
       return absl::InvalidArgumentError(absl::StrCat("bad merge at rank ", rank));
     }
-    const auto left_bytes = alphabet.ToBytes(left), right_bytes = alphabet.ToBytes(right);
-    const int32_t left_id = left_bytes ? result->TokenId(*left_bytes) : -1;
-    const int32_t right_id = right_bytes ? result->TokenId(*right_bytes) : -1;
-    const int32_t merged_id = left_bytes && right_bytes ? result->TokenId(*left_bytes + *right_bytes) : -1;
+    const auto left_bytes = spelled(left), right_bytes = spelled(right);
+    const int32_t left_id = left_bytes ? TokenId(*left_bytes) : -1;
+    const int32_t right_id = right_bytes ? TokenId(*right_bytes) : -1;
+    const int32_t merged_id = left_bytes && right_bytes ? TokenId(*left_bytes + *right_bytes) : -1;
     if (left_id < 0 || right_id < 0 || merged_id < 0) {
       return absl::InvalidArgumentError(absl::StrCat("merge '", left, " ", right, "' uses tokens not in the vocab"));
     }
-    result->merges_.try_emplace(PairKey(left_id, right_id), MergeRule{rank, merged_id});
+    merges_.try_emplace(PairKey(left_id, right_id), MergeRule{rank, merged_id});
     ++rank;
   }
-  return result;
+  return absl::OkStatus();
 }
 
 absl::string_view BpeModel::TokenBytes(int32_t id) const {
@@ -131,7 +159,7 @@ int32_t BpeModel::TokenId(absl::string_view bytes) const {
 
 void BpeModel::EncodeWord(absl::string_view word, std::vector<int32_t>& ids) const {
   if (word.empty()) return;
-  if (word.size() == 1) {
+  if (word.size() == 1 && symbols_ == BpeSymbols::kBytes) {
     ids.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
@@ -144,13 +172,43 @@ void BpeModel::EncodeWord(absl::string_view word, std::vector<int32_t>& ids) con
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable && cache_->Lookup(word, ids)) return;
   const size_t start = ids.size();
-  ApplyMerges(word, ids);
+  std::vector<int32_t> symbols;
+  InitialSymbols(word, symbols);
+  ApplyMerges(symbols, ids);
   if (cacheable) cache_->Insert(word, ids.data() + start, ids.size() - start);
+}
+
+void BpeModel::InitialSymbols(absl::string_view word, std::vector<int32_t>& symbols) const {
+  symbols.reserve(word.size());
+  if (symbols_ == BpeSymbols::kBytes) {
+    for (unsigned char byte : word) symbols.push_back(byte_ids_[byte]);
+    return;
+  }
+  bool last_was_unk = false;
+  for (size_t i = 0; i < word.size();) {
+    const size_t length = std::max<size_t>(1, ReadUtf8Sequence(word, i).length);
+    const absl::string_view character = word.substr(i, length);
+    i += length;
+    if (const int32_t id = TokenId(character); id >= 0) {
+      symbols.push_back(id);
+      last_was_unk = false;
+      continue;
+    }
+    bool have_bytes = true;
+    for (unsigned char byte : character) have_bytes = have_bytes && byte_ids_[byte] >= 0;
+    if (have_bytes) {
+      for (unsigned char byte : character) symbols.push_back(byte_ids_[byte]);
+      last_was_unk = false;
+    } else if (unk_id_ >= 0 && !(fuse_unk_ && last_was_unk)) {
+      symbols.push_back(unk_id_);
+      last_was_unk = true;
+    }
+  }
 }
 
 // Standard BPE: repeatedly merge the adjacent pair with the lowest rank, leftmost first, using a heap of
 // candidate pairs over a linked list of symbols (stale heap entries are skipped), O(n log n).
-void BpeModel::ApplyMerges(absl::string_view word, std::vector<int32_t>& ids) const {
+void BpeModel::ApplyMerges(const std::vector<int32_t>& initial, std::vector<int32_t>& ids) const {
   struct Symbol {
     int32_t id;
     int32_t prev;
@@ -165,11 +223,10 @@ void BpeModel::ApplyMerges(absl::string_view word, std::vector<int32_t>& ids) co
       return rank != other.rank ? rank > other.rank : position > other.position;
     }
   };
-  const int32_t length = static_cast<int32_t>(word.size());
+  const int32_t length = static_cast<int32_t>(initial.size());
+  if (length == 0) return;
   std::vector<Symbol> symbols(length);
-  for (int32_t i = 0; i < length; ++i) {
-    symbols[i] = {byte_ids_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < length ? i + 1 : -1};
-  }
+  for (int32_t i = 0; i < length; ++i) symbols[i] = {initial[i], i - 1, i + 1 < length ? i + 1 : -1};
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
   const auto push_pair = [&](int32_t left) {
     if (left < 0) return;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 
 namespace llmc::tokenizer {
@@ -27,16 +28,26 @@ absl::StatusOr<Normalizer> Normalizer::FromJson(const nlohmann::json& normalizer
     for (const auto& part : normalizer.value("normalizers", nlohmann::json::array())) {
       auto inner = FromJson(part);
       if (!inner.ok()) return inner.status();
-      result.forms_.insert(result.forms_.end(), inner->forms_.begin(), inner->forms_.end());
+      result.steps_.insert(result.steps_.end(), inner->steps_.begin(), inner->steps_.end());
     }
   } else if (type == "NFC") {
-    result.forms_.push_back(Form::kNfc);
+    result.steps_.push_back({Kind::kNfc, "", ""});
   } else if (type == "NFD") {
-    result.forms_.push_back(Form::kNfd);
+    result.steps_.push_back({Kind::kNfd, "", ""});
   } else if (type == "NFKC") {
-    result.forms_.push_back(Form::kNfkc);
+    result.steps_.push_back({Kind::kNfkc, "", ""});
   } else if (type == "NFKD") {
-    result.forms_.push_back(Form::kNfkd);
+    result.steps_.push_back({Kind::kNfkd, "", ""});
+  } else if (type == "Prepend") {
+    result.steps_.push_back({Kind::kPrepend, normalizer.value("prepend", ""), ""});
+  } else if (type == "Replace") {
+    const nlohmann::json pattern = normalizer.value("pattern", nlohmann::json::object());
+    if (!pattern.contains("String") || !pattern["String"].is_string()) {
+      return absl::UnimplementedError("unsupported tokenizer normalizer: Replace with a regex pattern");
+    }
+    const std::string from = pattern["String"].get<std::string>();
+    if (from.empty()) return absl::InvalidArgumentError("Replace normalizer with an empty pattern");
+    result.steps_.push_back({Kind::kReplace, from, normalizer.value("content", "")});
   } else {
     return absl::UnimplementedError(absl::StrCat("unsupported tokenizer normalizer '", type, "'"));
   }
@@ -44,25 +55,30 @@ absl::StatusOr<Normalizer> Normalizer::FromJson(const nlohmann::json& normalizer
 }
 
 std::string Normalizer::Apply(absl::string_view text) const {
-  // ASCII is unchanged by every normal form: the common case costs one scan.
-  if (forms_.empty() || IsAscii(text)) return std::string(text);
   std::string current(text);
-  for (Form form : forms_) {
+  for (const Step& step : steps_) {
     int options = UTF8PROC_STABLE;
-    switch (form) {
-      case Form::kNfc:
+    switch (step.kind) {
+      case Kind::kPrepend:
+        if (!current.empty()) current.insert(0, step.pattern);
+        continue;
+      case Kind::kReplace:
+        current = absl::StrReplaceAll(current, {{step.pattern, step.content}});
+        continue;
+      case Kind::kNfc:
         options |= UTF8PROC_COMPOSE;
         break;
-      case Form::kNfd:
+      case Kind::kNfd:
         options |= UTF8PROC_DECOMPOSE;
         break;
-      case Form::kNfkc:
+      case Kind::kNfkc:
         options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
         break;
-      case Form::kNfkd:
+      case Kind::kNfkd:
         options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
         break;
     }
+    if (IsAscii(current)) continue;  // ASCII is unchanged by every normal form
     utf8proc_uint8_t* output = nullptr;
     const utf8proc_ssize_t length = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(current.data()),
                                                  current.size(), &output, static_cast<utf8proc_option_t>(options));

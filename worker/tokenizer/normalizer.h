@@ -11,18 +11,24 @@
 namespace llmc::tokenizer {
 
 // The tokenizer.json "normalizer": null, a Unicode normal form (NFC, NFD, NFKC, NFKD, through
-// utf8proc), or a Sequence of those. Anything else is refused by name when the file is loaded.
+// utf8proc), Prepend (SentencePiece's "▁" before non-empty text), Replace of a literal string, or a
+// Sequence of those. Anything else is refused by name when the file is loaded.
 class Normalizer {
  public:
   static absl::StatusOr<Normalizer> FromJson(const nlohmann::json& normalizer);
 
-  bool empty() const { return forms_.empty(); }
+  bool empty() const { return steps_.empty(); }
   // `text` must be valid UTF-8.
   std::string Apply(absl::string_view text) const;
 
  private:
-  enum class Form { kNfc, kNfd, kNfkc, kNfkd };
-  std::vector<Form> forms_;
+  enum class Kind { kNfc, kNfd, kNfkc, kNfkd, kPrepend, kReplace };
+  struct Step {
+    Kind kind;
+    std::string pattern;  // kPrepend: the prefix; kReplace: the string replaced
+    std::string content;  // kReplace: what replaces it
+  };
+  std::vector<Step> steps_;
 };
 
 }  // namespace llmc::tokenizer

@@ -65,10 +65,11 @@ std::string RewriteWhitespaceClasses(absl::string_view pattern) {
   return out;
 }
 
-SplitPattern::SplitPattern(std::unique_ptr<Compiled> compiled) : compiled_(std::move(compiled)) {}
+SplitPattern::SplitPattern(std::unique_ptr<Compiled> compiled, SplitBehavior behavior)
+    : compiled_(std::move(compiled)), behavior_(behavior) {}
 SplitPattern::~SplitPattern() = default;
 
-absl::StatusOr<std::unique_ptr<SplitPattern>> SplitPattern::Compile(absl::string_view pattern) {
+absl::StatusOr<std::unique_ptr<SplitPattern>> SplitPattern::Compile(absl::string_view pattern, SplitBehavior behavior) {
   const std::string rewritten = RewriteWhitespaceClasses(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
@@ -83,7 +84,7 @@ absl::StatusOr<std::unique_ptr<SplitPattern>> SplitPattern::Compile(absl::string
   }
   // JIT is an optimisation: without it (an unsupported CPU), matching still works, only slower.
   pcre2_jit_compile(compiled->code, PCRE2_JIT_COMPLETE);
-  return std::unique_ptr<SplitPattern>(new SplitPattern(std::move(compiled)));
+  return std::unique_ptr<SplitPattern>(new SplitPattern(std::move(compiled), behavior));
 }
 
 void SplitPattern::Split(absl::string_view text, std::vector<absl::string_view>& pieces) const {
@@ -98,10 +99,26 @@ void SplitPattern::Split(absl::string_view text, std::vector<absl::string_view>&
     if (rc < 0) break;  // no further match (or a resource limit): the rest is one piece
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.match_data);
     const size_t start = ovector[0], end = ovector[1];
-    if (start > emitted) pieces.push_back(text.substr(emitted, start - emitted));
     if (end > start) {
-      pieces.push_back(text.substr(start, end - start));
-      emitted = end;
+      switch (behavior_) {
+        case SplitBehavior::kIsolated:
+          if (start > emitted) pieces.push_back(text.substr(emitted, start - emitted));
+          pieces.push_back(text.substr(start, end - start));
+          emitted = end;
+          break;
+        case SplitBehavior::kMergedWithPrevious:
+          pieces.push_back(text.substr(emitted, end - emitted));
+          emitted = end;
+          break;
+        case SplitBehavior::kMergedWithNext:
+          if (start > emitted) pieces.push_back(text.substr(emitted, start - emitted));
+          emitted = start;
+          break;
+        case SplitBehavior::kRemoved:
+          if (start > emitted) pieces.push_back(text.substr(emitted, start - emitted));
+          emitted = end;
+          break;
+      }
       offset = end;
     } else {
       // An empty match: step over one character so the loop advances.

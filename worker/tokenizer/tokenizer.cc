@@ -1,22 +1,25 @@
 #include "worker/tokenizer/tokenizer.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/utf8.h"
 
 namespace llmc::tokenizer {
 namespace {
 
-// Added tokens become their ids; the text between them goes through `encode_plain`.
+// Added tokens become their ids; the text between them goes through `encode_plain(text, first, ids)`,
+// where `first` says the text is the first section.
 template <typename EncodePlainFn>
-void EncodeAroundAddedTokens(const AddedTokenMatcher& matcher, absl::string_view text, std::vector<int32_t>& ids,
-                             EncodePlainFn encode_plain) {
+void EncodeAroundAddedTokens(const AddedTokenMatcher& matcher, absl::string_view text, bool first_section,
+                             std::vector<int32_t>& ids, EncodePlainFn encode_plain) {
   std::vector<TextSegment> segments;
   matcher.Split(text, segments);
-  for (const auto& segment : segments) {
-    if (segment.token_id >= 0) {
-      ids.push_back(segment.token_id);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (segments[i].token_id >= 0) {
+      ids.push_back(segments[i].token_id);
     } else {
-      encode_plain(segment.text, ids);
+      encode_plain(segments[i].text, first_section && i == 0, ids);
     }
   }
 }
@@ -30,28 +33,53 @@ absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(absl::string_view text, b
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   if (add_special_tokens) ids.insert(ids.end(), template_prefix_.begin(), template_prefix_.end());
-  EncodeAroundAddedTokens(*raw_added_, text, ids,
-                          [this](absl::string_view plain, std::vector<int32_t>& out) { EncodePlain(plain, out); });
+  EncodeAroundAddedTokens(
+      *raw_added_, text, /*first_section=*/true, ids,
+      [this](absl::string_view plain, bool first, std::vector<int32_t>& out) { EncodePlain(plain, first, out); });
   if (add_special_tokens) ids.insert(ids.end(), template_suffix_.begin(), template_suffix_.end());
   return ids;
 }
 
-void Tokenizer::EncodePlain(absl::string_view text, std::vector<int32_t>& ids) const {
+void Tokenizer::EncodePlain(absl::string_view text, bool first_section, std::vector<int32_t>& ids) const {
   const std::string normalized = normalizer_.Apply(text);
   if (normalized_added_->empty()) {
-    EncodeNormalized(normalized, ids);
+    EncodeNormalized(normalized, first_section, ids);
     return;
   }
-  EncodeAroundAddedTokens(*normalized_added_, normalized, ids,
-                          [this](absl::string_view plain, std::vector<int32_t>& out) { EncodeNormalized(plain, out); });
+  EncodeAroundAddedTokens(
+      *normalized_added_, normalized, first_section, ids,
+      [this](absl::string_view plain, bool first, std::vector<int32_t>& out) { EncodeNormalized(plain, first, out); });
 }
 
-void Tokenizer::EncodeNormalized(absl::string_view text, std::vector<int32_t>& ids) const {
-  std::string with_prefix;
+void Tokenizer::EncodeNormalized(absl::string_view text, bool first_section, std::vector<int32_t>& ids) const {
+  std::string rewritten;
   if (add_prefix_space_ && !text.empty() && text[0] != ' ') {
-    with_prefix = absl::StrCat(" ", text);
-    text = with_prefix;
+    rewritten = absl::StrCat(" ", text);
+    text = rewritten;
   }
+  if (metaspace_.enabled) {
+    const absl::string_view marker = metaspace_.replacement;
+    rewritten = absl::StrReplaceAll(text, {{" ", marker}});
+    const bool prepend = metaspace_.prepend == Metaspace::Prepend::kAlways ||
+                         (metaspace_.prepend == Metaspace::Prepend::kFirst && first_section);
+    if (prepend && !absl::StartsWith(rewritten, marker)) rewritten.insert(0, std::string(marker));
+    text = rewritten;
+    if (metaspace_.split) {
+      // Each word starts at a marker (the text before the first one is a word too).
+      size_t start = 0;
+      while (start < text.size()) {
+        size_t next = text.find(marker, start + (absl::StartsWith(text.substr(start), marker) ? marker.size() : 0));
+        if (next == absl::string_view::npos) next = text.size();
+        EncodePieces(text.substr(start, next - start), ids);
+        start = next;
+      }
+      return;
+    }
+  }
+  EncodePieces(text, ids);
+}
+
+void Tokenizer::EncodePieces(absl::string_view text, std::vector<int32_t>& ids) const {
   if (!split_) {
     model_->EncodeWord(text, ids);
     return;
@@ -77,6 +105,9 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids, boo
     if (skip_special_tokens && special_[id]) continue;
     bytes += id_to_bytes_[id];
   }
+  size_t stripped = 0;
+  while (stripped < strip_leading_spaces_ && stripped < bytes.size() && bytes[stripped] == ' ') ++stripped;
+  bytes.erase(0, stripped);
   return ReplaceInvalidUtf8(bytes);
 }
 

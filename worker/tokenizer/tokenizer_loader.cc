@@ -2,7 +2,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/tokenizer/byte_level.h"
@@ -19,8 +22,29 @@ constexpr absl::string_view kGpt2Pattern =
 
 struct PreTokenizerPlan {
   std::string pattern;  // empty: no splitting
+  SplitBehavior behavior = SplitBehavior::kIsolated;
   bool add_prefix_space = false;
+  bool byte_level = false;
+  Metaspace metaspace;
 };
+
+absl::StatusOr<SplitBehavior> ReadSplitBehavior(const std::string& behavior) {
+  if (behavior == "Isolated") return SplitBehavior::kIsolated;
+  if (behavior == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (behavior == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (behavior == "Removed") return SplitBehavior::kRemoved;
+  return absl::UnimplementedError(absl::StrCat("unsupported Split pre-tokenizer behavior '", behavior, "'"));
+}
+
+absl::StatusOr<Metaspace::Prepend> ReadPrependScheme(const json& node) {
+  // Older files have only add_prefix_space (true meant "always").
+  const std::string scheme =
+      node.value("prepend_scheme", node.value("add_prefix_space", true) ? std::string("always") : "never");
+  if (scheme == "always") return Metaspace::Prepend::kAlways;
+  if (scheme == "first") return Metaspace::Prepend::kFirst;
+  if (scheme == "never") return Metaspace::Prepend::kNever;
+  return absl::UnimplementedError(absl::StrCat("unsupported Metaspace prepend_scheme '", scheme, "'"));
+}
 
 absl::Status AddPreTokenizer(const json& node, bool first, PreTokenizerPlan& plan) {
   const std::string type = node.value("type", "");
@@ -34,10 +58,7 @@ absl::Status AddPreTokenizer(const json& node, bool first, PreTokenizerPlan& pla
   }
   if (type == "Split") {
     if (node.value("invert", false)) return absl::UnimplementedError("unsupported pre-tokenizer: inverted Split");
-    const std::string behavior = node.value("behavior", "");
-    if (behavior != "Isolated") {
-      return absl::UnimplementedError(absl::StrCat("unsupported Split pre-tokenizer behavior '", behavior, "'"));
-    }
+    ASSIGN_OR_RETURN(plan.behavior, ReadSplitBehavior(node.value("behavior", "")));
     const json& pattern = node.value("pattern", json::object());
     std::string regex;
     if (pattern.contains("Regex")) {
@@ -52,6 +73,7 @@ absl::Status AddPreTokenizer(const json& node, bool first, PreTokenizerPlan& pla
     return absl::OkStatus();
   }
   if (type == "ByteLevel") {
+    plan.byte_level = true;
     if (node.value("add_prefix_space", false)) {
       if (!first) return absl::UnimplementedError("unsupported pre-tokenizer: add_prefix_space after a split");
       plan.add_prefix_space = true;
@@ -62,18 +84,69 @@ absl::Status AddPreTokenizer(const json& node, bool first, PreTokenizerPlan& pla
     }
     return absl::OkStatus();
   }
+  if (type == "Metaspace") {
+    if (!first || !plan.pattern.empty()) {
+      return absl::UnimplementedError("unsupported pre-tokenizer: Metaspace after another pre-tokenizer");
+    }
+    plan.metaspace.enabled = true;
+    plan.metaspace.replacement = node.value("replacement", std::string(kMetaspaceReplacement));
+    if (plan.metaspace.replacement.empty()) return absl::InvalidArgumentError("Metaspace with an empty replacement");
+    ASSIGN_OR_RETURN(plan.metaspace.prepend, ReadPrependScheme(node));
+    plan.metaspace.split = node.value("split", true);
+    return absl::OkStatus();
+  }
   return absl::UnimplementedError(absl::StrCat("unsupported tokenizer pre-tokenizer '", type, "'"));
 }
 
-absl::Status CheckDecoder(const json& node) {
+// How token text turns back into bytes (the tokenizer.json "decoder").
+struct DecoderPlan {
+  bool byte_level = false;
+  std::vector<std::pair<std::string, std::string>> replacements;  // applied to each token, in order
+  bool byte_fallback = false;                                     // "<0xNN>" is the byte NN
+  size_t strip_leading_spaces = 0;                                // from the start of the decoded text
+};
+
+absl::Status AddDecoder(const json& node, DecoderPlan& plan) {
   if (node.is_null()) return absl::OkStatus();
   const std::string type = node.value("type", "");
-  if (type == "ByteLevel") return absl::OkStatus();
-  if (type == "Sequence") {
-    for (const auto& part : node.value("decoders", json::array())) RETURN_IF_ERROR(CheckDecoder(part));
-    return absl::OkStatus();
+  if (type == "ByteLevel") {
+    plan.byte_level = true;
+  } else if (type == "Sequence") {
+    for (const auto& part : node.value("decoders", json::array())) RETURN_IF_ERROR(AddDecoder(part, plan));
+  } else if (type == "Replace") {
+    const json pattern = node.value("pattern", json::object());
+    if (!pattern.contains("String") || !pattern["String"].is_string() || pattern["String"].get<std::string>().empty()) {
+      return absl::UnimplementedError("unsupported tokenizer decoder: Replace without a literal string pattern");
+    }
+    plan.replacements.emplace_back(pattern["String"].get<std::string>(), node.value("content", ""));
+  } else if (type == "ByteFallback") {
+    plan.byte_fallback = true;
+  } else if (type == "Fuse") {
+    // Joining the tokens' text is what decoding does anyway.
+  } else if (type == "Strip") {
+    if (node.value("content", " ") != " " || node.value("stop", 0) != 0) {
+      return absl::UnimplementedError("unsupported tokenizer decoder: Strip of anything but leading spaces");
+    }
+    plan.strip_leading_spaces = node.value("start", 0);
+  } else if (type == "Metaspace") {
+    plan.replacements.emplace_back(node.value("replacement", std::string(kMetaspaceReplacement)), " ");
+    ASSIGN_OR_RETURN(const Metaspace::Prepend prepend, ReadPrependScheme(node));
+    if (prepend != Metaspace::Prepend::kNever) plan.strip_leading_spaces = 1;
+  } else {
+    return absl::UnimplementedError(absl::StrCat("unsupported tokenizer decoder '", type, "'"));
   }
-  return absl::UnimplementedError(absl::StrCat("unsupported tokenizer decoder '", type, "'"));
+  return absl::OkStatus();
+}
+
+// The bytes one vocabulary token (spelled as its text) decodes to.
+std::string DecodeCharacterToken(const DecoderPlan& plan, absl::string_view token) {
+  if (plan.byte_fallback && token.size() == 6 && absl::StartsWith(token, "<0x") && token[5] == '>') {
+    int value = 0;
+    if (absl::SimpleHexAtoi(token.substr(3, 2), &value)) return std::string(1, static_cast<char>(value));
+  }
+  std::string text(token);
+  for (const auto& [from, to] : plan.replacements) text = absl::StrReplaceAll(text, {{from, to}});
+  return text;
 }
 
 // Collects the ids a TemplateProcessing post-processor puts before and after the single sequence.
@@ -128,17 +201,23 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
     return absl::InvalidArgumentError(absl::StrCat("tokenizer.json is not valid JSON: ", error.what()));
   }
   auto tokenizer = std::unique_ptr<Tokenizer>(new Tokenizer());
+  DecoderPlan decoder;
   try {
-    ASSIGN_OR_RETURN(tokenizer->model_, BpeModel::FromJson(root.value("model", json::object())));
-    ASSIGN_OR_RETURN(tokenizer->normalizer_, Normalizer::FromJson(root.value("normalizer", json())));
     PreTokenizerPlan plan;
     const json pre_tokenizer = root.value("pre_tokenizer", json());
     if (!pre_tokenizer.is_null()) RETURN_IF_ERROR(AddPreTokenizer(pre_tokenizer, true, plan));
+    RETURN_IF_ERROR(AddDecoder(root.value("decoder", json()), decoder));
+    // Byte-level files say so in their pre-tokenizer or decoder; the rest (SentencePiece-style) work on
+    // characters.
+    const BpeSymbols symbols = plan.byte_level || decoder.byte_level ? BpeSymbols::kBytes : BpeSymbols::kCharacters;
+    ASSIGN_OR_RETURN(tokenizer->model_, BpeModel::FromJson(root.value("model", json::object()), symbols));
+    ASSIGN_OR_RETURN(tokenizer->normalizer_, Normalizer::FromJson(root.value("normalizer", json())));
     if (!plan.pattern.empty()) {
-      ASSIGN_OR_RETURN(tokenizer->split_, SplitPattern::Compile(plan.pattern));
+      ASSIGN_OR_RETURN(tokenizer->split_, SplitPattern::Compile(plan.pattern, plan.behavior));
     }
     tokenizer->add_prefix_space_ = plan.add_prefix_space;
-    RETURN_IF_ERROR(CheckDecoder(root.value("decoder", json())));
+    tokenizer->metaspace_ = plan.metaspace;
+    tokenizer->strip_leading_spaces_ = decoder.strip_leading_spaces;
     RETURN_IF_ERROR(ReadPostProcessor(root.value("post_processor", json()), tokenizer->template_prefix_,
                                       tokenizer->template_suffix_));
 
@@ -161,18 +240,22 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
     return absl::InvalidArgumentError(absl::StrCat("malformed tokenizer.json: ", error.what()));
   }
 
-  // The decoding table: vocabulary tokens as raw bytes, added tokens as their content (mapped through the
-  // byte-level alphabet when every character belongs to it, as the Hugging Face decoder does).
+  // The decoding table. Byte-level: vocabulary tokens as raw bytes, added tokens as their content (mapped
+  // through the byte-level alphabet when every character belongs to it, as the Hugging Face decoder does).
+  // Characters: each token, added ones included, through the decoder's replacements and byte fallback.
+  const bool byte_level = tokenizer->model_->symbols() == BpeSymbols::kBytes;
   size_t size = tokenizer->model_->vocab_size();
   for (const auto& token : tokenizer->added_tokens_) size = std::max(size, static_cast<size_t>(token.id) + 1);
   tokenizer->id_to_bytes_.resize(size);
   tokenizer->special_.assign(size, false);
   for (size_t id = 0; id < tokenizer->model_->vocab_size(); ++id) {
-    tokenizer->id_to_bytes_[id] = std::string(tokenizer->model_->TokenBytes(static_cast<int32_t>(id)));
+    const absl::string_view token = tokenizer->model_->TokenBytes(static_cast<int32_t>(id));
+    tokenizer->id_to_bytes_[id] = byte_level ? std::string(token) : DecodeCharacterToken(decoder, token);
   }
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
   for (const auto& token : tokenizer->added_tokens_) {
-    tokenizer->id_to_bytes_[token.id] = alphabet.ToBytes(token.content).value_or(token.content);
+    tokenizer->id_to_bytes_[token.id] = byte_level ? alphabet.ToBytes(token.content).value_or(token.content)
+                                                   : DecodeCharacterToken(decoder, token.content);
     tokenizer->special_[token.id] = token.special;
   }
   return tokenizer;
