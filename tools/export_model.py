@@ -45,7 +45,9 @@ def parse_args(argv):
                         help="int8 input columns per scale (32, 64, 128, 256, 512; default 0: one per output row)")
     parser.add_argument("--name", help="model name clients use (default: the output folder's name)")
     parser.add_argument("--tokenizer", help="tokenizer.json (default: the checkpoint's)")
-    parser.add_argument("--chat-template", help="built-in chat template name (default: by architecture)")
+    parser.add_argument("--chat-template", help="built-in chat template name; without it the package carries the model's own "
+                        "Jinja template from tokenizer_config.json (or chat_template.jinja) beside tokenizer.json, "
+                        "and the built-in one chosen by architecture serves as the fallback")
     parser.add_argument("--preset", default="qwen2-0.5b", choices=sorted(PRESETS), help="shape for --random")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random")
     parser.add_argument("--eos-token-id", type=int, action="append", help="EOS ids for --random")
@@ -59,6 +61,7 @@ def main(argv=None):
     try:
         if args.checkpoint:
             config = ModelConfig.from_hf_config(os.path.join(args.checkpoint, "config.json"))
+            config.add_generation_eos(os.path.join(args.checkpoint, "generation_config.json"))
             tokenizer = args.tokenizer or os.path.join(args.checkpoint, "tokenizer.json")
             model = build_model(config, checkpoint=args.checkpoint)
         else:

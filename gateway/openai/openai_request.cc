@@ -11,6 +11,7 @@
 #include "common/request_limits.h"
 #include "common/status_macros.h"
 #include "common/utf8.h"
+#include "gateway/openai/chat_input.h"
 #include "gateway/openai/json_fields.h"
 #include "gateway/openai/openai_error.h"
 #include "nlohmann/json.hpp"
@@ -221,14 +222,6 @@ absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint3
                                 absl::StrCat("response_format type '", *type, "' is not supported; only 'text' is"));
       }
     }
-    if (const json* tools = fields.Find("tools"); tools != nullptr) {
-      if (!tools->is_array()) return fields.WrongType("tools", *tools, "an array");
-      const json* choice = fields.Find("tool_choice");
-      const bool none = choice != nullptr && choice->is_string() && choice->get<std::string>() == "none";
-      if (!tools->empty() && !none) {
-        return InvalidParameter("tools", "tool calling is not supported by this server");
-      }
-    }
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(const std::optional<std::string> suffix, fields.String("suffix"));
@@ -255,80 +248,6 @@ absl::Status ParseCommon(const json& body, OpenAiKind kind, OpenAiRequest& reque
 }
 
 // --- chat ---
-
-absl::StatusOr<std::string> ParseContentParts(const json& parts, const std::string& param) {
-  std::vector<std::string> texts;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const json& part = parts[i];
-    const std::string part_param = absl::StrCat(param, "[", i, "]");
-    if (!part.is_object()) {
-      return InvalidParameter(part_param,
-                              absl::StrCat("'", part_param, "' must be an object, not ", DescribeJsonType(part)));
-    }
-    const FieldReader fields(part, part_param + ".");
-    ASSIGN_OR_RETURN(const std::optional<std::string> type, fields.String("type"));
-    if (!type.has_value()) return InvalidParameter(fields.Param("type"), "a content part needs a 'type'");
-    if (*type != "text") {
-      return InvalidParameter(fields.Param("type"), absl::StrCat("content parts of type '", *type,
-                                                                 "' are not supported; only 'text' parts are"));
-    }
-    ASSIGN_OR_RETURN(std::optional<std::string> text, fields.String("text"));
-    if (!text.has_value()) return InvalidParameter(fields.Param("text"), "a text content part needs 'text'");
-    texts.push_back(*std::move(text));
-  }
-  // vLLM joins text parts with newlines when it flattens content for a string-based chat template.
-  return absl::StrJoin(texts, "\n");
-}
-
-absl::StatusOr<std::string> MapRole(const FieldReader& fields) {
-  ASSIGN_OR_RETURN(const std::optional<std::string> role, fields.String("role"));
-  if (!role.has_value()) return InvalidParameter(fields.Param("role"), "every message needs a 'role'");
-  if (*role == "developer") return std::string("system");  // OpenAI's newer name for the system role
-  if (*role == "system" || *role == "user" || *role == "assistant" || *role == "tool") return *role;
-  return InvalidParameter(
-      fields.Param("role"),
-      absl::StrCat("unknown role '", *role, "'; expected one of system, developer, user, assistant, tool"));
-}
-
-absl::Status ParseMessage(const json& message, size_t index, v1::ChatMessage& out) {
-  const std::string param = absl::StrCat("messages[", index, "]");
-  if (!message.is_object()) {
-    return InvalidParameter(param, absl::StrCat("'", param, "' must be an object, not ", DescribeJsonType(message)));
-  }
-  const FieldReader fields(message, param + ".");
-  ASSIGN_OR_RETURN(std::string role, MapRole(fields));
-  const json* content = fields.Find("content");
-  const std::string content_param = fields.Param("content");
-  if (content == nullptr) {
-    // An assistant turn that only called tools has no content.
-    if (role != "assistant") return InvalidParameter(content_param, absl::StrCat("'", content_param, "' is required"));
-  } else if (content->is_string()) {
-    out.set_content(content->get<std::string>());
-  } else if (content->is_array()) {
-    ASSIGN_OR_RETURN(std::string text, ParseContentParts(*content, content_param));
-    out.set_content(std::move(text));
-  } else {
-    return fields.WrongType("content", *content, "a string or an array of content parts");
-  }
-  ASSIGN_OR_RETURN(std::optional<std::string> name, fields.String("name"));
-  if (name.has_value()) out.set_name(*std::move(name));
-  out.set_role(std::move(role));
-  return absl::OkStatus();
-}
-
-absl::Status ParseMessages(const json& body, v1::ChatInput& chat) {
-  const FieldReader fields(body);
-  const json* messages = fields.Find("messages");
-  if (messages == nullptr) return InvalidParameter("messages", "'messages' is required");
-  if (!messages->is_array()) return fields.WrongType("messages", *messages, "an array");
-  if (messages->empty()) return InvalidParameter("messages", "'messages' must hold at least one message");
-  for (size_t i = 0; i < messages->size(); ++i) {
-    RETURN_IF_ERROR(ParseMessage((*messages)[i], i, *chat.add_messages()));
-  }
-  ASSIGN_OR_RETURN(const std::optional<bool> add_generation_prompt, fields.Bool("add_generation_prompt"));
-  if (add_generation_prompt.has_value()) chat.set_add_generation_prompt(*add_generation_prompt);
-  return absl::OkStatus();
-}
 
 absl::Status ParseChatLogprobs(const FieldReader& fields, OpenAiRequest& request) {
   ASSIGN_OR_RETURN(const std::optional<bool> logprobs, fields.Bool("logprobs"));
@@ -421,7 +340,9 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) 
   ASSIGN_OR_RETURN(const json parsed, ParseBody(body));
   OpenAiRequest request;
   RETURN_IF_ERROR(ParseCommon(parsed, OpenAiKind::kChat, request));
-  RETURN_IF_ERROR(ParseMessages(parsed, *request.generate.mutable_chat()));
+  // Parsed again keeping the client's key order, which the chat template's tojson shows the model.
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body.begin(), body.end());
+  RETURN_IF_ERROR(ParseChatInput(parsed, ordered, *request.generate.mutable_chat()));
   RETURN_IF_ERROR(ParseChatLogprobs(FieldReader(parsed), request));
   return request;
 }

@@ -53,9 +53,9 @@ TEST_CASE("openai_request: a minimal chat request", "[unit][openai]") {
   CHECK_FALSE(request->logprobs);
   CHECK(request->num_choices() == 1);
   REQUIRE(request->generate.has_chat());
-  REQUIRE(request->generate.chat().messages_size() == 1);
-  CHECK(request->generate.chat().messages(0).role() == "user");
-  CHECK(request->generate.chat().messages(0).content() == "hi");
+  CHECK(json::parse(request->generate.chat().messages_json()) == json::parse(R"([{"role":"user","content":"hi"}])"));
+  CHECK(request->generate.chat().tools_json().empty());
+  CHECK(request->generate.chat().chat_template().empty());
   CHECK_FALSE(request->generate.chat().has_add_generation_prompt());
   const v1::SamplingParams& sampling = request->generate.sampling();
   CHECK_FALSE(sampling.has_max_tokens());
@@ -189,13 +189,13 @@ TEST_CASE("openai_request: seeds may be negative or as large as uint64", "[unit]
   ExpectInvalid(Chat({{"seed", 1.5}}), "seed");
 }
 
-TEST_CASE("openai_request: chat content parts are joined", "[unit][openai]") {
+TEST_CASE("openai_request: chat content parts go to the worker as they are", "[unit][openai]") {
   const json messages = json::array(
       {{{"role", "user"},
         {"content", json::array({{{"type", "text"}, {"text", "first"}}, {{"type", "text"}, {"text", "second"}}})}}});
   absl::StatusOr<OpenAiRequest> request = Chat({{"messages", messages}});
   REQUIRE(request.ok());
-  CHECK(request->generate.chat().messages(0).content() == "first\nsecond");
+  CHECK(json::parse(request->generate.chat().messages_json()) == messages);
 
   const json image =
       json::array({{{"role", "user"},
@@ -222,15 +222,14 @@ TEST_CASE("openai_request: roles, names and the generation prompt", "[unit][open
   const absl::StatusOr<OpenAiRequest> request = Chat({{"messages", messages}, {"add_generation_prompt", false}});
   REQUIRE(request.ok());
   const v1::ChatInput& chat = request->generate.chat();
-  REQUIRE(chat.messages_size() == 6);
-  CHECK(chat.messages(0).role() == "system");
-  CHECK(chat.messages(0).content() == "be brief");
-  CHECK(chat.messages(1).role() == "system");
-  CHECK(chat.messages(2).name() == "bob");
-  CHECK(chat.messages(3).role() == "assistant");
-  CHECK(chat.messages(3).content().empty());
-  CHECK(chat.messages(4).role() == "tool");
-  CHECK(chat.messages(5).content().empty());
+  const json forwarded = json::parse(chat.messages_json());
+  REQUIRE(forwarded.size() == 6);
+  CHECK(forwarded[0] == json{{"role", "system"}, {"content", "be brief"}});  // developer is system
+  CHECK(forwarded[1]["role"] == "system");
+  CHECK(forwarded[2]["name"] == "bob");
+  CHECK(forwarded[3] == json{{"role", "assistant"}});  // null content is left out
+  CHECK(forwarded[4] == json{{"role", "tool"}, {"content", "42"}, {"tool_call_id", "call_1"}});
+  CHECK(forwarded[5] == json{{"role", "assistant"}});
   REQUIRE(chat.has_add_generation_prompt());
   CHECK_FALSE(chat.add_generation_prompt());
 
@@ -531,7 +530,7 @@ TEST_CASE("openai_request: parameters with unimplemented meaning are refused", "
   ExpectInvalid(Chat({{"response_format", {{"type", "json_object"}}}}), "response_format", "json_object");
   CHECK(Chat({{"response_format", {{"type", "text"}}}}).ok());
   const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
-  ExpectInvalid(Chat({{"tools", tools}}), "tools", "not supported");
+  ExpectInvalid(Chat({{"tools", tools}, {"tool_choice", "required"}}), "tool_choice", "'auto' and 'none'");
   CHECK(Chat({{"tools", tools}, {"tool_choice", "none"}}).ok());
   CHECK(Chat({{"tools", json::array()}}).ok());
   ExpectInvalid(Completion({{"suffix", "end"}}), "suffix", "not supported");
@@ -539,6 +538,53 @@ TEST_CASE("openai_request: parameters with unimplemented meaning are refused", "
   ExpectInvalid(Completion({{"best_of", 3}}), "best_of");
   CHECK(Completion({{"best_of", 2}, {"n", 2}}).ok());
   CHECK(Completion({{"best_of", 1}}).ok());
+}
+
+}  // namespace
+}  // namespace llmc::gateway
+
+namespace llmc::gateway {
+namespace {
+
+TEST_CASE("openai_request: tools, tool calls and template fields reach the worker in the client's key order",
+          "[unit][openai]") {
+  // Written by hand so the keys are out of alphabetical order, as a client may send them.
+  const std::string body = R"({"model":"qwen","messages":[
+      {"role":"user","content":"weather?"},
+      {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",
+        "function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
+      {"role":"tool","tool_call_id":"c1","content":"sunny","extra":"dropped"}],
+    "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","required":["city"],
+      "properties":{"city":{"type":"string"}}}}}],
+    "tool_choice":"auto","chat_template":"{{ messages | length }}","chat_template_kwargs":{"z":1,"a":2}})";
+  const absl::StatusOr<OpenAiRequest> request = ParseChatCompletionRequest(body);
+  REQUIRE(request.ok());
+  const v1::ChatInput& chat = request->generate.chat();
+  CHECK(chat.tools_json() ==
+        R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","required":["city"],)"
+        R"("properties":{"city":{"type":"string"}}}}}])");
+  CHECK(chat.messages_json() ==
+        R"([{"role":"user","content":"weather?"},{"role":"assistant","tool_calls":[{"id":"c1","type":"function",)"
+        R"("function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},)"
+        R"({"role":"tool","tool_call_id":"c1","content":"sunny"}])");
+  CHECK(chat.chat_template() == "{{ messages | length }}");
+  CHECK(chat.chat_template_kwargs_json() == R"({"z":1,"a":2})");
+
+  const auto invalid = [](const std::string& body, const std::string& param) {
+    const absl::StatusOr<OpenAiRequest> parsed = ParseChatCompletionRequest(body);
+    REQUIRE_FALSE(parsed.ok());
+    CHECK(parsed.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(ParameterOf(parsed.status()) + " " + std::string(parsed.status().message()), Catch::Contains(param));
+  };
+  const std::string user = R"("messages":[{"role":"user","content":"x"}])";
+  invalid(R"({"model":"m",)" + user + R"(,"tools":[{"type":"function"}]})", "tools[0].function");
+  invalid(R"({"model":"m",)" + user + R"(,"tools":[{"type":"retrieval","function":{"name":"f"}}]})", "retrieval");
+  invalid(R"({"model":"m",)" + user + R"(,"chat_template_kwargs":[1]})", "chat_template_kwargs");
+  invalid(R"({"model":"m",)" + user + R"(,"chat_template":5})", "chat_template");
+  invalid(R"({"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{}}]}]})",
+          "messages[0].tool_calls[0].function.name");
+  invalid(R"({"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":3}}]}]})",
+          "arguments");
 }
 
 }  // namespace

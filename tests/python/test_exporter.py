@@ -332,6 +332,36 @@ class ExporterTest(unittest.TestCase):
         for name in one:
             self.assertTrue(torch.equal(one[name], two[name]), name)
 
+    def test_package_carries_the_models_chat_template_and_special_tokens(self):
+        checkpoint = os.path.dirname(self.path("ckpt", "x"))
+        make_checkpoint(checkpoint, hf_config=dict(HF_CONFIG, model_type="mistral", sliding_window=512,
+                                                   tie_word_embeddings=False))
+        with open(os.path.join(checkpoint, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}",
+                       "bos_token": {"content": "<s>", "__type": "AddedToken"}, "eos_token": "</s>"}, f)
+        with open(os.path.join(checkpoint, "generation_config.json"), "w") as f:
+            json.dump({"eos_token_id": [3, 7]}, f)
+        code, error = export("--checkpoint", checkpoint, "--out", self.path("pkg"))
+        self.assertEqual(code, 0, error)
+        with open(self.path("pkg", "llmc-model.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["chat_template_file"], "chat_template.jinja")
+        self.assertEqual(manifest["special_tokens"], {"bos_token": "<s>", "eos_token": "</s>"})
+        self.assertEqual(manifest["eos_token_ids"], [2, 3, 7])  # config.json's, then generation_config's
+        # The engine attends to the whole context, so the window caps it.
+        self.assertEqual(manifest["sliding_window"], 512)
+        self.assertEqual(manifest["max_context_length"], 512)
+        with open(self.path("pkg", "chat_template.jinja")) as f:
+            self.assertIn("bos_token", f.read())
+        # A built-in template asked for by name leaves the model's out.
+        code, error = export("--checkpoint", checkpoint, "--out", self.path("pkg"), "--chat-template", "mistral")
+        self.assertEqual(code, 0, error)
+        with open(self.path("pkg", "llmc-model.json")) as f:
+            manifest = json.load(f)
+        self.assertNotIn("chat_template_file", manifest)
+        self.assertEqual(manifest["chat_template"], "mistral")
+        self.assertFalse(os.path.exists(self.path("pkg", "chat_template.jinja")))
+
     def test_safetensors_round_trip_keeps_dtypes(self):
         tensors = {"a": torch.randn(3, 4), "b": torch.randn(5).to(torch.bfloat16), "c": torch.arange(6).reshape(2, 3)}
         write_safetensors(self.path("t.safetensors"), tensors)

@@ -29,6 +29,9 @@ class ModelConfig:
     max_context_length: int = 32768
     bos_token_id: Optional[int] = None
     eos_token_ids: tuple = ()
+    # Mistral's attention window; 0: none. The engine attends to the whole context, so a package with a
+    # window serves at most that many tokens (max_context_length is capped to it) rather than answer wrong.
+    sliding_window: int = 0
 
     def validate(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -107,7 +110,26 @@ class ModelConfig:
                 max_context_length=int(hf.get("max_position_embeddings", 4096)),
                 bos_token_id=hf.get("bos_token_id"),
                 eos_token_ids=tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []),
+                sliding_window=int(hf.get("sliding_window") or 0),
             )
+            if 0 < config.sliding_window < config.max_context_length:
+                config.max_context_length = config.sliding_window
         except KeyError as missing:
             raise ExportError(f"config.json lacks {missing}") from None
         return config.validate()
+
+    def add_generation_eos(self, path):
+        """Adds the EOS ids of a generation_config.json (an id or a list; chat models often list several)."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                generation = json.load(f)
+        except FileNotFoundError:
+            return self
+        except ValueError as error:
+            raise ExportError(f"{path} is not JSON ({error})") from None
+        eos = generation.get("eos_token_id")
+        extra = eos if isinstance(eos, list) else [eos] if eos is not None else []
+        if any(not isinstance(token, int) for token in extra):
+            raise ExportError(f"{path}: eos_token_id must be an id or a list of ids")
+        self.eos_token_ids = tuple(dict.fromkeys(list(self.eos_token_ids) + extra))
+        return self

@@ -49,7 +49,38 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
         "bos_token_id": config.bos_token_id,
         "eos_token_ids": list(config.eos_token_ids),
         "chat_template": chat_template,
+        **({"sliding_window": config.sliding_window} if config.sliding_window else {}),
     }
+
+
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+def read_tokenizer_config(tokenizer_path: str) -> tuple:
+    """The Jinja chat template and special tokens from the tokenizer_config.json (and chat_template.jinja)
+    beside tokenizer.json: (template or None, {name: token})."""
+    folder = os.path.dirname(os.path.abspath(tokenizer_path))
+    config = {}
+    config_path = os.path.join(folder, "tokenizer_config.json")
+    if os.path.exists(config_path):
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    template = config.get("chat_template")
+    if isinstance(template, list):  # named templates: the default one is the chat template
+        template = next((entry.get("template") for entry in template if entry.get("name") == "default"), None)
+    jinja_path = os.path.join(folder, CHAT_TEMPLATE_FILE)
+    if os.path.exists(jinja_path):
+        with open(jinja_path, encoding="utf-8") as f:
+            template = f.read()
+    special_tokens = {}
+    for key in SPECIAL_TOKEN_KEYS:
+        token = config.get(key)
+        if isinstance(token, dict):  # older files spell an AddedToken
+            token = token.get("content")
+        if isinstance(token, str):
+            special_tokens[key] = token
+    return (template if isinstance(template, str) and template else None), special_tokens
 
 
 def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> CausalLM:
@@ -106,6 +137,17 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     shutil.copyfile(tokenizer_path, os.path.join(out_dir, "tokenizer.json"))
     manifest = manifest_for(config, name, dtype, chat_template or default_chat_template(config), quantization,
                             group_size)
+    # The model's own template comes with it, unless a built-in one was asked for by name.
+    jinja_template, special_tokens = read_tokenizer_config(tokenizer_path)
+    if special_tokens:
+        manifest["special_tokens"] = special_tokens
+    template_path = os.path.join(out_dir, CHAT_TEMPLATE_FILE)
+    if jinja_template is not None and chat_template is None:
+        with open(template_path, "w", encoding="utf-8") as f:
+            f.write(jinja_template)
+        manifest["chat_template_file"] = CHAT_TEMPLATE_FILE
+    elif os.path.exists(template_path):
+        os.remove(template_path)
     with open(os.path.join(out_dir, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")

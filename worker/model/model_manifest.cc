@@ -59,6 +59,23 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   if (status.ok()) status = ReadString(root, path, "architecture", &manifest.architecture);
   if (status.ok()) status = ReadString(root, path, "dtype", &manifest.dtype);
   if (status.ok()) status = ReadString(root, path, "chat_template", &manifest.chat_template);
+  if (status.ok() && root.contains("chat_template_file")) {
+    status = ReadString(root, path, "chat_template_file", &manifest.chat_template_file);
+  }
+  if (status.ok() && root.contains("special_tokens")) {
+    const json& tokens = root["special_tokens"];
+    if (!tokens.is_object()) {
+      status = absl::InvalidArgumentError(absl::StrCat(path, ": special_tokens must be an object of strings"));
+    } else {
+      for (const auto& [key, value] : tokens.items()) {
+        if (!value.is_string()) {
+          status = absl::InvalidArgumentError(absl::StrCat(path, ": special_tokens.", key, " must be a string"));
+          break;
+        }
+        manifest.special_tokens.emplace_back(key, value.get<std::string>());
+      }
+    }
+  }
   for (auto [field, target] : {std::pair{"vocab_size", &manifest.vocab_size},
                                {"hidden_size", &manifest.hidden_size},
                                {"intermediate_size", &manifest.intermediate_size},

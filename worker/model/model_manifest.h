@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -26,7 +27,11 @@ struct ModelManifest {
   // one per output row (quantization_group_size 0) or per group of that many inputs.
   std::string quantization = "none";
   int64_t quantization_group_size = 0;
-  std::string chat_template;
+  std::string chat_template;       // a built-in template's name (chat_template.h)
+  std::string chat_template_file;  // the model's own Jinja template, a file in the package; wins when set
+  // Special tokens a Jinja template may name (bos_token, eos_token, ...), as the model's tokenizer_config.json
+  // spells them.
+  std::vector<std::pair<std::string, std::string>> special_tokens;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;

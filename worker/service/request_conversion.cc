@@ -3,26 +3,13 @@
 #include "absl/strings/str_cat.h"
 #include "common/request_limits.h"
 #include "common/status_macros.h"
+#include "worker/service/chat_rendering.h"
 
 namespace llmc::worker {
 namespace {
 
 absl::Status OutOfRange(absl::string_view field, absl::string_view range, double value) {
   return absl::InvalidArgumentError(absl::StrCat("sampling.", field, " must be ", range, ", got ", value));
-}
-
-absl::StatusOr<std::string> RenderChat(const v1::ChatInput& chat, const ServedModel& model) {
-  if (model.chat_template == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model ", model.name(), " has no chat template; send a prompt or prompt_token_ids"));
-  }
-  std::vector<tokenizer::ChatTurn> turns;
-  turns.reserve(chat.messages_size());
-  for (const auto& message : chat.messages()) turns.push_back({message.role(), message.content()});
-  const bool add_generation_prompt = !chat.has_add_generation_prompt() || chat.add_generation_prompt();
-  absl::StatusOr<std::string> text = model.chat_template->Render(turns, add_generation_prompt);
-  if (!text.ok()) return Annotate(text.status(), "chat");
-  return text;
 }
 
 absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text, bool add_special_tokens, absl::string_view field,

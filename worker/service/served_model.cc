@@ -3,9 +3,12 @@
 #include <unistd.h>
 
 #include <climits>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace llmc::worker {
 
@@ -31,6 +34,22 @@ ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Token
     }
   }
   return served;
+}
+
+absl::Status LoadPackageChatTemplate(const std::string& package_dir, const model::ModelManifest& manifest,
+                                     ServedModel& served) {
+  for (const auto& [name, token] : manifest.special_tokens) served.special_tokens[name] = token;
+  if (manifest.chat_template_file.empty()) return absl::OkStatus();
+  const std::string path = absl::StrCat(package_dir, "/", manifest.chat_template_file);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the model's chat template ", path));
+  std::stringstream source;
+  source << in.rdbuf();
+  absl::StatusOr<std::unique_ptr<jinja::Template>> parsed = jinja::Template::Parse(source.str(), {});
+  if (!parsed.ok()) return Annotate(parsed.status(), path);
+  served.jinja_template = *std::move(parsed);
+  served.info.set_chat_template(manifest.chat_template_file);
+  return absl::OkStatus();
 }
 
 v1::WorkerLoad ToWorkerLoad(const engine::EngineLoad& load) {

@@ -2,10 +2,15 @@
 #define LLMC_WORKER_SERVICE_SERVED_MODEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "llmc/v1/types.pb.h"
+#include "nlohmann/json.hpp"
 #include "worker/engine/engine.h"
+#include "worker/jinja/template.h"
+#include "worker/model/model_manifest.h"
 #include "worker/tokenizer/chat_template.h"
 #include "worker/tokenizer/tokenizer.h"
 
@@ -17,6 +22,9 @@ struct ServedModel {
   v1::ModelInfo info;  // as clients and the controller see it; max_context_length is the served limit
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const tokenizer::ChatTemplate* chat_template = nullptr;  // null when the package names no built-in template
+  // The model's own Jinja template (chat_template_file), which wins over the built-in one; null when none.
+  std::shared_ptr<const jinja::Template> jinja_template;
+  nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object();  // bos_token, eos_token, ...
 
   const std::string& name() const { return info.name(); }
   int64_t max_model_len() const { return info.max_context_length(); }
@@ -27,6 +35,12 @@ struct ServedModel {
 // Describes `engine`'s model under `name` (empty: the manifest's name).
 ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Tokenizer& tokenizer,
                             const std::string& name);
+
+// Parses the package's Jinja chat template (manifest chat_template_file) into `served`, with its special
+// tokens. INVALID_ARGUMENT naming the file and line when the template does not parse or uses what the
+// interpreter does not support, so the worker refuses to start rather than format chats wrong.
+absl::Status LoadPackageChatTemplate(const std::string& package_dir, const model::ModelManifest& manifest,
+                                     ServedModel& served);
 
 v1::WorkerLoad ToWorkerLoad(const engine::EngineLoad& load);
 

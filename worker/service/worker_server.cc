@@ -104,8 +104,9 @@ absl::Status WorkerServer::LoadEngine() {
   ASSIGN_OR_RETURN(engine_,
                    engine::Engine::Create(*std::move(model), *tokenizer_, ToEngineOptions(config_), metrics_.get()));
   metrics_->SetModelInfo(engine_->dtype(), engine_->manifest().quantization, engine_->device());
-  service_ = std::make_unique<WorkerService>(*engine_, MakeServedModel(*engine_, *tokenizer_, name), worker_id_,
-                                             config_.request_timeout);
+  ServedModel served = MakeServedModel(*engine_, *tokenizer_, name);
+  RETURN_IF_ERROR(LoadPackageChatTemplate(config_.model_path, engine_->manifest(), served));
+  service_ = std::make_unique<WorkerService>(*engine_, std::move(served), worker_id_, config_.request_timeout);
   LLMC_LOG(Info).With("model", name).With("max_model_len", absl::StrCat(engine_->max_model_len()))
       << "model loaded in " << absl::FormatDuration(absl::Now() - start);
   return absl::OkStatus();

@@ -1,0 +1,20 @@
+#ifndef LLMC_GATEWAY_OPENAI_CHAT_INPUT_H_
+#define LLMC_GATEWAY_OPENAI_CHAT_INPUT_H_
+
+#include "absl/status/status.h"
+#include "llmc/v1/worker.pb.h"
+#include "nlohmann/json.hpp"
+
+namespace llmc::gateway {
+
+// Reads the chat fields of a chat completion body into `chat`: `messages` (roles, content as a string or
+// text parts, tool calls and results), `tools` and `tool_choice`, `add_generation_prompt`,
+// `chat_template` and `chat_template_kwargs`. `body` is checked field by field; the JSON the worker's
+// template sees comes from `ordered_body`, the same body with its keys in the order the client wrote
+// them, so a template's `tojson` prints a tool's schema as the client sent it.
+absl::Status ParseChatInput(const nlohmann::json& body, const nlohmann::ordered_json& ordered_body,
+                            v1::ChatInput& chat);
+
+}  // namespace llmc::gateway
+
+#endif  // LLMC_GATEWAY_OPENAI_CHAT_INPUT_H_
