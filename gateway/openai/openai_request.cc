@@ -244,6 +244,8 @@ absl::Status ParseCommon(const json& body, OpenAiKind kind, OpenAiRequest& reque
   RETURN_IF_ERROR(RejectUnsupported(fields, kind, request.num_choices()));
   ASSIGN_OR_RETURN(std::optional<std::string> user, fields.String("user"));
   if (user.has_value()) request.generate.set_user(*std::move(user));
+  ASSIGN_OR_RETURN(const std::optional<bool> add_special_tokens, fields.Bool("add_special_tokens"));
+  if (add_special_tokens.has_value()) request.generate.set_add_special_tokens(*add_special_tokens);
   return absl::OkStatus();
 }
 

@@ -120,6 +120,16 @@ TEST_CASE("chat templates e2e: a Llama 2 tokenizer model serves chat and complet
                json{{"model", "llama2"}, {"prompt", "Once upon"}, {"max_tokens", 3}, {"ignore_eos", true}}.dump());
   REQUIRE(completion.status == 200);
   CHECK(json::parse(completion.body)["usage"]["prompt_tokens"] == 1 + TokenCount("llama2", "Once upon"));
+  // vLLM's add_special_tokens, per request: none for this completion, the BOS on top of the template's for
+  // this chat.
+  const HttpReply bare = PostJson(
+      cluster.gateway.port(), "/v1/completions",
+      json{{"model", "llama2"}, {"prompt", "Once upon"}, {"max_tokens", 3}, {"add_special_tokens", false}}.dump());
+  REQUIRE(bare.status == 200);
+  CHECK(json::parse(bare.body)["usage"]["prompt_tokens"] == TokenCount("llama2", "Once upon"));
+  json with_bos = UserChat("llama2", "Bonjour, ça va ?");
+  with_bos["add_special_tokens"] = true;
+  CHECK(Post(cluster, with_bos, 200)["usage"]["prompt_tokens"] == answer["usage"]["prompt_tokens"].get<int>() + 1);
   // The built-in template cannot show tools: a clear 400.
   json with_tools = UserChat("llama2", "weather?");
   with_tools["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}}}}});

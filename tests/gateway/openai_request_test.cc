@@ -568,6 +568,11 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
         R"("function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},)"
         R"({"role":"tool","tool_call_id":"c1","content":"sunny"}])");
   CHECK(chat.chat_template() == "{{ messages | length }}");
+  CHECK_FALSE(request->generate.has_add_special_tokens());
+  const absl::StatusOr<OpenAiRequest> with_bos = ParseChatCompletionRequest(
+      R"({"model":"m","messages":[{"role":"user","content":"x"}],"add_special_tokens":true})");
+  REQUIRE(with_bos.ok());
+  CHECK(with_bos->generate.add_special_tokens());
   CHECK(chat.chat_template_kwargs_json() == R"({"z":1,"a":2})");
 
   const auto invalid = [](const std::string& body, const std::string& param) {
@@ -581,6 +586,7 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
   invalid(R"({"model":"m",)" + user + R"(,"tools":[{"type":"retrieval","function":{"name":"f"}}]})", "retrieval");
   invalid(R"({"model":"m",)" + user + R"(,"chat_template_kwargs":[1]})", "chat_template_kwargs");
   invalid(R"({"model":"m",)" + user + R"(,"chat_template":5})", "chat_template");
+  invalid(R"({"model":"m",)" + user + R"(,"add_special_tokens":"yes"})", "add_special_tokens");
   invalid(R"({"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{}}]}]})",
           "messages[0].tool_calls[0].function.name");
   invalid(R"({"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":3}}]}]})",

@@ -12,6 +12,10 @@ absl::Status OutOfRange(absl::string_view field, absl::string_view range, double
   return absl::InvalidArgumentError(absl::StrCat("sampling.", field, " must be ", range, ", got ", value));
 }
 
+bool AddSpecialTokens(const v1::GenerateRequest& request, bool by_default) {
+  return request.has_add_special_tokens() ? request.add_special_tokens() : by_default;
+}
+
 absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text, bool add_special_tokens, absl::string_view field,
                                             const ServedModel& model) {
   absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer->Encode(text, add_special_tokens);
@@ -92,7 +96,7 @@ absl::StatusOr<std::vector<int32_t>> PromptTokenIds(const v1::GenerateRequest& r
   switch (request.input_case()) {
     case v1::GenerateRequest::kPrompt: {
       field = "prompt";
-      ASSIGN_OR_RETURN(ids, Encode(request.prompt(), /*add_special_tokens=*/true, field, model));
+      ASSIGN_OR_RETURN(ids, Encode(request.prompt(), AddSpecialTokens(request, true), field, model));
       break;
     }
     case v1::GenerateRequest::kPromptTokenIds:
@@ -102,7 +106,7 @@ absl::StatusOr<std::vector<int32_t>> PromptTokenIds(const v1::GenerateRequest& r
     case v1::GenerateRequest::kChat: {
       field = "chat";
       ASSIGN_OR_RETURN(const std::string text, RenderChat(request.chat(), model));
-      ASSIGN_OR_RETURN(ids, Encode(text, /*add_special_tokens=*/false, field, model));
+      ASSIGN_OR_RETURN(ids, Encode(text, AddSpecialTokens(request, false), field, model));
       break;
     }
     case v1::GenerateRequest::INPUT_NOT_SET:
