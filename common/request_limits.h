@@ -2,6 +2,7 @@
 #define LLMC_COMMON_REQUEST_LIMITS_H_
 
 #include <cfloat>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -40,6 +41,10 @@ inline constexpr int64_t kMaxChoices = 16;            // n, and best_of
 inline constexpr int64_t kMaxStopStrings = 16;        // entries of stop
 inline constexpr int64_t kMaxTopLogprobs = 20;        // chat's top_logprobs, and what a worker returns
 inline constexpr int64_t kMaxCompletionLogprobs = 5;  // the legacy completions API's logprobs (OpenAI's bound)
+// The shape of a request body's JSON: deeper nesting would make copying and printing it recurse that deep,
+// more keys in one object would make the order-keeping parse quadratic.
+inline constexpr size_t kMaxJsonDepth = 64;
+inline constexpr uint32_t kMaxJsonObjectKeys = 10000;
 
 }  // namespace llmc::limits
 

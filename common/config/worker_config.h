@@ -30,6 +30,7 @@ struct WorkerConfig {
   uint32_t max_consecutive_failed_steps = 3;  // then the worker leaves rotation (UNHEALTHY)
   uint32_t num_threads = 0;                   // intra-op threads for CPU kernels; 0 keeps libtorch's default
   absl::Duration request_timeout = absl::ZeroDuration();  // 0: no deadline beyond the caller's
+  bool trust_request_chat_template = false;               // render a request's own chat_template
 
   // Network
   std::string listen_address = "0.0.0.0:21002";
@@ -64,6 +65,9 @@ struct WorkerConfig {
       "model steps failing in a row before the worker turns UNHEALTHY and leaves rotation");
     v("num_threads", num_threads, "intra-op CPU threads; 0 keeps libtorch's default");
     v("request_timeout", request_timeout, "deadline for one request; 0 means only the caller's deadline");
+    v("trust_request_chat_template", trust_request_chat_template,
+      "render the Jinja chat_template a request sends (vLLM's --trust-request-chat-template); off, such "
+      "requests get 400");
     v("listen_address", listen_address, "host:port of the Worker gRPC server (port 0 picks a free one)");
     v("advertised_address", advertised_address, "host:port gateways dial; empty derives it from listen_address");
     v("controller_address", controller_address, "host:port of the controller; empty runs without one");

@@ -98,7 +98,8 @@ absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json
   RETURN_IF_ERROR(CheckToolCalls(fields));
   ordered_json forwarded = ordered_json::object();
   for (const auto& [key, value] : ordered.items()) {
-    if (value.is_null()) continue;
+    // A null content stays (transformers passes None; templates test it with `is none`).
+    if (value.is_null() && key != "content") continue;
     for (const char* allowed : kForwardedMessageFields) {
       if (key == allowed) forwarded[key] = key == "role" ? ordered_json(role) : value;
     }
@@ -108,9 +109,8 @@ absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json
 
 absl::Status CheckTools(const FieldReader& fields) {
   const json* tools = fields.Find("tools");
-  if (tools == nullptr) return absl::OkStatus();
-  if (!tools->is_array()) return fields.WrongType("tools", *tools, "an array");
-  for (size_t i = 0; i < tools->size(); ++i) {
+  if (tools != nullptr && !tools->is_array()) return fields.WrongType("tools", *tools, "an array");
+  for (size_t i = 0; tools != nullptr && i < tools->size(); ++i) {
     const std::string param = absl::StrCat("tools[", i, "]");
     const json& tool = (*tools)[i];
     if (!tool.is_object()) {

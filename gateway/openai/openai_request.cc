@@ -28,11 +28,62 @@ constexpr int64_t kMaxTokenCount = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
 constexpr size_t kMaxErrorDetail = 300;
 
+// Copying or printing JSON recurses once per level, and the order-keeping parse inserts keys with a
+// linear search: a body nested thousands deep, or an object with a million keys, would crash or stall
+// the gateway. One pass over the text, strings skipped, bounds both.
+absl::Status CheckJsonShape(std::string_view body) {
+  std::vector<uint32_t> keys_per_level;  // one entry per open array or object; keys counted for objects
+  std::vector<bool> is_object;
+  bool in_string = false;
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '{':
+      case '[':
+        if (keys_per_level.size() == limits::kMaxJsonDepth) {
+          return InvalidParameter(
+              "", absl::StrCat("the request body nests JSON deeper than ", limits::kMaxJsonDepth, " levels"));
+        }
+        keys_per_level.push_back(0);
+        is_object.push_back(c == '{');
+        break;
+      case '}':
+      case ']':
+        if (!keys_per_level.empty()) {
+          keys_per_level.pop_back();
+          is_object.pop_back();
+        }
+        break;
+      case ':':
+        if (!is_object.empty() && is_object.back() && ++keys_per_level.back() > limits::kMaxJsonObjectKeys) {
+          return InvalidParameter("", absl::StrCat("the request body has a JSON object with more than ",
+                                                   limits::kMaxJsonObjectKeys, " keys"));
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<json> ParseBody(std::string_view body) {
   if (const std::optional<size_t> bad = FindInvalidUtf8(absl::string_view(body.data(), body.size()))) {
     return InvalidParameter("",
                             absl::StrCat("the request body is not valid UTF-8 (first bad byte at offset ", *bad, ")"));
   }
+  RETURN_IF_ERROR(CheckJsonShape(body));
   json parsed;
   try {
     parsed = json::parse(body.begin(), body.end());

@@ -49,9 +49,9 @@ std::string TinyPackage(const std::string& tokenizer, int vocab_size, int eos_id
 }
 
 struct Cluster {
-  explicit Cluster(const std::string& package)
+  explicit Cluster(const std::string& package, const std::vector<std::string>& worker_flags = {})
       : controller(LLMC_CONTROLLER_BINARY, {}),
-        worker(LLMC_WORKER_BINARY, package, SmallWorkerArgs(controller.address(), "template-worker")),
+        worker(LLMC_WORKER_BINARY, package, SmallWorkerArgs(controller.address(), "template-worker", worker_flags)),
         gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"}) {}
   ControllerProcess controller;
   WorkerProcess worker;
@@ -80,7 +80,7 @@ size_t TokenCount(const std::string& tokenizer, const std::string& text) {
 
 TEST_CASE("chat templates e2e: a Gemma 3 tokenizer model renders chat with its own Jinja template",
           "[integration][gateway][jinja]") {
-  Cluster cluster(TinyPackage("gemma3", 262144, 106, ""));
+  Cluster cluster(TinyPackage("gemma3", 262144, 106, ""), {"--trust_request_chat_template=true"});
   REQUIRE(cluster.gateway.WaitHealthy());
 
   const json answer = Post(cluster, UserChat("gemma3", "Hi there 👋"), 200);

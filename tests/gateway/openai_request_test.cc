@@ -227,7 +227,7 @@ TEST_CASE("openai_request: roles, names and the generation prompt", "[unit][open
   CHECK(forwarded[0] == json{{"role", "system"}, {"content", "be brief"}});  // developer is system
   CHECK(forwarded[1]["role"] == "system");
   CHECK(forwarded[2]["name"] == "bob");
-  CHECK(forwarded[3] == json{{"role", "assistant"}});  // null content is left out
+  CHECK(forwarded[3] == json{{"role", "assistant"}, {"content", nullptr}});  // None, as transformers passes it
   CHECK(forwarded[4] == json{{"role", "tool"}, {"content", "42"}, {"tool_call_id", "call_1"}});
   CHECK(forwarded[5] == json{{"role", "assistant"}});
   REQUIRE(chat.has_add_generation_prompt());
@@ -563,10 +563,11 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
   CHECK(chat.tools_json() ==
         R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","required":["city"],)"
         R"("properties":{"city":{"type":"string"}}}}}])");
-  CHECK(chat.messages_json() ==
-        R"([{"role":"user","content":"weather?"},{"role":"assistant","tool_calls":[{"id":"c1","type":"function",)"
-        R"("function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},)"
-        R"({"role":"tool","tool_call_id":"c1","content":"sunny"}])");
+  CHECK(
+      chat.messages_json() ==
+      R"([{"role":"user","content":"weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",)"
+      R"("function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},)"
+      R"({"role":"tool","tool_call_id":"c1","content":"sunny"}])");
   CHECK(chat.chat_template() == "{{ messages | length }}");
   CHECK_FALSE(request->generate.has_add_special_tokens());
   const absl::StatusOr<OpenAiRequest> with_bos = ParseChatCompletionRequest(
@@ -587,6 +588,15 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
   invalid(R"({"model":"m",)" + user + R"(,"chat_template_kwargs":[1]})", "chat_template_kwargs");
   invalid(R"({"model":"m",)" + user + R"(,"chat_template":5})", "chat_template");
   invalid(R"({"model":"m",)" + user + R"(,"add_special_tokens":"yes"})", "add_special_tokens");
+  invalid(R"({"model":"m",)" + user + R"(,"tool_choice":"required"})", "tool_choice");
+  // Nesting and key counts are bounded before anything copies or re-parses the body.
+  const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  invalid(R"({"model":"m",)" + user + R"(,"chat_template_kwargs":{"a":)" + deep + "}}", "deeper than 64");
+  std::string many_keys = "{";
+  for (int i = 0; i < 10001; ++i) many_keys += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  invalid(R"({"model":"m",)" + user + R"(,"chat_template_kwargs":)" + many_keys + "}}", "more than 10000 keys");
+  // Brackets inside strings do not count.
+  CHECK(ParseChatCompletionRequest(R"({"model":"m","messages":[{"role":"user","content":")" + deep + R"("}]})").ok());
   invalid(R"({"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{}}]}]})",
           "messages[0].tool_calls[0].function.name");
   invalid(R"({"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":3}}]}]})",

@@ -94,6 +94,12 @@ TEST_CASE("runaway templates stop at the render limits", "[unit][jinja]") {
   CHECK(doubling.status().code() == absl::StatusCode::kResourceExhausted);
   auto repeat = Render("{{ 'x' * 1000000000 }}", nlohmann::ordered_json::object(), options);
   CHECK(repeat.status().code() == absl::StatusCode::kResourceExhausted);
+  // Found in review: an empty sequence repeated 2**63-1 times used to loop that many times.
+  CHECK(Render("{{ '' * 9223372036854775807 }}{{ ([] * 9223372036854775807) | length }}").value() == "0");
+  auto wide = Render("{{ 'x'.center(4611686018427387905) }}", nlohmann::ordered_json::object(), options);
+  CHECK(wide.status().code() == absl::StatusCode::kResourceExhausted);
+  // A format index past any integer type is a missing argument, not an exception.
+  CHECK(Render("{{ '{99999999999999999999}'.format(1) }}").status().code() == absl::StatusCode::kInvalidArgument);
 
   auto recursion = Render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   CHECK(recursion.status().code() == absl::StatusCode::kResourceExhausted);

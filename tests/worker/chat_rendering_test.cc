@@ -22,6 +22,7 @@ ServedModel JinjaModel() {
   REQUIRE(parsed.ok());
   model.jinja_template = std::move(*parsed);
   model.special_tokens["bos_token"] = "<s>";
+  model.trust_request_chat_template = true;
   return model;
 }
 
@@ -48,6 +49,10 @@ TEST_CASE("chat rendering: a request's own template wins, and its errors are INV
   v1::ChatInput chat = Input(R"([{"role":"user","content":"hi"}])");
   chat.set_chat_template("{{ messages[0].content | upper }}");
   CHECK(RenderChat(chat, model).value() == "HI");
+  ServedModel untrusting = JinjaModel();
+  untrusting.trust_request_chat_template = false;
+  CHECK_THAT(std::string(RenderChat(chat, untrusting).status().message()),
+             Catch::Contains("--trust_request_chat_template"));
 
   chat.set_chat_template("{{ raise_exception('Only user turns, please') }}");
   auto raised = RenderChat(chat, model);
@@ -85,6 +90,21 @@ TEST_CASE("chat rendering: built-in templates take text parts and refuse tools",
   none.info.set_name("bare");
   CHECK_THAT(std::string(RenderChat(Input(R"([{"role":"user","content":"x"}])"), none).status().message()),
              Catch::Contains("has no chat template"));
+}
+
+TEST_CASE("chat rendering: content parts become a string unless the template loops over them",
+          "[unit][worker][jinja]") {
+  ServedModel model = JinjaModel();
+  const v1::ChatInput chat =
+      Input(R"([{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}])");
+  // kModelTemplate prints m.content: it expects a string.
+  CHECK(RenderChat(chat, model).value() == "<s><user>a\nb</user><assistant>");
+  CHECK(TemplateReadsContentParts("{% for part in message['content'] %}{{ part.text }}{% endfor %}"));
+  CHECK(TemplateReadsContentParts("{%- for item in m.content -%}x{%- endfor -%}"));
+  CHECK_FALSE(TemplateReadsContentParts(kModelTemplate));
+  v1::ChatInput own = chat;
+  own.set_chat_template("{% for m in messages %}{% for p in m.content %}[{{ p.text }}]{% endfor %}{% endfor %}");
+  CHECK(RenderChat(own, model).value() == "[a][b]");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/jinja/operators.h"
@@ -231,8 +232,9 @@ absl::StatusOr<Value> Format(const std::string& pattern, const CallArguments& ar
       value = next_auto < arguments.positional.size() ? &arguments.positional[next_auto] : nullptr;
       ++next_auto;
     } else if (std::all_of(field.begin(), field.end(), [](char d) { return d >= '0' && d <= '9'; })) {
-      const size_t index = static_cast<size_t>(std::stoul(field));
-      value = index < arguments.positional.size() ? &arguments.positional[index] : nullptr;
+      size_t index = 0;
+      const bool parsed = absl::SimpleAtoi(field, &index);
+      value = parsed && index < arguments.positional.size() ? &arguments.positional[index] : nullptr;
     } else {
       value = arguments.Keyword(field);
     }
@@ -375,6 +377,9 @@ absl::StatusOr<Value> CallStringMethod(Interpreter& interpreter, const std::stri
     ASSIGN_OR_RETURN(const std::string* fill, OptionalString(arguments, 1, "fillchar", name));
     if (fill != nullptr && CodePointCount(*fill) != 1) {
       return absl::InvalidArgumentError("The fill character must be exactly one character long");
+    }
+    if (static_cast<uint64_t>(std::max<int64_t>(width, 0)) > interpreter.budget().limits().max_output_bytes) {
+      return absl::ResourceExhaustedError("template built a string larger than the output limit");
     }
     RETURN_IF_ERROR(interpreter.budget().Build(static_cast<size_t>(std::max<int64_t>(width, 0)) * 4));
     return Value::String(Pad(text, width, fill == nullptr ? " " : *fill, name));

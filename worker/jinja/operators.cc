@@ -42,6 +42,7 @@ absl::StatusOr<Value> Repeat(const Value& sequence, int64_t count, RenderBudget&
   if (count < 0) count = 0;
   if (sequence.is_string()) {
     const std::string& text = sequence.string_value();
+    if (text.empty()) return Value::String("");  // else '' * 2**62 would loop that many times
     if (!text.empty() && static_cast<uint64_t>(count) > budget.limits().max_output_bytes / text.size()) {
       return absl::ResourceExhaustedError("template built a string larger than the output limit");
     }
@@ -52,6 +53,7 @@ absl::StatusOr<Value> Repeat(const Value& sequence, int64_t count, RenderBudget&
     return Value::String(std::move(out));
   }
   const ListData& list = sequence.list();
+  if (list.items.empty()) count = 0;
   if (!list.items.empty() && static_cast<uint64_t>(count) > budget.limits().max_output_bytes / list.items.size()) {
     return absl::ResourceExhaustedError("template built a list larger than the output limit");
   }

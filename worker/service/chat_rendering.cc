@@ -56,6 +56,14 @@ std::string TextOf(const ordered_json& message) {
   return absl::StrJoin(texts, "\n");
 }
 
+// For templates that expect content as a string: text parts joined by newlines.
+void FlattenContentParts(ordered_json& messages) {
+  for (auto& message : messages) {
+    const auto content = message.find("content");
+    if (content != message.end() && content->is_array()) *content = TextOf(message);
+  }
+}
+
 absl::StatusOr<std::string> RenderJinja(const jinja::Template& chat_template, const v1::ChatInput& chat,
                                         ordered_json messages, bool add_generation_prompt, const ServedModel& model) {
   ordered_json context = model.special_tokens;
@@ -107,14 +115,21 @@ absl::StatusOr<std::string> RenderChat(const v1::ChatInput& chat, const ServedMo
   ASSIGN_OR_RETURN(ordered_json messages, Messages(chat));
   const bool add_generation_prompt = !chat.has_add_generation_prompt() || chat.add_generation_prompt();
   if (!chat.chat_template().empty()) {
+    if (!model.trust_request_chat_template) {
+      return absl::InvalidArgumentError(
+          "this worker does not render a request's own chat_template (start it with "
+          "--trust_request_chat_template=true to allow that)");
+    }
     absl::StatusOr<std::unique_ptr<jinja::Template>> request_template =
         jinja::Template::Parse(chat.chat_template(), {});
     if (!request_template.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("chat_template: ", request_template.status().message()));
     }
+    if (!TemplateReadsContentParts(chat.chat_template())) FlattenContentParts(messages);
     return RenderJinja(**request_template, chat, std::move(messages), add_generation_prompt, model);
   }
   if (model.jinja_template != nullptr) {
+    if (!model.template_reads_content_parts) FlattenContentParts(messages);
     return RenderJinja(*model.jinja_template, chat, std::move(messages), add_generation_prompt, model);
   }
   if (model.chat_template != nullptr) {

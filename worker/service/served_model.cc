@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,12 @@ ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Token
   return served;
 }
 
+bool TemplateReadsContentParts(const std::string& source) {
+  static const std::regex* const kLoopOverContent =
+      new std::regex(R"(\{%-?\s*for\s+[\w, ]+\s+in\s+[^%]*content)", std::regex::optimize);
+  return std::regex_search(source, *kLoopOverContent);
+}
+
 absl::Status LoadPackageChatTemplate(const std::string& package_dir, const model::ModelManifest& manifest,
                                      ServedModel& served) {
   for (const auto& [name, token] : manifest.special_tokens) served.special_tokens[name] = token;
@@ -48,6 +55,7 @@ absl::Status LoadPackageChatTemplate(const std::string& package_dir, const model
   absl::StatusOr<std::unique_ptr<jinja::Template>> parsed = jinja::Template::Parse(source.str(), {});
   if (!parsed.ok()) return Annotate(parsed.status(), path);
   served.jinja_template = *std::move(parsed);
+  served.template_reads_content_parts = TemplateReadsContentParts(source.str());
   served.info.set_chat_template(manifest.chat_template_file);
   return absl::OkStatus();
 }

@@ -25,6 +25,10 @@ struct ServedModel {
   // The model's own Jinja template (chat_template_file), which wins over the built-in one; null when none.
   std::shared_ptr<const jinja::Template> jinja_template;
   nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object();  // bos_token, eos_token, ...
+  // Whether the Jinja template loops over a message's content (so content parts reach it as a list);
+  // else text parts are joined into one string first, as vLLM does for string-based templates.
+  bool template_reads_content_parts = false;
+  bool trust_request_chat_template = false;  // render a request's own chat_template
 
   const std::string& name() const { return info.name(); }
   int64_t max_model_len() const { return info.max_context_length(); }
@@ -41,6 +45,9 @@ ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Token
 // interpreter does not support, so the worker refuses to start rather than format chats wrong.
 absl::Status LoadPackageChatTemplate(const std::string& package_dir, const model::ModelManifest& manifest,
                                      ServedModel& served);
+
+// Whether a Jinja template iterates a message's content ({% for part in message['content'] %}).
+bool TemplateReadsContentParts(const std::string& source);
 
 v1::WorkerLoad ToWorkerLoad(const engine::EngineLoad& load);
 

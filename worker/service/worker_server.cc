@@ -106,6 +106,7 @@ absl::Status WorkerServer::LoadEngine() {
   metrics_->SetModelInfo(engine_->dtype(), engine_->manifest().quantization, engine_->device());
   ServedModel served = MakeServedModel(*engine_, *tokenizer_, name);
   RETURN_IF_ERROR(LoadPackageChatTemplate(config_.model_path, engine_->manifest(), served));
+  served.trust_request_chat_template = config_.trust_request_chat_template;
   service_ = std::make_unique<WorkerService>(*engine_, std::move(served), worker_id_, config_.request_timeout);
   LLMC_LOG(Info).With("model", name).With("max_model_len", absl::StrCat(engine_->max_model_len()))
       << "model loaded in " << absl::FormatDuration(absl::Now() - start);
