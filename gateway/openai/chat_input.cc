@@ -76,6 +76,31 @@ absl::Status CheckToolCalls(const FieldReader& fields) {
   return absl::OkStatus();
 }
 
+// As vLLM hands tool calls to templates: `arguments` sent as a JSON string becomes the object it spells
+// ("" becomes {}), since templates print it with tojson; an empty tool_calls list is dropped (Llama 3.1's
+// template refuses one).
+void NormalizeToolCalls(ordered_json& message) {
+  const auto calls = message.find("tool_calls");
+  if (calls == message.end()) return;
+  if (calls->is_array() && calls->empty()) {
+    message.erase(calls);
+    return;
+  }
+  for (auto& call : *calls) {
+    const auto function = call.find("function");
+    if (function == call.end() || !function->is_object()) continue;
+    const auto arguments = function->find("arguments");
+    if (arguments == function->end() || !arguments->is_string()) continue;
+    const std::string& text = arguments->get_ref<const std::string&>();
+    if (text.empty()) {
+      *arguments = ordered_json::object();
+      continue;
+    }
+    ordered_json parsed = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) *arguments = std::move(parsed);
+  }
+}
+
 // Checks one message and returns the fields a template sees, in the client's order, role mapped.
 absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json& ordered, size_t index) {
   const std::string param = absl::StrCat("messages[", index, "]");
@@ -104,6 +129,7 @@ absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json
       if (key == allowed) forwarded[key] = key == "role" ? ordered_json(role) : value;
     }
   }
+  NormalizeToolCalls(forwarded);
   return forwarded;
 }
 

@@ -566,9 +566,18 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
   CHECK(
       chat.messages_json() ==
       R"([{"role":"user","content":"weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",)"
-      R"("function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},)"
+      R"("function":{"name":"get_weather","arguments":{"city":"Oslo"}}}]},)"
       R"({"role":"tool","tool_call_id":"c1","content":"sunny"}])");
   CHECK(chat.chat_template() == "{{ messages | length }}");
+  // Arguments that are not a JSON object stay a string; an empty list of calls is dropped.
+  const absl::StatusOr<OpenAiRequest> odd = ParseChatCompletionRequest(
+      R"({"model":"m","messages":[{"role":"assistant","content":"x","tool_calls":[]},)"
+      R"({"role":"assistant","content":null,"tool_calls":[{"function":{"name":"f","arguments":"[1"}},)"
+      R"({"function":{"name":"g","arguments":""}}]}]})");
+  REQUIRE(odd.ok());
+  CHECK(odd->generate.chat().messages_json() ==
+        R"([{"role":"assistant","content":"x"},{"role":"assistant","content":null,"tool_calls":[)"
+        R"({"function":{"name":"f","arguments":"[1"}},{"function":{"name":"g","arguments":{}}}]}])");
   CHECK_FALSE(request->generate.has_add_special_tokens());
   const absl::StatusOr<OpenAiRequest> with_bos = ParseChatCompletionRequest(
       R"({"model":"m","messages":[{"role":"user","content":"x"}],"add_special_tokens":true})");
