@@ -113,6 +113,27 @@ TEST_CASE("runaway templates stop at the render limits", "[unit][jinja]") {
   CHECK(steps.status().code() == absl::StatusCode::kResourceExhausted);
 }
 
+TEST_CASE("long operator and attribute chains are refused when parsing", "[unit][jinja]") {
+  // A left-deep tree as deep as the chain is long would be evaluated and freed by recursion.
+  std::string attributes = "{{ x";
+  for (int i = 0; i < 100000; ++i) attributes += ".a";
+  attributes += " }}";
+  std::string sums = "{{ 1";
+  for (int i = 0; i < 100000; ++i) sums += " + 1";
+  sums += " }}";
+  std::string filters = "{{ 'a'";
+  for (int i = 0; i < 1000; ++i) filters += " | trim";
+  filters += " }}";
+  for (const std::string& source : {attributes, sums, filters}) {
+    auto parsed = Template::Parse(source, ParseOptions());
+    REQUIRE_FALSE(parsed.ok());
+    CHECK_THAT(Message(parsed.status()), Catch::Contains("expression chain is too long"));
+  }
+  std::string fine = "{{ 1";
+  for (int i = 0; i < 200; ++i) fine += " + 1";
+  CHECK(Render(fine + " }}").value() == "201");
+}
+
 TEST_CASE("deeply nested template expressions are refused when parsing", "[unit][jinja]") {
   const std::string parens = "{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}";
   CHECK(Template::Parse(parens, ParseOptions()).status().code() == absl::StatusCode::kInvalidArgument);

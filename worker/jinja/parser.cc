@@ -18,6 +18,7 @@ namespace {
 // Nesting of expressions and statements the parser accepts, so that a hostile template cannot exhaust
 // the stack while it loads (or later while it renders, since evaluation recursion follows the tree).
 constexpr int kMaxParseDepth = 150;
+constexpr int kMaxChainLength = 256;  // operators in one left-associative chain (a + b + ...)
 
 class Parser {
  public:
@@ -466,27 +467,30 @@ class Parser {
     return expr;
   }
 
-  absl::StatusOr<ExprPtr> ParseOr() {
-    ASSIGN_OR_RETURN(ExprPtr left, ParseAnd());
-    while (IsName("or")) {
+  // `operand (op operand)*`, left-associative, for the operators in `ops` (keywords when `keywords`).
+  absl::StatusOr<ExprPtr> ParseChain(absl::StatusOr<ExprPtr> (Parser::*parse_operand)(),
+                                     std::initializer_list<const char*> ops, bool keywords) {
+    ASSIGN_OR_RETURN(ExprPtr left, (this->*parse_operand)());
+    for (int length = 1;; ++length) {
+      const char* op = nullptr;
+      for (const char* candidate : ops) {
+        if (keywords ? IsName(candidate) : IsOperator(candidate)) {
+          op = candidate;
+          break;
+        }
+      }
+      if (op == nullptr) return left;
+      // Each link makes the tree one level deeper, and evaluating and freeing it recurse that deep.
+      if (length > kMaxChainLength) return Fail("expression chain is too long");
       const int line = Current().line;
       Advance();
-      ASSIGN_OR_RETURN(ExprPtr right, ParseAnd());
-      left = MakeBinary("or", std::move(left), std::move(right), line);
+      ASSIGN_OR_RETURN(ExprPtr right, (this->*parse_operand)());
+      left = MakeBinary(op, std::move(left), std::move(right), line);
     }
-    return left;
   }
 
-  absl::StatusOr<ExprPtr> ParseAnd() {
-    ASSIGN_OR_RETURN(ExprPtr left, ParseNot());
-    while (IsName("and")) {
-      const int line = Current().line;
-      Advance();
-      ASSIGN_OR_RETURN(ExprPtr right, ParseNot());
-      left = MakeBinary("and", std::move(left), std::move(right), line);
-    }
-    return left;
-  }
+  absl::StatusOr<ExprPtr> ParseOr() { return ParseChain(&Parser::ParseAnd, {"or"}, true); }
+  absl::StatusOr<ExprPtr> ParseAnd() { return ParseChain(&Parser::ParseNot, {"and"}, true); }
 
   absl::StatusOr<ExprPtr> ParseNot() {
     if (IsName("not")) {
@@ -535,51 +539,11 @@ class Parser {
     return compare;
   }
 
-  absl::StatusOr<ExprPtr> ParseMath1() {
-    ASSIGN_OR_RETURN(ExprPtr left, ParseConcat());
-    while (IsOperator("+") || IsOperator("-")) {
-      const std::string op = Current().value;
-      const int line = Current().line;
-      Advance();
-      ASSIGN_OR_RETURN(ExprPtr right, ParseConcat());
-      left = MakeBinary(op, std::move(left), std::move(right), line);
-    }
-    return left;
-  }
-
-  absl::StatusOr<ExprPtr> ParseConcat() {
-    ASSIGN_OR_RETURN(ExprPtr left, ParseMath2());
-    while (IsOperator("~")) {
-      const int line = Current().line;
-      Advance();
-      ASSIGN_OR_RETURN(ExprPtr right, ParseMath2());
-      left = MakeBinary("~", std::move(left), std::move(right), line);
-    }
-    return left;
-  }
-
-  absl::StatusOr<ExprPtr> ParseMath2() {
-    ASSIGN_OR_RETURN(ExprPtr left, ParsePow());
-    while (IsOperator("*") || IsOperator("/") || IsOperator("//") || IsOperator("%")) {
-      const std::string op = Current().value;
-      const int line = Current().line;
-      Advance();
-      ASSIGN_OR_RETURN(ExprPtr right, ParsePow());
-      left = MakeBinary(op, std::move(left), std::move(right), line);
-    }
-    return left;
-  }
-
-  absl::StatusOr<ExprPtr> ParsePow() {
-    ASSIGN_OR_RETURN(ExprPtr left, ParseUnary(true));
-    while (IsOperator("**")) {
-      const int line = Current().line;
-      Advance();
-      ASSIGN_OR_RETURN(ExprPtr right, ParseUnary(true));
-      left = MakeBinary("**", std::move(left), std::move(right), line);
-    }
-    return left;
-  }
+  absl::StatusOr<ExprPtr> ParseMath1() { return ParseChain(&Parser::ParseConcat, {"+", "-"}, false); }
+  absl::StatusOr<ExprPtr> ParseConcat() { return ParseChain(&Parser::ParseMath2, {"~"}, false); }
+  absl::StatusOr<ExprPtr> ParseMath2() { return ParseChain(&Parser::ParsePow, {"*", "/", "//", "%"}, false); }
+  absl::StatusOr<ExprPtr> ParsePow() { return ParseChain(&Parser::ParseFilteredUnary, {"**"}, false); }
+  absl::StatusOr<ExprPtr> ParseFilteredUnary() { return ParseUnary(true); }
 
   absl::StatusOr<ExprPtr> ParseUnary(bool with_filter) {
     DepthGuard guard(&depth_);
@@ -696,7 +660,8 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParsePostfix(ExprPtr node) {
-    while (true) {
+    for (int length = 0;; ++length) {
+      if (length > kMaxChainLength) return Fail("expression chain is too long");
       if (IsOperator(".") || IsOperator("[")) {
         ASSIGN_OR_RETURN(node, ParseSubscript(std::move(node)));
       } else if (IsOperator("(")) {
@@ -708,7 +673,8 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseFilterExpression(ExprPtr node) {
-    while (true) {
+    for (int length = 0;; ++length) {
+      if (length > kMaxChainLength) return Fail("expression chain is too long");
       if (IsOperator("|")) {
         ASSIGN_OR_RETURN(node, ParseFilters(std::move(node), false));
       } else if (IsName("is")) {
@@ -844,7 +810,8 @@ class Parser {
   }
 
   absl::StatusOr<ExprPtr> ParseFilters(ExprPtr node, bool start_inline) {
-    while (IsOperator("|") || start_inline) {
+    for (int length = 0; IsOperator("|") || start_inline; ++length) {
+      if (length > kMaxChainLength) return Fail("expression chain is too long");
       if (!start_inline) Advance();
       start_inline = false;
       const int line = Current().line;
