@@ -159,6 +159,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       accepted_ = true;
       alarm = std::move(accept_alarm_);
     }
+    LLMC_LOG(Debug).With("request_id", request_.request_id()) << "the worker accepted the stream";
   }
 
   void OnAcceptTimeout(uint64_t attempt) {
@@ -169,6 +170,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       accept_timed_out_ = true;
       call = call_;
     }
+    LLMC_LOG(Debug).With("request_id", request_.request_id()) << "accept timeout: cancelling the stream";
     // Before StartGenerateCall returned, call_ is not set yet: OnPicked cancels it then.
     if (call != nullptr) call->Cancel();
   }

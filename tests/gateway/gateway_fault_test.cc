@@ -113,8 +113,9 @@ TEST_CASE("fault: a worker stopped mid-stream (SIGSTOP): its client gets a timeo
                                                         "--dispatch_policy=lottery", "--dispatch_seed=7"});
   WorkerProcess first(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "first"));
   WorkerProcess second(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "second"));
-  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
-                         {"--routing_refresh_interval=200ms", "--request_timeout=5s", "--worker_accept_timeout=1s"});
+  GatewayProcess gateway(
+      LLMC_GATEWAY_BINARY, controller.address(),
+      {"--routing_refresh_interval=200ms", "--request_timeout=5s", "--worker_accept_timeout=1s", "--log_level=debug"});
   REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(10)));
   REQUIRE(gateway.WaitHealthy());
 
@@ -131,7 +132,7 @@ TEST_CASE("fault: a worker stopped mid-stream (SIGSTOP): its client gets a timeo
         return serving != nullptr;
       },
       absl::Seconds(10)));
-  serving->process().Signal(SIGSTOP);
+  REQUIRE(serving->process().StopAndWait(absl::Seconds(10)));
   // Continued before the processes are stopped at the end, whatever fails in between.
   struct Continue {
     WorkerProcess* worker;
@@ -141,8 +142,10 @@ TEST_CASE("fault: a worker stopped mid-stream (SIGSTOP): its client gets a timeo
   // New requests: those picked for the stopped worker move on when it does not accept them in time.
   for (int i = 0; i < 12; ++i) {
     const HttpReply reply = PostJson(gateway.port(), "/v1/chat/completions", ChatBody(3));
-    INFO("request " << i << ": " << reply.status << " " << reply.body);
-    REQUIRE(reply.status == 200);
+    if (reply.status != 200) {
+      FAIL("request " << i << ": " << reply.status << " " << reply.body << "\ngateway log:\n"
+                      << gateway.process().ReadLog());
+    }
   }
   INFO("gateway log:\n" << gateway.process().ReadLog());
   CHECK(ScrapeMetric(gateway.port(), "llmc_gateway_worker_retries_total").value_or(0) >= 1);

@@ -76,6 +76,23 @@ void ChildProcess::Signal(int signal_number) {
   if (running()) kill(pid_, signal_number);
 }
 
+bool ChildProcess::StopAndWait(absl::Duration timeout) {
+  if (!running() || kill(pid_, SIGSTOP) != 0) return false;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int status = 0;
+    // The parent hears of a stop once the whole thread group has stopped.
+    const pid_t done = waitpid(pid_, &status, WUNTRACED | WNOHANG);
+    if (done == pid_ && WIFSTOPPED(status)) return true;
+    if (done == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return false;
+    }
+    if (done < 0 || absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
 bool ChildProcess::running() {
   if (exit_code_) return false;
   return !WaitForExit(absl::ZeroDuration()).has_value();

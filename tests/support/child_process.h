@@ -25,6 +25,10 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   void Signal(int signal_number);
+  // Sends SIGSTOP and waits until every thread has stopped: the kernel stops a process's threads only as
+  // they are scheduled, so on a loaded machine a thread may still serve for a moment after kill() returns.
+  // False when it did not stop within `timeout` (or is not running).
+  bool StopAndWait(absl::Duration timeout);
   // The exit code (128 + signal when killed by one), or nullopt if still running after `timeout`.
   std::optional<int> WaitForExit(absl::Duration timeout);
   bool running();
