@@ -163,14 +163,23 @@ void SendError(ResponseWriter& writer, const absl::Status& status, uint32_t retr
   writer.Send(HttpStatusOf(status), kJson, ErrorEnvelope(status), std::move(headers));
 }
 
-void CompletionHandler::Handle(OpenAiKind kind, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) {
-  if (request.body().size() <= kInlineParseBytes) return ParseAndDispatch(kind, request.body(), std::move(writer));
+void WithBody(BoundedExecutor& large_bodies, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer,
+              uint32_t retry_after_seconds,
+              std::function<void(std::string_view body, std::shared_ptr<ResponseWriter> writer)> parse) {
+  if (request.body().size() <= CompletionHandler::kInlineParseBytes) return parse(request.body(), std::move(writer));
   auto body = std::make_shared<std::string>(request.body());
-  const bool queued = large_bodies_.TrySubmit([this, kind, body, writer] { ParseAndDispatch(kind, *body, writer); });
+  const bool queued = large_bodies.TrySubmit([body, writer, parse] { parse(*body, writer); });
   if (!queued) {
     SendError(*writer, absl::ResourceExhaustedError("the gateway is busy reading other large requests; retry shortly"),
-              options_.retry_after_seconds);
+              retry_after_seconds);
   }
+}
+
+void CompletionHandler::Handle(OpenAiKind kind, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) {
+  WithBody(large_bodies_, request, std::move(writer), options_.retry_after_seconds,
+           [this, kind](std::string_view body, std::shared_ptr<ResponseWriter> writer) {
+             ParseAndDispatch(kind, body, std::move(writer));
+           });
 }
 
 void CompletionHandler::ParseAndDispatch(OpenAiKind kind, std::string_view body,

@@ -1,6 +1,7 @@
 #ifndef LLMC_GATEWAY_COMPLETION_HANDLER_H_
 #define LLMC_GATEWAY_COMPLETION_HANDLER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +50,12 @@ class CompletionHandler {
 
 // An error answer in the OpenAI envelope, with Retry-After on 429.
 void SendError(ResponseWriter& writer, const absl::Status& status, uint32_t retry_after_seconds);
+
+// Runs `parse` on the request's body: on this (I/O) thread for a body up to
+// CompletionHandler::kInlineParseBytes, else on `large_bodies`, answering 429 when that is full.
+void WithBody(BoundedExecutor& large_bodies, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer,
+              uint32_t retry_after_seconds,
+              std::function<void(std::string_view body, std::shared_ptr<ResponseWriter> writer)> parse);
 
 }  // namespace llmc::gateway
 

@@ -4,7 +4,9 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "gateway/http/http_router.h"
 #include "gateway/openai/openai_error.h"
+#include "gateway/web/chat_page.h"
 #include "nlohmann/json.hpp"
 #include "prometheus/text_serializer.h"
 
@@ -31,6 +33,19 @@ HttpServerOptions HttpOptionsFrom(const config::GatewayConfig& config) {
   return options;
 }
 
+// One entry of /v1/models, and the answer of /v1/models/{id}.
+nlohmann::ordered_json ModelJson(const v1::ModelSummary& model, int64_t created) {
+  return {{"id", model.info().name()},
+          {"object", "model"},
+          {"created", created},
+          {"owned_by", "llmc"},
+          {"max_model_len", model.info().max_context_length()},
+          {"dtype", model.info().dtype()},
+          {"quantization", model.info().quantization().empty() ? "none" : model.info().quantization()},
+          {"num_workers", model.num_workers()},
+          {"num_ready", model.num_ready()}};
+}
+
 }  // namespace
 
 GatewayServer::GatewayServer(config::GatewayConfig config)
@@ -46,8 +61,10 @@ GatewayServer::GatewayServer(config::GatewayConfig config)
               }),
       dispatcher_(router_, channels_, {config_.max_attempts, config_.worker_accept_timeout},
                   [metrics = metrics_] { metrics->CountRetries(1); }),
+      worker_calls_(router_, channels_, config_.max_attempts),
       completions_(dispatcher_, *metrics_, large_bodies_,
                    {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}),
+      tokenize_(worker_calls_, router_, large_bodies_, {config_.request_timeout, config_.retry_after_seconds}),
       large_bodies_(kLargeBodyThreads, kLargeBodyQueue) {}
 
 GatewayServer::~GatewayServer() { Shutdown(); }
@@ -59,13 +76,41 @@ void GatewayServer::AddRoutes() {
   http_->Route("POST", "/v1/completions", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
     completions_.Handle(OpenAiKind::kCompletion, request, std::move(w));
   });
+  http_->Route("POST", "/tokenize", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
+    tokenize_.HandleTokenize(request, std::move(w));
+  });
+  http_->Route("POST", "/detokenize", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
+    tokenize_.HandleDetokenize(request, std::move(w));
+  });
   http_->Route("GET", "/v1/models",
                [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleModels(std::move(w)); });
+  http_->Route("GET", "/v1/models/*", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
+    HandleModel(HttpRouter::Remainder("/v1/models/*", {request.target().data(), request.target().size()}),
+                std::move(w));
+  });
+  if (config_.serve_web_chat) {
+    // The page itself carries no secret (the API key stays in the browser), so it needs none to load.
+    http_->Route(
+        "GET", "/",
+        [](const HttpRequest&, std::shared_ptr<ResponseWriter> w) {
+          w->Send(200, "text/html; charset=utf-8", std::string(ChatPageHtml()),
+                  {{"Content-Security-Policy",
+                    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; "
+                    "connect-src *; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+                   {"X-Content-Type-Options", "nosniff"},
+                   {"Cache-Control", "no-cache"}});
+        },
+        /*requires_auth=*/false);
+  }
+  http_->Route(
+      "GET", "/version", [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleVersion(std::move(w)); },
+      /*requires_auth=*/false);
   http_->Route(
       "GET", "/health", [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleHealth(std::move(w)); },
       /*requires_auth=*/false);
-  http_->Route("GET", "/metrics",
-               [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleMetrics(std::move(w)); });
+  http_->Route(
+      "GET", "/metrics", [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleMetrics(std::move(w)); },
+      config_.metrics_require_api_key);
 }
 
 absl::Status GatewayServer::Start() {
@@ -82,6 +127,7 @@ void GatewayServer::Shutdown() {
   if (http_ != nullptr) http_->Stop();
   large_bodies_.Shutdown();
   dispatcher_.Shutdown();
+  worker_calls_.Shutdown();
   router_.Stop();
 }
 
@@ -90,19 +136,27 @@ void GatewayServer::HandleModels(std::shared_ptr<ResponseWriter> writer) {
     if (!models.ok()) return SendError(*writer, models.status(), 1);
     nlohmann::ordered_json data = nlohmann::ordered_json::array();
     const int64_t created = absl::ToUnixSeconds(absl::Now());
-    for (const v1::ModelSummary& model : *models) {
-      data.push_back({{"id", model.info().name()},
-                      {"object", "model"},
-                      {"created", created},
-                      {"owned_by", "llmc"},
-                      {"max_model_len", model.info().max_context_length()},
-                      {"dtype", model.info().dtype()},
-                      {"quantization", model.info().quantization().empty() ? "none" : model.info().quantization()},
-                      {"num_workers", model.num_workers()},
-                      {"num_ready", model.num_ready()}});
-    }
+    for (const v1::ModelSummary& model : *models) data.push_back(ModelJson(model, created));
     writer->Send(200, "application/json", nlohmann::ordered_json{{"object", "list"}, {"data", data}}.dump());
   });
+}
+
+void GatewayServer::HandleModel(const std::string& id, std::shared_ptr<ResponseWriter> writer) {
+  router_.ListModels([id, writer](absl::StatusOr<std::vector<v1::ModelSummary>> models) {
+    if (!models.ok()) return SendError(*writer, models.status(), 1);
+    for (const v1::ModelSummary& model : *models) {
+      if (model.info().name() == id) {
+        return writer->Send(200, "application/json", ModelJson(model, absl::ToUnixSeconds(absl::Now())).dump());
+      }
+    }
+    SendError(
+        *writer,
+        WithErrorCode(absl::NotFoundError(absl::StrCat("The model '", id, "' does not exist")), "model_not_found"), 1);
+  });
+}
+
+void GatewayServer::HandleVersion(std::shared_ptr<ResponseWriter> writer) {
+  writer->Send(200, "application/json", nlohmann::ordered_json{{"version", LLMC_VERSION}}.dump());
 }
 
 void GatewayServer::HandleHealth(std::shared_ptr<ResponseWriter> writer) {

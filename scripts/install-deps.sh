@@ -16,6 +16,8 @@ packages=(
   libtorch-dev python3-torch python3-numpy libopenblas0-openmp
   # tests and tools (python3-jinja2: the reference renderer for the chat-template parity test)
   catch2 curl python3-jinja2
+  # headless browser for the web chat page test (driven by puppeteer-core from npm)
+  chromium
 )
 
 # Node.js runs the reference tokenizers in tests. Some images ship a Node.js build that bundles npm

@@ -16,6 +16,8 @@ struct GatewayConfig {
   std::string controller_address = "127.0.0.1:21001";
   std::vector<std::string> api_keys;                    // empty: no authentication
   std::vector<std::string> cors_allow_origins = {"*"};  // empty: no CORS headers
+  bool metrics_require_api_key = true;                  // false: Prometheus may scrape /metrics without a key
+  bool serve_web_chat = true;                           // the chat page at /
   uint32_t num_threads = 4;                             // HTTP I/O threads
   uint64_t max_body_bytes = 8 << 20;
   uint32_t max_header_bytes = 16 << 10;
@@ -37,6 +39,9 @@ struct GatewayConfig {
     v("controller_address", controller_address, "host:port of the controller");
     v("api_keys", api_keys, "accepted bearer API keys; empty list disables authentication");
     v("cors_allow_origins", cors_allow_origins, "origins allowed by CORS (* for any); empty disables CORS");
+    v("metrics_require_api_key", metrics_require_api_key,
+      "whether /metrics needs an API key when api_keys are set (/health never does, for probes)");
+    v("serve_web_chat", serve_web_chat, "serve the browser chat page at /");
     v("num_threads", num_threads, "HTTP I/O threads");
     v("max_body_bytes", max_body_bytes, "largest request body accepted (at most 32 MiB); larger gets 413");
     v("max_header_bytes", max_header_bytes, "largest request header block accepted");

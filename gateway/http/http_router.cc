@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -39,8 +40,22 @@ absl::string_view HttpRouter::PathOf(absl::string_view target) {
 
 HttpRouter::Lookup HttpRouter::Find(absl::string_view method, absl::string_view target) const {
   Lookup lookup;
-  const auto path = routes_.find(PathOf(target));
+  const absl::string_view wanted = PathOf(target);
+  auto path = routes_.find(wanted);
+  if (path == routes_.end()) {
+    size_t longest = 0;
+    for (auto it = routes_.begin(); it != routes_.end(); ++it) {
+      const absl::string_view route_path = it->first;
+      if (!absl::EndsWith(route_path, "/*")) continue;
+      const absl::string_view prefix = route_path.substr(0, route_path.size() - 1);
+      if (wanted.size() > prefix.size() && absl::StartsWith(wanted, prefix) && prefix.size() > longest) {
+        longest = prefix.size();
+        path = it;
+      }
+    }
+  }
   if (path == routes_.end()) return lookup;
+  lookup.route_path = path->first;
   std::vector<absl::string_view> methods;
   for (const auto& [name, route] : path->second) {
     methods.push_back(name);
@@ -51,7 +66,26 @@ HttpRouter::Lookup HttpRouter::Find(absl::string_view method, absl::string_view 
   return lookup;
 }
 
-bool HttpRouter::HasPath(absl::string_view target) const { return routes_.find(PathOf(target)) != routes_.end(); }
+bool HttpRouter::HasPath(absl::string_view target) const { return Find("", target).match != Match::kNotFound; }
+
+std::string HttpRouter::Remainder(absl::string_view route_path, absl::string_view target) {
+  const absl::string_view path = PathOf(target);
+  const size_t prefix = route_path.size() - 1;  // without the "*"
+  const absl::string_view rest = path.size() > prefix ? path.substr(prefix) : absl::string_view();
+  const auto hex = [](char c) { return absl::ascii_isdigit(c) ? c - '0' : absl::ascii_tolower(c) - 'a' + 10; };
+  std::string decoded;
+  decoded.reserve(rest.size());
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == '%' && i + 2 < rest.size() && absl::ascii_isxdigit(rest[i + 1]) &&
+        absl::ascii_isxdigit(rest[i + 2])) {
+      decoded.push_back(static_cast<char>(hex(rest[i + 1]) * 16 + hex(rest[i + 2])));
+      i += 2;
+    } else {
+      decoded.push_back(rest[i]);
+    }
+  }
+  return decoded;
+}
 
 bool HttpRouter::KnowsMethod(absl::string_view method) const {
   for (const auto& [path, methods] : routes_) {

@@ -16,7 +16,7 @@ class HttpRouter {
  public:
   struct Route {
     std::string method;
-    std::string path;
+    std::string path;  // a prefix route's path ends with "*": "/v1/models/*"
     HttpHandler handler;
     bool requires_auth = true;
   };
@@ -26,14 +26,16 @@ class HttpRouter {
     Match match = Match::kNotFound;
     const Route* route = nullptr;  // set when kFound
     std::string allow;             // the path's methods, "GET, POST" (empty when kNotFound)
+    std::string route_path;        // the matched route's path, for metric labels (empty when kNotFound)
   };
 
   HttpRouter(std::vector<std::string> api_keys, std::vector<std::string> cors_allow_origins);
 
-  // A later route for the same method and path replaces the earlier one.
+  // A later route for the same method and path replaces the earlier one. A path ending with "/*" matches
+  // every longer path under it ("/v1/models/*": "/v1/models/Qwen/Qwen3-0.6B"); exact paths win.
   void Add(std::string method, std::string path, HttpHandler handler, bool requires_auth);
 
-  // `target` may carry a query string; only the path is matched, exactly.
+  // `target` may carry a query string; only the path is matched, exactly or by the longest prefix route.
   Lookup Find(absl::string_view method, absl::string_view target) const;
   bool HasPath(absl::string_view target) const;
   // Whether some route uses `method` (keeps metric labels bounded).
@@ -49,6 +51,9 @@ class HttpRouter {
   std::string AllowedOrigin(absl::string_view origin) const;
 
   static absl::string_view PathOf(absl::string_view target);
+  // What a prefix route matched: "Qwen/Qwen3-0.6B" for "/v1/models/*" and "/v1/models/Qwen/Qwen3-0.6B",
+  // percent-decoded.
+  static std::string Remainder(absl::string_view route_path, absl::string_view target);
 
  private:
   std::vector<std::string> api_keys_;

@@ -326,7 +326,7 @@ void HttpSession::Dispatch(const HttpRequest& request) {
   const absl::string_view method = View(request.method_string());
   const absl::string_view target = View(request.target());
   const HttpRouter::Lookup lookup = router.Find(method, target);
-  if (lookup.match != HttpRouter::Match::kNotFound) exchange_.route = std::string(HttpRouter::PathOf(target));
+  if (lookup.match != HttpRouter::Match::kNotFound) exchange_.route = lookup.route_path;
 
   if (method == "OPTIONS" && lookup.match == HttpRouter::Match::kMethodNotAllowed) {
     // A CORS preflight (or a plain OPTIONS): no authentication, since browsers send none with it.

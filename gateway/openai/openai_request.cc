@@ -78,7 +78,9 @@ absl::Status CheckJsonShape(std::string_view body) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<json> ParseBody(std::string_view body) {
+}  // namespace
+
+absl::StatusOr<json> ParseRequestBody(std::string_view body) {
   if (const std::optional<size_t> bad = FindInvalidUtf8(absl::string_view(body.data(), body.size()))) {
     return InvalidParameter("",
                             absl::StrCat("the request body is not valid UTF-8 (first bad byte at offset ", *bad, ")"));
@@ -104,6 +106,26 @@ absl::StatusOr<json> ParseBody(std::string_view body) {
   }
   return parsed;
 }
+
+absl::StatusOr<std::vector<int32_t>> ReadTokenIds(const json& ids, std::string_view param_view) {
+  const std::string param(param_view);
+  std::vector<int32_t> out;
+  out.reserve(ids.size());
+  for (const json& id : ids) {
+    if (!id.is_number_integer()) {
+      return InvalidParameter(
+          param, absl::StrCat("'", param, "' must hold only token ids (integers), not ", DescribeJsonType(id)));
+    }
+    if (id.is_number_unsigned() ? id.get<uint64_t>() > static_cast<uint64_t>(kMaxTokenId) : id.get<int64_t>() < 0) {
+      return InvalidParameter(param, absl::StrCat("'", param, "' holds ", DumpJson(id), ", which is not a token id"));
+    }
+    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  if (out.empty()) return InvalidParameter(param, absl::StrCat("the token id list of '", param, "' is empty"));
+  return out;
+}
+
+namespace {
 
 absl::Status ParseModel(const FieldReader& fields, OpenAiRequest& request) {
   ASSIGN_OR_RETURN(const std::optional<std::string> model, fields.String("model"));
@@ -317,23 +339,6 @@ absl::Status ParseChatLogprobs(const FieldReader& fields, OpenAiRequest& request
 
 // --- completions ---
 
-absl::StatusOr<std::vector<int32_t>> ReadTokenIds(const json& ids) {
-  std::vector<int32_t> out;
-  out.reserve(ids.size());
-  for (const json& id : ids) {
-    if (!id.is_number_integer()) {
-      return InvalidParameter("prompt",
-                              absl::StrCat("a token-id prompt must hold only integers, not ", DescribeJsonType(id)));
-    }
-    if (id.is_number_unsigned() ? id.get<uint64_t>() > static_cast<uint64_t>(kMaxTokenId) : id.get<int64_t>() < 0) {
-      return InvalidParameter("prompt", absl::StrCat("the prompt holds ", DumpJson(id), ", which is not a token id"));
-    }
-    out.push_back(static_cast<int32_t>(id.get<int64_t>()));
-  }
-  if (out.empty()) return InvalidParameter("prompt", "the prompt's token id list is empty");
-  return out;
-}
-
 absl::Status SeveralPrompts(size_t count) {
   return InvalidParameter("prompt", absl::StrCat("the request holds ", count,
                                                  " prompts, but this server supports one prompt per request; send "
@@ -344,7 +349,7 @@ absl::Status ParsePrompt(const FieldReader& fields, OpenAiRequest& request) {
   const json* prompt = fields.Find("prompt");
   if (prompt == nullptr) return InvalidParameter("prompt", "'prompt' is required");
   const auto set_ids = [&](const json& ids) -> absl::Status {
-    ASSIGN_OR_RETURN(const std::vector<int32_t> parsed, ReadTokenIds(ids));
+    ASSIGN_OR_RETURN(const std::vector<int32_t> parsed, ReadTokenIds(ids, "prompt"));
     request.generate.mutable_prompt_token_ids()->mutable_ids()->Add(parsed.begin(), parsed.end());
     return absl::OkStatus();
   };
@@ -390,7 +395,7 @@ absl::Status ParseCompletionOptions(const FieldReader& fields, OpenAiRequest& re
 }  // namespace
 
 absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) {
-  ASSIGN_OR_RETURN(const json parsed, ParseBody(body));
+  ASSIGN_OR_RETURN(const json parsed, ParseRequestBody(body));
   OpenAiRequest request;
   RETURN_IF_ERROR(ParseCommon(parsed, OpenAiKind::kChat, request));
   // Parsed again keeping the client's key order, which the chat template's tojson shows the model.
@@ -401,7 +406,7 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) 
 }
 
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body) {
-  ASSIGN_OR_RETURN(const json parsed, ParseBody(body));
+  ASSIGN_OR_RETURN(const json parsed, ParseRequestBody(body));
   OpenAiRequest request;
   RETURN_IF_ERROR(ParseCommon(parsed, OpenAiKind::kCompletion, request));
   const FieldReader fields(parsed);

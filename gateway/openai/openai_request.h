@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "llmc/v1/worker.pb.h"
+#include "nlohmann/json.hpp"
 
 namespace llmc::gateway {
 
@@ -32,6 +34,13 @@ struct OpenAiRequest {
   // The number of choices (`n`, at least 1).
   uint32_t num_choices() const { return generate.sampling().n() == 0 ? 1 : generate.sampling().n(); }
 };
+
+// The JSON body of a request as an object: valid UTF-8, nested at most limits::kMaxJsonDepth deep, and
+// INVALID_ARGUMENT saying where the parse failed otherwise.
+absl::StatusOr<nlohmann::json> ParseRequestBody(std::string_view body);
+
+// A JSON array of token ids (non-empty, each in [0, 2^31)); errors name `param`.
+absl::StatusOr<std::vector<int32_t>> ReadTokenIds(const nlohmann::json& ids, std::string_view param);
 
 // Parse and validate the JSON body of POST /v1/chat/completions or /v1/completions. Errors are
 // INVALID_ARGUMENT naming the offending parameter (see ParameterOf); unknown fields are ignored.

@@ -9,23 +9,37 @@
 
 namespace llmc::testing {
 
-std::string SmallModelPackage(const std::string& quantize) {
+namespace {
+
+// Exports a small random-weight package once per test process and `key`.
+std::string ExportOnce(const std::string& key, const std::string& name, const std::string& tokenizer,
+                       const std::string& seed, const std::string& eos, const std::string& quantize) {
   static std::mutex mu;
   static std::map<std::string, std::string>* packages = new std::map<std::string, std::string>();
   std::lock_guard<std::mutex> lock(mu);
-  std::string& package = (*packages)[quantize];
+  std::string& package = (*packages)[key];
   if (package.empty()) {
-    const std::string out = MakeTempDir("llmc-small-model-" + quantize) + "/" + kSmallModelName;
+    const std::string out = MakeTempDir("llmc-small-model-" + key) + "/" + name;
     const CommandResult result =
         RunCommand(LLMC_PYTHON,
                    {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--random", "--preset", "small", "--seed",
-                    "1", "--dtype", "bfloat16", "--eos-token-id", "151645", "--name", kSmallModelName, "--tokenizer",
-                    TokenizerJsonPath("qwen3"), "--quantize", quantize, "--out", out},
+                    seed, "--dtype", "bfloat16", "--eos-token-id", eos, "--name", name, "--tokenizer",
+                    TokenizerJsonPath(tokenizer), "--quantize", quantize, "--out", out},
                    absl::Seconds(240));
-    if (result.exit_code != 0) throw std::runtime_error("exporting the small model failed:\n" + result.output);
+    if (result.exit_code != 0) throw std::runtime_error("exporting " + name + " failed:\n" + result.output);
     package = out;
   }
   return package;
+}
+
+}  // namespace
+
+std::string SmallModelPackage(const std::string& quantize) {
+  return ExportOnce(quantize, kSmallModelName, "qwen3", "1", "151645", quantize);
+}
+
+std::string SecondSmallModelPackage() {
+  return ExportOnce("second", kSecondSmallModelName, "llama3", "2", "128009", "none");
 }
 
 std::vector<std::string> SmallWorkerArgs(const std::string& controller_address, const std::string& worker_id,

@@ -15,6 +15,11 @@ inline constexpr char kSmallModelName[] = "llmc-small";
 // `quantize` "int8": the same weights exported with --quantize int8 (one scale per output row).
 std::string SmallModelPackage(const std::string& quantize = "none");
 
+// The name the second small package serves under, and the package: the same shape with other random
+// weights (seed 2) and the 128k-token Llama 3 vocabulary, for tests that serve two different models.
+inline constexpr char kSecondSmallModelName[] = "llmc-small-llama3";
+std::string SecondSmallModelPackage();
+
 // Flags for an llmc-worker serving the small package on CPU with one intra-op thread and a modest KV
 // cache, registered at `controller_address` as `worker_id`; `extra` goes last.
 std::vector<std::string> SmallWorkerArgs(const std::string& controller_address, const std::string& worker_id,

@@ -176,12 +176,14 @@ absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request
   switch (request.input_case()) {
     case v1::TokenizeRequest::kText: {
       // The same encoding Generate applies to a prompt, so counts agree.
-      ASSIGN_OR_RETURN(ids, Encode(request.text(), /*add_special_tokens=*/true, "text", model));
+      ASSIGN_OR_RETURN(ids, Encode(request.text(), !request.has_add_special_tokens() || request.add_special_tokens(),
+                                   "text", model));
       break;
     }
     case v1::TokenizeRequest::kChat: {
       ASSIGN_OR_RETURN(const std::string text, RenderChat(request.chat(), model));
-      ASSIGN_OR_RETURN(ids, Encode(text, /*add_special_tokens=*/false, "chat", model));
+      ASSIGN_OR_RETURN(ids,
+                       Encode(text, request.has_add_special_tokens() && request.add_special_tokens(), "chat", model));
       break;
     }
     case v1::TokenizeRequest::INPUT_NOT_SET:

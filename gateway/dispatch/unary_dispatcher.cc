@@ -1,0 +1,162 @@
+#include "gateway/dispatch/unary_dispatcher.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "common/logging.h"
+#include "common/status_codes.h"
+
+namespace llmc::gateway {
+
+// One call: pick → call → (UNAVAILABLE) pick again.
+class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
+ public:
+  UnaryRun(UnaryDispatcher& dispatcher, std::string model, absl::Time deadline, UnaryStarter start,
+           std::function<void(absl::Status)> done)
+      : dispatcher_(dispatcher),
+        model_(std::move(model)),
+        deadline_(deadline),
+        start_(std::move(start)),
+        done_(std::move(done)) {}
+
+  void PickNext() {
+    std::vector<std::string> excluded;
+    {
+      absl::MutexLock lock(&mu_);
+      if (cancelled_) return Finish(absl::UnavailableError("the gateway is shutting down"));
+      excluded = failed_workers_;
+    }
+    auto pick = dispatcher_.router_.Pick(
+        model_, excluded,
+        [self = shared_from_this()](absl::StatusOr<PickedWorker> picked) { self->OnPicked(std::move(picked)); });
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!picked_) {
+        pick_ = pick;
+        cancel = cancelled_;
+      }
+    }
+    if (cancel) pick->Cancel();
+  }
+
+  void Cancel() {
+    std::shared_ptr<PendingPick> pick;
+    std::shared_ptr<grpc::ClientContext> context;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      pick = pick_;
+      context = context_;
+    }
+    if (pick != nullptr) pick->Cancel();
+    if (context != nullptr) context->TryCancel();
+  }
+
+ private:
+  void OnPicked(absl::StatusOr<PickedWorker> picked) {
+    auto context = std::make_shared<grpc::ClientContext>();
+    context->set_deadline(absl::ToChronoTime(deadline_));
+    bool cancelled = false;
+    absl::Status last_failure;
+    {
+      absl::MutexLock lock(&mu_);
+      picked_ = true;
+      pick_.reset();
+      cancelled = cancelled_;
+      last_failure = last_failure_;
+      if (picked.ok() && !cancelled) context_ = context;
+    }
+    if (cancelled) return Finish(absl::UnavailableError("the gateway is shutting down"));
+    // After a worker failed, its reason says more than "none left to try".
+    if (!picked.ok()) return Finish(last_failure.ok() ? picked.status() : last_failure);
+    const std::shared_ptr<v1::Worker::Stub> stub = dispatcher_.channels_.Stub(picked->address);
+    start_(*stub, context.get(),
+           [self = shared_from_this(), context, worker_id = picked->worker_id](const grpc::Status& status) {
+             self->OnCallDone(worker_id, status);
+           });
+  }
+
+  void OnCallDone(const std::string& worker_id, const grpc::Status& grpc_status) {
+    absl::Status status = FromGrpcStatus(grpc_status);
+    bool retry = false;
+    {
+      absl::MutexLock lock(&mu_);
+      context_.reset();
+      picked_ = false;
+      if (status.code() == absl::StatusCode::kUnavailable && !cancelled_ &&
+          failed_workers_.size() + 1 < dispatcher_.max_attempts_) {
+        failed_workers_.push_back(worker_id);
+        last_failure_ = status;
+        retry = true;
+      }
+    }
+    if (!retry) return Finish(status);
+    LLMC_LOG(Info).With("worker_id", worker_id) << "worker unavailable (" << status.message() << "); trying another";
+    PickNext();
+  }
+
+  void Finish(const absl::Status& status) {
+    std::function<void(absl::Status)> done = std::move(done_);
+    done_ = nullptr;
+    start_ = nullptr;
+    if (done) done(status);
+    done = nullptr;  // what the caller's callback holds goes while the dispatcher is still there
+    dispatcher_.Forget(this);
+  }
+
+  UnaryDispatcher& dispatcher_;
+  const std::string model_;
+  const absl::Time deadline_;
+  UnaryStarter start_;                      // used by one callback at a time, cleared by Finish
+  std::function<void(absl::Status)> done_;  // likewise
+  absl::Mutex mu_;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool picked_ ABSL_GUARDED_BY(mu_) = false;  // the current pick has been answered
+  std::shared_ptr<PendingPick> pick_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_failure_ ABSL_GUARDED_BY(mu_);
+};
+
+void UnaryDispatcher::Call(const std::string& model, absl::Time deadline, UnaryStarter start,
+                           std::function<void(absl::Status)> done) {
+  auto run = std::make_shared<UnaryRun>(*this, model, deadline, std::move(start), std::move(done));
+  bool accepted = false;
+  {
+    absl::MutexLock lock(&mu_);
+    accepted = !shut_down_;
+    if (accepted) runs_.emplace(run.get(), run);
+  }
+  if (!accepted) {
+    // Never registered, so Forget finds nothing to erase.
+    run->Cancel();
+  }
+  run->PickNext();
+}
+
+void UnaryDispatcher::Forget(UnaryRun* run) {
+  absl::MutexLock lock(&mu_);
+  runs_.erase(run);
+}
+
+void UnaryDispatcher::Shutdown() {
+  std::vector<std::shared_ptr<UnaryRun>> live;
+  {
+    absl::MutexLock lock(&mu_);
+    shut_down_ = true;
+    for (const auto& [raw, weak] : runs_) {
+      if (auto run = weak.lock()) live.push_back(std::move(run));
+    }
+  }
+  for (const auto& run : live) run->Cancel();
+  live.clear();
+  absl::MutexLock lock(&mu_);
+  const auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return runs_.empty(); };
+  while (!mu_.AwaitWithTimeout(absl::Condition(&drained), absl::Seconds(5))) {
+    LLMC_LOG(Warning) << "shutting down: waiting for " << runs_.size() << " worker calls to end";
+  }
+}
+
+}  // namespace llmc::gateway

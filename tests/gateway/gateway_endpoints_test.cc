@@ -1,0 +1,205 @@
+// Integration tests: the gateway's endpoints beside completions (vLLM's /tokenize and /detokenize,
+// /v1/models/{id}, /version, keyless /health and /metrics), and several models behind one controller, with
+// the real controller, workers and gateway as separate processes on loopback.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/support/controller_process.h"
+#include "tests/support/gateway_process.h"
+#include "tests/support/http_client.h"
+#include "tests/support/small_model.h"
+#include "tests/support/wait.h"
+#include "tests/support/worker_process.h"
+
+namespace llmc::testing {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kContext = 256;  // the workers' --max_model_len
+constexpr char kKey[] = "sk-endpoints";
+const HttpHeaderList kAuth = {{"Authorization", std::string("Bearer ") + kKey}};
+
+json Messages() {
+  return json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hello there"}}});
+}
+
+json PostOk(int port, const std::string& path, const json& body) {
+  const HttpReply reply = PostJson(port, path, body.dump(), kAuth);
+  INFO(path << " " << body.dump() << " → " << reply.status << " " << reply.body);
+  REQUIRE(reply.status == 200);
+  return json::parse(reply.body);
+}
+
+// The error envelope of a refused request, after checking its status.
+json PostRefused(int port, const std::string& path, const json& body, int status) {
+  const HttpReply reply = PostJson(port, path, body.dump(), kAuth);
+  INFO(path << " " << body.dump() << " → " << reply.status << " " << reply.body);
+  REQUIRE(reply.status == status);
+  const json envelope = json::parse(reply.body);
+  REQUIRE(envelope.contains("error"));
+  CHECK(envelope["error"]["message"].is_string());
+  return envelope["error"];
+}
+
+std::vector<int> Tokens(const json& answer) { return answer.at("tokens").get<std::vector<int>>(); }
+
+TEST_CASE("gateway endpoints: /tokenize and /detokenize answer in vLLM's shapes with the model's tokenizer",
+          "[integration][gateway]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess worker(
+      LLMC_WORKER_BINARY, SmallModelPackage(),
+      SmallWorkerArgs(controller.address(), "tokenize-worker", {"--max_model_len=" + std::to_string(kContext)}));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+  REQUIRE(gateway.WaitHealthy());
+  const int port = gateway.port();
+
+  // A text prompt: the count, the context and the ids, which decode back to the text.
+  const json text = PostOk(port, "/tokenize", {{"model", kSmallModelName}, {"prompt", "Hello world, how are you?"}});
+  CHECK(text["count"] == Tokens(text).size());
+  CHECK(text["max_model_len"] == kContext);
+  CHECK(text["token_strs"].is_null());
+  REQUIRE(Tokens(text).size() >= 5);
+  const json decoded = PostOk(port, "/detokenize", {{"model", kSmallModelName}, {"tokens", Tokens(text)}});
+  CHECK(decoded["prompt"] == "Hello world, how are you?");
+  // vLLM lets the model be left out when one is served.
+  CHECK(Tokens(PostOk(port, "/tokenize", {{"prompt", "Hello world, how are you?"}})) == Tokens(text));
+  CHECK(PostOk(port, "/detokenize", {{"tokens", json::array()}})["prompt"] == "");
+
+  // The counts are those the completions endpoints bill.
+  const json completion =
+      PostOk(port, "/v1/completions",
+             {{"model", kSmallModelName}, {"prompt", "Hello world, how are you?"}, {"max_tokens", 1}});
+  CHECK(completion["usage"]["prompt_tokens"] == text["count"]);
+  const json chat_tokens = PostOk(port, "/tokenize", {{"model", kSmallModelName}, {"messages", Messages()}});
+  const json chat =
+      PostOk(port, "/v1/chat/completions", {{"model", kSmallModelName}, {"messages", Messages()}, {"max_tokens", 1}});
+  CHECK(chat["usage"]["prompt_tokens"] == chat_tokens["count"]);
+  // The rendered conversation ends with the assistant's turn opening; without it, it is shorter.
+  const json no_prompt = PostOk(
+      port, "/tokenize", {{"model", kSmallModelName}, {"messages", Messages()}, {"add_generation_prompt", false}});
+  CHECK(no_prompt["count"].get<int>() < chat_tokens["count"].get<int>());
+  const std::string rendered =
+      PostOk(port, "/detokenize", {{"model", kSmallModelName}, {"tokens", Tokens(chat_tokens)}})["prompt"];
+  CHECK(rendered.find("Hello there") != std::string::npos);
+  CHECK(rendered.find("<|im_start|>assistant") != std::string::npos);
+
+  // Bad input: a 4xx envelope naming the field, and the gateway keeps serving.
+  CHECK(PostRefused(port, "/tokenize", {{"model", kSmallModelName}}, 400)["param"] == "prompt");
+  CHECK(PostRefused(port, "/tokenize", {{"prompt", "x"}, {"messages", Messages()}}, 400)["param"] == "messages");
+  CHECK(PostRefused(port, "/tokenize", {{"prompt", 7}}, 400)["param"] == "prompt");
+  CHECK(PostRefused(port, "/tokenize", {{"messages", json::array({{{"role", "robot"}, {"content", "x"}}})}},
+                    400)["param"] == "messages[0].role");
+  CHECK(PostRefused(port, "/tokenize", {{"prompt", "x"}, {"return_token_strs", true}}, 400)["param"] ==
+        "return_token_strs");
+  CHECK(PostRefused(port, "/detokenize", {{"tokens", {1, -1}}}, 400)["param"] == "tokens");
+  CHECK(PostRefused(port, "/detokenize", {{"tokens", "1 2"}}, 400)["param"] == "tokens");
+  CHECK(PostRefused(port, "/detokenize", json::object(), 400)["param"] == "tokens");
+  const json outside = PostRefused(port, "/detokenize", {{"tokens", {999999999}}}, 400);
+  CHECK(outside["message"].get<std::string>().find("outside the vocabulary") != std::string::npos);
+  CHECK(PostRefused(port, "/tokenize", {{"model", "no-such-model"}, {"prompt", "x"}}, 404)["code"] ==
+        "model_not_found");
+  const HttpReply malformed = PostJson(port, "/tokenize", "{\"prompt\": ", kAuth);
+  CHECK(malformed.status == 400);
+  CHECK(PostJson(port, "/tokenize", R"({"prompt": "x"})").status == 401);  // no key
+  CHECK(PostOk(port, "/tokenize", {{"prompt", "still serving"}})["count"].get<int>() > 0);
+}
+
+TEST_CASE("gateway endpoints: /v1/models/{id}, /version, and /health and /metrics without a key when configured",
+          "[integration][gateway]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(),
+                       SmallWorkerArgs(controller.address(), "models-worker", {"--max_model_len=256"}));
+  GatewayProcess open_metrics(
+      LLMC_GATEWAY_BINARY, controller.address(),
+      {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey, "--metrics_require_api_key=false"});
+  GatewayProcess closed_metrics(LLMC_GATEWAY_BINARY, controller.address(),
+                                {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+  REQUIRE(open_metrics.WaitHealthy());
+  REQUIRE(closed_metrics.WaitHealthy());
+  const int port = open_metrics.port();
+
+  const HttpReply model = HttpCall(port, "GET", std::string("/v1/models/") + kSmallModelName, "", kAuth);
+  REQUIRE(model.status == 200);
+  const json info = json::parse(model.body);
+  CHECK(info["id"] == kSmallModelName);
+  CHECK(info["object"] == "model");
+  CHECK(info["max_model_len"] == 256);
+  const HttpReply missing = HttpCall(port, "GET", "/v1/models/org%2Fno-such-model", "", kAuth);
+  REQUIRE(missing.status == 404);
+  CHECK(json::parse(missing.body)["error"]["code"] == "model_not_found");
+  CHECK(json::parse(missing.body)["error"]["message"].get<std::string>().find("org/no-such-model") !=
+        std::string::npos);
+  CHECK(HttpCall(port, "GET", std::string("/v1/models/") + kSmallModelName).status == 401);  // needs the key
+
+  const HttpReply version = HttpCall(port, "GET", "/version");
+  REQUIRE(version.status == 200);
+  CHECK(json::parse(version.body)["version"].is_string());
+
+  CHECK(HttpCall(port, "GET", "/health").status == 200);
+  const HttpReply metrics = HttpCall(port, "GET", "/metrics");
+  REQUIRE(metrics.status == 200);
+  // The prefix route is one metric label, whatever model ids clients ask for.
+  CHECK(metrics.body.find("route=\"/v1/models/*\"") != std::string::npos);
+  CHECK(metrics.body.find("org%2Fno-such-model") == std::string::npos);
+  CHECK(HttpCall(closed_metrics.port(), "GET", "/health").status == 200);
+  CHECK(HttpCall(closed_metrics.port(), "GET", "/metrics").status == 401);
+  CHECK(HttpCall(closed_metrics.port(), "GET", "/metrics", "", kAuth).status == 200);
+}
+
+TEST_CASE("gateway endpoints: two different models behind one controller are listed and routed by name",
+          "[integration][gateway]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess qwen(LLMC_WORKER_BINARY, SmallModelPackage(),
+                     SmallWorkerArgs(controller.address(), "qwen-worker", {"--max_model_len=256"}));
+  WorkerProcess llama(LLMC_WORKER_BINARY, SecondSmallModelPackage(),
+                      SmallWorkerArgs(controller.address(), "llama-worker", {"--max_model_len=512"}));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(60)));
+  REQUIRE(gateway.WaitHealthy());
+  const int port = gateway.port();
+
+  json models;
+  REQUIRE(WaitUntil(
+      [&] {
+        const HttpReply reply = HttpCall(port, "GET", "/v1/models", "", kAuth);
+        if (reply.status != 200) return false;
+        models = json::parse(reply.body)["data"];
+        return models.size() == 2;
+      },
+      absl::Seconds(10)));
+  std::vector<std::string> ids;
+  for (const json& model : models) ids.push_back(model["id"]);
+  CHECK_THAT(ids, Catch::Matchers::UnorderedEquals(std::vector<std::string>{kSmallModelName, kSecondSmallModelName}));
+
+  // Each model's own tokenizer answers: the two vocabularies split the same text differently.
+  const json qwen_tokens = PostOk(port, "/tokenize", {{"model", kSmallModelName}, {"prompt", "Hello world"}});
+  const json llama_tokens = PostOk(port, "/tokenize", {{"model", kSecondSmallModelName}, {"prompt", "Hello world"}});
+  CHECK(qwen_tokens["max_model_len"] == 256);
+  CHECK(llama_tokens["max_model_len"] == 512);
+  CHECK(Tokens(qwen_tokens) == std::vector<int>{9707, 1879});   // Qwen3: no BOS
+  CHECK(Tokens(llama_tokens) == std::vector<int>{9906, 1917});  // this tokenizer.json adds no BOS
+  // Leaving the model out is ambiguous now, and the error says which models there are.
+  const json ambiguous = PostRefused(port, "/tokenize", {{"prompt", "x"}}, 400);
+  CHECK(ambiguous["param"] == "model");
+  CHECK(ambiguous["message"].get<std::string>().find(kSecondSmallModelName) != std::string::npos);
+
+  // Generation routes by name too: each answer is billed by its own model's tokenizer.
+  for (const auto& [name, expected] : {std::pair<std::string, json>{kSmallModelName, qwen_tokens},
+                                       std::pair<std::string, json>{kSecondSmallModelName, llama_tokens}}) {
+    const json answer =
+        PostOk(port, "/v1/completions", {{"model", name}, {"prompt", "Hello world"}, {"max_tokens", 2}});
+    CHECK(answer["model"] == name);
+    CHECK(answer["usage"]["prompt_tokens"] == expected["count"]);
+    const json chat =
+        PostOk(port, "/v1/chat/completions", {{"model", name}, {"messages", Messages()}, {"max_tokens", 2}});
+    CHECK(chat["model"] == name);
+  }
+}
+
+}  // namespace
+}  // namespace llmc::testing
