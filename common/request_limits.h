@@ -39,6 +39,8 @@ inline constexpr FloatLimit kRepetitionPenalty{"repetition_penalty", 0, FLT_MAX,
 inline constexpr int64_t kMinTopK = -1;               // -1 (or 0) disables top-k
 inline constexpr int64_t kMaxChoices = 16;            // n, and best_of
 inline constexpr int64_t kMaxStopStrings = 16;        // entries of stop
+inline constexpr int64_t kMaxPrompts = 256;           // entries of a completions `prompt` list
+inline constexpr int64_t kMaxTotalChoices = 1024;     // prompts × n in one completions request
 inline constexpr int64_t kMaxTopLogprobs = 20;        // chat's top_logprobs, and what a worker returns
 inline constexpr int64_t kMaxCompletionLogprobs = 5;  // the legacy completions API's logprobs (OpenAI's bound)
 // The shape of a request body's JSON: deeper nesting would make copying and printing it recurse that deep,

@@ -2,6 +2,7 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -15,8 +16,10 @@ namespace {
 
 constexpr char kJson[] = "application/json";
 
-// One request in flight: turns the worker's messages into the answer. Dispatcher callbacks arrive on gRPC
-// threads one at a time; the client-gone callback may come from an I/O thread at any moment.
+// One request in flight: turns the workers' messages into the answer. A completions request with a list
+// of prompts runs one generation per prompt (on whichever workers the router picks) and merges them into
+// one answer, prompt i's choice j numbered i * n + j. Dispatcher callbacks arrive on gRPC threads, one at a
+// time per generation; the client-gone callback may come from an I/O thread at any moment.
 class Generation final : public std::enable_shared_from_this<Generation> {
  public:
   Generation(const OpenAiRequest& request, std::shared_ptr<ResponseWriter> writer, GatewayMetrics& metrics,
@@ -25,64 +28,89 @@ class Generation final : public std::enable_shared_from_this<Generation> {
         metrics_(metrics),
         options_(options),
         stream_(request.stream),
+        choices_per_prompt_(request.num_choices()),
         builder_(request, NewResponseId(request.kind), absl::ToUnixSeconds(absl::Now()), request.model,
                  options.system_fingerprint),
+        usage_per_prompt_(request.num_prompts()),
+        running_(request.num_prompts()),
         start_(absl::Now()) {
     metrics_.GenerationStarted();
   }
   ~Generation() { metrics_.GenerationEnded(); }
 
-  void Run(GenerationDispatcher& dispatcher, const v1::GenerateRequest& generate) {
+  void Run(GenerationDispatcher& dispatcher, const std::vector<v1::GenerateRequest>& generates) {
     auto self = shared_from_this();
-    writer_->OnClientGone([self] { self->CancelFromClient(); });
-    auto handle = dispatcher.Dispatch(generate, start_ + options_.request_timeout,
-                                      {[self](v1::GenerateResponse response, ReadNext read_next) {
-                                         self->OnResponse(std::move(response), std::move(read_next));
-                                       },
-                                       [self](absl::Status status) { self->OnDone(std::move(status)); }});
-    absl::MutexLock lock(&mu_);
-    if (done_) return;  // finished already (a fast failure): keeping the handle would make a cycle
-    handle_ = handle;
-    if (client_gone_) handle->Cancel();
+    writer_->OnClientGone([self] { self->CancelAll(/*client_gone=*/true); });
+    std::vector<std::shared_ptr<DispatchHandle>> handles;
+    for (size_t prompt = 0; prompt < generates.size(); ++prompt) {
+      handles.push_back(
+          dispatcher.Dispatch(generates[prompt], start_ + options_.request_timeout,
+                              {[self, prompt](v1::GenerateResponse response, ReadNext read_next) {
+                                 self->OnResponse(prompt, std::move(response), std::move(read_next));
+                               },
+                               [self, prompt](absl::Status status) { self->OnDone(prompt, std::move(status)); }}));
+    }
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (running_ == 0) return;  // finished already (fast failures): keeping the handles would make a cycle
+      handles_ = std::move(handles);
+      cancel = client_gone_ || failed_.has_value();
+    }
+    if (cancel) CancelAll(/*client_gone=*/false);
   }
 
  private:
-  void CancelFromClient() {
-    std::shared_ptr<DispatchHandle> handle;
+  void CancelAll(bool client_gone) {
+    std::vector<std::shared_ptr<DispatchHandle>> handles;
     {
       absl::MutexLock lock(&mu_);
-      client_gone_ = true;
-      handle = handle_;
+      if (client_gone) client_gone_ = true;
+      handles = handles_;
     }
-    if (handle != nullptr) handle->Cancel();
+    for (const auto& handle : handles) handle->Cancel();
   }
 
   // The worker's next message is read once this one's events have (mostly) left for the client, so a slow
-  // reader holds at most a few KiB here and the rest waits in the worker, coalesced.
-  void OnResponse(v1::GenerateResponse response, ReadNext read_next) {
-    std::shared_ptr<DispatchHandle> to_cancel;
+  // reader holds at most a few KiB here per generation and the rest waits in the workers, coalesced.
+  void OnResponse(size_t prompt, v1::GenerateResponse response, ReadNext read_next) {
+    bool cancel = false;
     bool wait_for_client = false;
+    bool watch_drain = false;
     {
       absl::MutexLock lock(&mu_);
       if (!failed_.has_value()) {
-        if (absl::Status status = Deliver(response); !status.ok()) {
+        if (absl::Status status = Deliver(prompt, response); !status.ok()) {
           // A message the builder refuses (an aborted choice): the answer ends with the error, the worker
-          // call is cancelled and its further messages ignored.
+          // calls are cancelled and their further messages ignored.
           failed_ = status;
-          to_cancel = handle_;
+          cancel = true;
         }
         wait_for_client = stream_ && !failed_.has_value();
       }
+      if (wait_for_client) {
+        waiting_reads_.push_back(std::move(read_next));
+        watch_drain = !drain_watched_;
+        drain_watched_ = true;
+      }
     }
-    if (to_cancel != nullptr) to_cancel->Cancel();
-    if (wait_for_client) {
-      writer_->WhenDrained(std::move(read_next));
-    } else {
-      read_next();
-    }
+    if (cancel) CancelAll(/*client_gone=*/false);
+    if (!wait_for_client) return read_next();
+    // One watch for all the generations: the writer keeps one drain callback at a time.
+    if (watch_drain) writer_->WhenDrained([self = shared_from_this()] { self->ReadOnceDrained(); });
   }
 
-  absl::Status Deliver(const v1::GenerateResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  void ReadOnceDrained() {
+    std::vector<ReadNext> reads;
+    {
+      absl::MutexLock lock(&mu_);
+      reads.swap(waiting_reads_);
+      drain_watched_ = false;
+    }
+    for (ReadNext& read : reads) read();
+  }
+
+  absl::Status Deliver(size_t prompt, v1::GenerateResponse& response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const absl::Time now = absl::Now();
     if (last_message_ == absl::InfinitePast()) {
       metrics_.ObserveTimeToFirstToken(now - start_);
@@ -90,7 +118,14 @@ class Generation final : public std::enable_shared_from_this<Generation> {
       metrics_.ObserveInterToken(now - last_message_);
     }
     last_message_ = now;
-    if (response.has_usage()) usage_ = response.usage();
+    if (response.has_usage()) usage_per_prompt_[prompt] = response.usage();
+    for (v1::TokenDelta& delta : *response.mutable_deltas()) {
+      if (delta.choice_index() >= choices_per_prompt_) {
+        return absl::InternalError(absl::StrCat("the worker sent choice ", delta.choice_index(),
+                                                " but the request has ", choices_per_prompt_));
+      }
+      delta.set_choice_index(static_cast<uint32_t>(prompt * choices_per_prompt_ + delta.choice_index()));
+    }
     if (!stream_) return builder_.Accumulate(response);
     if (!started_) {
       started_ = true;
@@ -103,11 +138,23 @@ class Generation final : public std::enable_shared_from_this<Generation> {
     return absl::OkStatus();
   }
 
-  void OnDone(absl::Status status) {
-    absl::MutexLock lock(&mu_);
-    done_ = true;
-    handle_.reset();  // the dispatch run's callbacks hold this object: drop the cycle once it is over
-    if (failed_.has_value()) status = *failed_;
+  void OnDone(size_t prompt, absl::Status status) {
+    bool cancel_others = false;
+    {
+      absl::MutexLock lock(&mu_);
+      // The first failure ends the answer; the other generations are cancelled.
+      if (!status.ok() && !failed_.has_value()) {
+        failed_ = status;
+        cancel_others = true;
+      }
+      if (--running_ == 0) return Answer();
+    }
+    if (cancel_others) CancelAll(/*client_gone=*/false);
+  }
+
+  void Answer() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    handles_.clear();  // the dispatch runs' callbacks hold this object: drop the cycle once it is over
+    absl::Status status = failed_.value_or(absl::OkStatus());
     metrics_.ObserveEndToEnd(absl::Now() - start_);
     if (client_gone_) return;  // nobody to answer
     if (status.code() == absl::StatusCode::kNotFound) status = WithErrorCode(status, "model_not_found");
@@ -124,15 +171,22 @@ class Generation final : public std::enable_shared_from_this<Generation> {
       }
       return;
     }
+    v1::Usage usage;
+    for (const v1::Usage& part : usage_per_prompt_) {
+      usage.set_prompt_tokens(usage.prompt_tokens() + part.prompt_tokens());
+      usage.set_completion_tokens(usage.completion_tokens() + part.completion_tokens());
+      usage.set_total_tokens(usage.total_tokens() + part.total_tokens());
+      usage.set_cached_prompt_tokens(usage.cached_prompt_tokens() + part.cached_prompt_tokens());
+    }
     if (!stream_) {
-      writer_->Send(200, kJson, builder_.FinalJson(usage_));
+      writer_->Send(200, kJson, builder_.FinalJson(usage));
       return;
     }
     if (!started_) {  // cannot happen with a well-behaved worker (the last message carries usage)
       writer_->StartEventStream();
       for (auto& event : builder_.Start()) writer_->WriteEvent(std::move(event));
     }
-    for (auto& event : builder_.Finish(usage_)) writer_->WriteEvent(std::move(event));
+    for (auto& event : builder_.Finish(usage)) writer_->WriteEvent(std::move(event));
     writer_->WriteEvent("[DONE]");
     writer_->EndEventStream();
   }
@@ -141,14 +195,17 @@ class Generation final : public std::enable_shared_from_this<Generation> {
   GatewayMetrics& metrics_;
   const CompletionHandler::Options& options_;
   const bool stream_;
+  const uint32_t choices_per_prompt_;
   absl::Mutex mu_;
   OpenAiResponseBuilder builder_ ABSL_GUARDED_BY(mu_);
-  v1::Usage usage_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Usage> usage_per_prompt_ ABSL_GUARDED_BY(mu_);
+  size_t running_ ABSL_GUARDED_BY(mu_);  // generations whose on_done has not come yet
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool client_gone_ ABSL_GUARDED_BY(mu_) = false;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<absl::Status> failed_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<DispatchHandle> handle_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<DispatchHandle>> handles_ ABSL_GUARDED_BY(mu_);
+  std::vector<ReadNext> waiting_reads_ ABSL_GUARDED_BY(mu_);
+  bool drain_watched_ ABSL_GUARDED_BY(mu_) = false;
   const absl::Time start_;
   absl::Time last_message_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
@@ -187,9 +244,16 @@ void CompletionHandler::ParseAndDispatch(OpenAiKind kind, std::string_view body,
   absl::StatusOr<OpenAiRequest> parsed =
       kind == OpenAiKind::kChat ? ParseChatCompletionRequest(body) : ParseCompletionRequest(body);
   if (!parsed.ok()) return SendError(*writer, parsed.status(), options_.retry_after_seconds);
-  parsed->generate.set_request_id(writer->request_id());
   auto generation = std::make_shared<Generation>(*parsed, writer, metrics_, options_);
-  generation->Run(dispatcher_, parsed->generate);
+  std::vector<v1::GenerateRequest> generates;
+  generates.push_back(std::move(parsed->generate));
+  for (v1::GenerateRequest& further : parsed->further_prompts) generates.push_back(std::move(further));
+  for (size_t i = 0; i < generates.size(); ++i) {
+    // Each generation of a prompt list has its own id in the logs of both sides.
+    generates[i].set_request_id(generates.size() == 1 ? writer->request_id()
+                                                      : absl::StrCat(writer->request_id(), "-", i));
+  }
+  generation->Run(dispatcher_, generates);
 }
 
 }  // namespace llmc::gateway

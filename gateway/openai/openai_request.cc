@@ -339,36 +339,45 @@ absl::Status ParseChatLogprobs(const FieldReader& fields, OpenAiRequest& request
 
 // --- completions ---
 
-absl::Status SeveralPrompts(size_t count) {
-  return InvalidParameter("prompt", absl::StrCat("the request holds ", count,
-                                                 " prompts, but this server supports one prompt per request; send "
-                                                 "one request per prompt (use 'n' for several completions of one)"));
+// One prompt of the request: text or token ids, into `generate`'s input.
+absl::Status SetPromptInput(const json& prompt, std::string_view param, v1::GenerateRequest& generate) {
+  if (prompt.is_string()) {
+    generate.set_prompt(prompt.get<std::string>());
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const std::vector<int32_t> ids, ReadTokenIds(prompt, param));
+  generate.mutable_prompt_token_ids()->mutable_ids()->Add(ids.begin(), ids.end());
+  return absl::OkStatus();
 }
 
 absl::Status ParsePrompt(const FieldReader& fields, OpenAiRequest& request) {
   const json* prompt = fields.Find("prompt");
   if (prompt == nullptr) return InvalidParameter("prompt", "'prompt' is required");
-  const auto set_ids = [&](const json& ids) -> absl::Status {
-    ASSIGN_OR_RETURN(const std::vector<int32_t> parsed, ReadTokenIds(ids, "prompt"));
-    request.generate.mutable_prompt_token_ids()->mutable_ids()->Add(parsed.begin(), parsed.end());
-    return absl::OkStatus();
-  };
-  if (prompt->is_string()) {
-    request.generate.set_prompt(prompt->get<std::string>());
-    return absl::OkStatus();
-  }
-  const std::string_view expected = "a string, an array of token ids, or an array holding one of these";
+  const std::string_view expected = "a string, an array of token ids, or an array of strings or of token-id arrays";
+  if (prompt->is_string()) return SetPromptInput(*prompt, "prompt", request.generate);
   if (!prompt->is_array()) return fields.WrongType("prompt", *prompt, expected);
   if (prompt->empty()) return InvalidParameter("prompt", "'prompt' must not be an empty array");
   const json& first = prompt->front();
-  if (first.is_number()) return set_ids(*prompt);
+  if (first.is_number()) return SetPromptInput(*prompt, "prompt", request.generate);
   if (!first.is_string() && !first.is_array()) return fields.WrongType("prompt", first, expected);
   for (const json& item : *prompt) {
     if (item.type() != first.type()) return fields.WrongType("prompt", *prompt, expected);
   }
-  if (prompt->size() > 1) return SeveralPrompts(prompt->size());
-  if (first.is_array()) return set_ids(first);
-  request.generate.set_prompt(first.get<std::string>());
+  if (static_cast<int64_t>(prompt->size()) > limits::kMaxPrompts) {
+    return InvalidParameter(
+        "prompt", absl::StrCat("'prompt' may hold at most ", limits::kMaxPrompts, " prompts, got ", prompt->size()));
+  }
+  if (static_cast<int64_t>(prompt->size() * request.num_choices()) > limits::kMaxTotalChoices) {
+    return InvalidParameter("prompt", absl::StrCat(prompt->size(), " prompts with n=", request.num_choices(),
+                                                   " make more than ", limits::kMaxTotalChoices, " choices"));
+  }
+  RETURN_IF_ERROR(SetPromptInput(first, "prompt[0]", request.generate));
+  for (size_t i = 1; i < prompt->size(); ++i) {
+    v1::GenerateRequest further = request.generate;
+    further.clear_input();
+    RETURN_IF_ERROR(SetPromptInput((*prompt)[i], absl::StrCat("prompt[", i, "]"), further));
+    request.further_prompts.push_back(std::move(further));
+  }
   return absl::OkStatus();
 }
 
@@ -387,7 +396,8 @@ absl::Status ParseCompletionOptions(const FieldReader& fields, OpenAiRequest& re
     if (!request.generate.has_prompt()) {
       return InvalidParameter("echo", "'echo' is not supported with a token-id prompt; send the prompt as text");
     }
-    request.echo_text = request.generate.prompt();
+    request.echo_texts.push_back(request.generate.prompt());
+    for (const v1::GenerateRequest& further : request.further_prompts) request.echo_texts.push_back(further.prompt());
   }
   return absl::OkStatus();
 }

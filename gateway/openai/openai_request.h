@@ -24,15 +24,21 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: put the prompt before the generated text
-  std::string echo_text;       // the prompt text when `echo` is set
   // Chat: `logprobs` is the boolean and `top_logprobs` (0..20) the alternatives per token. Completions:
   // `logprobs` is set when the integer was given and `top_logprobs` is its value (0..5).
   bool logprobs = false;
   uint32_t top_logprobs = 0;
   v1::GenerateRequest generate;  // model, input, sampling and user filled; request_id left to the caller
+  // Completions with a `prompt` list: the prompts after the first (which is `generate`'s input), each a
+  // copy of `generate` with its own input. Each runs as its own generation; its choices are numbered after
+  // those of the prompts before it, as OpenAI numbers them (prompt i, sample j: index i * n + j).
+  std::vector<v1::GenerateRequest> further_prompts;
+  std::vector<std::string> echo_texts;  // `echo`: each prompt's text, in order
 
-  // The number of choices (`n`, at least 1).
+  // The number of choices per prompt (`n`, at least 1).
   uint32_t num_choices() const { return generate.sampling().n() == 0 ? 1 : generate.sampling().n(); }
+  uint32_t num_prompts() const { return 1 + static_cast<uint32_t>(further_prompts.size()); }
+  uint32_t total_choices() const { return num_choices() * num_prompts(); }
 };
 
 // The JSON body of a request as an object: valid UTF-8, nested at most limits::kMaxJsonDepth deep, and

@@ -46,14 +46,18 @@ OpenAiResponseBuilder::OpenAiResponseBuilder(const OpenAiRequest& request, std::
       system_fingerprint_(std::move(system_fingerprint)),
       include_usage_(request.include_usage),
       logprobs_(request.logprobs),
-      echo_text_(request.echo ? request.echo_text : std::string()),
+      echo_(request.echo),
       stop_strings_(request.generate.sampling().stop().begin(), request.generate.sampling().stop().end()),
       stop_token_ids_(request.generate.sampling().stop_token_ids().begin(),
                       request.generate.sampling().stop_token_ids().end()),
-      choices_(request.num_choices()) {
-  for (Choice& choice : choices_) {
-    choice.text = echo_text_;
-    choice.text_offset = CountCodePoints(echo_text_);
+      choices_(request.total_choices()) {
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    Choice& choice = choices_[i];
+    // Choice i answers prompt i / n.
+    const size_t prompt = i / request.num_choices();
+    if (echo_ && prompt < request.echo_texts.size()) choice.echo_text = request.echo_texts[prompt];
+    choice.text = choice.echo_text;
+    choice.text_offset = CountCodePoints(choice.echo_text);
     choice.logprobs = is_chat() ? ordered_json::array() : EmptyCompletionLogprobs();
   }
 }
@@ -128,14 +132,14 @@ ordered_json OpenAiResponseBuilder::UsageJson(const v1::Usage& usage) const {
 
 std::vector<std::string> OpenAiResponseBuilder::Start() {
   std::vector<std::string> chunks;
-  if (!is_chat() && echo_text_.empty()) return chunks;
+  if (!is_chat() && !echo_) return chunks;
   for (size_t i = 0; i < choices_.size(); ++i) {
     ordered_json choice;
     choice["index"] = i;
     if (is_chat()) {
       choice["delta"] = ordered_json{{"role", "assistant"}, {"content", ""}};
     } else {
-      choice["text"] = echo_text_;
+      choice["text"] = choices_[i].echo_text;
     }
     choice["logprobs"] = nullptr;
     choice["finish_reason"] = nullptr;

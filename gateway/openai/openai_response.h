@@ -42,6 +42,7 @@ class OpenAiResponseBuilder {
 
  private:
   struct Choice {
+    std::string echo_text;  // completions with echo: its prompt
     std::string text;
     nlohmann::ordered_json logprobs;  // chat: the `content` array; completions: the four arrays
     uint64_t text_offset = 0;         // completions: code points of the choice's text so far
@@ -64,7 +65,7 @@ class OpenAiResponseBuilder {
   std::string system_fingerprint_;
   bool include_usage_;
   bool logprobs_;
-  std::string echo_text_;
+  bool echo_;
   std::vector<std::string> stop_strings_;
   std::vector<int32_t> stop_token_ids_;
   std::vector<Choice> choices_;

@@ -9,6 +9,7 @@
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/metrics_text.h"
 #include "tests/support/small_model.h"
 #include "tests/support/wait.h"
 #include "tests/support/worker_process.h"
@@ -199,6 +200,99 @@ TEST_CASE("gateway endpoints: two different models behind one controller are lis
         PostOk(port, "/v1/chat/completions", {{"model", name}, {"messages", Messages()}, {"max_tokens", 2}});
     CHECK(chat["model"] == name);
   }
+}
+
+TEST_CASE("gateway endpoints: completions with a list of prompts answer n choices per prompt, numbered as OpenAI does",
+          "[integration][gateway]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess first(LLMC_WORKER_BINARY, SmallModelPackage(),
+                      SmallWorkerArgs(controller.address(), "prompts-a", {"--max_model_len=256"}));
+  WorkerProcess second(LLMC_WORKER_BINARY, SmallModelPackage(),
+                       SmallWorkerArgs(controller.address(), "prompts-b", {"--max_model_len=256"}));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(60)));
+  REQUIRE(gateway.WaitHealthy());
+  const int port = gateway.port();
+  const std::vector<std::string> prompts = {"Hello", "The weather today is", "Once upon a time"};
+  int prompt_tokens = 0;
+  for (const std::string& prompt : prompts) {
+    prompt_tokens += PostOk(port, "/tokenize", {{"prompt", prompt}})["count"].get<int>();
+  }
+  // Greedy, so each prompt's answer is what it gets alone.
+  std::vector<std::string> alone;
+  for (const std::string& prompt : prompts) {
+    alone.push_back(PostOk(
+        port, "/v1/completions",
+        {{"model", kSmallModelName}, {"prompt", prompt}, {"max_tokens", 6}, {"temperature", 0}})["choices"][0]["text"]);
+  }
+
+  const json body = {{"model", kSmallModelName}, {"prompt", prompts}, {"n", 2},
+                     {"max_tokens", 6},          {"temperature", 0},  {"echo", true}};
+  const json answer = PostOk(port, "/v1/completions", body);
+  REQUIRE(answer["choices"].size() == 6);
+  for (size_t i = 0; i < 6; ++i) {
+    const json& choice = answer["choices"][i];
+    INFO("choice " << i << ": " << choice.dump());
+    CHECK(choice["index"] == i);
+    CHECK(choice["text"] == prompts[i / 2] + alone[i / 2]);  // echo: prompt i / n, then its completion
+    CHECK(choice["finish_reason"].is_string());
+  }
+  CHECK(answer["usage"]["prompt_tokens"] == prompt_tokens);
+  CHECK(answer["usage"]["completion_tokens"] == 6 * 6);
+
+  // Token-id prompts, streamed: every index gets its text, then one usage chunk for the whole request.
+  json ids = json::array();
+  for (const std::string& prompt : prompts) ids.push_back(Tokens(PostOk(port, "/tokenize", {{"prompt", prompt}})));
+  json streamed = {{"model", kSmallModelName}, {"prompt", ids},  {"max_tokens", 6},
+                   {"temperature", 0},         {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+  SseClient stream(port, "/v1/completions", streamed.dump(), kAuth);
+  REQUIRE(stream.status() == 200);
+  const std::vector<std::string> events = stream.ReadAll(absl::Seconds(60));
+  REQUIRE(!events.empty());
+  CHECK(events.back() == "[DONE]");
+  std::vector<std::string> texts(3);
+  std::vector<int> finished(3, 0);
+  json usage;
+  for (const std::string& event : events) {
+    if (event == "[DONE]") continue;
+    const json chunk = json::parse(event);
+    REQUIRE_FALSE(chunk.contains("error"));
+    if (chunk["choices"].empty()) {
+      usage = chunk["usage"];
+      continue;
+    }
+    for (const json& choice : chunk["choices"]) {
+      const size_t index = choice["index"];
+      REQUIRE(index < 3);
+      texts[index] += choice["text"].get<std::string>();
+      if (!choice["finish_reason"].is_null()) ++finished[index];
+    }
+  }
+  CHECK(texts == alone);
+  CHECK(finished == std::vector<int>{1, 1, 1});
+  CHECK(usage["prompt_tokens"] == prompt_tokens);
+  CHECK(usage["completion_tokens"] == 18);
+
+  // A bad prompt anywhere in the list refuses the whole request, naming it.
+  CHECK(PostRefused(port, "/v1/completions", {{"model", kSmallModelName}, {"prompt", {"ok", 5}}}, 400)["param"] ==
+        "prompt");
+  CHECK(PostRefused(port, "/v1/completions",
+                    {{"model", kSmallModelName}, {"prompt", json::array({json::array({1}), json::array({-4})})}},
+                    400)["param"] == "prompt[1]");
+  // One prompt too long for the context fails the request with the worker's 400, and nothing keeps running.
+  std::string long_prompt;
+  for (int i = 0; i < 400; ++i) long_prompt += "word ";
+  const json too_long =
+      PostRefused(port, "/v1/completions",
+                  {{"model", kSmallModelName}, {"prompt", {"short", long_prompt}}, {"max_tokens", 4}}, 400);
+  CHECK(too_long["message"].get<std::string>().find("context") != std::string::npos);
+  CHECK(WaitUntil(
+      [&] {
+        return ScrapeMetric(first.metrics_port(), "llmc:num_requests_running") == 0.0 &&
+               ScrapeMetric(second.metrics_port(), "llmc:num_requests_running") == 0.0;
+      },
+      absl::Seconds(10)));
 }
 
 }  // namespace

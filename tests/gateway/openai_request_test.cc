@@ -453,11 +453,27 @@ TEST_CASE("openai_request: completion prompt forms", "[unit][openai]") {
   REQUIRE(request->generate.has_prompt_token_ids());
   CHECK(request->generate.prompt_token_ids().ids_size() == 2);
 
-  ExpectInvalid(Completion({{"prompt", {"a", "b"}}}), "prompt", "one prompt per request");
-  ExpectInvalid(Completion({{"prompt", json::array({json::array({1}), json::array({2})})}}), "prompt",
-                "one prompt per request");
+  // Several prompts: the first is `generate`'s input, the rest are copies with their own.
+  request = Completion({{"prompt", {"a", "b", "c"}}, {"n", 2}, {"echo", true}, {"max_tokens", 5}});
+  REQUIRE(request.ok());
+  CHECK(request->generate.prompt() == "a");
+  REQUIRE(request->further_prompts.size() == 2);
+  CHECK(request->further_prompts[1].prompt() == "c");
+  CHECK(request->further_prompts[1].sampling().max_tokens() == 5);
+  CHECK(request->total_choices() == 6);
+  CHECK(request->echo_texts == std::vector<std::string>{"a", "b", "c"});
+  request = Completion({{"prompt", json::array({json::array({1}), json::array({2, 3})})}});
+  REQUIRE(request.ok());
+  REQUIRE(request->further_prompts.size() == 1);
+  CHECK(request->further_prompts[0].prompt_token_ids().ids_size() == 2);
+  ExpectInvalid(Completion({{"prompt", json::array({json::array({1}), json::array()})}}), "prompt[1]", "empty");
+  ExpectInvalid(Completion({{"prompt", json::array({json::array({1}), json::array({-1})})}}), "prompt[1]");
+  ExpectInvalid(Completion({{"prompt", std::vector<std::string>(257, "x")}}), "prompt", "at most 256");
+  ExpectInvalid(Completion({{"prompt", std::vector<std::string>(100, "x")}, {"n", 16}}), "prompt", "1024");
+  ExpectInvalid(Completion({{"prompt", {"a", "b"}}, {"echo", true}, {"stream", true}, {"n", 1}, {"best_of", 2}}),
+                "best_of");
   ExpectInvalid(Completion({{"prompt", json::array()}}), "prompt", "empty");
-  ExpectInvalid(Completion({{"prompt", json::array({json::array()})}}), "prompt", "empty");
+  ExpectInvalid(Completion({{"prompt", json::array({json::array()})}}), "prompt[0]", "empty");
   ExpectInvalid(Completion({{"prompt", {1, "a"}}}), "prompt");
   ExpectInvalid(Completion({{"prompt", {"a", 1}}}), "prompt");
   ExpectInvalid(Completion({{"prompt", {1, -2}}}), "prompt");
@@ -473,11 +489,11 @@ TEST_CASE("openai_request: echo keeps the prompt text and refuses token ids", "[
   absl::StatusOr<OpenAiRequest> request = Completion({{"echo", true}});
   REQUIRE(request.ok());
   CHECK(request->echo);
-  CHECK(request->echo_text == "Once upon a time");
+  CHECK(request->echo_texts == std::vector<std::string>{"Once upon a time"});
   request = Completion({{"echo", false}});
   REQUIRE(request.ok());
   CHECK_FALSE(request->echo);
-  CHECK(request->echo_text.empty());
+  CHECK(request->echo_texts.empty());
   ExpectInvalid(Completion({{"echo", true}, {"prompt", {1, 2}}}), "echo", "not supported");
 }
 
