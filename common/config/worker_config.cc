@@ -17,6 +17,7 @@ absl::Status ValidateAtLeast(absl::string_view key, uint64_t value, uint64_t min
 absl::Status WorkerConfig::Validate() const {
   if (!dtype.empty()) RETURN_IF_ERROR(ValidateOneOf("dtype", dtype, {"float32", "bfloat16"}));
   if (!quantization.empty()) RETURN_IF_ERROR(ValidateOneOf("quantization", quantization, {"none", "int8", "w8a8"}));
+  RETURN_IF_ERROR(ValidateOneOf("metric_names", metric_names, {"llmc", "vllm", "both"}));
   if (quantization_group_size != 0 && quantization_group_size != 32 && quantization_group_size != 64 &&
       quantization_group_size != 128 && quantization_group_size != 256 && quantization_group_size != 512) {
     return absl::InvalidArgumentError(

@@ -38,6 +38,7 @@ struct WorkerConfig {
   std::string controller_address = "127.0.0.1:21001";
   std::string worker_id;  // empty: hostname and pid
   std::string metrics_address = "0.0.0.0:21082";
+  std::string metric_names = "both";
   absl::Duration heartbeat_interval = absl::Seconds(2);  // until the controller says otherwise
   absl::Duration drain_grace_period = absl::Seconds(30);
   std::string log_level = "info";
@@ -73,6 +74,8 @@ struct WorkerConfig {
     v("controller_address", controller_address, "host:port of the controller; empty runs without one");
     v("worker_id", worker_id, "unique id in the cluster; empty uses hostname and pid");
     v("metrics_address", metrics_address, "host:port of the HTTP /metrics endpoint; empty disables it");
+    v("metric_names", metric_names,
+      "llmc (llmc:* metrics), vllm (vLLM's vllm:* names, as the llm-d endpoint picker reads them) or both");
     v("heartbeat_interval", heartbeat_interval, "heartbeat period until the controller names its own");
     v("drain_grace_period", drain_grace_period, "on SIGTERM, how long in-flight streams may run before abort");
     v("log_level", log_level, "debug, info, warning or error");

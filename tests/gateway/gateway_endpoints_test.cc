@@ -149,6 +149,11 @@ TEST_CASE("gateway endpoints: /v1/models/{id}, /version, and /health and /metric
   CHECK(HttpCall(closed_metrics.port(), "GET", "/health").status == 200);
   CHECK(HttpCall(closed_metrics.port(), "GET", "/metrics").status == 401);
   CHECK(HttpCall(closed_metrics.port(), "GET", "/metrics", "", kAuth).status == 200);
+
+  // The worker exports vLLM's own names too (--metric_names=both by default), as the llm-d picker reads them.
+  CHECK(ScrapeMetric(worker.metrics_port(), "vllm:num_requests_waiting") == 0.0);
+  CHECK(ScrapeMetric(worker.metrics_port(), "llmc:num_requests_waiting") == 0.0);
+  CHECK(ScrapeMetric(worker.metrics_port(), "vllm:cache_config_info", {{"block_size", "16"}}) == 1.0);
 }
 
 TEST_CASE("gateway endpoints: two different models behind one controller are listed and routed by name",

@@ -49,5 +49,42 @@ TEST_CASE("worker metrics: engine events and load appear under vLLM's names", "[
   CHECK_THAT(text, Catch::Contains("llmc:iteration_host_duration_seconds_bucket{model_name=\"tiny\",le=\"0.0025\"} 1"));
 }
 
+TEST_CASE("worker metrics: vLLM's own vllm: names, for the llm-d endpoint picker, alone or beside llmc:",
+          "[unit][worker]") {
+  engine::EngineLoad load;
+  load.num_running = 3;
+  load.num_waiting = 2;
+  load.num_kv_blocks = 10;
+  load.num_kv_blocks_used = 4;
+
+  WorkerMetrics vllm_only("tiny", MetricNames::kVllm);
+  vllm_only.RefreshLoad(load);
+  vllm_only.SetCacheConfig(16, 10, "bfloat16");
+  vllm_only.OnRequestFinished(10, 5, v1::FINISH_REASON_STOP, absl::Seconds(1));
+  std::string text = Render(vllm_only);
+  INFO(text);
+  CHECK_THAT(text, Catch::Contains("vllm:num_requests_running{model_name=\"tiny\"} 3"));
+  CHECK_THAT(text, Catch::Contains("vllm:num_requests_waiting{model_name=\"tiny\"} 2"));
+  CHECK_THAT(text, Catch::Contains("vllm:kv_cache_usage_perc{model_name=\"tiny\"} 0.4"));
+  CHECK_THAT(text, Catch::Contains("vllm:gpu_cache_usage_perc{model_name=\"tiny\"} 0.4"));
+  CHECK_THAT(text, Catch::Contains("vllm:cache_config_info{block_size=\"16\",cache_dtype=\"bfloat16\","
+                                   "enable_prefix_caching=\"False\",num_cpu_blocks=\"0\",num_gpu_blocks=\"10\"} 1"));
+  CHECK_THAT(text, Catch::Contains("vllm:e2e_request_latency_seconds_count{model_name=\"tiny\"} 1"));
+  CHECK_THAT(text, Catch::Contains("vllm:time_to_first_token_seconds_bucket"));
+  CHECK_THAT(text, Catch::Contains("vllm:inter_token_latency_seconds_bucket"));
+  CHECK(text.find("llmc:") == std::string::npos);
+
+  WorkerMetrics both("tiny", MetricNames::kBoth);
+  both.RefreshLoad(load);
+  text = Render(both);
+  CHECK_THAT(text, Catch::Contains("llmc:num_requests_waiting{model_name=\"tiny\"} 2"));
+  CHECK_THAT(text, Catch::Contains("vllm:num_requests_waiting{model_name=\"tiny\"} 2"));
+  WorkerMetrics llmc_only("tiny", MetricNames::kLlmc);
+  CHECK(Render(llmc_only).find("vllm:") == std::string::npos);
+
+  CHECK(ParseMetricNames("both").value() == MetricNames::kBoth);
+  CHECK_FALSE(ParseMetricNames("prometheus").ok());
+}
+
 }  // namespace
 }  // namespace llmc::worker

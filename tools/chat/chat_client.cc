@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "tools/bench/sse_parser.h"
 #include "tools/chat/http_exchange.h"
 
@@ -25,19 +26,22 @@ HttpExchangeRequest MakeRequest(const ServerConnection& server, std::string meth
   return request;
 }
 
+// Whether a 404 names an unknown model rather than an unknown path.
+bool IsModelNotFound(absl::string_view body) {
+  const nlohmann::json parsed = nlohmann::json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) return false;
+  const auto error = parsed.find("error");
+  return error != parsed.end() && error->is_object() && error->value("code", "") == "model_not_found";
+}
+
+// A non-200 answer as a status: UNAUTHENTICATED for 401, NOT_FOUND when the path does not exist.
 absl::Status Refusal(const HttpExchangeRequest& request, const HttpAnswer& answer) {
   const std::string message = absl::StrCat(request.method, " ", request.path, " answered HTTP ", answer.status, ": ",
                                            bench::ErrorMessageFromBody(answer.body));
-  switch (answer.status) {
-    case 401:
-      return absl::UnauthenticatedError(message);
-    case 403:
-      return absl::PermissionDeniedError(message);
-    case 404:
-      return absl::NotFoundError(message);
-    default:
-      return absl::FailedPreconditionError(message);
-  }
+  if (answer.status == 401) return absl::UnauthenticatedError(message);
+  if (answer.status == 403) return absl::PermissionDeniedError(message);
+  if (answer.status == 404 && !IsModelNotFound(answer.body)) return absl::NotFoundError(message);
+  return absl::FailedPreconditionError(message);
 }
 
 absl::StatusOr<std::string> FetchOk(const ServerConnection& server, const HttpExchangeRequest& request) {
@@ -58,8 +62,7 @@ absl::StatusOr<std::vector<std::string>> ListModels(const ServerConnection& serv
 absl::StatusOr<RenderedPrompt> RenderPrompt(const ServerConnection& server, const std::string& model,
                                             const std::vector<ChatMessage>& messages) {
   absl::StatusOr<std::string> tokenized = FetchOk(
-      server,
-      MakeRequest(server, "POST", ServerRootPath(server.url, "/tokenize"), BuildTokenizeBody(model, messages)));
+      server, MakeRequest(server, "POST", ServerRootPath(server.url, "/tokenize"), BuildTokenizeBody(model, messages)));
   if (!tokenized.ok()) return tokenized.status();
   absl::StatusOr<std::vector<int64_t>> tokens = ParseTokenizeAnswer(*tokenized);
   if (!tokens.ok()) return tokens.status();
@@ -74,8 +77,8 @@ absl::StatusOr<RenderedPrompt> RenderPrompt(const ServerConnection& server, cons
 
 ReplyOutcome StreamReply(const ServerConnection& server, const ChatRequestOptions& options,
                          const std::vector<ChatMessage>& messages, const ReplyCallbacks& callbacks) {
-  HttpExchangeRequest request = MakeRequest(server, "POST", bench::EndpointPath(server.url, "chat"),
-                                            BuildChatRequestBody(options, messages));
+  HttpExchangeRequest request =
+      MakeRequest(server, "POST", bench::EndpointPath(server.url, "chat"), BuildChatRequestBody(options, messages));
   request.accept = "text/event-stream";
   ReplyOutcome outcome;
   int status = 0;
@@ -115,7 +118,8 @@ ReplyOutcome StreamReply(const ServerConnection& server, const ChatRequestOption
   };
   http_callbacks.on_body = [&](absl::string_view bytes) {
     if (status != 200) {
-      if (error_body.size() < kMaxErrorBodyBytes) error_body.append(bytes.substr(0, kMaxErrorBodyBytes - error_body.size()));
+      if (error_body.size() < kMaxErrorBodyBytes)
+        absl::StrAppend(&error_body, bytes.substr(0, kMaxErrorBodyBytes - error_body.size()));
       return;
     }
     events.clear();

@@ -39,8 +39,8 @@ absl::StatusOr<RenderedPrompt> RenderPrompt(const ServerConnection& server, cons
 struct ReplyOutcome {
   enum class Kind { kCompleted, kInterrupted, kFailed };
   Kind kind = Kind::kFailed;
-  std::string text;   // what streamed in, also when interrupted or failed midway
-  std::string error;  // kFailed: the server's message, or why the connection failed
+  std::string text;      // what streamed in, also when interrupted or failed midway
+  std::string error;     // kFailed: the server's message, or why the connection failed
   bool started = false;  // the server accepted the request and began streaming
   int64_t tokens = 0;    // usage.completion_tokens of the last chunk, else the number of text deltas
   std::optional<absl::Duration> time_to_first_token;

@@ -22,7 +22,7 @@ struct ChatMessage {
 struct ChatRequestOptions {
   std::string model;
   double temperature = 0.7;
-  int64_t max_tokens = 0;  // 0: left to the server
+  int64_t max_tokens = 0;                                // 0: left to the server
   nlohmann::json extra_body = nlohmann::json::object();  // merged into the body last, so it wins
 };
 

@@ -124,8 +124,8 @@ class Exchange {
 
   void FailIo(absl::string_view what, beast::error_code ec) {
     if (ec == beast::error::timeout) {
-      return Fail(absl::DeadlineExceededError(absl::StrCat(Server(), " stayed silent for ",
-                                                           absl::FormatDuration(request_.idle_timeout))));
+      return Fail(absl::DeadlineExceededError(
+          absl::StrCat(Server(), " stayed silent for ", absl::FormatDuration(request_.idle_timeout))));
     }
     Fail(absl::UnavailableError(absl::StrCat(what, " ", Server(), ": ", ec.message())));
   }
@@ -174,7 +174,7 @@ absl::StatusOr<HttpAnswer> FetchHttp(const bench::ServerUrl& url, const HttpExch
   HttpExchangeCallbacks callbacks;
   callbacks.on_body = [&answer](absl::string_view bytes) {
     if (answer.body.size() < kMaxCollectedBodyBytes) {
-      answer.body.append(bytes.substr(0, kMaxCollectedBodyBytes - answer.body.size()));
+      absl::StrAppend(&answer.body, bytes.substr(0, kMaxCollectedBodyBytes - answer.body.size()));
     }
   };
   auto status = ExchangeHttp(url, request, callbacks);

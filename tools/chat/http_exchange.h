@@ -24,7 +24,7 @@ struct HttpExchangeRequest {
 };
 
 struct HttpExchangeCallbacks {
-  std::function<void(int status)> on_status;            // once the header arrived
+  std::function<void(int status)> on_status;             // once the header arrived
   std::function<void(absl::string_view bytes)> on_body;  // each piece of the body as it arrives
 };
 

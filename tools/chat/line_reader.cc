@@ -75,7 +75,7 @@ void LineReader::Echo(absl::string_view text) { out_ << text << std::flush; }
 std::optional<std::string> LineReader::ReadMessage(absl::string_view prompt, absl::string_view continuation_prompt) {
   EnterEditMode();
   std::string message;
-  bool continued = false;         // `message` holds lines that ended with a backslash
+  bool continued = false;        // `message` holds lines that ended with a backslash
   bool after_interrupt = false;  // the last thing at this prompt was Ctrl-C
   Echo(prompt);
   while (true) {

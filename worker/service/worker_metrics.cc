@@ -1,5 +1,6 @@
 #include "worker/service/worker_metrics.h"
 
+#include "absl/strings/str_cat.h"
 #include "prometheus/family.h"
 
 namespace llmc::worker {
@@ -23,115 +24,172 @@ const Histogram::BucketBoundaries kIterationTokenBuckets = {1,   8,    16,   32,
 const Histogram::BucketBoundaries kStepDurationBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                           0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
 
-prometheus::Gauge& AddGauge(prometheus::Registry& registry, const char* name, const char* help,
-                            const prometheus::Labels& labels) {
-  return prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add(labels);
-}
-
-prometheus::Counter& AddCounter(prometheus::Registry& registry, const char* name, const char* help,
-                                const prometheus::Labels& labels) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add(labels);
-}
-
-Histogram& AddHistogram(prometheus::Registry& registry, const char* name, const char* help,
-                        const prometheus::Labels& labels, const Histogram::BucketBoundaries& buckets) {
-  return prometheus::BuildHistogram().Name(name).Help(help).Register(registry).Add(labels, buckets);
-}
-
 }  // namespace
 
-WorkerMetrics::WorkerMetrics(const std::string& model_name)
-    : model_name_(model_name),
-      registry_(std::make_shared<prometheus::Registry>()),
-      num_running_(AddGauge(*registry_, "llmc:num_requests_running", "Requests in the continuous batch",
-                            {{"model_name", model_name}})),
-      num_waiting_(AddGauge(*registry_, "llmc:num_requests_waiting", "Requests queued, not yet running",
-                            {{"model_name", model_name}})),
-      kv_cache_usage_(AddGauge(*registry_, "llmc:kv_cache_usage_perc",
-                               "Fraction of KV-cache blocks in use (1 means 100 percent)",
-                               {{"model_name", model_name}})),
-      prompt_tokens_(AddCounter(*registry_, "llmc:prompt_tokens_total", "Prompt tokens of finished requests",
-                                {{"model_name", model_name}})),
-      generation_tokens_(AddCounter(*registry_, "llmc:generation_tokens_total", "Generated tokens of finished requests",
-                                    {{"model_name", model_name}})),
-      preemptions_(AddCounter(*registry_, "llmc:num_preemptions_total",
-                              "Sequences preempted (KV blocks freed, recomputed later)", {{"model_name", model_name}})),
-      time_to_first_token_(AddHistogram(*registry_, "llmc:time_to_first_token_seconds",
-                                        "Time from arrival to the first generated token", {{"model_name", model_name}},
-                                        kTimeToFirstTokenBuckets)),
-      inter_token_latency_(AddHistogram(*registry_, "llmc:inter_token_latency_seconds",
-                                        "Time between consecutive tokens of one sequence", {{"model_name", model_name}},
-                                        kInterTokenBuckets)),
-      e2e_latency_(AddHistogram(*registry_, "llmc:e2e_request_latency_seconds",
-                                "Time from arrival to the end of a request", {{"model_name", model_name}},
-                                kRequestLatencyBuckets)),
-      request_prompt_tokens_(AddHistogram(*registry_, "llmc:request_prompt_tokens", "Prompt tokens per request",
-                                          {{"model_name", model_name}}, kTokenCountBuckets)),
-      request_generation_tokens_(AddHistogram(*registry_, "llmc:request_generation_tokens",
-                                              "Generated tokens per request (all choices)",
-                                              {{"model_name", model_name}}, kTokenCountBuckets)),
-      iteration_tokens_(AddHistogram(*registry_, "llmc:iteration_tokens_total",
-                                     "Tokens (prefill and decode) processed per engine step",
-                                     {{"model_name", model_name}}, kIterationTokenBuckets)),
-      step_duration_(AddHistogram(*registry_, "llmc:iteration_duration_seconds", "Wall time of one engine step",
-                                  {{"model_name", model_name}}, kStepDurationBuckets)),
-      step_host_duration_(AddHistogram(*registry_, "llmc:iteration_host_duration_seconds",
-                                       "Wall time of one engine step outside the model (scheduling, batch, "
-                                       "sampling, detokenizing, queueing the output)",
-                                       {{"model_name", model_name}}, kStepDurationBuckets)) {
-  auto& success = prometheus::BuildCounter()
-                      .Name("llmc:request_success_total")
-                      .Help("Finished requests by finish reason (stop, length, abort, error)")
-                      .Register(*registry_);
+absl::StatusOr<MetricNames> ParseMetricNames(const std::string& text) {
+  if (text == "llmc") return MetricNames::kLlmc;
+  if (text == "vllm") return MetricNames::kVllm;
+  if (text == "both") return MetricNames::kBoth;
+  return absl::InvalidArgumentError(absl::StrCat("metric names must be llmc, vllm or both, got '", text, "'"));
+}
+
+WorkerMetrics::WorkerMetrics(const std::string& model_name, MetricNames names)
+    : model_name_(model_name), registry_(std::make_shared<prometheus::Registry>()) {
+  if (names != MetricNames::kVllm) prefixes_.push_back("llmc:");
+  if (names != MetricNames::kLlmc) prefixes_.push_back("vllm:");
+  num_running_ = Gauge("num_requests_running", "Requests in the continuous batch");
+  num_waiting_ = Gauge("num_requests_waiting", "Requests queued, not yet running");
+  kv_cache_usage_ = Gauge("kv_cache_usage_perc", "Fraction of KV-cache blocks in use (1 means 100 percent)");
+  if (names != MetricNames::kLlmc) {
+    legacy_cache_usage_.push_back(&prometheus::BuildGauge()
+                                       .Name("vllm:gpu_cache_usage_perc")
+                                       .Help("Fraction of KV-cache blocks in use (vLLM's older name)")
+                                       .Register(*registry_)
+                                       .Add({{"model_name", model_name_}}));
+  }
+  prompt_tokens_ = Counter("prompt_tokens_total", "Prompt tokens of finished requests");
+  generation_tokens_ = Counter("generation_tokens_total", "Generated tokens of finished requests");
+  preemptions_ = Counter("num_preemptions_total", "Sequences preempted (KV blocks freed, recomputed later)");
+  time_to_first_token_ = Histogram("time_to_first_token_seconds", "Time from arrival to the first generated token",
+                                   kTimeToFirstTokenBuckets);
+  inter_token_latency_ =
+      Histogram("inter_token_latency_seconds", "Time between consecutive tokens of one sequence", kInterTokenBuckets);
+  e2e_latency_ =
+      Histogram("e2e_request_latency_seconds", "Time from arrival to the end of a request", kRequestLatencyBuckets);
+  request_prompt_tokens_ = Histogram("request_prompt_tokens", "Prompt tokens per request", kTokenCountBuckets);
+  request_generation_tokens_ =
+      Histogram("request_generation_tokens", "Generated tokens per request (all choices)", kTokenCountBuckets);
+  iteration_tokens_ = Histogram("iteration_tokens_total", "Tokens (prefill and decode) processed per engine step",
+                                kIterationTokenBuckets);
+  step_duration_ = Histogram("iteration_duration_seconds", "Wall time of one engine step", kStepDurationBuckets);
+  step_host_duration_ = Histogram("iteration_host_duration_seconds",
+                                  "Wall time of one engine step outside the model (scheduling, batch, sampling, "
+                                  "detokenizing, queueing the output)",
+                                  kStepDurationBuckets);
   const std::pair<v1::FinishReason, const char*> reasons[] = {{v1::FINISH_REASON_STOP, "stop"},
                                                               {v1::FINISH_REASON_LENGTH, "length"},
                                                               {v1::FINISH_REASON_ABORT, "abort"},
                                                               {v1::FINISH_REASON_ERROR, "error"}};
-  for (const auto& [reason, label] : reasons) {
-    request_success_[reason] = &success.Add({{"model_name", model_name}, {"finished_reason", label}});
+  for (const std::string& prefix : prefixes_) {
+    auto& success = prometheus::BuildCounter()
+                        .Name(prefix + "request_success_total")
+                        .Help("Finished requests by finish reason (stop, length, abort, error)")
+                        .Register(*registry_);
+    for (const auto& [reason, label] : reasons) {
+      request_success_[reason].push_back(&success.Add({{"model_name", model_name}, {"finished_reason", label}}));
+    }
   }
 }
 
+WorkerMetrics::Named<prometheus::Gauge> WorkerMetrics::Gauge(const std::string& name, const char* help) {
+  Named<prometheus::Gauge> metrics;
+  for (const std::string& prefix : prefixes_) {
+    metrics.push_back(&prometheus::BuildGauge()
+                           .Name(prefix + name)
+                           .Help(help)
+                           .Register(*registry_)
+                           .Add({{"model_name", model_name_}}));
+  }
+  return metrics;
+}
+
+WorkerMetrics::Named<prometheus::Counter> WorkerMetrics::Counter(const std::string& name, const char* help) {
+  Named<prometheus::Counter> metrics;
+  for (const std::string& prefix : prefixes_) {
+    metrics.push_back(&prometheus::BuildCounter()
+                           .Name(prefix + name)
+                           .Help(help)
+                           .Register(*registry_)
+                           .Add({{"model_name", model_name_}}));
+  }
+  return metrics;
+}
+
+WorkerMetrics::Named<prometheus::Histogram> WorkerMetrics::Histogram(
+    const std::string& name, const char* help, const prometheus::Histogram::BucketBoundaries& buckets) {
+  Named<prometheus::Histogram> metrics;
+  for (const std::string& prefix : prefixes_) {
+    metrics.push_back(&prometheus::BuildHistogram()
+                           .Name(prefix + name)
+                           .Help(help)
+                           .Register(*registry_)
+                           .Add({{"model_name", model_name_}}, buckets));
+  }
+  return metrics;
+}
+
+void WorkerMetrics::Info(const std::string& name, const char* help, const prometheus::Labels& labels) {
+  for (const std::string& prefix : prefixes_) {
+    prometheus::BuildGauge().Name(prefix + name).Help(help).Register(*registry_).Add(labels).Set(1);
+  }
+}
+
+namespace {
+
+template <typename Metrics>
+void SetAll(const Metrics& metrics, double value) {
+  for (auto* metric : metrics) metric->Set(value);
+}
+template <typename Metrics>
+void IncrementAll(const Metrics& metrics, double value) {
+  for (auto* metric : metrics) metric->Increment(value);
+}
+template <typename Metrics>
+void ObserveAll(const Metrics& metrics, double value) {
+  for (auto* metric : metrics) metric->Observe(value);
+}
+
+}  // namespace
+
 void WorkerMetrics::RefreshLoad(const engine::EngineLoad& load) {
-  num_running_.Set(static_cast<double>(load.num_running));
-  num_waiting_.Set(static_cast<double>(load.num_waiting));
-  kv_cache_usage_.Set(load.kv_cache_usage());
+  SetAll(num_running_, static_cast<double>(load.num_running));
+  SetAll(num_waiting_, static_cast<double>(load.num_waiting));
+  SetAll(kv_cache_usage_, load.kv_cache_usage());
+  SetAll(legacy_cache_usage_, load.kv_cache_usage());
 }
 
 void WorkerMetrics::OnStep(const engine::StepStats& step) {
-  iteration_tokens_.Observe(static_cast<double>(step.num_prefill_tokens + step.num_decode_tokens));
-  step_duration_.Observe(absl::ToDoubleSeconds(step.step_time));
-  step_host_duration_.Observe(absl::ToDoubleSeconds(step.step_time - step.model_time));
+  ObserveAll(iteration_tokens_, static_cast<double>(step.num_prefill_tokens + step.num_decode_tokens));
+  ObserveAll(step_duration_, absl::ToDoubleSeconds(step.step_time));
+  ObserveAll(step_host_duration_, absl::ToDoubleSeconds(step.step_time - step.model_time));
 }
 
 void WorkerMetrics::OnFirstToken(absl::Duration time_to_first_token) {
-  time_to_first_token_.Observe(absl::ToDoubleSeconds(time_to_first_token));
+  ObserveAll(time_to_first_token_, absl::ToDoubleSeconds(time_to_first_token));
 }
 
 void WorkerMetrics::OnInterToken(absl::Duration inter_token_latency) {
-  inter_token_latency_.Observe(absl::ToDoubleSeconds(inter_token_latency));
+  ObserveAll(inter_token_latency_, absl::ToDoubleSeconds(inter_token_latency));
 }
 
-void WorkerMetrics::OnPreemption() { preemptions_.Increment(); }
+void WorkerMetrics::OnPreemption() { IncrementAll(preemptions_, 1); }
 
 void WorkerMetrics::OnRequestFinished(int64_t prompt_tokens, int64_t generation_tokens, v1::FinishReason reason,
                                       absl::Duration end_to_end) {
-  prompt_tokens_.Increment(static_cast<double>(prompt_tokens));
-  generation_tokens_.Increment(static_cast<double>(generation_tokens));
-  request_prompt_tokens_.Observe(static_cast<double>(prompt_tokens));
-  request_generation_tokens_.Observe(static_cast<double>(generation_tokens));
-  e2e_latency_.Observe(absl::ToDoubleSeconds(end_to_end));
+  IncrementAll(prompt_tokens_, static_cast<double>(prompt_tokens));
+  IncrementAll(generation_tokens_, static_cast<double>(generation_tokens));
+  ObserveAll(request_prompt_tokens_, static_cast<double>(prompt_tokens));
+  ObserveAll(request_generation_tokens_, static_cast<double>(generation_tokens));
+  ObserveAll(e2e_latency_, absl::ToDoubleSeconds(end_to_end));
   // A request that ends without a reason of its own (e.g. refused mid-way) counts as an error.
   const size_t index = reason > 0 && static_cast<size_t>(reason) < request_success_.size()
                            ? static_cast<size_t>(reason)
                            : static_cast<size_t>(v1::FINISH_REASON_ERROR);
-  request_success_[index]->Increment();
+  IncrementAll(request_success_[index], 1);
 }
 
 void WorkerMetrics::SetModelInfo(const std::string& dtype, const std::string& quantization, const std::string& device) {
-  AddGauge(*registry_, "llmc:model_info", "The model as this worker serves it (labels); always 1",
-           {{"model_name", model_name_}, {"dtype", dtype}, {"quantization", quantization}, {"device", device}})
-      .Set(1);
+  Info("model_info", "The model as this worker serves it (labels); always 1",
+       {{"model_name", model_name_}, {"dtype", dtype}, {"quantization", quantization}, {"device", device}});
+}
+
+void WorkerMetrics::SetCacheConfig(int64_t block_size, int64_t num_blocks, const std::string& cache_dtype) {
+  Info("cache_config_info", "The KV cache's configuration (labels); always 1",
+       {{"block_size", absl::StrCat(block_size)},
+        {"num_gpu_blocks", absl::StrCat(num_blocks)},
+        {"num_cpu_blocks", "0"},
+        {"cache_dtype", cache_dtype},
+        {"enable_prefix_caching", "False"}});
 }
 
 }  // namespace llmc::worker

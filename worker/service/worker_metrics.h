@@ -4,7 +4,9 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -14,18 +16,26 @@
 
 namespace llmc::worker {
 
-// The worker's Prometheus metrics, named as vLLM names them with the `llmc:` prefix instead of `vllm:`
-// (so dashboards port by renaming), each labelled with model_name. Engine events arrive through the
-// EngineObserver callbacks on the engine thread; the load gauges are set from Engine::Load() before each
-// scrape. prometheus-cpp metrics are thread-safe, and every child metric is created up front, so the
+// Which names the worker's metrics go by: `llmc:` names, vLLM's `vllm:` names (what the llm-d endpoint
+// picker and vLLM dashboards read, unchanged), or both.
+enum class MetricNames { kLlmc, kVllm, kBoth };
+absl::StatusOr<MetricNames> ParseMetricNames(const std::string& text);
+
+// The worker's Prometheus metrics, named as vLLM names them, with the `llmc:` prefix, the `vllm:` prefix,
+// or both (the same values under two names), each labelled with model_name. Engine events arrive through
+// the EngineObserver callbacks on the engine thread; the load gauges are set from Engine::Load() before
+// each scrape. prometheus-cpp metrics are thread-safe, and every child metric is created up front, so the
 // engine thread never takes a family's lock.
 class WorkerMetrics final : public engine::EngineObserver {
  public:
-  explicit WorkerMetrics(const std::string& model_name);
+  explicit WorkerMetrics(const std::string& model_name, MetricNames names = MetricNames::kBoth);
 
   std::shared_ptr<prometheus::Registry> prometheus_registry() const { return registry_; }
-  // llmc:model_info, always 1: what the worker serves, in its labels (dtype, quantization, device).
+  // <prefix>model_info, always 1: what the worker serves, in its labels (dtype, quantization, device).
   void SetModelInfo(const std::string& dtype, const std::string& quantization, const std::string& device);
+  // <prefix>cache_config_info, always 1: the KV cache's shape in its labels, as vLLM reports it
+  // (block_size, num_gpu_blocks: the blocks of the cache, on whatever device it lives).
+  void SetCacheConfig(int64_t block_size, int64_t num_blocks, const std::string& cache_dtype);
   void RefreshLoad(const engine::EngineLoad& load);
 
   void OnStep(const engine::StepStats& step) override;
@@ -36,24 +46,36 @@ class WorkerMetrics final : public engine::EngineObserver {
                          absl::Duration end_to_end) override;
 
  private:
+  // One metric under each prefix in use.
+  template <typename Metric>
+  using Named = std::vector<Metric*>;
+
+  Named<prometheus::Gauge> Gauge(const std::string& name, const char* help);
+  Named<prometheus::Counter> Counter(const std::string& name, const char* help);
+  Named<prometheus::Histogram> Histogram(const std::string& name, const char* help,
+                                         const prometheus::Histogram::BucketBoundaries& buckets);
+  void Info(const std::string& name, const char* help, const prometheus::Labels& labels);
+
   std::string model_name_;
+  std::vector<std::string> prefixes_;
   std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Gauge& num_running_;
-  prometheus::Gauge& num_waiting_;
-  prometheus::Gauge& kv_cache_usage_;
-  prometheus::Counter& prompt_tokens_;
-  prometheus::Counter& generation_tokens_;
-  prometheus::Counter& preemptions_;
+  Named<prometheus::Gauge> num_running_;
+  Named<prometheus::Gauge> num_waiting_;
+  Named<prometheus::Gauge> kv_cache_usage_;
+  Named<prometheus::Gauge> legacy_cache_usage_;  // vLLM's older gpu_cache_usage_perc, which some pickers read
+  Named<prometheus::Counter> prompt_tokens_;
+  Named<prometheus::Counter> generation_tokens_;
+  Named<prometheus::Counter> preemptions_;
   // Indexed by v1::FinishReason (UNSPECIFIED unused).
-  std::array<prometheus::Counter*, 5> request_success_{};
-  prometheus::Histogram& time_to_first_token_;
-  prometheus::Histogram& inter_token_latency_;
-  prometheus::Histogram& e2e_latency_;
-  prometheus::Histogram& request_prompt_tokens_;
-  prometheus::Histogram& request_generation_tokens_;
-  prometheus::Histogram& iteration_tokens_;
-  prometheus::Histogram& step_duration_;
-  prometheus::Histogram& step_host_duration_;
+  std::array<Named<prometheus::Counter>, 5> request_success_{};
+  Named<prometheus::Histogram> time_to_first_token_;
+  Named<prometheus::Histogram> inter_token_latency_;
+  Named<prometheus::Histogram> e2e_latency_;
+  Named<prometheus::Histogram> request_prompt_tokens_;
+  Named<prometheus::Histogram> request_generation_tokens_;
+  Named<prometheus::Histogram> iteration_tokens_;
+  Named<prometheus::Histogram> step_duration_;
+  Named<prometheus::Histogram> step_host_duration_;
 };
 
 }  // namespace llmc::worker

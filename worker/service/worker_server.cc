@@ -100,10 +100,12 @@ absl::Status WorkerServer::LoadEngine() {
       {config_.device, config_.dtype, config_.quantization, static_cast<int64_t>(config_.quantization_group_size)});
   if (!model.ok()) return Annotate(model.status(), absl::StrCat("loading ", config_.model_path));
   const std::string name = config_.model_name.empty() ? (*model)->manifest().name : config_.model_name;
-  metrics_ = std::make_unique<WorkerMetrics>(name);
+  ASSIGN_OR_RETURN(const MetricNames metric_names, ParseMetricNames(config_.metric_names));
+  metrics_ = std::make_unique<WorkerMetrics>(name, metric_names);
   ASSIGN_OR_RETURN(engine_,
                    engine::Engine::Create(*std::move(model), *tokenizer_, ToEngineOptions(config_), metrics_.get()));
   metrics_->SetModelInfo(engine_->dtype(), engine_->manifest().quantization, engine_->device());
+  metrics_->SetCacheConfig(static_cast<int64_t>(config_.block_size), engine_->Load().num_kv_blocks, engine_->dtype());
   ServedModel served = MakeServedModel(*engine_, *tokenizer_, name);
   RETURN_IF_ERROR(LoadPackageChatTemplate(config_.model_path, engine_->manifest(), served));
   served.trust_request_chat_template = config_.trust_request_chat_template;
