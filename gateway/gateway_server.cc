@@ -64,7 +64,7 @@ GatewayServer::GatewayServer(config::GatewayConfig config)
       worker_calls_(router_, channels_, config_.max_attempts),
       completions_(dispatcher_, *metrics_, large_bodies_,
                    {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}),
-      tokenize_(worker_calls_, router_, large_bodies_, {config_.request_timeout, config_.retry_after_seconds}),
+      worker_call_handler_(worker_calls_, router_, large_bodies_, {config_.request_timeout, config_.retry_after_seconds}),
       large_bodies_(kLargeBodyThreads, kLargeBodyQueue) {}
 
 GatewayServer::~GatewayServer() { Shutdown(); }
@@ -77,10 +77,13 @@ void GatewayServer::AddRoutes() {
     completions_.Handle(OpenAiKind::kCompletion, request, std::move(w));
   });
   http_->Route("POST", "/tokenize", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
-    tokenize_.HandleTokenize(request, std::move(w));
+    worker_call_handler_.HandleTokenize(request, std::move(w));
   });
   http_->Route("POST", "/detokenize", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
-    tokenize_.HandleDetokenize(request, std::move(w));
+    worker_call_handler_.HandleDetokenize(request, std::move(w));
+  });
+  http_->Route("POST", "/v1/embeddings", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
+    worker_call_handler_.HandleEmbeddings(request, std::move(w));
   });
   http_->Route("GET", "/v1/models",
                [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleModels(std::move(w)); });

@@ -14,7 +14,7 @@
 #include "gateway/dispatch/worker_router.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/http/http_server.h"
-#include "gateway/tokenize_handler.h"
+#include "gateway/worker_call_handler.h"
 
 namespace llmc::gateway {
 
@@ -47,7 +47,7 @@ class GatewayServer {
   GenerationDispatcher dispatcher_;
   UnaryDispatcher worker_calls_;
   CompletionHandler completions_;
-  TokenizeHandler tokenize_;
+  WorkerCallHandler worker_call_handler_;
   BoundedExecutor large_bodies_;  // after the handlers, whose methods its tasks call: destroyed first
   std::unique_ptr<HttpServer> http_;
   HostPort address_;

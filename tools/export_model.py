@@ -15,7 +15,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from llmc_export.config import ExportError, ModelConfig  # noqa: E402
-from llmc_export.package import DTYPES, QUANTIZATIONS, build_model, write_package  # noqa: E402
+from llmc_export.package import DTYPES, EMBEDDING_POOLINGS, QUANTIZATIONS, build_model, write_package  # noqa: E402
 
 PRESETS = {
     # Qwen2-0.5B's shape: the benchmark model.
@@ -48,6 +48,9 @@ def parse_args(argv):
     parser.add_argument("--chat-template", help="built-in chat template name; without it the package carries the model's own "
                         "Jinja template from tokenizer_config.json (or chat_template.jinja) beside tokenizer.json, "
                         "and the built-in one chosen by architecture serves as the fallback")
+    parser.add_argument("--embedding-pooling", default="last", choices=EMBEDDING_POOLINGS,
+                        help="how /v1/embeddings pools the final normalized hidden states of a prompt before L2 "
+                        "normalization: the last token's (default), the mean of all, or none (no embeddings)")
     parser.add_argument("--preset", default="qwen2-0.5b", choices=sorted(PRESETS), help="shape for --random")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random")
     parser.add_argument("--eos-token-id", type=int, action="append", help="EOS ids for --random")
@@ -74,7 +77,7 @@ def main(argv=None):
             model = build_model(config, seed=args.seed)
         name = args.name or os.path.basename(os.path.normpath(args.out))
         write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template, args.quantize,
-                      args.group_size)
+                      args.group_size, args.embedding_pooling)
     except ExportError as error:
         print(f"export_model: {error}", file=sys.stderr)
         return 2

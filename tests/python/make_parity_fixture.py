@@ -5,7 +5,8 @@
 
 DIR/package/ is the exported package; DIR/reference.pt a TorchScript module whose attributes hold, for
 each scenario sequence, the prompt, the greedy continuation (32 tokens) and the reference logits at every
-step, computed by plain causal attention without any cache.
+step, computed by plain causal attention without any cache; and each prompt's embeddings, the final
+normalized hidden state of its last token and the mean over its tokens, L2-normalized.
 """
 import argparse
 import os
@@ -16,7 +17,7 @@ from typing import List
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from paged_scenario import reference_logits  # noqa: E402
+from paged_scenario import reference_final_hidden, reference_logits  # noqa: E402
 from llmc_export.config import ModelConfig  # noqa: E402
 from llmc_export.model import CausalLM, random_weights  # noqa: E402
 from llmc_export.package import write_package  # noqa: E402
@@ -28,11 +29,13 @@ STEPS = 32
 
 
 class Reference(torch.nn.Module):
-    def __init__(self, prompts, continuations, logits):
+    def __init__(self, prompts, continuations, logits, last_embeddings, mean_embeddings):
         super().__init__()
         self.prompts: List[torch.Tensor] = prompts
         self.continuations: List[torch.Tensor] = continuations
         self.logits: List[torch.Tensor] = logits
+        self.last_embeddings: List[torch.Tensor] = last_embeddings
+        self.mean_embeddings: List[torch.Tensor] = mean_embeddings
 
     def forward(self) -> int:
         return len(self.prompts)
@@ -51,11 +54,14 @@ def main():
     model = model.to(dtype).eval()
     model.inv_freq = model.inv_freq.float()
     rng = random.Random(99)
-    prompts, continuations, all_logits = [], [], []
+    prompts, continuations, all_logits, last_embeddings, mean_embeddings = [], [], [], [], []
     with torch.no_grad():
         for length in PROMPT_LENGTHS:
             tokens = [rng.randrange(CONFIG.vocab_size) for _ in range(length)]
             prompts.append(torch.tensor(tokens, dtype=torch.long))
+            hidden = reference_final_hidden(model, CONFIG, tokens).float()
+            last_embeddings.append(torch.nn.functional.normalize(hidden[-1], dim=0))
+            mean_embeddings.append(torch.nn.functional.normalize(hidden.mean(0), dim=0))
             rows = []
             for _ in range(STEPS):
                 row = reference_logits(model, CONFIG, tokens)
@@ -63,7 +69,7 @@ def main():
                 tokens.append(int(torch.argmax(row)))
             continuations.append(torch.tensor(tokens[length:], dtype=torch.long))
             all_logits.append(torch.stack(rows))
-    torch.jit.script(Reference(prompts, continuations, all_logits)).save(os.path.join(args.out, "reference.pt"))
+    torch.jit.script(Reference(prompts, continuations, all_logits, last_embeddings, mean_embeddings)).save(os.path.join(args.out, "reference.pt"))
     print(f"wrote {args.out}")
 
 

@@ -17,6 +17,13 @@ from llmc_export.model import CausalLM, rotate_half  # noqa: E402
 def reference_logits(model: CausalLM, config: ModelConfig, token_ids):
     """Logits of the last position, recomputing the whole sequence with plain causal attention."""
     with torch.no_grad():
+        return model.lm_head(reference_final_hidden(model, config, token_ids)[-1:]).float()[0]
+
+
+def reference_final_hidden(model: CausalLM, config: ModelConfig, token_ids):
+    """Every position's hidden state after the final norm, [len(token_ids), hidden_size], recomputed with
+    plain causal attention."""
+    with torch.no_grad():
         ids = torch.tensor(token_ids, dtype=torch.long)
         hidden = model.model.embed_tokens(ids)
         positions = torch.arange(len(token_ids), dtype=torch.float32)
@@ -45,7 +52,7 @@ def reference_logits(model: CausalLM, config: ModelConfig, token_ids):
             gate_up = F.linear(layer.post_attention_layernorm(hidden), layer.mlp.gate_up_proj.weight)
             gate, up = gate_up[:, :config.intermediate_size], gate_up[:, config.intermediate_size:]
             hidden = hidden + layer.mlp.down_proj(F.silu(gate) * up)
-        return model.lm_head(model.model.norm(hidden[-1:])).float()[0]
+        return model.model.norm(hidden)
 
 
 class PagedRunner:

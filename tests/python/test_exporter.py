@@ -284,6 +284,20 @@ class ExporterTest(unittest.TestCase):
                 self.assertIn(message, error)
                 self.assertFalse(os.path.exists(out))
 
+    def test_manifest_records_the_embedding_pooling(self):
+        tokenizer = self.path("tokenizer.json")
+        with open(tokenizer, "w") as f:
+            f.write("{}")
+        for flags, expected in (((), "last"), (("--embedding-pooling", "mean"), "mean"),
+                                (("--embedding-pooling", "none"), "none")):
+            with self.subTest(flags=flags):
+                out = self.path("pkg-pool-" + expected)
+                code, error = export("--random", "--preset", "tiny", "--tokenizer", tokenizer, "--out", out, *flags)
+                self.assertEqual(code, 0, error)
+                with open(os.path.join(out, "llmc-model.json")) as f:
+                    self.assertEqual(json.load(f)["embedding_pooling"], expected)
+                self.assertIsNotNone(torch.jit.load(os.path.join(out, "model.pt")).forward_with_hidden)
+
     def test_missing_tensor_is_named(self):
         checkpoint = os.path.dirname(self.path("ckpt", "x"))
         make_checkpoint(checkpoint, drop="model.layers.1.mlp.up_proj.weight")

@@ -17,6 +17,7 @@ void CollectingSink::OnResponse(v1::GenerateResponse response) {
     }
   }
   if (response.has_usage()) usage_ = response.usage();
+  embedding_.insert(embedding_.end(), response.embedding().begin(), response.embedding().end());
 }
 
 void CollectingSink::OnDone(absl::Status status) {
@@ -40,6 +41,11 @@ CollectingSink::Choice CollectingSink::choice(uint32_t index) {
 v1::Usage CollectingSink::usage() {
   absl::MutexLock lock(&mu_);
   return usage_;
+}
+
+std::vector<float> CollectingSink::embedding() {
+  absl::MutexLock lock(&mu_);
+  return embedding_;
 }
 
 int CollectingSink::num_responses() {

@@ -32,6 +32,8 @@ class CollectingSink : public engine::GenerationSink {
   absl::Status status();
   Choice choice(uint32_t index);
   v1::Usage usage();
+  // An embedding request's vector (empty for a generation).
+  std::vector<float> embedding();
   int num_responses();
   int num_done_calls();
   bool indices_contiguous();
@@ -40,6 +42,7 @@ class CollectingSink : public engine::GenerationSink {
   absl::Mutex mu_;
   std::map<uint32_t, Choice> choices_ ABSL_GUARDED_BY(mu_);
   v1::Usage usage_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> embedding_ ABSL_GUARDED_BY(mu_);
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   int num_responses_ ABSL_GUARDED_BY(mu_) = 0;
   int num_done_calls_ ABSL_GUARDED_BY(mu_) = 0;

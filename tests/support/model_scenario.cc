@@ -45,6 +45,8 @@ ModelReference LoadModelReference(const std::string& dir) {
   for (const auto& t : module.attr("prompts").toTensorList()) reference.prompts.push_back(t);
   for (const auto& t : module.attr("continuations").toTensorList()) reference.continuations.push_back(t);
   for (const auto& t : module.attr("logits").toTensorList()) reference.logits.push_back(t);
+  for (const auto& t : module.attr("last_embeddings").toTensorList()) reference.last_embeddings.push_back(t);
+  for (const auto& t : module.attr("mean_embeddings").toTensorList()) reference.mean_embeddings.push_back(t);
   return reference;
 }
 

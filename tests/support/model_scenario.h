@@ -15,6 +15,8 @@ std::string ParityFixture(const std::string& dtype);
 
 struct ModelReference {
   std::vector<at::Tensor> prompts, continuations, logits;  // per sequence: prompt, 32 greedy tokens, logits
+  // Per prompt: its embedding pooled from the last token and from the mean of all, L2-normalized float32.
+  std::vector<at::Tensor> last_embeddings, mean_embeddings;
 };
 ModelReference LoadModelReference(const std::string& fixture_dir);
 

@@ -13,7 +13,8 @@ namespace {
 
 // Exports a small random-weight package once per test process and `key`.
 std::string ExportOnce(const std::string& key, const std::string& name, const std::string& tokenizer,
-                       const std::string& seed, const std::string& eos, const std::string& quantize) {
+                       const std::string& seed, const std::string& eos, const std::string& quantize,
+                       const std::string& embedding_pooling = "last") {
   static std::mutex mu;
   static std::map<std::string, std::string>* packages = new std::map<std::string, std::string>();
   std::lock_guard<std::mutex> lock(mu);
@@ -24,7 +25,8 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
         RunCommand(LLMC_PYTHON,
                    {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--random", "--preset", "small", "--seed",
                     seed, "--dtype", "bfloat16", "--eos-token-id", eos, "--name", name, "--tokenizer",
-                    TokenizerJsonPath(tokenizer), "--quantize", quantize, "--out", out},
+                    TokenizerJsonPath(tokenizer), "--quantize", quantize, "--embedding-pooling", embedding_pooling,
+                    "--out", out},
                    absl::Seconds(240));
     if (result.exit_code != 0) throw std::runtime_error("exporting " + name + " failed:\n" + result.output);
     package = out;
@@ -39,7 +41,7 @@ std::string SmallModelPackage(const std::string& quantize) {
 }
 
 std::string SecondSmallModelPackage() {
-  return ExportOnce("second", kSecondSmallModelName, "llama3", "2", "128009", "none");
+  return ExportOnce("second", kSecondSmallModelName, "llama3", "2", "128009", "none", "mean");
 }
 
 std::vector<std::string> SmallWorkerArgs(const std::string& controller_address, const std::string& worker_id,

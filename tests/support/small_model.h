@@ -16,7 +16,8 @@ inline constexpr char kSmallModelName[] = "llmc-small";
 std::string SmallModelPackage(const std::string& quantize = "none");
 
 // The name the second small package serves under, and the package: the same shape with other random
-// weights (seed 2) and the 128k-token Llama 3 vocabulary, for tests that serve two different models.
+// weights (seed 2) and the 128k-token Llama 3 vocabulary, for tests that serve two different models; its
+// embeddings pool the mean (the first package's the last token).
 inline constexpr char kSecondSmallModelName[] = "llmc-small-llama3";
 std::string SecondSmallModelPackage();
 

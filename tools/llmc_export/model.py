@@ -144,10 +144,39 @@ class CausalLM(nn.Module):
                                                      self.lm_head.weight, self.lm_head.weight_scale, self.vocab_size,
                                                      full_rows, top_k)
 
+    @torch.jit.export
+    def forward_with_hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
+                            slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                            query_start_locs: torch.Tensor, logits_indices: torch.Tensor, full_rows: torch.Tensor,
+                            top_k: int, hidden_rows: torch.Tensor
+                            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """forward_top_k's step that also returns the final normalized hidden state (after the last RMSNorm,
+        float32 [len(hidden_rows), hidden_size]) of the batch rows named by hidden_rows: what embeddings pool.
+        logits_indices may be empty (a step of embedding prompts only)."""
+        hidden = self.layers_output(input_ids, positions, kv_cache, slot_mapping, block_tables, seq_lens,
+                                    query_start_locs)
+        pooled = self.model.norm(hidden.index_select(0, hidden_rows)).float()
+        if logits_indices.numel() == 0:
+            float_options = torch.empty(0, dtype=torch.float32, device=hidden.device)
+            return (float_options.new_empty((0, self.vocab_size)), float_options.new_empty((0, top_k)),
+                    torch.empty((0, top_k), dtype=torch.int64, device=hidden.device), pooled)
+        full, values, ids = torch.ops.llmc.rms_norm_lm_head_top_k(hidden.index_select(0, logits_indices),
+                                                                  self.model.norm.weight, self.model.norm.eps,
+                                                                  self.lm_head.weight, self.lm_head.weight_scale,
+                                                                  self.vocab_size, full_rows, top_k)
+        return full, values, ids, pooled
+
     def final_hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
                      slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
                      query_start_locs: torch.Tensor, logits_indices: torch.Tensor) -> torch.Tensor:
         """The last layer's output (before the final norm) of the rows named by logits_indices."""
+        return self.layers_output(input_ids, positions, kv_cache, slot_mapping, block_tables, seq_lens,
+                                  query_start_locs).index_select(0, logits_indices)
+
+    def layers_output(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
+                      slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                      query_start_locs: torch.Tensor) -> torch.Tensor:
+        """The last layer's output (before the final norm) of every row of the batch."""
         embed_tokens = self.model.embed_tokens
         # A quantized embedding gives float32 rows; the norm weights carry the activation dtype (a no-op cast
         # for a plain embedding).
@@ -161,7 +190,7 @@ class CausalLM(nn.Module):
             hidden = layer(hidden, cos, sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1], slot_mapping,
                            block_tables, seq_lens, query_start_locs)
             layer_index += 1
-        return hidden.index_select(0, logits_indices)
+        return hidden
 
 
 def hf_parameter_shapes(config: ModelConfig) -> dict:

@@ -15,6 +15,9 @@ FORMAT_VERSION = 5
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 QUANTIZATIONS = ("none", "int8")
+# How an embedding request pools the final normalized hidden states of its prompt (then L2-normalized);
+# "none": the package serves no embeddings.
+EMBEDDING_POOLINGS = ("last", "mean", "none")
 
 
 def default_chat_template(config: ModelConfig) -> str:
@@ -26,7 +29,7 @@ def default_chat_template(config: ModelConfig) -> str:
 
 
 def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str, quantization: str = "none",
-                 group_size: int = 0) -> dict:
+                 group_size: int = 0, embedding_pooling: str = "last") -> dict:
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -49,6 +52,7 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
         "bos_token_id": config.bos_token_id,
         "eos_token_ids": list(config.eos_token_ids),
         "chat_template": chat_template,
+        "embedding_pooling": embedding_pooling,
         **({"sliding_window": config.sliding_window} if config.sliding_window else {}),
     }
 
@@ -108,7 +112,8 @@ def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> C
 
 
 def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str, dtype: str,
-                  tokenizer_path: str, chat_template: str = None, quantize: str = None, group_size: int = 0) -> str:
+                  tokenizer_path: str, chat_template: str = None, quantize: str = None, group_size: int = 0,
+                  embedding_pooling: str = "last") -> str:
     """Writes the package; quantize="int8" stores the projection weights as int8 with float32 scales per
     output row (group_size 0) or per group_size input columns, and the activations stay in dtype. The model
     is converted (and quantized) in place."""
@@ -118,6 +123,9 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"unsupported quantization '{quantization}' (supported: {', '.join(QUANTIZATIONS)})")
     check_group_size(group_size)
+    if embedding_pooling not in EMBEDDING_POOLINGS:
+        raise ExportError(f"unsupported embedding pooling '{embedding_pooling}' "
+                          f"(supported: {', '.join(EMBEDDING_POOLINGS)})")
     if quantization == "none" and group_size != 0:
         raise ExportError("a quantization group size needs --quantize int8")
     if tokenizer_path is None or not os.path.exists(tokenizer_path):
@@ -136,7 +144,7 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     scripted.save(os.path.join(out_dir, "model.pt"))
     shutil.copyfile(tokenizer_path, os.path.join(out_dir, "tokenizer.json"))
     manifest = manifest_for(config, name, dtype, chat_template or default_chat_template(config), quantization,
-                            group_size)
+                            group_size, embedding_pooling)
     # The model's own template comes with it, unless a built-in one was asked for by name.
     jinja_template, special_tokens = read_tokenizer_config(tokenizer_path)
     if special_tokens:

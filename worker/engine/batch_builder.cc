@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "worker/engine/sequence.h"
+
 namespace llmc::engine {
 namespace {
 
@@ -21,7 +23,7 @@ BatchBuilder::BatchBuilder(int64_t block_size, int64_t max_num_batched_tokens, i
 }
 
 model::ForwardBatch BatchBuilder::Build(const std::vector<ScheduledChunk>& chunks) {
-  for (auto* buffer : {&input_ids_, &positions_, &slot_mapping_, &logits_indices_}) buffer->clear();
+  for (auto* buffer : {&input_ids_, &positions_, &slot_mapping_, &logits_indices_, &hidden_rows_}) buffer->clear();
   seq_lens_.clear();
   query_start_locs_.assign(1, 0);
   size_t width = 1;
@@ -40,7 +42,18 @@ model::ForwardBatch BatchBuilder::Build(const std::vector<ScheduledChunk>& chunk
     }
     seq_lens_.push_back(static_cast<int32_t>(end));
     query_start_locs_.push_back(static_cast<int32_t>(input_ids_.size()));
-    if (chunks[s].samples) logits_indices_.push_back(static_cast<int64_t>(input_ids_.size()) - 1);
+    const int64_t end_row = static_cast<int64_t>(input_ids_.size());
+    switch (sequence.group.request.pooling) {
+      case Pooling::kNone:
+        if (chunks[s].samples) logits_indices_.push_back(end_row - 1);
+        break;
+      case Pooling::kLast:
+        if (chunks[s].samples) hidden_rows_.push_back(end_row - 1);
+        break;
+      case Pooling::kMean:
+        for (int64_t row = end_row - chunks[s].num_tokens; row < end_row; ++row) hidden_rows_.push_back(row);
+        break;
+    }
     std::copy(sequence.block_table.begin(), sequence.block_table.end(), block_tables_.begin() + s * width);
   }
   return model::ForwardBatch{
@@ -51,6 +64,7 @@ model::ForwardBatch BatchBuilder::Build(const std::vector<ScheduledChunk>& chunk
       View(seq_lens_, at::kInt),
       View(query_start_locs_, at::kInt),
       View(logits_indices_, at::kLong),
+      hidden_rows_.empty() ? at::Tensor() : View(hidden_rows_, at::kLong),
   };
 }
 

@@ -10,7 +10,9 @@
 namespace llmc::engine {
 
 // Lays out one step's chunks as the model's flattened batch (docs/model-package.md). The index buffers are
-// reused from step to step; the returned tensors view them and stay valid until the next Build.
+// reused from step to step; the returned tensors view them and stay valid until the next Build. An embedding
+// chunk adds hidden rows instead of a logits row: its last row when it pools the last token and ends the
+// prompt, every row when it pools the mean.
 class BatchBuilder {
  public:
   BatchBuilder(int64_t block_size, int64_t max_num_batched_tokens, int64_t max_running);
@@ -19,7 +21,7 @@ class BatchBuilder {
 
  private:
   const int64_t block_size_;
-  std::vector<int64_t> input_ids_, positions_, slot_mapping_, logits_indices_;
+  std::vector<int64_t> input_ids_, positions_, slot_mapping_, logits_indices_, hidden_rows_;
   std::vector<int32_t> seq_lens_, query_start_locs_, block_tables_;
 };
 

@@ -84,6 +84,7 @@ ContinuousBatchingEngine::ContinuousBatchingEngine(std::unique_ptr<model::Loaded
       admit_(inbox_, table_),
       schedule_(scheduler_, table_, observer),
       forward_(*model_, kv_cache_, output_, scheduler_, Limits(options), options.max_running),
+      pool_(table_),
       emit_(output_, table_, observer) {
   load_.num_kv_blocks = num_blocks;
   load_.max_running = options.max_running;
@@ -104,10 +105,10 @@ absl::Status ContinuousBatchingEngine::Start() {
   const auto view = [](auto& values, at::ScalarType type) {
     return at::from_blob(values.data(), {static_cast<int64_t>(values.size())}, at::TensorOptions().dtype(type));
   };
-  model::ForwardBatch warm_up{view(ids, at::kLong),        view(positions, at::kLong),
-                              view(slots, at::kLong),      view(table, at::kInt).view({1, 1}),
-                              view(lengths, at::kInt),     view(starts, at::kInt),
-                              view(logits_rows, at::kLong)};
+  model::ForwardBatch warm_up{view(ids, at::kLong),         view(positions, at::kLong),
+                              view(slots, at::kLong),       view(table, at::kInt).view({1, 1}),
+                              view(lengths, at::kInt),      view(starts, at::kInt),
+                              view(logits_rows, at::kLong), at::Tensor()};
   {
     c10::InferenceMode inference;
     const absl::Time start = absl::Now();
@@ -137,6 +138,19 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
       return absl::InvalidArgumentError(
           absl::StrCat("stop token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
     }
+  }
+  if (request.pooling != Pooling::kNone) {
+    if (!model_->serves_embeddings()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("model ", model_->manifest().name,
+                       " serves no embeddings (its package was exported with --embedding-pooling none)"));
+    }
+    if (sampling.n != 1) return absl::InvalidArgumentError("an embedding request has one choice");
+    if (prompt_length > options_.max_model_len) {
+      return absl::InvalidArgumentError(absl::StrCat("this model's maximum context length is ", options_.max_model_len,
+                                                     " tokens, but the input has ", prompt_length));
+    }
+    return absl::OkStatus();
   }
   if (sampling.n < 1) return absl::InvalidArgumentError("n must be at least 1");
   if (sampling.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
@@ -228,6 +242,7 @@ void ContinuousBatchingEngine::Step() {
   // nothing about the model, so it does not count towards the worker's health.
   if (absl::Status status = sample_.Run(step_); !status.ok()) return FailStep(status, /*model_failed=*/false);
   consecutive_failed_steps_ = 0;
+  pool_.Run(step_);
   emit_.Run(step_);
   if (observer_ != nullptr) {
     observer_->OnStep(

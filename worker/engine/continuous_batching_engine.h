@@ -15,6 +15,7 @@
 #include "worker/engine/engine.h"
 #include "worker/engine/forward_action.h"
 #include "worker/engine/output_processor.h"
+#include "worker/engine/pool_action.h"
 #include "worker/engine/request_inbox.h"
 #include "worker/engine/request_table.h"
 #include "worker/engine/sample_action.h"
@@ -25,7 +26,7 @@
 namespace llmc::engine {
 
 // The Engine: one thread (Run) owns the model, the KV cache, the scheduler and every request, and runs
-// steps, each an ordered list of actions: admit → schedule → forward → sample → emit (one file each).
+// steps, each an ordered list of actions: admit → schedule → forward → sample → pool → emit (one file each).
 // Other threads reach it only through the inbox (request_inbox.h) and the load and health snapshots
 // (`state_mu_`). Sinks are called on the delivery thread (delivery_queue.h), never on the engine thread.
 class ContinuousBatchingEngine final : public Engine {
@@ -75,6 +76,7 @@ class ContinuousBatchingEngine final : public Engine {
   ScheduleAction schedule_;
   ForwardAction forward_;
   SampleAction sample_;
+  PoolAction pool_;
   EmitAction emit_;
   StepData step_;
   int64_t consecutive_failed_steps_ = 0;

@@ -10,7 +10,15 @@ namespace llmc::engine {
 
 void ForwardAction::PlanRows(StepData& step) {
   for (const ScheduledChunk& chunk : step.plan.chunks) {
-    if (chunk.samples) step.sampling.push_back(chunk.sequence);
+    Sequence& sequence = *chunk.sequence;
+    if (!sequence.pools()) {
+      if (chunk.samples) step.sampling.push_back(&sequence);
+      continue;
+    }
+    // The rows the batch builder names for this chunk, in the same order.
+    const bool mean = sequence.group.request.pooling == Pooling::kMean;
+    const int64_t rows = mean ? chunk.num_tokens : (chunk.samples ? 1 : 0);
+    step.pooling.push_back({&sequence, rows, sequence.num_computed == 0, chunk.samples});
   }
   const size_t num_rows = step.sampling.size();
   if (step.suppressed.size() < num_rows) step.suppressed.resize(num_rows);
@@ -36,6 +44,7 @@ absl::Status ForwardAction::RunModel(const model::ForwardBatch& batch, StepData&
   step.full_logits = logits->full_logits.to(at::kCPU).contiguous();
   step.top_values = logits->top_values.to(at::kCPU).contiguous();
   step.top_ids = logits->top_ids.to(at::kCPU).contiguous();
+  if (logits->hidden.defined()) step.hidden = logits->hidden.to(at::kCPU).contiguous();
   return absl::OkStatus();
 }
 

@@ -12,11 +12,17 @@
 
 namespace llmc::engine {
 
+// What an embedding request makes of its prompt's final normalized hidden states (then L2-normalized).
+enum class Pooling { kNone, kLast, kMean };
+
 // One generation request as the engine takes it: already tokenized, sampling options resolved.
 struct GenerationRequest {
   std::string request_id;  // for logs
   std::vector<int32_t> prompt_token_ids;
   SamplingOptions sampling;
+  // Not kNone: an embedding request. The engine prefills the prompt in its batches and answers with one
+  // response carrying the embedding and usage; sampling options other than n = 1 are not read.
+  Pooling pooling = Pooling::kNone;
   absl::Time deadline = absl::InfiniteFuture();  // past it: DEADLINE_EXCEEDED
 };
 

@@ -36,6 +36,9 @@ struct Sequence {
   tokenizer::StopStringMatcher stop_matcher;
   absl::Time last_token_time = absl::InfinitePast();
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;  // set once, when the choice ends
+  // An embedding request's pooled hidden states so far (the pool action, embedding_action.h).
+  std::vector<float> pooled;
+  int64_t pooled_rows = 0;
 
   int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - prompt_length; }
   int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
@@ -45,6 +48,7 @@ struct Sequence {
   absl::Span<const int32_t> prompt() const { return absl::MakeConstSpan(tokens).first(prompt_length); }
   absl::Span<const int32_t> output() const { return absl::MakeConstSpan(tokens).subspan(prompt_length); }
   bool finished() const { return finish_reason != v1::FINISH_REASON_UNSPECIFIED; }
+  bool pools() const;
 };
 
 // One submitted request: its `n` choices and where their output goes.
@@ -60,6 +64,8 @@ struct RequestGroup {
   int64_t completion_tokens() const;
   int num_unfinished() const;
 };
+
+inline bool Sequence::pools() const { return group.request.pooling != Pooling::kNone; }
 
 }  // namespace llmc::engine
 

@@ -29,6 +29,16 @@ struct StepData {
 
   std::vector<SampledToken> sampled;  // sample: one per row
 
+  // forward: the embedding chunks of the plan, in batch order, and their rows' final hidden states.
+  struct PoolingChunk {
+    Sequence* sequence;
+    int64_t num_rows;  // rows of `hidden` it owns (the chunk's tokens for mean pooling; the last for last)
+    bool first;        // the chunk starts the prompt (again, after a preemption): pooling starts over
+    bool last;         // the chunk ends the prompt: the embedding is complete
+  };
+  std::vector<PoolingChunk> pooling;
+  at::Tensor hidden;  // [sum of num_rows, hidden_size] float32, on the host
+
   // Ready for the next step; `suppressed` keeps its buffers.
   void Reset();
 };
@@ -42,6 +52,8 @@ inline void StepData::Reset() {
   full_logits = top_values = top_ids = at::Tensor();
   model_time = absl::ZeroDuration();
   sampled.clear();
+  pooling.clear();
+  hidden = at::Tensor();
 }
 
 }  // namespace llmc::engine

@@ -75,6 +75,11 @@ absl::Status ExpectShape(const torch::jit::Module& module, const std::string& pa
 absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const ModelManifest& m) {
   if (!module.find_method("forward")) return absl::InvalidArgumentError("model.pt has no forward method");
   if (!module.find_method("forward_top_k")) return absl::InvalidArgumentError("model.pt has no forward_top_k method");
+  if (m.embedding_pooling != "none" && !module.find_method("forward_with_hidden")) {
+    return absl::InvalidArgumentError(
+        "the manifest names an embedding_pooling but model.pt has no forward_with_hidden method; re-export it with "
+        "tools/export_model.py");
+  }
   const int64_t kv_width = m.num_kv_heads * m.head_dim;
   RETURN_IF_ERROR(ExpectShape(module, "model.embed_tokens.weight", {m.vocab_size, m.hidden_size}));
   RETURN_IF_ERROR(ExpectShape(module, "lm_head.weight", {m.vocab_size, m.hidden_size}));
@@ -337,9 +342,17 @@ absl::StatusOr<SamplingLogits> LoadedModel::ForwardForSampling(const ForwardBatc
     std::vector<c10::IValue> inputs = Inputs(batch, kv_cache);
     inputs.emplace_back(full_rows.to(device_));
     inputs.emplace_back(top_k);
-    const auto outputs = module_.get_method("forward_top_k")(std::move(inputs)).toTuple();
-    return SamplingLogits{outputs->elements()[0].toTensor(), outputs->elements()[1].toTensor(),
-                          outputs->elements()[2].toTensor()};
+    const bool with_hidden = batch.hidden_rows.defined() && batch.hidden_rows.numel() > 0;
+    if (with_hidden) {
+      if (!serves_embeddings()) return absl::FailedPreconditionError("this model package serves no embeddings");
+      inputs.emplace_back(batch.hidden_rows.to(device_, /*non_blocking=*/true));
+    }
+    const auto outputs =
+        module_.get_method(with_hidden ? "forward_with_hidden" : "forward_top_k")(std::move(inputs)).toTuple();
+    SamplingLogits logits{outputs->elements()[0].toTensor(), outputs->elements()[1].toTensor(),
+                          outputs->elements()[2].toTensor(), at::Tensor()};
+    if (with_hidden) logits.hidden = outputs->elements()[3].toTensor();
+    return logits;
   } catch (const std::exception& error) {
     return absl::InvalidArgumentError(absl::StrCat("model forward failed: ", ConciseError(error)));
   }

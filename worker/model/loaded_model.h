@@ -35,6 +35,8 @@ struct ForwardBatch {
   at::Tensor seq_lens;          // [S] int32
   at::Tensor query_start_locs;  // [S + 1] int32
   at::Tensor logits_indices;    // [K] int64
+  // [H] int64, optional: rows whose final normalized hidden state the step also returns (embeddings).
+  at::Tensor hidden_rows = {};
 };
 
 // What one step returns for sampling: the full logits of only the rows that need them, and the largest
@@ -43,6 +45,7 @@ struct SamplingLogits {
   at::Tensor full_logits;  // [F, vocab] float32: logits rows full_rows[0..F), in that order
   at::Tensor top_values;   // [K, top_k] float32, largest first (equal values: lower id first)
   at::Tensor top_ids;      // [K, top_k] int64
+  at::Tensor hidden;       // [H, hidden_size] float32 for the batch's hidden_rows; undefined when none
 };
 
 // A model package loaded for serving: the TorchScript module on its device and dtype, checked against the
@@ -70,7 +73,11 @@ class LoadedModel {
   // `max_logits_rows` sampled rows with up to `max_top_k` top logits; call it on the thread that will step.
   void ReserveStepBuffers(int64_t max_tokens, int64_t max_logits_rows, int64_t max_top_k) const;
 
-  // The step for sampling (the package's forward_top_k): full logits for the logits rows named by `full_rows`
+  // Whether the package serves embeddings: its manifest names a pooling and model.pt has forward_with_hidden.
+  bool serves_embeddings() const { return manifest_.embedding_pooling != "none"; }
+
+  // The step for sampling (the package's forward_top_k, or forward_with_hidden when the batch names
+  // hidden_rows): full logits for the logits rows named by `full_rows`
   // (int64 [F], distinct, CPU), and the `top_k` largest logits of every logits row. Results on the model's
   // device.
   absl::StatusOr<SamplingLogits> ForwardForSampling(const ForwardBatch& batch, at::Tensor& kv_cache,

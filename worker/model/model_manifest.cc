@@ -100,6 +100,14 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
     return absl::InvalidArgumentError(absl::StrCat(path, ": quantization '", manifest.quantization,
                                                    "' is not supported by this llmc (none or int8)"));
   }
+  if (root.contains("embedding_pooling")) {
+    RETURN_IF_ERROR(ReadString(root, path, "embedding_pooling", &manifest.embedding_pooling));
+  }
+  if (manifest.embedding_pooling != "none" && manifest.embedding_pooling != "last" &&
+      manifest.embedding_pooling != "mean") {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": embedding_pooling '", manifest.embedding_pooling,
+                                                   "' is not supported by this llmc (last, mean or none)"));
+  }
   if (root.contains("quantization_group_size")) {
     const json& group = root["quantization_group_size"];
     if (!group.is_number_integer() || group.get<int64_t>() < 0) {

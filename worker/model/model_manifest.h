@@ -27,6 +27,9 @@ struct ModelManifest {
   // one per output row (quantization_group_size 0) or per group of that many inputs.
   std::string quantization = "none";
   int64_t quantization_group_size = 0;
+  // How an embedding pools the final normalized hidden states of its tokens before L2 normalization: "last",
+  // "mean", or "none" (no embeddings; also what packages without the field mean).
+  std::string embedding_pooling = "none";
   std::string chat_template;       // a built-in template's name (chat_template.h)
   std::string chat_template_file;  // the model's own Jinja template, a file in the package; wins when set
   // Special tokens a Jinja template may name (bos_token, eos_token, ...), as the model's tokenizer_config.json

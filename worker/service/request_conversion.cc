@@ -170,6 +170,49 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
   return out;
 }
 
+absl::StatusOr<std::vector<engine::GenerationRequest>> ToEmbeddingRequests(const v1::EmbedRequest& request,
+                                                                           const ServedModel& model) {
+  RETURN_IF_ERROR(CheckModelName(request.model(), model));
+  const std::string& pooling = model.info.embedding_pooling();
+  if (pooling != "last" && pooling != "mean") {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model ", model.name(), " serves no embeddings (its package was exported with --embedding-pooling none)"));
+  }
+  if (request.inputs().empty()) return absl::InvalidArgumentError("input is empty: there is nothing to embed");
+  if (request.dimensions() != 0 && request.dimensions() != model.embedding_size) {
+    return absl::InvalidArgumentError(absl::StrCat("dimensions: model ", model.name(), " gives ", model.embedding_size,
+                                                   "-dimensional embeddings and cannot shorten "
+                                                   "them to ",
+                                                   request.dimensions()));
+  }
+  const bool add_special_tokens = !request.has_add_special_tokens() || request.add_special_tokens();
+  std::vector<engine::GenerationRequest> requests;
+  requests.reserve(request.inputs_size());
+  for (int i = 0; i < request.inputs_size(); ++i) {
+    const v1::EmbedInput& input = request.inputs(i);
+    const std::string field = absl::StrCat("input[", i, "]");
+    engine::GenerationRequest& converted = requests.emplace_back();
+    converted.request_id = absl::StrCat(request.request_id(), "-", i);
+    converted.pooling = pooling == "mean" ? engine::Pooling::kMean : engine::Pooling::kLast;
+    converted.sampling.max_tokens = 0;
+    if (input.has_token_ids()) {
+      converted.prompt_token_ids.assign(input.token_ids().ids().begin(), input.token_ids().ids().end());
+    } else {
+      ASSIGN_OR_RETURN(converted.prompt_token_ids, Encode(input.text(), add_special_tokens, field, model));
+    }
+    if (converted.prompt_token_ids.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " is empty: it has no tokens"));
+    }
+    RETURN_IF_ERROR(CheckIdsInVocabulary(converted.prompt_token_ids, field, model));
+    const int64_t length = static_cast<int64_t>(converted.prompt_token_ids.size());
+    if (length > model.max_model_len()) {
+      return absl::InvalidArgumentError(absl::StrCat("this model's maximum context length is ", model.max_model_len(),
+                                                     " tokens, but ", field, " has ", length));
+    }
+  }
+  return requests;
+}
+
 absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request, const ServedModel& model) {
   RETURN_IF_ERROR(CheckModelName(request.model(), model));
   std::vector<int32_t> ids;

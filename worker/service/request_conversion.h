@@ -33,6 +33,11 @@ absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingPara
 absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
                                                               const ServedModel& model);
 
+// An Embed request's inputs as engine requests (pooling as the package says), in order. Errors name the
+// input ("input[2] is empty"); FAILED_PRECONDITION when the package serves no embeddings.
+absl::StatusOr<std::vector<engine::GenerationRequest>> ToEmbeddingRequests(const v1::EmbedRequest& request,
+                                                                           const ServedModel& model);
+
 absl::StatusOr<v1::TokenizeResponse> Tokenize(const v1::TokenizeRequest& request, const ServedModel& model);
 absl::StatusOr<v1::DetokenizeResponse> Detokenize(const v1::DetokenizeRequest& request, const ServedModel& model);
 

@@ -23,6 +23,8 @@ ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Token
   served.info.set_architecture(manifest.architecture);
   served.info.set_dtype(engine.dtype());
   served.info.set_quantization(manifest.quantization);
+  served.info.set_embedding_pooling(manifest.embedding_pooling);
+  served.embedding_size = manifest.hidden_size;
   served.info.set_device(engine.device());
   served.info.set_vocab_size(static_cast<uint32_t>(manifest.vocab_size));
   served.tokenizer = &tokenizer;

@@ -7,6 +7,7 @@
 #include "common/grpc_server.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
+#include "worker/service/embed_reactor.h"
 #include "worker/service/generate_reactor.h"
 #include "worker/service/request_conversion.h"
 
@@ -113,6 +114,36 @@ grpc::ServerUnaryReactor* WorkerService::Detokenize(grpc::CallbackServerContext*
   absl::StatusOr<v1::DetokenizeResponse> result = worker::Detokenize(*request, model_);
   if (result.ok()) *response = *std::move(result);
   return FinishUnary(context, result.status());
+}
+
+grpc::ServerUnaryReactor* WorkerService::Embed(grpc::CallbackServerContext* context, const v1::EmbedRequest* request,
+                                               v1::EmbedResponse* response) {
+  EmbedReactor* reactor = EmbedReactor::Create(engine_, response, live_embed_calls_);
+  const std::string request_id =
+      request->request_id().empty() ? absl::StrCat("worker-", ++unnamed_requests_) : request->request_id();
+  ScopedLogContext log_context("request_id", request_id);
+  if (const v1::WorkerState state = state_.load(); state != v1::WORKER_STATE_READY) {
+    reactor->Refuse(NotServing(state));
+    return reactor;
+  }
+  // As for Generate: tokenizing megabytes of input would hold this gRPC thread, so large requests go to the
+  // bounded executor.
+  auto convert = [this, reactor, request, deadline = Deadline(*context)] {
+    absl::StatusOr<std::vector<engine::GenerationRequest>> converted = ToEmbeddingRequests(*request, model_);
+    if (!converted.ok()) return reactor->Refuse(converted.status());
+    for (engine::GenerationRequest& input : *converted) input.deadline = deadline;
+    reactor->Start(*std::move(converted), model_.info.embedding_pooling());
+  };
+  if (request->ByteSizeLong() <= kInlineConversionBytes) {
+    convert();
+  } else if (!large_requests_.TrySubmit([convert, request_id] {
+               ScopedLogContext log_context("request_id", request_id);
+               convert();
+             })) {
+    reactor->Refuse(
+        absl::ResourceExhaustedError("this worker is busy tokenizing other large requests; try another worker"));
+  }
+  return reactor;
 }
 
 }  // namespace llmc::worker

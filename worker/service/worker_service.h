@@ -25,8 +25,8 @@ class WorkerService final : public v1::Worker::CallbackService {
   void SetState(v1::WorkerState state) { state_.store(state); }
   v1::WorkerState state() const { return state_.load(); }
   const ServedModel& model() const { return model_; }
-  // Generate calls not yet done (their last message or status may still be on its way to the client).
-  int64_t live_streams() const { return live_streams_.load(); }
+  // Generate and Embed calls not yet done (their last message or status may still be on its way).
+  int64_t live_streams() const { return live_streams_.load() + live_embed_calls_.load(); }
 
   // Generate requests up to this size are rendered and tokenized on the gRPC thread; larger ones on a
   // bounded executor (RESOURCE_EXHAUSTED when it is full, so the gateway tries another worker).
@@ -40,6 +40,8 @@ class WorkerService final : public v1::Worker::CallbackService {
                                      v1::TokenizeResponse* response) override;
   grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* context, const v1::DetokenizeRequest* request,
                                        v1::DetokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context, const v1::EmbedRequest* request,
+                                  v1::EmbedResponse* response) override;
 
  private:
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
@@ -52,6 +54,7 @@ class WorkerService final : public v1::Worker::CallbackService {
   std::atomic<v1::WorkerState> state_{v1::WORKER_STATE_STARTING};
   std::atomic<uint64_t> unnamed_requests_{0};
   std::atomic<int64_t> live_streams_{0};
+  std::atomic<int64_t> live_embed_calls_{0};
   BoundedExecutor large_requests_;  // last: destroyed (and drained) first, while the rest is alive
 };
 

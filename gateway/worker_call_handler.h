@@ -1,5 +1,5 @@
-#ifndef LLMC_GATEWAY_TOKENIZE_HANDLER_H_
-#define LLMC_GATEWAY_TOKENIZE_HANDLER_H_
+#ifndef LLMC_GATEWAY_WORKER_CALL_HANDLER_H_
+#define LLMC_GATEWAY_WORKER_CALL_HANDLER_H_
 
 #include <cstdint>
 #include <functional>
@@ -15,20 +15,23 @@
 
 namespace llmc::gateway {
 
-// POST /tokenize and /detokenize (vLLM's shapes, gateway/openai/tokenize_request.h): the body is checked
-// here, then a worker serving the model tokenizes with that model's tokenizer and chat template.
-class TokenizeHandler {
+// The endpoints answered by one unary worker call: POST /tokenize and /detokenize (vLLM's shapes,
+// gateway/openai/tokenize_request.h) and POST /v1/embeddings. The body is checked here, then a worker
+// serving the model tokenizes, detokenizes or embeds with that model's package.
+class WorkerCallHandler {
  public:
   struct Options {
     absl::Duration request_timeout = absl::Seconds(600);
     uint32_t retry_after_seconds = 1;
   };
 
-  TokenizeHandler(UnaryDispatcher& workers, WorkerRouter& router, BoundedExecutor& large_bodies, Options options)
+  WorkerCallHandler(UnaryDispatcher& workers, WorkerRouter& router, BoundedExecutor& large_bodies, Options options)
       : workers_(workers), router_(router), large_bodies_(large_bodies), options_(options) {}
 
   void HandleTokenize(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
   void HandleDetokenize(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
+  // POST /v1/embeddings (gateway/openai/embedding_request.h).
+  void HandleEmbeddings(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
 
  private:
   UnaryDispatcher& workers_;
@@ -44,4 +47,4 @@ void ResolveModel(WorkerRouter& router, const std::string& model,
 
 }  // namespace llmc::gateway
 
-#endif  // LLMC_GATEWAY_TOKENIZE_HANDLER_H_
+#endif  // LLMC_GATEWAY_WORKER_CALL_HANDLER_H_

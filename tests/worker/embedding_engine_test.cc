@@ -1,0 +1,206 @@
+// Embedding requests in the continuous-batching engine against the full-recompute reference
+// (tests/python/make_parity_fixture.py): last-token and mean pooling, alone, prefilled in chunks, beside
+// generations in the same batches, under preemption, and the refusals.
+#include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/support/child_process.h"
+#include "tests/support/collecting_sink.h"
+#include "tests/support/model_scenario.h"
+#include "tests/support/wait.h"
+#include "worker/engine/engine.h"
+
+namespace llmc::engine {
+namespace {
+
+using testing::CollectingSink;
+
+const std::string& FixtureDir() {
+  static const std::string dir = testing::ParityFixture("float32");
+  return dir;
+}
+
+const testing::ModelReference& Reference() {
+  static const testing::ModelReference reference = testing::LoadModelReference(FixtureDir());
+  return reference;
+}
+
+const tokenizer::Tokenizer& Tokenizer() {
+  static const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
+      tokenizer::Tokenizer::FromFile(FixtureDir() + "/package/tokenizer.json").value();
+  return *tokenizer;
+}
+
+// The fixture's package with its manifest's embedding_pooling set to `pooling`.
+std::string PackageWithPooling(const std::string& pooling) {
+  const std::string dir = testing::MakeTempDir("llmc-embedding-" + pooling) + "/package";
+  std::filesystem::copy(FixtureDir() + "/package", dir, std::filesystem::copy_options::recursive);
+  nlohmann::json manifest;
+  std::ifstream(dir + "/llmc-model.json") >> manifest;
+  manifest["embedding_pooling"] = pooling;
+  std::ofstream(dir + "/llmc-model.json") << manifest.dump(2);
+  return dir;
+}
+
+EngineOptions SmallOptions() {
+  EngineOptions options;
+  options.kv_cache_bytes = 64 << 20;
+  options.max_num_batched_tokens = 24;  // prompts of 33 and 40 tokens prefill in chunks
+  options.max_running = 8;
+  options.max_waiting = 64;
+  return options;
+}
+
+std::unique_ptr<Engine> StartEngine(const std::string& package, const EngineOptions& options) {
+  auto model = model::LoadedModel::Load(package, {"cpu", ""});
+  REQUIRE(model.ok());
+  auto engine = Engine::Create(std::move(*model), Tokenizer(), options);
+  REQUIRE(engine.ok());
+  REQUIRE((*engine)->Start().ok());
+  return std::move(*engine);
+}
+
+std::vector<int32_t> ToIds(const at::Tensor& tensor) {
+  const at::Tensor ints = tensor.to(at::kInt).contiguous();
+  return std::vector<int32_t>(ints.data_ptr<int32_t>(), ints.data_ptr<int32_t>() + ints.numel());
+}
+
+GenerationRequest Embedding(const at::Tensor& prompt, Pooling pooling) {
+  GenerationRequest request;
+  request.request_id = "embedding";
+  request.prompt_token_ids = ToIds(prompt);
+  request.pooling = pooling;
+  request.sampling.max_tokens = 0;
+  return request;
+}
+
+GenerationRequest Greedy(const at::Tensor& prompt) {
+  GenerationRequest request;
+  request.request_id = "greedy";
+  request.prompt_token_ids = ToIds(prompt);
+  request.sampling.temperature = 0;
+  request.sampling.max_tokens = 32;
+  request.sampling.ignore_eos = true;
+  return request;
+}
+
+std::shared_ptr<CollectingSink> Submit(Engine& engine, GenerationRequest request) {
+  auto sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine.Submit(std::move(request), sink).ok());
+  return sink;
+}
+
+// The sink's embedding equals `expected` (float32, unit length) to float32 rounding.
+void CheckEmbedding(CollectingSink& sink, const at::Tensor& expected, int64_t prompt_tokens) {
+  REQUIRE(sink.WaitDone());
+  REQUIRE(sink.status().ok());
+  const std::vector<float> got = sink.embedding();
+  REQUIRE(static_cast<int64_t>(got.size()) == expected.numel());
+  const at::Tensor actual = at::tensor(at::ArrayRef<float>(got));
+  CHECK(actual.sub(expected).abs().max().item<float>() < 1e-4f);
+  CHECK(std::abs(actual.norm().item<float>() - 1.0f) < 1e-5f);
+  CHECK(sink.usage().prompt_tokens() == prompt_tokens);
+  CHECK(sink.usage().completion_tokens() == 0);
+  CHECK(sink.num_done_calls() == 1);
+}
+
+TEST_CASE("engine embeddings: last-token and mean pooling equal the reference alone, chunked and beside generations",
+          "[integration][engine][embeddings]") {
+  const auto& reference = Reference();
+  for (const Pooling pooling : {Pooling::kLast, Pooling::kMean}) {
+    const bool mean = pooling == Pooling::kMean;
+    INFO((mean ? "mean pooling" : "last-token pooling"));
+    auto engine = StartEngine(PackageWithPooling(mean ? "mean" : "last"), SmallOptions());
+    const std::vector<at::Tensor>& expected = mean ? reference.mean_embeddings : reference.last_embeddings;
+
+    for (size_t s = 0; s < reference.prompts.size(); ++s) {
+      INFO("prompt " << s << " alone");
+      auto sink = Submit(*engine, Embedding(reference.prompts[s], pooling));
+      CheckEmbedding(*sink, expected[s], reference.prompts[s].numel());
+    }
+
+    // Two generations decode while every prompt is embedded in the same steps (prompts of 33 and 40
+    // tokens in chunks of the 24-token budget); the generations still equal the reference.
+    std::vector<std::shared_ptr<CollectingSink>> generations, embeddings;
+    generations.push_back(Submit(*engine, Greedy(reference.prompts[1])));
+    REQUIRE(testing::WaitUntil([&] { return !generations[0]->choice(0).tokens.empty(); }, absl::Seconds(30)));
+    for (size_t s = 0; s < reference.prompts.size(); ++s) {
+      embeddings.push_back(Submit(*engine, Embedding(reference.prompts[s], pooling)));
+    }
+    generations.push_back(Submit(*engine, Greedy(reference.prompts[3])));
+    for (size_t s = 0; s < reference.prompts.size(); ++s) {
+      INFO("prompt " << s << " in a mixed batch");
+      CheckEmbedding(*embeddings[s], expected[s], reference.prompts[s].numel());
+    }
+    for (size_t g = 0; g < generations.size(); ++g) {
+      REQUIRE(generations[g]->WaitDone());
+      REQUIRE(generations[g]->status().ok());
+      CHECK(generations[g]->choice(0).tokens == ToIds(reference.continuations[g == 0 ? 1 : 3]));
+      CHECK(generations[g]->embedding().empty());
+    }
+    CHECK(testing::WaitUntil([&] { return engine->Load().num_kv_blocks_used == 0; }, absl::Seconds(10)));
+  }
+}
+
+TEST_CASE("engine embeddings: mean pooling starts over when a preempted prompt is recomputed",
+          "[integration][engine][embeddings]") {
+  const auto& reference = Reference();
+  EngineOptions options = SmallOptions();
+  auto probe = model::LoadedModel::Load(FixtureDir() + "/package", {"cpu", ""});
+  REQUIRE(probe.ok());
+  // 6 blocks of 16 tokens: two 40-token generations need 3 blocks each once they decode, so the embedding
+  // prompts (3 blocks for 40 tokens) are preempted and readmitted.
+  options.kv_cache_bytes = 6 * (*probe)->KvCacheBlockBytes(options.block_size);
+  auto engine = StartEngine(PackageWithPooling("mean"), options);
+  std::vector<std::shared_ptr<CollectingSink>> generations, embeddings;
+  for (int round = 0; round < 3; ++round) {
+    generations.push_back(Submit(*engine, Greedy(reference.prompts[3])));
+    embeddings.push_back(Submit(*engine, Embedding(reference.prompts[3], Pooling::kMean)));
+    embeddings.push_back(Submit(*engine, Embedding(reference.prompts[2], Pooling::kMean)));
+  }
+  for (size_t e = 0; e < embeddings.size(); ++e) {
+    INFO("embedding " << e);
+    const size_t prompt = e % 2 == 0 ? 3 : 2;
+    CheckEmbedding(*embeddings[e], reference.mean_embeddings[prompt], reference.prompts[prompt].numel());
+  }
+  for (auto& generation : generations) {
+    REQUIRE(generation->WaitDone());
+    CHECK(generation->choice(0).tokens == ToIds(reference.continuations[3]));
+  }
+  CHECK(engine->Load().num_preemptions > 0);
+}
+
+TEST_CASE("engine embeddings: refused without pooling in the package, with n > 1, or beyond the context",
+          "[integration][engine][embeddings]") {
+  const auto& reference = Reference();
+  {
+    auto engine = StartEngine(PackageWithPooling("none"), SmallOptions());
+    auto sink = std::make_shared<CollectingSink>();
+    const auto refused = engine->Submit(Embedding(reference.prompts[0], Pooling::kLast), sink);
+    CHECK(absl::IsFailedPrecondition(refused.status()));
+    CHECK_THAT(std::string(refused.status().message()), Catch::Contains("serves no embeddings"));
+  }
+  EngineOptions options = SmallOptions();
+  options.max_model_len = 32;
+  auto engine = StartEngine(FixtureDir() + "/package", options);
+  auto sink = std::make_shared<CollectingSink>();
+  GenerationRequest two = Embedding(reference.prompts[0], Pooling::kLast);
+  two.sampling.n = 2;
+  CHECK(absl::IsInvalidArgument(engine->Submit(std::move(two), sink).status()));
+  const auto too_long = engine->Submit(Embedding(reference.prompts[3], Pooling::kLast), sink);
+  CHECK(absl::IsInvalidArgument(too_long.status()));
+  CHECK_THAT(std::string(too_long.status().message()), Catch::Contains("maximum context length is 32"));
+  // A prompt that fits exactly is served.
+  CheckEmbedding(*Submit(*engine, Embedding(reference.prompts[1], Pooling::kLast)), reference.last_embeddings[1],
+                 reference.prompts[1].numel());
+}
+
+}  // namespace
+}  // namespace llmc::engine
