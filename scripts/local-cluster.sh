@@ -4,7 +4,9 @@
 #
 # Environment:
 #   LLMC_MODEL    model package folder (default: a small random-weight model made with the exporter)
-#   LLMC_WORKERS  number of workers (default 1; each uses LLMC_THREADS intra-op threads)
+#   LLMC_MODELS   several package folders, space-separated, served side by side behind the one controller
+#                 (overrides LLMC_MODEL); requests route by their "model", GET /v1/models lists them all
+#   LLMC_WORKERS  number of workers per model (default 1; each uses LLMC_THREADS intra-op threads)
 #   LLMC_THREADS  CPU threads per worker (default: all cores divided among the workers)
 #   LLMC_PORT     gateway HTTP port (default 8000)
 # Extra arguments go to every worker, e.g. --dtype=float32 or --max_running=16.
@@ -15,9 +17,17 @@ scripts/build.sh
 scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
 workers="${LLMC_WORKERS:-1}"
 port="${LLMC_PORT:-8000}"
-threads="${LLMC_THREADS:-$(( $(nproc) / workers > 0 ? $(nproc) / workers : 1 ))}"
 model="${LLMC_MODEL:-}"
-[ -z "$model" ] && model="$(scripts/default-model.sh)"
+read -r -a models <<<"${LLMC_MODELS:-}"
+if [ ${#models[@]} -eq 0 ]; then
+  [ -z "$model" ] && model="$(scripts/default-model.sh)"
+  models=("$model")
+fi
+for package in "${models[@]}"; do
+  [ -f "$package/llmc-model.json" ] || { echo "local-cluster: $package is not a model package" >&2; exit 2; }
+done
+total_workers=$(( workers * ${#models[@]} ))
+threads="${LLMC_THREADS:-$(( $(nproc) / total_workers > 0 ? $(nproc) / total_workers : 1 ))}"
 
 pids=()
 stop_all() {
@@ -29,23 +39,31 @@ trap stop_all INT TERM EXIT
 
 build/controller/llmc-controller --listen_address=127.0.0.1:21001 --metrics_address=127.0.0.1:21081 &
 pids+=($!)
-for ((i = 0; i < workers; i++)); do
-  build/worker/llmc-worker --model_path="$model" --listen_address="127.0.0.1:$((21100 + i))" \
-    --metrics_address="127.0.0.1:$((21200 + i))" --controller_address=127.0.0.1:21001 \
-    --worker_id="worker-$i" --num_threads="$threads" --kv_cache_bytes=$((1 << 30)) "$@" &
-  pids+=($!)
+i=0
+for package in "${models[@]}"; do
+  for ((w = 0; w < workers; w++, i++)); do
+    build/worker/llmc-worker --model_path="$package" --listen_address="127.0.0.1:$((21100 + i))" \
+      --metrics_address="127.0.0.1:$((21200 + i))" --controller_address=127.0.0.1:21001 \
+      --worker_id="worker-$i" --num_threads="$threads" --kv_cache_bytes=$((1 << 30)) "$@" &
+    pids+=($!)
+  done
 done
 build/gateway/llmc-gateway --listen_address="127.0.0.1:$port" --controller_address=127.0.0.1:21001 &
 pids+=($!)
 
+# Ready once every model is listed (each worker registers when its model is loaded).
+names=""
 for _ in $(seq 1 240); do
-  curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+  if curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1; then
+    names=$(curl -fsS "http://127.0.0.1:$port/v1/models" | grep -o '"id":"[^"]*"' | cut -d'"' -f4 | sort -u | paste -sd' ' -)
+    [ "$(wc -w <<<"$names")" -ge ${#models[@]} ] && break
+  fi
   sleep 0.5
 done
-name=$(curl -fsS "http://127.0.0.1:$port/v1/models" | sed -n 's/.*"id":"\([^"]*\)".*/\1/p' | head -1)
+name="${names%% *}"
 cat <<INFO
 
-llmc is serving '${name}' at http://127.0.0.1:${port}/v1 (${workers} worker(s); metrics: gateway /metrics,
+llmc is serving '${names}' at http://127.0.0.1:${port}/v1 (${total_workers} worker(s); metrics: gateway /metrics,
 controller http://127.0.0.1:21081/metrics, worker i http://127.0.0.1:2120i/metrics). Try:
 
   curl http://127.0.0.1:${port}/v1/chat/completions -H 'Content-Type: application/json' \\

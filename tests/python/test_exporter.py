@@ -105,7 +105,7 @@ class ExporterTest(unittest.TestCase):
         self.assertEqual(code, 0, error)
         with open(os.path.join(out, "llmc-model.json")) as f:
             manifest = json.load(f)
-        self.assertEqual(manifest["format_version"], 5)
+        self.assertEqual(manifest["format_version"], 6)
         self.assertEqual(manifest["quantization"], "none")
         self.assertEqual(manifest["quantization_group_size"], 0)
         self.assertEqual(manifest["name"], "tiny-qwen")
@@ -189,7 +189,7 @@ class ExporterTest(unittest.TestCase):
     def check_int8_package(self, group_size):
         config = export_model.PRESETS["tiny"]
         manifest, loaded = self.export_int8_tiny(group_size)
-        self.assertEqual(manifest["format_version"], 5)
+        self.assertEqual(manifest["format_version"], 6)
         self.assertEqual(manifest["dtype"], "float32")
         self.assertEqual(manifest["quantization"], "int8")
         self.assertEqual(manifest["quantization_group_size"], group_size)

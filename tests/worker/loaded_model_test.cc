@@ -97,10 +97,24 @@ TEST_CASE("loaded model: corrupt or mismatched packages give the expected error"
   CHECK_THAT(std::string(status.message()), Catch::Contains("corrupt or not TorchScript"));
 
   dir = CopyPackage(good);
-  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 6; });
+  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 7; });
   status = error(dir);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 6 is not supported"));
+  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 7 is not supported"));
+
+  // Version 5 had no embeddings: such a package still loads, and serves none.
+  dir = CopyPackage(good);
+  EditManifest(dir, [](nlohmann::json& m) {
+    m["format_version"] = 5;
+    m.erase("embedding_pooling");
+  });
+  auto version5 = model::LoadedModel::Load(dir, {"cpu", ""});
+  REQUIRE(version5.ok());
+  CHECK_FALSE((*version5)->serves_embeddings());
+
+  dir = CopyPackage(good);
+  EditManifest(dir, [](nlohmann::json& m) { m["embedding_pooling"] = "max"; });
+  CHECK_THAT(std::string(error(dir).message()), Catch::Contains("embedding_pooling 'max' is not supported"));
 
   // Older packages call per-projection operators the fused kernels replaced (2), have no top-logits step
   // (3) or pass no weight scales (4): a clear re-export hint.

@@ -11,7 +11,7 @@ from .quantize import check_group_size, quantize_model
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 QUANTIZATIONS = ("none", "int8")

@@ -141,9 +141,10 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
   }
   if (request.pooling != Pooling::kNone) {
     if (!model_->serves_embeddings()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("model ", model_->manifest().name,
-                       " serves no embeddings (its package was exported with --embedding-pooling none)"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model ", model_->manifest().name,
+          " serves no embeddings (its package was exported with --embedding-pooling none, or before format "
+          "version 6; re-export it with tools/export_model.py)"));
     }
     if (sampling.n != 1) return absl::InvalidArgumentError("an embedding request has one choice");
     if (prompt_length > options_.max_model_len) {

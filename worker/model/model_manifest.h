@@ -14,9 +14,10 @@ namespace llmc::model {
 inline constexpr char kManifestFile[] = "llmc-model.json";
 // Version 3 packages call the fused operators (docs/model-package.md); version 4 adds forward_top_k, the
 // step that returns top logits instead of full rows; version 5 passes every projection its weight_scale (int8
-// weights). Older ones are refused with a hint to re-export them.
+// weights); version 6 adds forward_with_hidden and embedding_pooling (embeddings; a version 5 package loads
+// and serves no embeddings). Older ones are refused with a hint to re-export them.
 inline constexpr int kMinManifestFormatVersion = 5;
-inline constexpr int kManifestFormatVersion = 5;
+inline constexpr int kManifestFormatVersion = 6;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {

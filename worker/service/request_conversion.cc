@@ -175,8 +175,10 @@ absl::StatusOr<std::vector<engine::GenerationRequest>> ToEmbeddingRequests(const
   RETURN_IF_ERROR(CheckModelName(request.model(), model));
   const std::string& pooling = model.info.embedding_pooling();
   if (pooling != "last" && pooling != "mean") {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "model ", model.name(), " serves no embeddings (its package was exported with --embedding-pooling none)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("model ", model.name(),
+                     " serves no embeddings (its package was exported with --embedding-pooling none, or before format "
+                     "version 6; re-export it with tools/export_model.py)"));
   }
   if (request.inputs().empty()) return absl::InvalidArgumentError("input is empty: there is nothing to embed");
   if (request.dimensions() != 0 && request.dimensions() != model.embedding_size) {
