@@ -26,7 +26,7 @@ using UnaryStarter =
     std::function<void(v1::Worker::Stub& stub, grpc::ClientContext* context, std::function<void(grpc::Status)> done)>;
 
 // Runs a short worker call (Tokenize, Detokenize, Embed) on some worker serving the model: picks one
-// through the WorkerRouter and, when the call fails with UNAVAILABLE (the worker draining or gone), tries
+// through the WorkerRouter and, when the call fails with UNAVAILABLE (the worker gone or unreachable), tries
 // another, excluding those that failed, up to `max_attempts` workers. Shutdown cancels every call in flight
 // and returns once each has called its `done`, so no callback runs on a destroyed dispatcher.
 class UnaryDispatcher {

@@ -60,9 +60,11 @@ absl::StatusOr<std::vector<std::string>> ListModels(const ServerConnection& serv
 }
 
 absl::StatusOr<RenderedPrompt> RenderPrompt(const ServerConnection& server, const std::string& model,
-                                            const std::vector<ChatMessage>& messages) {
-  absl::StatusOr<std::string> tokenized = FetchOk(
-      server, MakeRequest(server, "POST", ServerRootPath(server.url, "/tokenize"), BuildTokenizeBody(model, messages)));
+                                            const std::vector<ChatMessage>& messages,
+                                            const nlohmann::json& extra_body) {
+  absl::StatusOr<std::string> tokenized =
+      FetchOk(server, MakeRequest(server, "POST", ServerRootPath(server.url, "/tokenize"),
+                                  BuildTokenizeBody(model, messages, extra_body)));
   if (!tokenized.ok()) return tokenized.status();
   absl::StatusOr<std::vector<int64_t>> tokens = ParseTokenizeAnswer(*tokenized);
   if (!tokens.ok()) return tokens.status();

@@ -33,8 +33,9 @@ struct RenderedPrompt {
 
 // The conversation as the server renders and tokenizes it (vLLM's POST /tokenize, then /detokenize).
 // NOT_FOUND when the server has no /tokenize.
+// `extra_body`'s template fields (chat_template, chat_template_kwargs, ...) go along, as in the chat request.
 absl::StatusOr<RenderedPrompt> RenderPrompt(const ServerConnection& server, const std::string& model,
-                                            const std::vector<ChatMessage>& messages);
+                                            const std::vector<ChatMessage>& messages, const nlohmann::json& extra_body);
 
 struct ReplyOutcome {
   enum class Kind { kCompleted, kInterrupted, kFailed };

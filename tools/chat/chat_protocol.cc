@@ -69,8 +69,14 @@ std::string ServerRootPath(const bench::ServerUrl& url, absl::string_view endpoi
   return absl::StrCat(root, endpoint);
 }
 
-std::string BuildTokenizeBody(const std::string& model, const std::vector<ChatMessage>& messages) {
-  return Dump({{"model", model}, {"messages", MessagesJson(messages)}});
+std::string BuildTokenizeBody(const std::string& model, const std::vector<ChatMessage>& messages,
+                              const json& extra_body) {
+  json body = {{"model", model}, {"messages", MessagesJson(messages)}};
+  // The request's own template settings change the rendering, so /tokenize must see them too.
+  for (const char* key : {"chat_template", "chat_template_kwargs", "add_generation_prompt", "tools"}) {
+    if (extra_body.is_object() && extra_body.contains(key)) body[key] = extra_body[key];
+  }
+  return Dump(body);
 }
 
 absl::StatusOr<std::vector<int64_t>> ParseTokenizeAnswer(absl::string_view body) {

@@ -40,7 +40,9 @@ absl::StatusOr<std::vector<std::string>> ParseModelIds(absl::string_view body);
 std::string ServerRootPath(const bench::ServerUrl& url, absl::string_view endpoint);
 
 // vLLM's POST /tokenize body for a conversation, and the answers of /tokenize and /detokenize.
-std::string BuildTokenizeBody(const std::string& model, const std::vector<ChatMessage>& messages);
+// `extra_body` (--extra_body) contributes the fields that change how the server renders the chat.
+std::string BuildTokenizeBody(const std::string& model, const std::vector<ChatMessage>& messages,
+                              const nlohmann::json& extra_body = nlohmann::json::object());
 absl::StatusOr<std::vector<int64_t>> ParseTokenizeAnswer(absl::string_view body);
 std::string BuildDetokenizeBody(const std::string& model, const std::vector<int64_t>& tokens);
 absl::StatusOr<std::string> ParseDetokenizeAnswer(absl::string_view body);

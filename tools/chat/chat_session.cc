@@ -125,7 +125,8 @@ void ChatSession::Reply(const std::string& text) {
 
 bool ChatSession::ShowRenderedPrompt(const std::vector<ChatMessage>& messages) {
   if (server_lacks_tokenize_) return true;
-  absl::StatusOr<RenderedPrompt> rendered = RenderPrompt(options_.server, options_.request.model, messages);
+  absl::StatusOr<RenderedPrompt> rendered =
+      RenderPrompt(options_.server, options_.request.model, messages, options_.request.extra_body);
   if (absl::IsCancelled(rendered.status())) {
     interrupts_.Take();
     out_ << "[interrupted]\n" << std::flush;
