@@ -41,12 +41,12 @@ absl::Status ReadInput(const FieldReader& fields, v1::EmbedRequest& request) {
     return fields.WrongType("input", *input, "a string, an array of strings, or token ids");
   }
   if (input->empty()) return InvalidParameter("input", "'input' is an empty array; there is nothing to embed");
+  const json& first = input->front();
+  if (first.is_number()) return AddTokenIds(*input, "input", request);  // one input; the context bounds it
   if (input->size() > kMaxEmbeddingInputs) {
     return InvalidParameter("input", absl::StrCat("'input' holds ", input->size(), " items; at most ",
                                                   kMaxEmbeddingInputs, " may be embedded in one request"));
   }
-  const json& first = input->front();
-  if (first.is_number()) return AddTokenIds(*input, "input", request);
   for (size_t i = 0; i < input->size(); ++i) {
     const json& item = (*input)[i];
     const std::string param = absl::StrCat("input[", i, "]");

@@ -281,7 +281,7 @@ absl::Status ParseSampling(const FieldReader& fields, OpenAiKind kind, v1::Sampl
 }
 
 // Parameters with a meaning this server does not implement: refusing beats silently ignoring them.
-absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint32_t num_choices) {
+absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind) {
   if (const json* bias = fields.Find("logit_bias"); bias != nullptr) {
     if (!bias->is_object()) return fields.WrongType("logit_bias", *bias, "an object");
     if (!bias->empty()) return InvalidParameter("logit_bias", "'logit_bias' is not supported by this server");
@@ -301,10 +301,6 @@ absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint3
   if (suffix.has_value() && !suffix->empty()) {
     return InvalidParameter("suffix", "'suffix' is not supported by this server");
   }
-  ASSIGN_OR_RETURN(const std::optional<int64_t> best_of, fields.Int("best_of", 1, kMaxChoices));
-  if (best_of.has_value() && *best_of != num_choices) {
-    return InvalidParameter("best_of", "'best_of' is not supported by this server unless it equals 'n'");
-  }
   return absl::OkStatus();
 }
 
@@ -314,7 +310,7 @@ absl::Status ParseCommon(const json& body, OpenAiKind kind, OpenAiRequest& reque
   RETURN_IF_ERROR(ParseModel(fields, request));
   RETURN_IF_ERROR(ParseStreaming(fields, request));
   RETURN_IF_ERROR(ParseSampling(fields, kind, *request.generate.mutable_sampling()));
-  RETURN_IF_ERROR(RejectUnsupported(fields, kind, request.num_choices()));
+  RETURN_IF_ERROR(RejectUnsupported(fields, kind));
   ASSIGN_OR_RETURN(std::optional<std::string> user, fields.String("user"));
   if (user.has_value()) request.generate.set_user(*std::move(user));
   ASSIGN_OR_RETURN(const std::optional<bool> add_special_tokens, fields.Bool("add_special_tokens"));
@@ -381,14 +377,23 @@ absl::Status ParsePrompt(const FieldReader& fields, OpenAiRequest& request) {
   return absl::OkStatus();
 }
 
+// Applies `change` to the sampling of every prompt's generation.
+template <typename Change>
+void ForEachSampling(OpenAiRequest& request, Change change) {
+  change(*request.generate.mutable_sampling());
+  for (v1::GenerateRequest& further : request.further_prompts) change(*further.mutable_sampling());
+}
+
 absl::Status ParseCompletionOptions(const FieldReader& fields, OpenAiRequest& request) {
   ASSIGN_OR_RETURN(const std::optional<int64_t> logprobs, fields.Int("logprobs", 0, kMaxCompletionLogprobs));
   if (logprobs.has_value()) {
     // The completions `logprobs` is the number of alternatives per token; the sampled token always comes too.
     request.logprobs = true;
     request.top_logprobs = static_cast<uint32_t>(*logprobs);
-    request.generate.mutable_sampling()->set_logprobs(true);
-    request.generate.mutable_sampling()->set_top_logprobs(request.top_logprobs);
+    ForEachSampling(request, [&request](v1::SamplingParams& sampling) {
+      sampling.set_logprobs(true);
+      sampling.set_top_logprobs(request.top_logprobs);
+    });
   }
   ASSIGN_OR_RETURN(const std::optional<bool> echo, fields.Bool("echo"));
   request.echo = echo.value_or(false);
@@ -403,6 +408,32 @@ absl::Status ParseCompletionOptions(const FieldReader& fields, OpenAiRequest& re
 }
 
 }  // namespace
+
+// best_of > n: each prompt generates best_of choices (the worker's n), with logprobs to rank them, and the
+// answer keeps the n with the highest cumulative logprob.
+absl::Status ParseBestOf(const FieldReader& fields, OpenAiRequest& request) {
+  ASSIGN_OR_RETURN(const std::optional<int64_t> best_of, fields.Int("best_of", 1, kMaxChoices));
+  const uint32_t n = request.num_choices();
+  if (!best_of.has_value() || *best_of == n) return absl::OkStatus();
+  if (*best_of < n) {
+    return InvalidParameter("best_of", absl::StrCat("'best_of' (", *best_of, ") must be at least 'n' (", n, ")"));
+  }
+  if (request.stream) {
+    return InvalidParameter("best_of",
+                            "'best_of' must equal 'n' when streaming: the best choices are known only at "
+                            "the end");
+  }
+  if (static_cast<int64_t>(request.num_prompts()) * *best_of > limits::kMaxTotalChoices) {
+    return InvalidParameter("best_of", absl::StrCat(request.num_prompts(), " prompts with best_of=", *best_of,
+                                                    " make more than ", limits::kMaxTotalChoices, " choices"));
+  }
+  request.best_of_n = n;
+  ForEachSampling(request, [&best_of](v1::SamplingParams& sampling) {
+    sampling.set_n(static_cast<uint32_t>(*best_of));
+    sampling.set_logprobs(true);
+  });
+  return absl::OkStatus();
+}
 
 absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) {
   ASSIGN_OR_RETURN(const json parsed, ParseRequestBody(body));
@@ -422,6 +453,7 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body) {
   const FieldReader fields(parsed);
   RETURN_IF_ERROR(ParsePrompt(fields, request));
   RETURN_IF_ERROR(ParseCompletionOptions(fields, request));
+  RETURN_IF_ERROR(ParseBestOf(fields, request));
   return request;
 }
 

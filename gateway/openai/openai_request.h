@@ -34,8 +34,11 @@ struct OpenAiRequest {
   // those of the prompts before it, as OpenAI numbers them (prompt i, sample j: index i * n + j).
   std::vector<v1::GenerateRequest> further_prompts;
   std::vector<std::string> echo_texts;  // `echo`: each prompt's text, in order
+  // Completions with best_of > n: the client's n. Each prompt then generates num_choices() (= best_of)
+  // choices and the answer keeps the best_of_n with the highest cumulative logprob. 0: every choice is kept.
+  uint32_t best_of_n = 0;
 
-  // The number of choices per prompt (`n`, at least 1).
+  // The number of choices generated per prompt (`n`, or `best_of` when larger; at least 1).
   uint32_t num_choices() const { return generate.sampling().n() == 0 ? 1 : generate.sampling().n(); }
   uint32_t num_prompts() const { return 1 + static_cast<uint32_t>(further_prompts.size()); }
   uint32_t total_choices() const { return num_choices() * num_prompts(); }

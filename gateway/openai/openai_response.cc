@@ -50,6 +50,8 @@ OpenAiResponseBuilder::OpenAiResponseBuilder(const OpenAiRequest& request, std::
       stop_strings_(request.generate.sampling().stop().begin(), request.generate.sampling().stop().end()),
       stop_token_ids_(request.generate.sampling().stop_token_ids().begin(),
                       request.generate.sampling().stop_token_ids().end()),
+      generated_per_prompt_(request.num_choices()),
+      best_of_n_(request.best_of_n),
       choices_(request.total_choices()) {
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& choice = choices_[i];
@@ -188,6 +190,7 @@ absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& respo
     if (absl::Status status = Check(delta); !status.ok()) return status;
     Choice& choice = choices_[delta.choice_index()];
     choice.text += delta.text();
+    for (const v1::TokenLogprob& logprob : delta.logprobs()) choice.cumulative_logprob += logprob.logprob();
     if (logprobs_) {
       if (is_chat()) {
         AppendChatLogprobs(delta.logprobs(), choice.logprobs);
@@ -203,11 +206,28 @@ absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& respo
   return absl::OkStatus();
 }
 
+std::vector<const OpenAiResponseBuilder::Choice*> OpenAiResponseBuilder::AnsweredChoices() const {
+  std::vector<const Choice*> answered;
+  for (const Choice& choice : choices_) answered.push_back(&choice);
+  if (best_of_n_ == 0) return answered;
+  std::vector<const Choice*> best;
+  for (size_t first = 0; first < answered.size(); first += generated_per_prompt_) {
+    const auto begin = answered.begin() + static_cast<std::ptrdiff_t>(first);
+    const auto end = begin + std::min<std::ptrdiff_t>(generated_per_prompt_, answered.end() - begin);
+    // Ties keep the generation order, so equal greedy samples answer in a stable order.
+    std::stable_sort(begin, end,
+                     [](const Choice* a, const Choice* b) { return a->cumulative_logprob > b->cumulative_logprob; });
+    best.insert(best.end(), begin, begin + std::min<std::ptrdiff_t>(best_of_n_, end - begin));
+  }
+  return best;
+}
+
 std::string OpenAiResponseBuilder::FinalJson(const v1::Usage& usage) const {
   ordered_json out = Header(is_chat() ? kChatObject : kCompletionObject);
   ordered_json choices = ordered_json::array();
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    const Choice& state = choices_[i];
+  const std::vector<const Choice*> answered = AnsweredChoices();
+  for (size_t i = 0; i < answered.size(); ++i) {
+    const Choice& state = *answered[i];
     ordered_json choice;
     choice["index"] = i;
     if (is_chat()) {

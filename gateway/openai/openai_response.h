@@ -37,7 +37,8 @@ class OpenAiResponseBuilder {
 
   // Non-streaming. Errors as for OnResponse; after one, answer with ErrorEnvelope instead of FinalJson.
   absl::Status Accumulate(const v1::GenerateResponse& response);
-  // The "chat.completion" or "text_completion" body with every choice and usage.
+  // The "chat.completion" or "text_completion" body with every choice (with best_of, each prompt's n best by
+  // cumulative logprob, numbered as if only they were generated) and usage.
   std::string FinalJson(const v1::Usage& usage) const;
 
  private:
@@ -48,7 +49,11 @@ class OpenAiResponseBuilder {
     uint64_t text_offset = 0;         // completions: code points of the choice's text so far
     v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
     std::string stop_reason;
+    double cumulative_logprob = 0;  // of the generated tokens (best_of ranks by it)
   };
+
+  // The choices FinalJson answers with, in answer order: all of them, or per prompt the best_of_n_ best.
+  std::vector<const Choice*> AnsweredChoices() const;
 
   absl::Status Check(const v1::TokenDelta& delta) const;
   nlohmann::ordered_json Header(const char* object) const;
@@ -68,6 +73,8 @@ class OpenAiResponseBuilder {
   bool echo_;
   std::vector<std::string> stop_strings_;
   std::vector<int32_t> stop_token_ids_;
+  uint32_t generated_per_prompt_;
+  uint32_t best_of_n_;
   std::vector<Choice> choices_;
 };
 

@@ -1,8 +1,10 @@
 // Integration tests: the gateway's endpoints beside completions (vLLM's /tokenize and /detokenize,
 // /v1/models/{id}, /version, keyless /health and /metrics), and several models behind one controller, with
 // the real controller, workers and gateway as separate processes on loopback.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -278,6 +280,37 @@ TEST_CASE("gateway endpoints: completions with a list of prompts answer n choice
   CHECK(finished == std::vector<int>{1, 1, 1});
   CHECK(usage["prompt_tokens"] == prompt_tokens);
   CHECK(usage["completion_tokens"] == 18);
+
+  // best_of: the same seeded samples as n = best_of (choice i draws from seed + i), of which the answer keeps
+  // the n with the highest total logprob, best first.
+  const json sampled = {{"model", kSmallModelName},
+                        {"prompt", prompts[1]},
+                        {"max_tokens", 5},
+                        {"temperature", 1.0},
+                        {"seed", 7},
+                        {"logprobs", 0}};
+  json all_four = sampled;
+  all_four["n"] = 4;
+  const json four = PostOk(port, "/v1/completions", all_four);
+  REQUIRE(four["choices"].size() == 4);
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const json& choice : four["choices"]) {
+    double total = 0;
+    for (const json& logprob : choice["logprobs"]["token_logprobs"]) total += logprob.get<double>();
+    ranked.emplace_back(total, choice["text"].get<std::string>());
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  json best_two = sampled;
+  best_two["n"] = 2;
+  best_two["best_of"] = 4;
+  const json best = PostOk(port, "/v1/completions", best_two);
+  REQUIRE(best["choices"].size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    INFO("best choice " << i << " of " << four.dump());
+    CHECK(best["choices"][i]["index"] == i);
+    CHECK(best["choices"][i]["text"] == ranked[i].second);
+  }
+  CHECK(best["usage"]["completion_tokens"] == four["usage"]["completion_tokens"]);
 
   // A bad prompt anywhere in the list refuses the whole request, naming it.
   CHECK(PostRefused(port, "/v1/completions", {{"model", kSmallModelName}, {"prompt", {"ok", 5}}}, 400)["param"] ==

@@ -551,9 +551,41 @@ TEST_CASE("openai_request: parameters with unimplemented meaning are refused", "
   CHECK(Chat({{"tools", json::array()}}).ok());
   ExpectInvalid(Completion({{"suffix", "end"}}), "suffix", "not supported");
   CHECK(Completion({{"suffix", ""}}).ok());
-  ExpectInvalid(Completion({{"best_of", 3}}), "best_of");
   CHECK(Completion({{"best_of", 2}, {"n", 2}}).ok());
   CHECK(Completion({{"best_of", 1}}).ok());
+}
+
+TEST_CASE("openai_request: best_of generates more choices with logprobs and keeps n", "[unit][openai]") {
+  absl::StatusOr<OpenAiRequest> request = Completion({{"prompt", {"a", "b"}}, {"n", 2}, {"best_of", 5}});
+  REQUIRE(request.ok());
+  CHECK(request->best_of_n == 2);
+  CHECK(request->num_choices() == 5);
+  CHECK(request->total_choices() == 10);
+  for (const v1::GenerateRequest* generate : {&request->generate, &request->further_prompts[0]}) {
+    CHECK(generate->sampling().n() == 5);
+    CHECK(generate->sampling().logprobs());  // to rank the choices, even when the client asked for none
+    CHECK(generate->sampling().top_logprobs() == 0);
+  }
+  CHECK_FALSE(request->logprobs);  // ... which the answer then leaves out
+
+  request = Completion({{"n", 2}, {"best_of", 2}});
+  REQUIRE(request.ok());
+  CHECK(request->best_of_n == 0);
+  CHECK_FALSE(request->generate.sampling().logprobs());
+
+  ExpectInvalid(Completion({{"n", 3}, {"best_of", 2}}), "best_of", "at least 'n'");
+  ExpectInvalid(Completion({{"best_of", 3}, {"stream", true}}), "best_of", "streaming");
+  ExpectInvalid(Completion({{"best_of", 17}}), "best_of");
+  ExpectInvalid(Completion({{"prompt", std::vector<std::string>(100, "x")}, {"best_of", 16}}), "best_of", "1024");
+}
+
+TEST_CASE("openai_request: a prompt list's every generation gets the request's logprobs", "[unit][openai]") {
+  absl::StatusOr<OpenAiRequest> request = Completion({{"prompt", {"a", "b", "c"}}, {"logprobs", 3}});
+  REQUIRE(request.ok());
+  for (const v1::GenerateRequest& further : request->further_prompts) {
+    CHECK(further.sampling().logprobs());
+    CHECK(further.sampling().top_logprobs() == 3);
+  }
 }
 
 }  // namespace

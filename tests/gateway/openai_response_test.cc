@@ -266,6 +266,29 @@ TEST_CASE("openai_response: non-streaming completion with echo", "[unit][openai]
   CHECK(json::parse(plain.FinalJson(MakeUsage(2, 1)))["choices"][0]["text"] == " hello");
 }
 
+TEST_CASE("openai_response: best_of answers each prompt's n best choices by cumulative logprob", "[unit][openai]") {
+  // Two prompts, n = 2 of best_of = 3: generated choices 0-2 answer prompt 0 and 3-5 prompt 1.
+  const OpenAiRequest request = ParsedCompletion({{"prompt", {"A:", "B:"}}, {"n", 2}, {"best_of", 3}});
+  OpenAiResponseBuilder builder = Builder(request);
+  const std::vector<std::vector<float>> logprobs = {{-1, -1}, {-0.5f, -0.1f}, {-3}, {-2}, {-0.2f}, {-0.1f, -0.1f}};
+  v1::GenerateResponse response;
+  for (uint32_t choice = 0; choice < logprobs.size(); ++choice) {
+    v1::TokenDelta* delta = AddDelta(response, choice, "c" + std::to_string(choice), v1::FINISH_REASON_STOP);
+    for (const float logprob : logprobs[choice]) AddLogprob(*delta, "t", logprob);
+  }
+  REQUIRE(builder.Accumulate(response).ok());
+  const json body = json::parse(builder.FinalJson(MakeUsage(4, 9)));
+  REQUIRE(body["choices"].size() == 4);
+  const std::vector<std::string> expected = {"c1", "c0", "c4", "c5"};  // -0.6 > -2; a tie keeps its order
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO("answer " << i);
+    CHECK(body["choices"][i]["index"] == i);
+    CHECK(body["choices"][i]["text"] == expected[i]);
+    CHECK(body["choices"][i]["logprobs"].is_null());  // ranked by them, but the client asked for none
+  }
+  CHECK(body["usage"]["completion_tokens"] == 9);  // every generated token was computed
+}
+
 TEST_CASE("openai_response: chat logprobs format", "[unit][openai]") {
   const OpenAiRequest request = ParsedChat({{"logprobs", true}, {"top_logprobs", 2}, {"stream", true}});
   v1::GenerateResponse response;

@@ -36,7 +36,7 @@ struct Sequence {
   tokenizer::StopStringMatcher stop_matcher;
   absl::Time last_token_time = absl::InfinitePast();
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;  // set once, when the choice ends
-  // An embedding request's pooled hidden states so far (the pool action, embedding_action.h).
+  // An embedding request's pooled hidden states so far (the pool action, pool_action.h).
   std::vector<float> pooled;
   int64_t pooled_rows = 0;
 

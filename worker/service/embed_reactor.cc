@@ -58,7 +58,7 @@ void EmbedReactor::Start(std::vector<engine::GenerationRequest> requests, const 
 
 void EmbedReactor::SubmitMore() {
   // A sink may end the call, and gRPC release self_, while engine_.Submit runs.
-  const std::shared_ptr<EmbedReactor> keep_alive = self_;
+  const std::shared_ptr<EmbedReactor> keep_alive = shared_from_this();
   while (true) {
     size_t index = 0;
     engine::GenerationRequest request;
@@ -69,7 +69,8 @@ void EmbedReactor::SubmitMore() {
       ++in_flight_;
       request = std::move(requests_[index]);
     }
-    absl::StatusOr<uint64_t> id = engine_.Submit(std::move(request), std::make_shared<EmbeddingSink>(self_, index));
+    absl::StatusOr<uint64_t> id =
+        engine_.Submit(std::move(request), std::make_shared<EmbeddingSink>(keep_alive, index));
     if (!id.ok()) {
       LLMC_LOG(Debug) << "embedding input " << index << " refused by the engine: " << id.status();
       return End(Annotate(id.status(), absl::StrCat("input[", index, "]")));
@@ -86,7 +87,7 @@ void EmbedReactor::SubmitMore() {
 }
 
 void EmbedReactor::InputDone(size_t index, absl::Status status, v1::Embedding embedding, uint32_t prompt_tokens) {
-  const std::shared_ptr<EmbedReactor> keep_alive = self_;
+  // The calling sink holds a reference, so the reactor outlives this call.
   if (!status.ok()) return End(Annotate(status, absl::StrCat("input[", index, "]")));
   bool complete = false;
   {

@@ -23,7 +23,7 @@ namespace llmc::worker {
 //
 // Ownership as GenerateReactor's: the reactor owns itself until gRPC calls OnDone, and each engine sink
 // holds another reference; nothing touches gRPC after Finish.
-class EmbedReactor final : public grpc::ServerUnaryReactor {
+class EmbedReactor final : public grpc::ServerUnaryReactor, public std::enable_shared_from_this<EmbedReactor> {
  public:
   static constexpr size_t kMaxInFlightInputs = 32;
 
@@ -44,7 +44,8 @@ class EmbedReactor final : public grpc::ServerUnaryReactor {
  private:
   EmbedReactor(engine::Engine& engine, v1::EmbedResponse* response, std::atomic<int64_t>& live_calls)
       : engine_(engine), response_(response), live_calls_(live_calls) {}
-  // Submits inputs while the window has room. Never called with mu_ held.
+  // Submits inputs while the window has room. Never called with mu_ held. Reads no self_ (gRPC may release
+  // it on another thread once the call ends): the sinks get shared_from_this().
   void SubmitMore();
   // Ends the call with `status` unless it has ended; aborts what is still in the engine.
   void End(const absl::Status& status);

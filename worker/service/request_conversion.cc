@@ -183,9 +183,8 @@ absl::StatusOr<std::vector<engine::GenerationRequest>> ToEmbeddingRequests(const
   if (request.inputs().empty()) return absl::InvalidArgumentError("input is empty: there is nothing to embed");
   if (request.dimensions() != 0 && request.dimensions() != model.embedding_size) {
     return absl::InvalidArgumentError(absl::StrCat("dimensions: model ", model.name(), " gives ", model.embedding_size,
-                                                   "-dimensional embeddings and cannot shorten "
-                                                   "them to ",
-                                                   request.dimensions()));
+                                                   "-dimensional embeddings and cannot give ", request.dimensions(),
+                                                   "-dimensional ones"));
   }
   const bool add_special_tokens = !request.has_add_special_tokens() || request.add_special_tokens();
   std::vector<engine::GenerationRequest> requests;
