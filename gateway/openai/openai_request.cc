@@ -281,7 +281,7 @@ absl::Status ParseSampling(const FieldReader& fields, OpenAiKind kind, v1::Sampl
 }
 
 // Parameters with a meaning this server does not implement: refusing beats silently ignoring them.
-absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind) {
+absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint32_t num_choices) {
   if (const json* bias = fields.Find("logit_bias"); bias != nullptr) {
     if (!bias->is_object()) return fields.WrongType("logit_bias", *bias, "an object");
     if (!bias->empty()) return InvalidParameter("logit_bias", "'logit_bias' is not supported by this server");
@@ -294,6 +294,13 @@ absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind) {
         return InvalidParameter("response_format",
                                 absl::StrCat("response_format type '", *type, "' is not supported; only 'text' is"));
       }
+    }
+    // Chat has no best_of in OpenAI's API; one that asks for more than n choices is refused, not ignored.
+    ASSIGN_OR_RETURN(const std::optional<int64_t> best_of, fields.Int("best_of", 1, kMaxChoices));
+    if (best_of.has_value() && *best_of != num_choices) {
+      return InvalidParameter("best_of",
+                              "'best_of' is supported only by /v1/completions; in a chat request it "
+                              "must equal 'n'");
     }
     return absl::OkStatus();
   }
@@ -310,7 +317,7 @@ absl::Status ParseCommon(const json& body, OpenAiKind kind, OpenAiRequest& reque
   RETURN_IF_ERROR(ParseModel(fields, request));
   RETURN_IF_ERROR(ParseStreaming(fields, request));
   RETURN_IF_ERROR(ParseSampling(fields, kind, *request.generate.mutable_sampling()));
-  RETURN_IF_ERROR(RejectUnsupported(fields, kind));
+  RETURN_IF_ERROR(RejectUnsupported(fields, kind, request.num_choices()));
   ASSIGN_OR_RETURN(std::optional<std::string> user, fields.String("user"));
   if (user.has_value()) request.generate.set_user(*std::move(user));
   ASSIGN_OR_RETURN(const std::optional<bool> add_special_tokens, fields.Bool("add_special_tokens"));

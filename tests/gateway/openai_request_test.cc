@@ -574,6 +574,8 @@ TEST_CASE("openai_request: best_of generates more choices with logprobs and keep
   CHECK_FALSE(request->generate.sampling().logprobs());
 
   ExpectInvalid(Completion({{"n", 3}, {"best_of", 2}}), "best_of", "at least 'n'");
+  ExpectInvalid(Chat({{"best_of", 3}}), "best_of", "/v1/completions");
+  CHECK(Chat({{"best_of", 2}, {"n", 2}}).ok());
   ExpectInvalid(Completion({{"best_of", 3}, {"stream", true}}), "best_of", "streaming");
   ExpectInvalid(Completion({{"best_of", 17}}), "best_of");
   ExpectInvalid(Completion({{"prompt", std::vector<std::string>(100, "x")}, {"best_of", 16}}), "best_of", "1024");

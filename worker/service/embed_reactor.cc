@@ -43,9 +43,22 @@ EmbedReactor* EmbedReactor::Create(engine::Engine& engine, v1::EmbedResponse* re
   return reactor.get();
 }
 
-void EmbedReactor::Refuse(const absl::Status& status) { End(status); }
+bool EmbedReactor::MarkStarted() {
+  {
+    absl::MutexLock lock(&mu_);
+    started_ = true;
+    if (!cancelled_before_start_) return true;
+  }
+  End(absl::CancelledError("the client cancelled the embedding request"));
+  return false;
+}
+
+void EmbedReactor::Refuse(const absl::Status& status) {
+  if (MarkStarted()) End(status);
+}
 
 void EmbedReactor::Start(std::vector<engine::GenerationRequest> requests, const std::string& pooling) {
+  if (!MarkStarted()) return;
   {
     absl::MutexLock lock(&mu_);
     embeddings_.resize(requests.size());
@@ -124,7 +137,16 @@ void EmbedReactor::End(const absl::Status& status) {
   Finish(ToGrpcStatus(status));
 }
 
-void EmbedReactor::OnCancel() { End(absl::CancelledError("the client cancelled the embedding request")); }
+void EmbedReactor::OnCancel() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!started_) {
+      cancelled_before_start_ = true;
+      return;
+    }
+  }
+  End(absl::CancelledError("the client cancelled the embedding request"));
+}
 
 void EmbedReactor::OnDone() {
   --live_calls_;

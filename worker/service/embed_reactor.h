@@ -31,6 +31,7 @@ class EmbedReactor final : public grpc::ServerUnaryReactor, public std::enable_s
   // the call.
   static EmbedReactor* Create(engine::Engine& engine, v1::EmbedResponse* response, std::atomic<int64_t>& live_calls);
 
+  // Exactly one of Refuse and Start is called, once.
   void Refuse(const absl::Status& status);
   // Submits the inputs (ToEmbeddingRequests' output) with the first window, and the rest as they complete.
   void Start(std::vector<engine::GenerationRequest> requests, const std::string& pooling);
@@ -49,6 +50,8 @@ class EmbedReactor final : public grpc::ServerUnaryReactor, public std::enable_s
   void SubmitMore();
   // Ends the call with `status` unless it has ended; aborts what is still in the engine.
   void End(const absl::Status& status);
+  // Marks the call started; false (and the call ended) when it was cancelled before.
+  bool MarkStarted();
 
   engine::Engine& engine_;
   v1::EmbedResponse* const response_;
@@ -63,6 +66,10 @@ class EmbedReactor final : public grpc::ServerUnaryReactor, public std::enable_s
   size_t completed_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t prompt_tokens_ ABSL_GUARDED_BY(mu_) = 0;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  // Start or Refuse has run. Until then a cancellation only marks the call: the conversion queued on the
+  // executor still holds the request and this reactor, so the call must not finish (and be freed) under it.
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_before_start_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace llmc::worker

@@ -196,6 +196,9 @@ absl::StatusOr<std::vector<engine::GenerationRequest>> ToEmbeddingRequests(const
     converted.request_id = absl::StrCat(request.request_id(), "-", i);
     converted.pooling = pooling == "mean" ? engine::Pooling::kMean : engine::Pooling::kLast;
     converted.sampling.max_tokens = 0;
+    if (input.input_case() == v1::EmbedInput::INPUT_NOT_SET) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " has neither text nor token ids"));
+    }
     if (input.has_token_ids()) {
       converted.prompt_token_ids.assign(input.token_ids().ids().begin(), input.token_ids().ids().end());
     } else {
