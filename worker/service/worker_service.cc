@@ -39,6 +39,18 @@ WorkerService::WorkerService(engine::Engine& engine, ServedModel model, std::str
       started_(absl::Now()),
       large_requests_(kLargeRequestThreads, kLargeRequestQueue) {}
 
+void WorkerService::Convert(size_t request_bytes, const std::string& request_id, std::function<void()> convert,
+                            const std::function<void(const absl::Status&)>& refuse) {
+  if (request_bytes <= kInlineConversionBytes) return convert();
+  const bool queued = large_requests_.TrySubmit([convert = std::move(convert), request_id] {
+    ScopedLogContext log_context("request_id", request_id);
+    convert();
+  });
+  if (!queued) {
+    refuse(absl::ResourceExhaustedError("this worker is busy tokenizing other large requests; try another worker"));
+  }
+}
+
 absl::Time WorkerService::Deadline(const grpc::CallbackServerContext& context) const {
   absl::Time deadline = absl::InfiniteFuture();
   // gRPC reports "no deadline" as the largest time point.
@@ -75,15 +87,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
     converted->deadline = deadline;
     reactor->Submit(*std::move(converted), request->return_prompt_token_ids());
   };
-  if (request->ByteSizeLong() <= kInlineConversionBytes) {
-    convert();
-  } else if (!large_requests_.TrySubmit([convert, request_id] {
-               ScopedLogContext log_context("request_id", request_id);
-               convert();
-             })) {
-    reactor->Refuse(
-        absl::ResourceExhaustedError("this worker is busy tokenizing other large requests; try another worker"));
-  }
+  Convert(request->ByteSizeLong(), request_id, std::move(convert),
+          [reactor](const absl::Status& status) { reactor->Refuse(status); });
   return reactor;
 }
 
@@ -134,15 +139,8 @@ grpc::ServerUnaryReactor* WorkerService::Embed(grpc::CallbackServerContext* cont
     for (engine::GenerationRequest& input : *converted) input.deadline = deadline;
     reactor->Start(*std::move(converted), model_.info.embedding_pooling());
   };
-  if (request->ByteSizeLong() <= kInlineConversionBytes) {
-    convert();
-  } else if (!large_requests_.TrySubmit([convert, request_id] {
-               ScopedLogContext log_context("request_id", request_id);
-               convert();
-             })) {
-    reactor->Refuse(
-        absl::ResourceExhaustedError("this worker is busy tokenizing other large requests; try another worker"));
-  }
+  Convert(request->ByteSizeLong(), request_id, std::move(convert),
+          [reactor](const absl::Status& status) { reactor->Refuse(status); });
   return reactor;
 }
 

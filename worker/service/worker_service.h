@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/time/time.h"
@@ -45,6 +46,10 @@ class WorkerService final : public v1::Worker::CallbackService {
 
  private:
   absl::Time Deadline(const grpc::CallbackServerContext& context) const;
+  // Runs `convert` (render and tokenize a request, then hand it on) here for a request of up to
+  // kInlineConversionBytes, else on the bounded executor; `refuse` gets RESOURCE_EXHAUSTED when that is full.
+  void Convert(size_t request_bytes, const std::string& request_id, std::function<void()> convert,
+               const std::function<void(const absl::Status&)>& refuse);
 
   engine::Engine& engine_;
   const ServedModel model_;
