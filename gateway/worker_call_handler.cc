@@ -29,7 +29,8 @@ void CallWorker(WorkerRouter& router, UnaryDispatcher& workers, absl::Time deadl
         if (!model.ok()) return SendError(*writer, model.status(), retry_after_seconds);
         request->set_model(*model);
         auto response = std::make_shared<Response>();
-        workers.Call(
+        // A client that leaves cancels the worker call (an embedding request may hold many inputs).
+        std::function<void()> cancel = workers.Call(
             *model, deadline,
             [request, response, method](v1::Worker::Stub& stub, grpc::ClientContext* context,
                                         std::function<void(grpc::Status)> done) {
@@ -41,6 +42,7 @@ void CallWorker(WorkerRouter& router, UnaryDispatcher& workers, absl::Time deadl
               if (!status.ok()) return SendError(*writer, status, retry_after_seconds);
               writer->Send(200, kJson, to_json(*response, model));
             });
+        writer->OnClientGone(std::move(cancel));
       });
 }
 

@@ -85,15 +85,18 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
       absl::MutexLock lock(&mu_);
       context_.reset();
       picked_ = false;
-      if (status.code() == absl::StatusCode::kUnavailable && !cancelled_ &&
-          failed_workers_.size() + 1 < dispatcher_.max_attempts_) {
+      // A worker draining or gone, one whose queue is full, or a failed model step: another may succeed.
+      const bool refusal = status.code() == absl::StatusCode::kUnavailable ||
+                           status.code() == absl::StatusCode::kResourceExhausted ||
+                           status.code() == absl::StatusCode::kInternal;
+      if (refusal && !cancelled_ && failed_workers_.size() + 1 < dispatcher_.max_attempts_) {
         failed_workers_.push_back(worker_id);
         last_failure_ = status;
         retry = true;
       }
     }
     if (!retry) return Finish(status);
-    LLMC_LOG(Info).With("worker_id", worker_id) << "worker unavailable (" << status.message() << "); trying another";
+    LLMC_LOG(Info).With("worker_id", worker_id) << "worker refused (" << status.message() << "); trying another";
     PickNext();
   }
 
@@ -120,8 +123,8 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
   absl::Status last_failure_ ABSL_GUARDED_BY(mu_);
 };
 
-void UnaryDispatcher::Call(const std::string& model, absl::Time deadline, UnaryStarter start,
-                           std::function<void(absl::Status)> done) {
+std::function<void()> UnaryDispatcher::Call(const std::string& model, absl::Time deadline, UnaryStarter start,
+                                            std::function<void(absl::Status)> done) {
   auto run = std::make_shared<UnaryRun>(*this, model, deadline, std::move(start), std::move(done));
   bool accepted = false;
   {
@@ -134,6 +137,9 @@ void UnaryDispatcher::Call(const std::string& model, absl::Time deadline, UnaryS
     run->Cancel();
   }
   run->PickNext();
+  return [weak = std::weak_ptr<UnaryRun>(run)] {
+    if (const std::shared_ptr<UnaryRun> live = weak.lock()) live->Cancel();
+  };
 }
 
 void UnaryDispatcher::Forget(UnaryRun* run) {

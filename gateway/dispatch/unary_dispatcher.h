@@ -26,8 +26,9 @@ using UnaryStarter =
     std::function<void(v1::Worker::Stub& stub, grpc::ClientContext* context, std::function<void(grpc::Status)> done)>;
 
 // Runs a short worker call (Tokenize, Detokenize, Embed) on some worker serving the model: picks one
-// through the WorkerRouter and, when the call fails with UNAVAILABLE (the worker gone or unreachable), tries
-// another, excluding those that failed, up to `max_attempts` workers. Shutdown cancels every call in flight
+// through the WorkerRouter and, when the call fails with UNAVAILABLE (the worker gone or unreachable),
+// RESOURCE_EXHAUSTED (its queue full) or INTERNAL (its model step failed), tries another, excluding those
+// that failed, up to `max_attempts` workers. Shutdown cancels every call in flight
 // and returns once each has called its `done`, so no callback runs on a destroyed dispatcher.
 class UnaryDispatcher {
  public:
@@ -38,8 +39,11 @@ class UnaryDispatcher {
   UnaryDispatcher& operator=(const UnaryDispatcher&) = delete;
 
   // `done` runs once, on some thread: OK, the worker's error, or the routing error (NOT_FOUND for a model
-  // nobody serves). After Shutdown: UNAVAILABLE at once.
-  void Call(const std::string& model, absl::Time deadline, UnaryStarter start, std::function<void(absl::Status)> done);
+  // nobody serves). After Shutdown: UNAVAILABLE at once. The returned function cancels the call (a pending
+  // pick, or the worker call in flight, which then ends with an error); it may be called at any time, also
+  // after `done`.
+  std::function<void()> Call(const std::string& model, absl::Time deadline, UnaryStarter start,
+                             std::function<void(absl::Status)> done);
   // Idempotent.
   void Shutdown();
 

@@ -14,6 +14,7 @@
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/metrics_text.h"
 #include "tests/support/small_model.h"
 #include "tests/support/tokenizer_files.h"
 #include "tests/support/wait.h"
@@ -152,6 +153,31 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
   const std::vector<float> mean_fox = Vector(mean["data"][0]);
   CHECK(static_cast<int64_t>(mean_fox.size()) == width);
   CHECK(std::abs(Dot(mean_fox, mean_fox) - 1.0) < 1e-4);
+
+  {
+    INFO("a client that leaves cancels the worker call: not every one of 2,048 long inputs is embedded");
+    const MetricLabels stopped = {{"finished_reason", "stop"}};
+    const double done_before =
+        ScrapeMetric(last_worker.metrics_port(), "llmc:request_success_total", stopped).value_or(0);
+    json inputs = json::array();
+    for (int i = 0; i < 2048; ++i) {
+      std::vector<int> ids(250);
+      for (int t = 0; t < 250; ++t) ids[t] = 100 + (i * 31 + t * 7) % 5000;
+      inputs.push_back(ids);
+    }
+    const HttpReply gone = PostJson(port, "/v1/embeddings", json{{"model", kSmallModelName}, {"input", inputs}}.dump(),
+                                    kAuth, absl::Milliseconds(800));
+    CHECK(gone.status == 0);  // the client gave up and closed the connection
+    REQUIRE(WaitUntil(
+        [&] {
+          return ScrapeMetric(last_worker.metrics_port(), "llmc:num_requests_running") == 0.0 &&
+                 ScrapeMetric(last_worker.metrics_port(), "llmc:num_requests_waiting") == 0.0;
+        },
+        absl::Seconds(60)));
+    const double done_after =
+        ScrapeMetric(last_worker.metrics_port(), "llmc:request_success_total", stopped).value_or(0);
+    CHECK(done_after - done_before < 2048);
+  }
 
   SECTION("bad input is a 4xx naming what is wrong, and the cluster keeps serving") {
     const json model = kSmallModelName;
