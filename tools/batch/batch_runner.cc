@@ -169,7 +169,7 @@ class JobSink final : public engine::GenerationSink {
   void OnResponse(v1::GenerateResponse response) override { job_->OnResponse(part_, response); }
   void OnDone(absl::Status status) override {
     job_->OnDone(status);
-    runner_.EngineRequestDone(0);
+    runner_.EngineRequestDone();
   }
 
  private:
@@ -227,13 +227,13 @@ void BatchRunner::Add(BatchLine line) {
     absl::StatusOr<uint64_t> id =
         engine_.Submit(std::move((*requests)[part]), std::make_shared<JobSink>(job, part, *this));
     if (!id.ok()) {
-      EngineRequestDone(0);
+      EngineRequestDone();
       job->PartRefused(id.status());
     }
   }
 }
 
-void BatchRunner::EngineRequestDone(int64_t) {
+void BatchRunner::EngineRequestDone() {
   absl::MutexLock lock(&mu_);
   --in_flight_;
 }

@@ -44,7 +44,7 @@ class BatchRunner {
   BatchSummary Finish();
 
   // Private to the jobs.
-  void EngineRequestDone(int64_t generated_tokens);
+  void EngineRequestDone();
   void JobDone(int64_t index, std::string output_line, bool failed, int64_t prompt_tokens, int64_t completion_tokens);
   void CountTokens(int64_t tokens) { streamed_tokens_ += tokens; }
 

@@ -11,16 +11,12 @@ void PoolAction::Run(StepData& step) {
   const float* rows = step.hidden.defined() ? step.hidden.data_ptr<float>() : nullptr;
   for (const StepData::PoolingChunk& chunk : step.pooling) {
     Sequence& sequence = *chunk.sequence;
-    if (chunk.first) {
-      sequence.pooled.clear();
-      sequence.pooled_rows = 0;
-    }
+    if (chunk.first) sequence.pooled.clear();
     // Sized by the first chunk with rows (a last-token chunk that does not end the prompt has none).
     if (chunk.num_rows > 0 && sequence.pooled.empty()) sequence.pooled.assign(width, 0.0f);
     for (int64_t row = 0; row < chunk.num_rows; ++row, rows += width) {
       for (int64_t i = 0; i < width; ++i) sequence.pooled[i] += rows[i];
     }
-    sequence.pooled_rows += chunk.num_rows;
     if (!chunk.last) continue;
 
     // The mean's divisor cancels in the L2 normalization, so the sum is normalized directly.

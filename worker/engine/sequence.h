@@ -38,7 +38,6 @@ struct Sequence {
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;  // set once, when the choice ends
   // An embedding request's pooled hidden states so far (the pool action, pool_action.h).
   std::vector<float> pooled;
-  int64_t pooled_rows = 0;
 
   int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - prompt_length; }
   int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }

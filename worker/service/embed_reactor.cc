@@ -57,14 +57,13 @@ void EmbedReactor::Refuse(const absl::Status& status) {
   if (MarkStarted()) End(status);
 }
 
-void EmbedReactor::Start(std::vector<engine::GenerationRequest> requests, const std::string& pooling) {
+void EmbedReactor::Start(std::vector<engine::GenerationRequest> requests) {
   if (!MarkStarted()) return;
   {
     absl::MutexLock lock(&mu_);
     embeddings_.resize(requests.size());
     engine_ids_.assign(requests.size(), 0);
     requests_ = std::move(requests);
-    response_->set_pooling(pooling);
   }
   SubmitMore();
 }

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -34,7 +33,7 @@ class EmbedReactor final : public grpc::ServerUnaryReactor, public std::enable_s
   // Exactly one of Refuse and Start is called, once.
   void Refuse(const absl::Status& status);
   // Submits the inputs (ToEmbeddingRequests' output) with the first window, and the rest as they complete.
-  void Start(std::vector<engine::GenerationRequest> requests, const std::string& pooling);
+  void Start(std::vector<engine::GenerationRequest> requests);
 
   void OnCancel() override;
   void OnDone() override;

@@ -137,7 +137,7 @@ grpc::ServerUnaryReactor* WorkerService::Embed(grpc::CallbackServerContext* cont
     absl::StatusOr<std::vector<engine::GenerationRequest>> converted = ToEmbeddingRequests(*request, model_);
     if (!converted.ok()) return reactor->Refuse(converted.status());
     for (engine::GenerationRequest& input : *converted) input.deadline = deadline;
-    reactor->Start(*std::move(converted), model_.info.embedding_pooling());
+    reactor->Start(*std::move(converted));
   };
   Convert(request->ByteSizeLong(), request_id, std::move(convert),
           [reactor](const absl::Status& status) { reactor->Refuse(status); });
