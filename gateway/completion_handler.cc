@@ -126,13 +126,13 @@ class Generation final : public std::enable_shared_from_this<Generation> {
       }
       delta.set_choice_index(static_cast<uint32_t>(prompt * choices_per_prompt_ + delta.choice_index()));
     }
-    if (!stream_) return builder_.Accumulate(response);
+    if (!stream_) return builder_.Accumulate(response, prompt);
     if (!started_) {
       started_ = true;
       writer_->StartEventStream();
       for (auto& event : builder_.Start()) writer_->WriteEvent(std::move(event));
     }
-    absl::StatusOr<std::vector<std::string>> events = builder_.OnResponse(response);
+    absl::StatusOr<std::vector<std::string>> events = builder_.OnResponse(response, prompt);
     if (!events.ok()) return events.status();
     for (auto& event : *events) writer_->WriteEvent(std::move(event));
     return absl::OkStatus();

@@ -1,5 +1,6 @@
 #include "gateway/openai/openai_request.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -414,6 +415,28 @@ absl::Status ParseCompletionOptions(const FieldReader& fields, OpenAiRequest& re
   return absl::OkStatus();
 }
 
+// vLLM's return_tokens_as_token_ids and prompt_logprobs, and echo with logprobs: the worker returns the prompt's
+// logprobs with as many alternatives as either asks for.
+absl::Status ParsePromptLogprobs(const FieldReader& fields, OpenAiRequest& request) {
+  ASSIGN_OR_RETURN(const std::optional<bool> tokens_as_ids, fields.Bool("return_tokens_as_token_ids"));
+  request.tokens_as_ids = tokens_as_ids.value_or(false);
+  ASSIGN_OR_RETURN(const std::optional<int64_t> prompt_logprobs,
+                   fields.Int("prompt_logprobs", 0, limits::kMaxTopLogprobs));
+  if (prompt_logprobs.has_value()) {
+    if (request.stream) {
+      return InvalidParameter("prompt_logprobs", "'prompt_logprobs' is not available with 'stream': true");
+    }
+    request.prompt_logprobs = static_cast<uint32_t>(*prompt_logprobs);
+  }
+  std::optional<uint32_t> alternatives = request.prompt_logprobs;
+  if (request.echo && request.logprobs) alternatives = std::max(alternatives.value_or(0), request.top_logprobs);
+  if (alternatives.has_value()) {
+    ForEachSampling(request,
+                    [&alternatives](v1::SamplingParams& sampling) { sampling.set_prompt_logprobs(*alternatives); });
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // best_of > n: each prompt generates best_of choices (the worker's n), with logprobs to rank them, and the
@@ -450,6 +473,7 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) 
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body.begin(), body.end());
   RETURN_IF_ERROR(ParseChatInput(parsed, ordered, *request.generate.mutable_chat()));
   RETURN_IF_ERROR(ParseChatLogprobs(FieldReader(parsed), request));
+  RETURN_IF_ERROR(ParsePromptLogprobs(FieldReader(parsed), request));
   return request;
 }
 
@@ -461,6 +485,7 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body) {
   RETURN_IF_ERROR(ParsePrompt(fields, request));
   RETURN_IF_ERROR(ParseCompletionOptions(fields, request));
   RETURN_IF_ERROR(ParseBestOf(fields, request));
+  RETURN_IF_ERROR(ParsePromptLogprobs(fields, request));
   return request;
 }
 

@@ -2,6 +2,7 @@
 #define LLMC_GATEWAY_OPENAI_OPENAI_REQUEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,10 @@ struct OpenAiRequest {
   // `logprobs` is set when the integer was given and `top_logprobs` is its value (0..5).
   bool logprobs = false;
   uint32_t top_logprobs = 0;
+  // vLLM's prompt_logprobs: each choice (chat: the response) also gets the prompt's logprobs with this many
+  // alternatives per position. Not with streaming.
+  std::optional<uint32_t> prompt_logprobs;
+  bool tokens_as_ids = false;    // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:<id>"
   v1::GenerateRequest generate;  // model, input, sampling and user filled; request_id left to the caller
   // Completions with a `prompt` list: the prompts after the first (which is `generate`'s input), each a
   // copy of `generate` with its own input. Each runs as its own generation; its choices are numbered after

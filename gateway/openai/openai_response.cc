@@ -47,6 +47,12 @@ OpenAiResponseBuilder::OpenAiResponseBuilder(const OpenAiRequest& request, std::
       include_usage_(request.include_usage),
       logprobs_(request.logprobs),
       echo_(request.echo),
+      top_logprobs_(request.top_logprobs),
+      tokens_as_ids_(request.tokens_as_ids),
+      echo_logprobs_(request.kind == OpenAiKind::kCompletion && request.echo && request.logprobs),
+      prompt_logprobs_(request.prompt_logprobs),
+      vllm_prompt_logprobs_(request.num_prompts()),
+      prompt_started_(request.num_prompts(), false),
       stop_strings_(request.generate.sampling().stop().begin(), request.generate.sampling().stop().end()),
       stop_token_ids_(request.generate.sampling().stop_token_ids().begin(),
                       request.generate.sampling().stop_token_ids().end()),
@@ -57,6 +63,7 @@ OpenAiResponseBuilder::OpenAiResponseBuilder(const OpenAiRequest& request, std::
     Choice& choice = choices_[i];
     // Choice i answers prompt i / n.
     const size_t prompt = i / request.num_choices();
+    choice.prompt = prompt;
     if (echo_ && prompt < request.echo_texts.size()) choice.echo_text = request.echo_texts[prompt];
     choice.text = choice.echo_text;
     choice.text_offset = CountCodePoints(choice.echo_text);
@@ -77,6 +84,21 @@ absl::Status OpenAiResponseBuilder::Check(const v1::TokenDelta& delta) const {
     return absl::InternalError(absl::StrCat("generation of choice ", delta.choice_index(), " failed in the worker"));
   }
   return absl::OkStatus();
+}
+
+void OpenAiResponseBuilder::TakePromptLogprobs(size_t prompt,
+                                               const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& logprobs) {
+  if (prompt >= vllm_prompt_logprobs_.size() || logprobs.empty()) return;
+  if (prompt_logprobs_.has_value()) vllm_prompt_logprobs_[prompt] = VllmPromptLogprobs(logprobs, *prompt_logprobs_);
+  if (!echo_logprobs_) return;
+  const size_t first = prompt * generated_per_prompt_;
+  for (size_t i = first; i < first + generated_per_prompt_ && i < choices_.size(); ++i) {
+    // The offsets count the prompt's token texts, and the generated tokens' offsets follow on from them.
+    Choice& choice = choices_[i];
+    choice.text_offset = 0;
+    choice.logprobs = EmptyCompletionLogprobs();
+    AppendCompletionPromptLogprobs(logprobs, top_logprobs_, tokens_as_ids_, choice.text_offset, choice.logprobs);
+  }
 }
 
 ordered_json OpenAiResponseBuilder::Header(const char* object) const {
@@ -113,11 +135,11 @@ ordered_json OpenAiResponseBuilder::LogprobsOf(const v1::TokenDelta& delta, Choi
   if (!logprobs_) return nullptr;
   if (is_chat()) {
     ordered_json content = ordered_json::array();
-    AppendChatLogprobs(delta.logprobs(), content);
+    AppendChatLogprobs(delta.logprobs(), tokens_as_ids_, content);
     return ordered_json{{"content", std::move(content)}};
   }
   ordered_json out = EmptyCompletionLogprobs();
-  AppendCompletionLogprobs(delta.logprobs(), choice.text_offset, out);
+  AppendCompletionLogprobs(delta.logprobs(), tokens_as_ids_, choice.text_offset, out);
   return out;
 }
 
@@ -134,15 +156,11 @@ ordered_json OpenAiResponseBuilder::UsageJson(const v1::Usage& usage) const {
 
 std::vector<std::string> OpenAiResponseBuilder::Start() {
   std::vector<std::string> chunks;
-  if (!is_chat() && !echo_) return chunks;
+  if (!is_chat()) return chunks;
   for (size_t i = 0; i < choices_.size(); ++i) {
     ordered_json choice;
     choice["index"] = i;
-    if (is_chat()) {
-      choice["delta"] = ordered_json{{"role", "assistant"}, {"content", ""}};
-    } else {
-      choice["text"] = choices_[i].echo_text;
-    }
+    choice["delta"] = ordered_json{{"role", "assistant"}, {"content", ""}};
     choice["logprobs"] = nullptr;
     choice["finish_reason"] = nullptr;
     choice["stop_reason"] = nullptr;
@@ -151,8 +169,24 @@ std::vector<std::string> OpenAiResponseBuilder::Start() {
   return chunks;
 }
 
-absl::StatusOr<std::vector<std::string>> OpenAiResponseBuilder::OnResponse(const v1::GenerateResponse& response) {
+absl::StatusOr<std::vector<std::string>> OpenAiResponseBuilder::OnResponse(const v1::GenerateResponse& response,
+                                                                           size_t prompt) {
   std::vector<std::string> chunks;
+  if (prompt < prompt_started_.size() && !prompt_started_[prompt]) {
+    prompt_started_[prompt] = true;
+    TakePromptLogprobs(prompt, response.prompt_logprobs());
+    const size_t first = prompt * generated_per_prompt_;
+    for (size_t i = first; echo_ && i < first + generated_per_prompt_ && i < choices_.size(); ++i) {
+      ordered_json choice;
+      choice["index"] = i;
+      choice["text"] = choices_[i].echo_text;
+      choice["logprobs"] =
+          echo_logprobs_ && !response.prompt_logprobs().empty() ? choices_[i].logprobs : ordered_json(nullptr);
+      choice["finish_reason"] = nullptr;
+      choice["stop_reason"] = nullptr;
+      chunks.push_back(DumpJson(Chunk(std::move(choice))));
+    }
+  }
   for (const v1::TokenDelta& delta : response.deltas()) {
     if (absl::Status status = Check(delta); !status.ok()) return status;
     const bool finished = delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
@@ -185,7 +219,8 @@ std::vector<std::string> OpenAiResponseBuilder::Finish(const v1::Usage& usage) c
   return {DumpJson(out)};
 }
 
-absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& response) {
+absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& response, size_t prompt) {
+  TakePromptLogprobs(prompt, response.prompt_logprobs());
   for (const v1::TokenDelta& delta : response.deltas()) {
     if (absl::Status status = Check(delta); !status.ok()) return status;
     Choice& choice = choices_[delta.choice_index()];
@@ -193,9 +228,9 @@ absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& respo
     for (const v1::TokenLogprob& logprob : delta.logprobs()) choice.cumulative_logprob += logprob.logprob();
     if (logprobs_) {
       if (is_chat()) {
-        AppendChatLogprobs(delta.logprobs(), choice.logprobs);
+        AppendChatLogprobs(delta.logprobs(), tokens_as_ids_, choice.logprobs);
       } else {
-        AppendCompletionLogprobs(delta.logprobs(), choice.text_offset, choice.logprobs);
+        AppendCompletionLogprobs(delta.logprobs(), tokens_as_ids_, choice.text_offset, choice.logprobs);
       }
     }
     if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
@@ -239,9 +274,12 @@ std::string OpenAiResponseBuilder::FinalJson(const v1::Usage& usage) const {
     }
     choice["finish_reason"] = FinishReasonJson(state.finish_reason);
     choice["stop_reason"] = StopReason(state.finish_reason, state.stop_reason);
+    if (prompt_logprobs_.has_value() && !is_chat()) choice["prompt_logprobs"] = vllm_prompt_logprobs_[state.prompt];
     choices.push_back(std::move(choice));
   }
   out["choices"] = std::move(choices);
+  // vLLM puts a chat request's prompt logprobs beside the choices.
+  if (prompt_logprobs_.has_value() && is_chat()) out["prompt_logprobs"] = vllm_prompt_logprobs_[0];
   out["usage"] = UsageJson(usage);
   return DumpJson(out);
 }

@@ -2,6 +2,7 @@
 #define LLMC_GATEWAY_OPENAI_OPENAI_RESPONSE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,23 +27,26 @@ class OpenAiResponseBuilder {
 
   // Streaming. Each string is the JSON data of one SSE event; the caller frames it (`data: ...\n\n`) and
   // sends `data: [DONE]` at the end itself.
-  // Chat: one chunk per choice with delta {"role":"assistant","content":""}. Completions with echo: one chunk
-  // per choice carrying the prompt text. Otherwise nothing.
+  // Chat: one chunk per choice with delta {"role":"assistant","content":""}. Otherwise nothing.
   std::vector<std::string> Start();
-  // One chunk per delta that carries text, logprobs or a finish reason. A choice that ended in ABORT or
-  // ERROR, or a choice index beyond `n`, is an error status: send it with StreamErrorEvent and stop.
-  absl::StatusOr<std::vector<std::string>> OnResponse(const v1::GenerateResponse& response);
+  // One chunk per delta that carries text, logprobs or a finish reason; `prompt` is the prompt whose
+  // generation sent `response` (its choices are already numbered among all prompts'). Completions with
+  // echo: a prompt's first response is preceded by one chunk per choice of that prompt carrying the prompt
+  // text (and, with logprobs, the prompt's logprobs). A choice that ended in ABORT or ERROR, or a choice index
+  // beyond `n`, is an error status: send it with StreamErrorEvent and stop.
+  absl::StatusOr<std::vector<std::string>> OnResponse(const v1::GenerateResponse& response, size_t prompt = 0);
   // The usage chunk (choices: []) when stream_options.include_usage was set; nothing otherwise.
   std::vector<std::string> Finish(const v1::Usage& usage) const;
 
   // Non-streaming. Errors as for OnResponse; after one, answer with ErrorEnvelope instead of FinalJson.
-  absl::Status Accumulate(const v1::GenerateResponse& response);
+  absl::Status Accumulate(const v1::GenerateResponse& response, size_t prompt = 0);
   // The "chat.completion" or "text_completion" body with every choice (with best_of, each prompt's n best by
   // cumulative logprob, numbered as if only they were generated) and usage.
   std::string FinalJson(const v1::Usage& usage) const;
 
  private:
   struct Choice {
+    size_t prompt = 0;
     std::string echo_text;  // completions with echo: its prompt
     std::string text;
     nlohmann::ordered_json logprobs;  // chat: the `content` array; completions: the four arrays
@@ -56,6 +60,8 @@ class OpenAiResponseBuilder {
   std::vector<const Choice*> AnsweredChoices() const;
 
   absl::Status Check(const v1::TokenDelta& delta) const;
+  // The worker's prompt logprobs for `prompt` (they come before any of its choices' tokens).
+  void TakePromptLogprobs(size_t prompt, const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& logprobs);
   nlohmann::ordered_json Header(const char* object) const;
   nlohmann::ordered_json Chunk(nlohmann::ordered_json choice) const;
   nlohmann::ordered_json LogprobsOf(const v1::TokenDelta& delta, Choice& choice) const;
@@ -71,6 +77,12 @@ class OpenAiResponseBuilder {
   bool include_usage_;
   bool logprobs_;
   bool echo_;
+  uint32_t top_logprobs_;
+  bool tokens_as_ids_;
+  bool echo_logprobs_;  // completions with echo and logprobs: the logprobs start with the prompt's
+  std::optional<uint32_t> prompt_logprobs_;
+  std::vector<nlohmann::ordered_json> vllm_prompt_logprobs_;  // per prompt, with prompt_logprobs_
+  std::vector<bool> prompt_started_;                          // per prompt: a response has arrived (streaming)
   std::vector<std::string> stop_strings_;
   std::vector<int32_t> stop_token_ids_;
   uint32_t generated_per_prompt_;

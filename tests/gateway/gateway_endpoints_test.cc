@@ -3,6 +3,7 @@
 // the real controller, workers and gateway as separate processes on loopback.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -331,6 +332,122 @@ TEST_CASE("gateway endpoints: completions with a list of prompts answer n choice
                ScrapeMetric(second.metrics_port(), "llmc:num_requests_running") == 0.0;
       },
       absl::Seconds(10)));
+}
+
+// The token ids of "token_id:<id>" names.
+std::vector<int> IdsOf(const json& names) {
+  std::vector<int> ids;
+  for (const json& name : names)
+    ids.push_back(std::stoi(name.get<std::string>().substr(std::string("token_id:").size())));
+  return ids;
+}
+
+TEST_CASE("gateway endpoints: echo with logprobs and prompt_logprobs score a prompt as generation scored it",
+          "[integration][gateway]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(),
+                       SmallWorkerArgs(controller.address(), "scoring-worker", {"--max_model_len=256"}));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+  REQUIRE(gateway.WaitHealthy());
+  const int port = gateway.port();
+  const std::string text = "The weather today is";
+  const std::vector<int> prompt = Tokens(PostOk(port, "/tokenize", {{"prompt", text}}));
+
+  // Greedy generation, its tokens named by id.
+  const json generated = PostOk(port, "/v1/completions",
+                                {{"model", kSmallModelName},
+                                 {"prompt", prompt},
+                                 {"max_tokens", 3},
+                                 {"temperature", 0},
+                                 {"logprobs", 0},
+                                 {"return_tokens_as_token_ids", true}});
+  const json& generated_logprobs = generated["choices"][0]["logprobs"];
+  const std::vector<int> continuation = IdsOf(generated_logprobs["tokens"]);
+  REQUIRE(continuation.size() == 3);
+
+  // The prompt extended by the first two generated tokens: their prompt logprobs are the logprobs they were
+  // generated with, at rank 1 (greedy), and the next token is the third.
+  std::vector<int> extended = prompt;
+  extended.insert(extended.end(), continuation.begin(), continuation.begin() + 2);
+  const json scored = PostOk(port, "/v1/completions",
+                             {{"model", kSmallModelName},
+                              {"prompt", extended},
+                              {"max_tokens", 1},
+                              {"temperature", 0},
+                              {"prompt_logprobs", 2}});
+  const json& prompt_logprobs = scored["choices"][0]["prompt_logprobs"];
+  INFO(scored.dump());
+  REQUIRE(prompt_logprobs.size() == extended.size());
+  CHECK(prompt_logprobs[0].is_null());
+  for (size_t i = 1; i < extended.size(); ++i) {
+    const json& position = prompt_logprobs[i];
+    const std::string id = std::to_string(extended[i]);
+    REQUIRE(position.contains(id));
+    CHECK(position.size() >= 2);  // the token and its 2 alternatives, which may include it
+    CHECK(position.size() <= 3);
+    CHECK(position[id]["rank"].get<int>() >= 1);
+    CHECK(position[id]["logprob"].get<double>() <= 0.0);
+  }
+  for (size_t j = 0; j < 2; ++j) {
+    const json& position = prompt_logprobs[prompt.size() + j];
+    const std::string id = std::to_string(continuation[j]);
+    CHECK(position[id]["rank"] == 1);
+    CHECK(std::abs(position[id]["logprob"].get<double>() - generated_logprobs["token_logprobs"][j].get<double>()) <
+          1e-3);
+  }
+  const json next = PostOk(port, "/v1/completions",
+                           {{"model", kSmallModelName},
+                            {"prompt", extended},
+                            {"max_tokens", 1},
+                            {"temperature", 0},
+                            {"logprobs", 0},
+                            {"return_tokens_as_token_ids", true}});
+  CHECK(IdsOf(next["choices"][0]["logprobs"]["tokens"]) == std::vector<int>{continuation[2]});
+
+  // Echo with logprobs: the prompt's tokens come first, the first without a logprob, and their texts make
+  // the prompt; streamed, the echo chunk carries the same.
+  const json body = {{"model", kSmallModelName}, {"prompt", text}, {"max_tokens", 2},
+                     {"temperature", 0},         {"echo", true},   {"logprobs", 1}};
+  const json echoed = PostOk(port, "/v1/completions", body);
+  const json& logprobs = echoed["choices"][0]["logprobs"];
+  REQUIRE(logprobs["tokens"].size() == prompt.size() + 2);
+  std::string joined;
+  for (size_t i = 0; i < prompt.size(); ++i) joined += logprobs["tokens"][i].get<std::string>();
+  CHECK(joined == text);
+  CHECK(logprobs["token_logprobs"][0].is_null());
+  CHECK(logprobs["top_logprobs"][0].is_null());
+  for (size_t i = 1; i < prompt.size() + 2; ++i) {
+    CHECK(logprobs["token_logprobs"][i].get<double>() <= 0.0);
+    CHECK(logprobs["text_offset"][i].get<int>() > logprobs["text_offset"][i - 1].get<int>());
+  }
+  CHECK(echoed["choices"][0]["text"].get<std::string>().rfind(text, 0) == 0);
+  CHECK_FALSE(echoed["choices"][0].contains("prompt_logprobs"));
+
+  json streamed = body;
+  streamed["stream"] = true;
+  SseClient stream(port, "/v1/completions", streamed.dump(), kAuth);
+  REQUIRE(stream.status() == 200);
+  const std::vector<std::string> events = stream.ReadAll(absl::Seconds(60));
+  REQUIRE(events.size() >= 2);
+  const json echo_chunk = json::parse(events.front());
+  CHECK(echo_chunk["choices"][0]["text"] == text);
+  CHECK(
+      echo_chunk["choices"][0]["logprobs"]["token_logprobs"] ==
+      json(std::vector<json>(logprobs["token_logprobs"].begin(), logprobs["token_logprobs"].begin() + prompt.size())));
+
+  // Refused: prompt_logprobs when streaming, or out of range.
+  streamed["prompt_logprobs"] = 1;
+  CHECK(PostRefused(port, "/v1/completions", streamed, 400)["param"] == "prompt_logprobs");
+  CHECK(PostRefused(port, "/v1/completions", {{"model", kSmallModelName}, {"prompt", text}, {"prompt_logprobs", 21}},
+                    400)["param"] == "prompt_logprobs");
+  // Chat: beside the choices.
+  const json chat =
+      PostOk(port, "/v1/chat/completions",
+             {{"model", kSmallModelName}, {"messages", Messages()}, {"max_tokens", 1}, {"prompt_logprobs", 0}});
+  REQUIRE(chat["prompt_logprobs"].is_array());
+  CHECK(chat["prompt_logprobs"].size() == chat["usage"]["prompt_tokens"].get<size_t>());
+  CHECK(chat["prompt_logprobs"][0].is_null());
 }
 
 }  // namespace

@@ -527,6 +527,37 @@ TEST_CASE("openai_request: logprobs settings per endpoint", "[unit][openai]") {
   ExpectInvalid(Completion({{"logprobs", -1}}), "logprobs");
 }
 
+TEST_CASE("openai_request: echo with logprobs and vLLM's prompt_logprobs ask the worker for prompt logprobs",
+          "[unit][openai]") {
+  absl::StatusOr<OpenAiRequest> request = Completion({{"echo", true}, {"logprobs", 2}, {"prompt", {"a", "b"}}});
+  REQUIRE(request.ok());
+  CHECK_FALSE(request->prompt_logprobs.has_value());  // shown in the logprobs arrays, not vLLM's field
+  for (const v1::GenerateRequest* generate : {&request->generate, &request->further_prompts[0]}) {
+    REQUIRE(generate->sampling().has_prompt_logprobs());
+    CHECK(generate->sampling().prompt_logprobs() == 2);
+  }
+  // Echo without logprobs, or logprobs without echo, needs none.
+  CHECK_FALSE(Completion({{"echo", true}})->generate.sampling().has_prompt_logprobs());
+  CHECK_FALSE(Completion({{"logprobs", 2}})->generate.sampling().has_prompt_logprobs());
+
+  // vLLM's parameter, for completions and chat; the worker computes the larger of the two counts.
+  request = Completion({{"echo", true}, {"logprobs", 1}, {"prompt_logprobs", 4}});
+  REQUIRE(request.ok());
+  CHECK(request->prompt_logprobs == 4u);
+  CHECK(request->generate.sampling().prompt_logprobs() == 4);
+  request = Chat({{"prompt_logprobs", 0}});
+  REQUIRE(request.ok());
+  CHECK(request->prompt_logprobs == 0u);
+  REQUIRE(request->generate.sampling().has_prompt_logprobs());
+  CHECK(request->generate.sampling().prompt_logprobs() == 0);
+
+  ExpectInvalid(Completion({{"prompt_logprobs", 21}}), "prompt_logprobs", "between 0 and 20");
+  ExpectInvalid(Completion({{"prompt_logprobs", -1}}), "prompt_logprobs");
+  ExpectInvalid(Chat({{"prompt_logprobs", "2"}}), "prompt_logprobs");
+  ExpectInvalid(Completion({{"prompt_logprobs", 1}, {"stream", true}}), "prompt_logprobs", "stream");
+  CHECK(Completion({{"prompt_logprobs", nullptr}, {"stream", true}}).ok());
+}
+
 TEST_CASE("openai_request: unknown fields are ignored and null reads as absent", "[unit][openai]") {
   const absl::StatusOr<OpenAiRequest> request = Chat({{"frobnicate", {{"x", 1}}},
                                                       {"temperature", nullptr},

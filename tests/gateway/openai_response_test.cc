@@ -5,6 +5,7 @@
 #include <limits>
 #include <regex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gateway/openai/openai_error.h"
@@ -60,6 +61,30 @@ void AddLogprob(v1::TokenDelta& delta, const std::string& token, float logprob,
   }
 }
 
+// A prompt logprob entry: the token (id, text), its logprob and rank, and its alternatives (id, text, logprob).
+void AddPromptLogprob(v1::GenerateResponse& response, int32_t id, const std::string& token, float logprob,
+                      uint32_t rank, const std::vector<std::tuple<int32_t, std::string, float>>& top = {}) {
+  v1::TokenLogprob* entry = response.add_prompt_logprobs();
+  entry->set_token_id(id);
+  entry->set_token(token);
+  entry->set_token_bytes(token);
+  entry->set_logprob(logprob);
+  entry->set_rank(rank);
+  for (const auto& [alternative_id, text, value] : top) {
+    v1::TopLogprob* alternative = entry->add_top();
+    alternative->set_token_id(alternative_id);
+    alternative->set_token(text);
+    alternative->set_token_bytes(text);
+    alternative->set_logprob(value);
+  }
+}
+
+// "Say:" as the worker scores it: "Say" (nothing predicts it), then ":" at rank 2 behind "!".
+void AddSayPromptLogprobs(v1::GenerateResponse& response) {
+  AddPromptLogprob(response, 10, "Say", 0.0f, 0);
+  AddPromptLogprob(response, 11, ":", -1.5f, 2, {{12, "!", -0.5f}, {11, ":", -1.5f}, {13, "?", -2.5f}});
+}
+
 v1::Usage MakeUsage(uint32_t prompt, uint32_t completion) {
   v1::Usage usage;
   usage.set_prompt_tokens(prompt);
@@ -78,8 +103,8 @@ std::vector<json> ParseAll(const std::vector<std::string>& chunks) {
   return out;
 }
 
-std::vector<json> Stream(OpenAiResponseBuilder& builder, const v1::GenerateResponse& response) {
-  absl::StatusOr<std::vector<std::string>> chunks = builder.OnResponse(response);
+std::vector<json> Stream(OpenAiResponseBuilder& builder, const v1::GenerateResponse& response, size_t prompt = 0) {
+  absl::StatusOr<std::vector<std::string>> chunks = builder.OnResponse(response, prompt);
   REQUIRE(chunks.ok());
   return ParseAll(*chunks);
 }
@@ -194,14 +219,30 @@ TEST_CASE("openai_response: completion stream chunks", "[unit][openai]") {
   CHECK(last[0]["usage"]["total_tokens"] == 3);
 }
 
-TEST_CASE("openai_response: completion echo streams the prompt first", "[unit][openai]") {
-  OpenAiResponseBuilder builder = Builder(ParsedCompletion({{"stream", true}, {"echo", true}, {"n", 2}}));
-  const std::vector<json> chunks = ParseAll(builder.Start());
-  REQUIRE(chunks.size() == 2);
-  CHECK(chunks[0]["choices"][0]["index"] == 0);
-  CHECK(chunks[1]["choices"][0]["index"] == 1);
-  CHECK(chunks[1]["choices"][0]["text"] == "Say:");
+TEST_CASE("openai_response: completion echo streams each prompt before its first tokens", "[unit][openai]") {
+  OpenAiResponseBuilder builder =
+      Builder(ParsedCompletion({{"stream", true}, {"echo", true}, {"n", 2}, {"prompt", {"Say:", "Do:"}}}));
+  CHECK(builder.Start().empty());
+  v1::GenerateResponse second_prompt;
+  AddDelta(second_prompt, 3, " it");
+  std::vector<json> chunks = Stream(builder, second_prompt, 1);
+  REQUIRE(chunks.size() == 3);
+  CHECK(chunks[0]["choices"][0]["index"] == 2);
+  CHECK(chunks[1]["choices"][0]["index"] == 3);
+  CHECK(chunks[1]["choices"][0]["text"] == "Do:");
+  CHECK(chunks[1]["choices"][0]["logprobs"].is_null());
   CHECK(chunks[1]["choices"][0]["finish_reason"].is_null());
+  CHECK(chunks[2]["choices"][0]["text"] == " it");
+  // The prompt is echoed once.
+  chunks = Stream(builder, second_prompt, 1);
+  CHECK(chunks.size() == 1);
+  v1::GenerateResponse first_prompt;
+  AddDelta(first_prompt, 0, " so");
+  chunks = Stream(builder, first_prompt, 0);
+  REQUIRE(chunks.size() == 3);
+  CHECK(chunks[0]["choices"][0]["index"] == 0);
+  CHECK(chunks[0]["choices"][0]["text"] == "Say:");
+  CHECK(chunks[1]["choices"][0]["index"] == 1);
 }
 
 TEST_CASE("openai_response: non-streaming chat body", "[unit][openai]") {
@@ -366,7 +407,8 @@ TEST_CASE("openai_response: completion logprobs format and text offsets", "[unit
   // Streaming continues the offsets across chunks.
   OpenAiResponseBuilder streaming = Builder(request);
   std::vector<json> chunks = Stream(streaming, first);
-  CHECK(chunks.at(0)["choices"][0]["logprobs"]["text_offset"] == json::array({4, 6}));
+  CHECK(chunks.at(0)["choices"][0]["text"] == "Say:");  // the echo, here without prompt logprobs
+  CHECK(chunks.at(1)["choices"][0]["logprobs"]["text_offset"] == json::array({4, 6}));
   chunks = Stream(streaming, second);
   CHECK(chunks.at(0)["choices"][0]["logprobs"]["text_offset"] == json::array({7}));
   CHECK(chunks.at(0)["choices"][0]["logprobs"]["tokens"] == json::array({"😀"}));
@@ -489,6 +531,94 @@ TEST_CASE("openai_error: the OpenAI envelope", "[unit][openai]") {
   CHECK(ParameterOf(InvalidParameter("messages[0].role", "x")) == "messages[0].role");
   CHECK(ErrorCodeOf(absl::InternalError("x")).empty());
   CHECK(WithErrorCode(absl::OkStatus(), "x").ok());
+}
+
+TEST_CASE("openai_response: echo with logprobs puts the prompt's logprobs first", "[unit][openai]") {
+  const OpenAiRequest request = ParsedCompletion({{"logprobs", 1}, {"echo", true}, {"n", 2}});
+  v1::GenerateResponse first;
+  AddSayPromptLogprobs(first);
+  AddLogprob(*AddDelta(first, 0, " hi"), " hi", -0.25f, {{" hi", -0.25f}});
+  v1::GenerateResponse second;
+  AddLogprob(*AddDelta(second, 1, " yo", v1::FINISH_REASON_LENGTH), " yo", -0.75f, {{" yo", -0.75f}});
+  AddDelta(second, 0, "", v1::FINISH_REASON_LENGTH);
+
+  OpenAiResponseBuilder whole = Builder(request);
+  REQUIRE(whole.Accumulate(first).ok());
+  REQUIRE(whole.Accumulate(second).ok());
+  const json body = json::parse(whole.FinalJson(MakeUsage(2, 2)));
+  for (int c = 0; c < 2; ++c) {
+    INFO("choice " << c);
+    const json& logprobs = body["choices"][c]["logprobs"];
+    CHECK(body["choices"][c]["text"] == (c == 0 ? "Say: hi" : "Say: yo"));
+    CHECK(logprobs["tokens"] == json::array({"Say", ":", c == 0 ? " hi" : " yo"}));
+    CHECK(logprobs["token_logprobs"] == json::array({nullptr, -1.5, c == 0 ? -0.25 : -0.75}));
+    REQUIRE(logprobs["top_logprobs"].size() == 3);
+    CHECK(logprobs["top_logprobs"][0].is_null());
+    // One alternative, as `logprobs` asks, plus the token itself.
+    CHECK(logprobs["top_logprobs"][1] == json{{"!", -0.5}, {":", -1.5}});
+    CHECK(logprobs["text_offset"] == json::array({0, 3, 4}));
+    CHECK_FALSE(body["choices"][c].contains("prompt_logprobs"));
+  }
+
+  // Streaming: the echo chunks carry the prompt's logprobs and the tokens' offsets follow on.
+  OpenAiResponseBuilder streaming = Builder(ParsedCompletion({{"logprobs", 1}, {"echo", true}, {"stream", true}}));
+  const std::vector<json> chunks = Stream(streaming, first);
+  REQUIRE(chunks.size() == 2);
+  CHECK(chunks[0]["choices"][0]["text"] == "Say:");
+  CHECK(chunks[0]["choices"][0]["logprobs"]["tokens"] == json::array({"Say", ":"}));
+  CHECK(chunks[0]["choices"][0]["logprobs"]["token_logprobs"] == json::array({nullptr, -1.5}));
+  CHECK(chunks[1]["choices"][0]["logprobs"]["tokens"] == json::array({" hi"}));
+  CHECK(chunks[1]["choices"][0]["logprobs"]["text_offset"] == json::array({4}));
+
+  // vLLM's return_tokens_as_token_ids names every token by its id.
+  OpenAiResponseBuilder as_ids =
+      Builder(ParsedCompletion({{"logprobs", 1}, {"echo", true}, {"return_tokens_as_token_ids", true}}));
+  REQUIRE(as_ids.Accumulate(first).ok());
+  const json ids_body = json::parse(as_ids.FinalJson(MakeUsage(2, 1)));
+  CHECK(ids_body["choices"][0]["logprobs"]["tokens"] == json::array({"token_id:10", "token_id:11", "token_id:0"}));
+  CHECK(ids_body["choices"][0]["logprobs"]["top_logprobs"][1] == json{{"token_id:12", -0.5}, {"token_id:11", -1.5}});
+}
+
+TEST_CASE("openai_response: vLLM's prompt_logprobs per completion choice and beside the chat choices",
+          "[unit][openai]") {
+  v1::GenerateResponse first;
+  AddSayPromptLogprobs(first);
+  AddDelta(first, 0, " hi", v1::FINISH_REASON_STOP);
+  const json expected = json::array({nullptr,
+                                     {{"11", {{"logprob", -1.5}, {"rank", 2}, {"decoded_token", ":"}}},
+                                      {"12", {{"logprob", -0.5}, {"rank", 1}, {"decoded_token", "!"}}}}});
+
+  OpenAiResponseBuilder completion = Builder(ParsedCompletion({{"prompt_logprobs", 1}}));
+  REQUIRE(completion.Accumulate(first).ok());
+  json body = json::parse(completion.FinalJson(MakeUsage(2, 1)));
+  CHECK(body["choices"][0]["prompt_logprobs"] == expected);
+  CHECK(body["choices"][0]["logprobs"].is_null());
+  CHECK(body["choices"][0]["text"] == " hi");
+
+  OpenAiResponseBuilder chat = Builder(ParsedChat({{"prompt_logprobs", 1}}));
+  REQUIRE(chat.Accumulate(first).ok());
+  body = json::parse(chat.FinalJson(MakeUsage(2, 1)));
+  CHECK(body["prompt_logprobs"] == expected);
+  CHECK_FALSE(body["choices"][0].contains("prompt_logprobs"));
+
+  // With several prompts each choice gets its own prompt's.
+  OpenAiResponseBuilder two = Builder(ParsedCompletion({{"prompt_logprobs", 0}, {"prompt", {"Say:", "Do:"}}}));
+  v1::GenerateResponse other;
+  AddPromptLogprob(other, 20, "Do", 0.0f, 0);
+  AddPromptLogprob(other, 11, ":", -0.125f, 1, {{11, ":", -0.125f}});
+  AddDelta(other, 1, " it", v1::FINISH_REASON_STOP);
+  REQUIRE(two.Accumulate(other, 1).ok());
+  REQUIRE(two.Accumulate(first, 0).ok());
+  body = json::parse(two.FinalJson(MakeUsage(4, 2)));
+  CHECK(body["choices"][0]["prompt_logprobs"][1] ==
+        json{{"11", {{"logprob", -1.5}, {"rank", 2}, {"decoded_token", ":"}}}});
+  CHECK(body["choices"][1]["prompt_logprobs"][1] ==
+        json{{"11", {{"logprob", -0.125}, {"rank", 1}, {"decoded_token", ":"}}}});
+
+  // Without the parameter there is no such field.
+  OpenAiResponseBuilder plain = Builder(ParsedCompletion());
+  REQUIRE(plain.Accumulate(first).ok());
+  CHECK_FALSE(json::parse(plain.FinalJson(MakeUsage(2, 1)))["choices"][0].contains("prompt_logprobs"));
 }
 
 }  // namespace

@@ -32,6 +32,11 @@ class CollectingSink : public engine::GenerationSink {
   absl::Status status();
   Choice choice(uint32_t index);
   v1::Usage usage();
+  // The prompt logprobs of the last response that carried any, how many did, and whether they came with
+  // choice 0's first token and before any other.
+  std::vector<v1::TokenLogprob> prompt_logprobs();
+  int num_prompt_logprob_responses();
+  bool prompt_logprobs_came_first();
   // An embedding request's vector (empty for a generation).
   std::vector<float> embedding();
   int num_responses();
@@ -43,6 +48,9 @@ class CollectingSink : public engine::GenerationSink {
   std::map<uint32_t, Choice> choices_ ABSL_GUARDED_BY(mu_);
   v1::Usage usage_ ABSL_GUARDED_BY(mu_);
   std::vector<float> embedding_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::TokenLogprob> prompt_logprobs_ ABSL_GUARDED_BY(mu_);
+  int num_prompt_logprob_responses_ ABSL_GUARDED_BY(mu_) = 0;
+  bool prompt_logprobs_came_first_ ABSL_GUARDED_BY(mu_) = true;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   int num_responses_ ABSL_GUARDED_BY(mu_) = 0;
   int num_done_calls_ ABSL_GUARDED_BY(mu_) = 0;

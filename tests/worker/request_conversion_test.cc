@@ -77,6 +77,7 @@ TEST_CASE_METHOD(ConversionFixture, "request conversion: set fields pass through
   params.add_stop_token_ids(kImEnd);
   params.set_logprobs(true);
   params.set_top_logprobs(20);
+  params.set_prompt_logprobs(20);
   params.set_n(0);
   params.set_skip_special_tokens(false);
   params.set_include_stop_str_in_output(true);
@@ -98,6 +99,7 @@ TEST_CASE_METHOD(ConversionFixture, "request conversion: set fields pass through
   CHECK(options.stop_token_ids == std::vector<int32_t>{kImEnd});
   CHECK(options.logprobs);
   CHECK(options.top_logprobs == 20);
+  CHECK(options.prompt_logprobs == 20u);
   CHECK(options.n == 1);
   CHECK(!options.skip_special_tokens);
   CHECK(options.include_stop_str_in_output);
@@ -128,6 +130,7 @@ TEST_CASE_METHOD(ConversionFixture, "request conversion: every refused sampling 
          p.set_top_logprobs(21);
        }},
       {"sampling.top_logprobs", [](auto& p) { p.set_top_logprobs(3); }},  // without logprobs
+      {"sampling.prompt_logprobs", [](auto& p) { p.set_prompt_logprobs(21); }},
       {"sampling.n", [](auto& p) { p.set_n(17); }},
       {"sampling.max_tokens", [](auto& p) { p.set_max_tokens(0); }},
       {"sampling.max_tokens", [](auto& p) { p.set_max_tokens(kContext); }},  // beyond the context

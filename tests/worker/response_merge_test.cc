@@ -21,6 +21,7 @@ TEST_CASE("response merge: each choice keeps one delta with tokens, text and log
   *earlier.add_deltas() = Delta(0, 0, 10, "Hel");
   earlier.add_prompt_token_ids(7);
   v1::GenerateResponse later;
+  later.add_prompt_logprobs()->set_token_id(7);  // as if the reader fell behind before the first message
   *later.add_deltas() = Delta(1, 0, 20, "Bon");
   *later.add_deltas() = Delta(0, 1, 11, "lo");
   v1::GenerateResponse last;
@@ -48,6 +49,8 @@ TEST_CASE("response merge: each choice keeps one delta with tokens, text and log
   CHECK(one.finish_reason() == v1::FINISH_REASON_UNSPECIFIED);
   CHECK(earlier.usage().completion_tokens() == 4);
   CHECK(earlier.prompt_token_ids_size() == 1);
+  REQUIRE(earlier.prompt_logprobs_size() == 1);
+  CHECK(earlier.prompt_logprobs(0).token_id() == 7);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tests/support/byte_tokenizer.h"
@@ -18,16 +19,25 @@ class SchedulerFixture {
       : tokenizer_(testing::MakeByteTokenizer()), allocator_(num_blocks), scheduler_(allocator_, limits) {}
 
   // A request with one choice whose prompt is `prompt_length` tokens, queued with the scheduler.
-  Sequence* Add(uint64_t id, int64_t prompt_length) {
+  Sequence* Add(uint64_t id, int64_t prompt_length) { return AddGroup(id, prompt_length, 1, std::nullopt).front(); }
+
+  // A request with `n` choices, asking for prompt logprobs when `prompt_logprobs` is set.
+  std::vector<Sequence*> AddGroup(uint64_t id, int64_t prompt_length, uint32_t n,
+                                  std::optional<uint32_t> prompt_logprobs) {
     auto group = std::make_unique<RequestGroup>();
     group->id = id;
     group->request.prompt_token_ids.assign(prompt_length, 'a');
     group->request.sampling.max_tokens = 64;
-    group->sequences.push_back(std::make_unique<Sequence>(*group, 0, *tokenizer_));
-    Sequence* sequence = group->sequences.back().get();
+    group->request.sampling.n = n;
+    group->request.sampling.prompt_logprobs = prompt_logprobs;
+    std::vector<Sequence*> sequences;
+    for (uint32_t i = 0; i < n; ++i) {
+      group->sequences.push_back(std::make_unique<Sequence>(*group, i, *tokenizer_));
+      sequences.push_back(group->sequences.back().get());
+      scheduler_.AddWaiting(sequences.back());
+    }
     groups_.push_back(std::move(group));
-    scheduler_.AddWaiting(sequence);
-    return sequence;
+    return sequences;
   }
 
   // Schedules a step, then does what the engine does after a successful one: the chunks count as computed
@@ -157,6 +167,42 @@ TEST_CASE("scheduler: a preempted sequence resumes before requests that arrived 
   const SchedulerOutput resumed = fixture.Step();
   CHECK(TokensFor(resumed, preempted) == 5);  // its prompt and its one output token, recomputed
   CHECK(TokensFor(resumed, later) == 0);      // no block left for it
+}
+
+TEST_CASE("scheduler: prompt logprob rows are capped per step and the other choices wait for choice 0",
+          "[unit][engine]") {
+  SchedulerFixture fixture(/*num_blocks=*/256, {/*block_size=*/16, /*max_num_batched_tokens=*/512,
+                                                /*max_running=*/8});
+  const std::vector<Sequence*> scored = fixture.AddGroup(1, 300, /*n=*/2, /*prompt_logprobs=*/1);
+  const std::vector<Sequence*> second = fixture.AddGroup(2, 40, 1, 0);
+  Sequence* plain = fixture.Add(3, 50);
+
+  // Choice 0 takes every row of the step; the second request has none left; the plain one is unaffected;
+  // choice 1 waits.
+  SchedulerOutput plan = fixture.Step();
+  CHECK(TokensFor(plan, scored[0]) == kMaxPromptLogprobRowsPerStep);
+  CHECK(TokensFor(plan, scored[1]) == 0);
+  CHECK(TokensFor(plan, second[0]) == 0);
+  CHECK(TokensFor(plan, plain) == 50);
+
+  plan = fixture.Step();
+  CHECK(TokensFor(plan, scored[0]) == kMaxPromptLogprobRowsPerStep);
+  CHECK(TokensFor(plan, scored[1]) == 0);
+  CHECK(TokensFor(plan, second[0]) == 0);
+
+  // 44 tokens are left, of which the last needs no row: the second request gets the other 85 rows and,
+  // its prompt having 39 rows, all 40 tokens.
+  plan = fixture.Step();
+  CHECK(TokensFor(plan, scored[0]) == 44);
+  CHECK(TokensFor(plan, second[0]) == 40);
+  CHECK(TokensFor(plan, scored[1]) == 0);
+  REQUIRE(scored[0]->num_output() == 1);
+  CHECK_FALSE(scored[0]->collects_prompt_logprobs());
+
+  // Choice 0 has its first token (and sent the prompt logprobs): choice 1 prefills in one chunk.
+  plan = fixture.Step();
+  CHECK(TokensFor(plan, scored[0]) == 1);
+  CHECK(TokensFor(plan, scored[1]) == 300);
 }
 
 }  // namespace

@@ -105,7 +105,7 @@ class BatchJob : public std::enable_shared_from_this<BatchJob> {
       delta.set_choice_index(static_cast<uint32_t>(part * per_prompt + delta.choice_index()));
     }
     if (!error_.has_value()) {
-      if (absl::Status status = builder_->Accumulate(response); !status.ok()) error_ = status;
+      if (absl::Status status = builder_->Accumulate(response, part); !status.ok()) error_ = status;
     }
     runner_.CountTokens(tokens);
   }

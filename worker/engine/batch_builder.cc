@@ -17,7 +17,7 @@ at::Tensor View(std::vector<T>& values, at::ScalarType type) {
 BatchBuilder::BatchBuilder(int64_t block_size, int64_t max_num_batched_tokens, int64_t max_running)
     : block_size_(block_size) {
   for (auto* buffer : {&input_ids_, &positions_, &slot_mapping_}) buffer->reserve(max_num_batched_tokens);
-  logits_indices_.reserve(max_running);
+  logits_indices_.reserve(max_running + kMaxPromptLogprobRowsPerStep);
   seq_lens_.reserve(max_running);
   query_start_locs_.reserve(max_running + 1);
 }
@@ -55,6 +55,11 @@ model::ForwardBatch BatchBuilder::Build(const std::vector<ScheduledChunk>& chunk
         break;
     }
     std::copy(sequence.block_table.begin(), sequence.block_table.end(), block_tables_.begin() + s * width);
+  }
+  // Prompt logprob rows come after every sampling row, chunk by chunk, each chunk's from its first position.
+  for (int64_t s = 0; s < num_sequences; ++s) {
+    const int64_t rows = chunks[s].sequence->PromptLogprobRows(chunks[s].num_tokens);
+    for (int64_t row = query_start_locs_[s]; row < query_start_locs_[s] + rows; ++row) logits_indices_.push_back(row);
   }
   return model::ForwardBatch{
       View(input_ids_, at::kLong),

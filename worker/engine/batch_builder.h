@@ -12,7 +12,7 @@ namespace llmc::engine {
 // Lays out one step's chunks as the model's flattened batch (docs/model-package.md). The index buffers are
 // reused from step to step; the returned tensors view them and stay valid until the next Build. An embedding
 // chunk adds hidden rows instead of a logits row: its last row when it pools the last token and ends the
-// prompt, every row when it pools the mean.
+// prompt, every row when it pools the mean. Rows whose logits give prompt logprobs follow the sampling rows.
 class BatchBuilder {
  public:
   BatchBuilder(int64_t block_size, int64_t max_num_batched_tokens, int64_t max_running);

@@ -84,6 +84,7 @@ ContinuousBatchingEngine::ContinuousBatchingEngine(std::unique_ptr<model::Loaded
       admit_(inbox_, table_),
       schedule_(scheduler_, table_, observer),
       forward_(*model_, kv_cache_, output_, scheduler_, Limits(options), options.max_running),
+      prompt_logprobs_(output_),
       pool_(table_),
       emit_(output_, table_, observer) {
   load_.num_kv_blocks = num_blocks;
@@ -243,6 +244,7 @@ void ContinuousBatchingEngine::Step() {
   // nothing about the model, so it does not count towards the worker's health.
   if (absl::Status status = sample_.Run(step_); !status.ok()) return FailStep(status, /*model_failed=*/false);
   consecutive_failed_steps_ = 0;
+  prompt_logprobs_.Run(step_);
   pool_.Run(step_);
   emit_.Run(step_);
   if (observer_ != nullptr) {

@@ -16,6 +16,7 @@
 #include "worker/engine/forward_action.h"
 #include "worker/engine/output_processor.h"
 #include "worker/engine/pool_action.h"
+#include "worker/engine/prompt_logprob_action.h"
 #include "worker/engine/request_inbox.h"
 #include "worker/engine/request_table.h"
 #include "worker/engine/sample_action.h"
@@ -26,7 +27,8 @@
 namespace llmc::engine {
 
 // The Engine: one thread (Run) owns the model, the KV cache, the scheduler and every request, and runs
-// steps, each an ordered list of actions: admit → schedule → forward → sample → pool → emit (one file each).
+// steps, each an ordered list of actions: admit → schedule → forward → sample → prompt logprobs → pool → emit (one file
+// each).
 // Other threads reach it only through the inbox (request_inbox.h) and the load and health snapshots
 // (`state_mu_`). Sinks are called on the delivery thread (delivery_queue.h), never on the engine thread.
 class ContinuousBatchingEngine final : public Engine {
@@ -76,6 +78,7 @@ class ContinuousBatchingEngine final : public Engine {
   ScheduleAction schedule_;
   ForwardAction forward_;
   SampleAction sample_;
+  PromptLogprobAction prompt_logprobs_;
   PoolAction pool_;
   EmitAction emit_;
   StepData step_;

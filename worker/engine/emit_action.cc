@@ -5,6 +5,13 @@
 
 namespace llmc::engine {
 
+void EmitAction::AddPromptLogprobs(Sequence& sequence, v1::GenerateResponse& response) const {
+  // Nothing predicts the first token: its entry names it only.
+  output_.DescribeToken(sequence.tokens.front(), *response.add_prompt_logprobs());
+  for (v1::TokenLogprob& entry : sequence.prompt_logprobs) *response.add_prompt_logprobs() = std::move(entry);
+  std::vector<v1::TokenLogprob>().swap(sequence.prompt_logprobs);
+}
+
 void EmitAction::Run(StepData& step) {
   const absl::Time now = absl::Now();
   pending_.clear();
@@ -18,12 +25,14 @@ void EmitAction::Run(StepData& step) {
         observer_->OnInterToken(now - sequence.last_token_time);
       }
     }
+    const bool first_of_collector = sequence.collects_prompt_logprobs();
     v1::TokenDelta delta = output_.Append(sequence, step.sampled[k]);
     sequence.last_token_time = now;
     // A step has at most max_running rows, so a linear search is cheap.
     auto it = std::find_if(pending_.begin(), pending_.end(),
                            [&group](const PendingResponse& pending) { return pending.group == &group; });
     if (it == pending_.end()) it = pending_.insert(pending_.end(), PendingResponse{&group});
+    if (first_of_collector) AddPromptLogprobs(sequence, it->response);
     if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       table_.FinishChoice(sequence, delta.finish_reason());
       it->last_finish_reason = delta.finish_reason();

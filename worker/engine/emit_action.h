@@ -12,7 +12,8 @@ namespace llmc::engine {
 
 // The step's last action: appends each sampled token to its choice (output_processor.h), ends the choices
 // that met a stop condition, times first and inter-token latencies, and queues one response per request
-// with this step's deltas (the last one with usage). Engine thread only.
+// with this step's deltas (the last one with usage; the one with choice 0's first token with the prompt
+// logprobs, when asked for). Engine thread only.
 class EmitAction {
  public:
   EmitAction(const OutputProcessor& output, RequestTable& table, EngineObserver* observer)
@@ -21,6 +22,8 @@ class EmitAction {
   void Run(StepData& step);
 
  private:
+  void AddPromptLogprobs(Sequence& sequence, v1::GenerateResponse& response) const;
+
   struct PendingResponse {
     RequestGroup* group = nullptr;
     v1::GenerateResponse response = {};

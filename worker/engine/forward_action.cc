@@ -32,6 +32,15 @@ void ForwardAction::PlanRows(StepData& step) {
     if (step.top_needed[k] == 0) full_rows_.push_back(static_cast<int64_t>(k));
     step.top_k = std::max(step.top_k, step.top_needed[k]);
   }
+  step.num_full_sampling_rows = static_cast<int64_t>(full_rows_.size());
+  // The batch builder puts these rows after the sampling rows, in chunk order; all of them are full rows.
+  int64_t next_row = static_cast<int64_t>(num_rows);
+  for (const ScheduledChunk& chunk : step.plan.chunks) {
+    const int64_t rows = chunk.sequence->PromptLogprobRows(chunk.num_tokens);
+    if (rows == 0) continue;
+    step.prompt_logprobs.push_back({chunk.sequence, chunk.sequence->num_computed, rows});
+    for (int64_t r = 0; r < rows; ++r) full_rows_.push_back(next_row++);
+  }
 }
 
 absl::Status ForwardAction::RunModel(const model::ForwardBatch& batch, StepData& step) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "common/utf8.h"
 
 namespace llmc::engine {
 namespace {
@@ -35,17 +34,11 @@ std::string OutputProcessor::Flush(Sequence& sequence) const {
 
 void OutputProcessor::FillLogprob(const SampledToken& sampled, const SamplingOptions& options,
                                   v1::TokenLogprob& out) const {
-  const auto describe = [this](int32_t id, auto& entry) {
-    const absl::string_view bytes = tokenizer_.TokenBytes(id);
-    entry.set_token_id(id);
-    entry.set_token(ReplaceInvalidUtf8(bytes));
-    entry.set_token_bytes(std::string(bytes));
-  };
-  describe(sampled.token_id, out);
+  DescribeToken(sampled.token_id, out);
   out.set_logprob(sampled.logprob);
   for (const auto& [id, logprob] : sampled.top_logprobs) {
     v1::TopLogprob* top = out.add_top();
-    describe(id, *top);
+    DescribeToken(id, *top);
     top->set_logprob(logprob);
   }
 }

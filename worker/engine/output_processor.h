@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "common/utf8.h"
 #include "llmc/v1/worker.pb.h"
 #include "worker/engine/sampler.h"
 #include "worker/engine/sequence.h"
@@ -27,6 +28,15 @@ class OutputProcessor {
 
   // Token ids the sampler must not pick for `sequence` this step: EOS and stop ids before min_tokens.
   void SuppressedTokens(const Sequence& sequence, std::vector<int32_t>& out) const;
+
+  // Sets the id, text and bytes of token `id` on a v1::TokenLogprob or v1::TopLogprob.
+  template <typename Entry>
+  void DescribeToken(int32_t id, Entry& entry) const {
+    const absl::string_view bytes = tokenizer_.TokenBytes(id);
+    entry.set_token_id(id);
+    entry.set_token(ReplaceInvalidUtf8(bytes));
+    entry.set_token_bytes(std::string(bytes));
+  }
 
  private:
   void FillLogprob(const SampledToken& sampled, const SamplingOptions& options, v1::TokenLogprob& out) const;

@@ -21,7 +21,8 @@ absl::Status SampleAction::Run(StepData& step) {
     rows_.push_back(row);
   }
   try {
-    step.sampled = sampler_.Sample(step.full_logits, rows_);
+    at::Tensor logits = step.full_logits.narrow(0, 0, step.num_full_sampling_rows);
+    step.sampled = sampler_.Sample(logits, rows_);
   } catch (const std::exception& error) {
     return absl::InternalError(absl::StrCat("sampling failed: ", error.what()));
   }

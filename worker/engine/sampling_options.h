@@ -26,7 +26,9 @@ struct SamplingOptions {
   bool ignore_eos = false;
   bool logprobs = false;
   uint32_t top_logprobs = 0;  // 0..20
-  uint32_t n = 1;             // parallel choices
+  // Set: the log-probability of every prompt token, with this many alternatives (0..20) per position.
+  std::optional<uint32_t> prompt_logprobs;
+  uint32_t n = 1;  // parallel choices
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
 

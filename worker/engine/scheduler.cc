@@ -15,6 +15,11 @@ bool Scheduled(const SchedulerOutput& output, const Sequence* sequence) {
                      [sequence](const ScheduledChunk& chunk) { return chunk.sequence == sequence; });
 }
 
+// A later choice of a request whose choice 0 still collects the prompt's logprobs (sequence.h).
+bool WaitsForPromptLogprobs(const Sequence& sequence) {
+  return sequence.choice_index > 0 && sequence.group.sequences.front()->collects_prompt_logprobs();
+}
+
 }  // namespace
 
 void Scheduler::AddWaiting(Sequence* sequence) { waiting_.push_back(sequence); }
@@ -44,6 +49,12 @@ int64_t Scheduler::TokensThatFit(const Sequence& sequence, int64_t wanted, int32
   return std::max<int64_t>(0, std::min(wanted, slots));
 }
 
+int64_t Scheduler::ChunkLimit(const Sequence& sequence, int64_t budget) const {
+  const int64_t limit = std::min(sequence.num_uncomputed(), budget);
+  // Short of rows, the chunk stops where they run out (the prompt's last position needs none).
+  return sequence.PromptLogprobRows(limit) > prompt_logprob_rows_left_ ? prompt_logprob_rows_left_ : limit;
+}
+
 void Scheduler::InsertRunning(Sequence* sequence) {
   running_.insert(std::upper_bound(running_.begin(), running_.end(), sequence, ArrivedBefore), sequence);
 }
@@ -70,11 +81,13 @@ void Scheduler::AddChunk(Sequence* sequence, int64_t num_tokens, int64_t& budget
   (decode ? output.num_decode_tokens : output.num_prefill_tokens) += num_tokens;
   output.chunks.push_back({sequence, num_tokens, samples});
   budget -= num_tokens;
+  prompt_logprob_rows_left_ -= sequence->PromptLogprobRows(num_tokens);
 }
 
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput output;
   int64_t budget = limits_.max_num_batched_tokens;
+  prompt_logprob_rows_left_ = kMaxPromptLogprobRowsPerStep;
 
   // 1. Decoders. The budget holds one token for each (max_num_batched_tokens >= max_running).
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
@@ -106,8 +119,9 @@ SchedulerOutput Scheduler::Schedule() {
   // that have no chunk this step; one that still does not fit keeps its blocks and waits.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* sequence = running_[i];
-    if (sequence->decoding()) continue;
-    const int64_t wanted = std::min(sequence->num_uncomputed(), budget);
+    if (sequence->decoding() || WaitsForPromptLogprobs(*sequence)) continue;
+    const int64_t wanted = ChunkLimit(*sequence, budget);
+    if (wanted == 0) continue;
     int64_t num_tokens = TokensThatFit(*sequence, wanted, decoder_blocks);
     while (num_tokens == 0) {
       Sequence* victim = NewestUnscheduled(output);
@@ -126,12 +140,17 @@ SchedulerOutput Scheduler::Schedule() {
 
   // 3. Admissions. A small reserve of free blocks keeps them from forcing running sequences out at once.
   const int32_t reserve = allocator_.num_blocks() / 100 + decoder_blocks;
-  while (budget > 0 && !waiting_.empty() && static_cast<int64_t>(running_.size()) < limits_.max_running) {
-    Sequence* sequence = waiting_.front();
-    const int64_t num_tokens = std::min(sequence->num_uncomputed(), budget);
+  for (auto it = waiting_.begin();
+       budget > 0 && it != waiting_.end() && static_cast<int64_t>(running_.size()) < limits_.max_running;) {
+    Sequence* sequence = *it;
+    const int64_t num_tokens = WaitsForPromptLogprobs(*sequence) ? 0 : ChunkLimit(*sequence, budget);
+    if (num_tokens == 0) {
+      ++it;
+      continue;
+    }
     const int32_t needed = BlocksNeeded(*sequence, num_tokens);
     if (needed + reserve > allocator_.num_free() && !(running_.empty() && needed <= allocator_.num_free())) break;
-    waiting_.pop_front();
+    it = waiting_.erase(it);
     InsertRunning(sequence);
     AddChunk(sequence, num_tokens, budget, output);
   }

@@ -42,6 +42,9 @@ struct SchedulerOutput {
 // back by at most one chunk. When a decoder needs a block and none is free, the newest running sequence is
 // preempted: its blocks are freed and it waits in the queue (kept in arrival order), to be recomputed in chunks like
 // any prefill, never readmitted in the step that preempted it. Engine thread only.
+// Prompt logprobs need a full logits row per prompt position: a step computes at most this many.
+inline constexpr int64_t kMaxPromptLogprobRowsPerStep = 128;
+
 class Scheduler {
  public:
   Scheduler(BlockAllocator& allocator, const SchedulerLimits& limits) : allocator_(allocator), limits_(limits) {}
@@ -65,13 +68,17 @@ class Scheduler {
   void Preempt(Sequence* sequence, SchedulerOutput& output);
   // The newest running sequence without a chunk in `output`, or null.
   Sequence* NewestUnscheduled(const SchedulerOutput& output) const;
+  // How many of `sequence`'s uncomputed tokens a chunk may take: the budget, and the prompt logprob rows
+  // left this step.
+  int64_t ChunkLimit(const Sequence& sequence, int64_t budget) const;
   void InsertRunning(Sequence* sequence);
   void AddChunk(Sequence* sequence, int64_t num_tokens, int64_t& budget, SchedulerOutput& output);
 
   BlockAllocator& allocator_;
   const SchedulerLimits limits_;
-  std::deque<Sequence*> waiting_;   // by arrival, oldest first
-  std::vector<Sequence*> running_;  // by arrival (request id, choice), oldest first
+  std::deque<Sequence*> waiting_;         // by arrival, oldest first
+  std::vector<Sequence*> running_;        // by arrival (request id, choice), oldest first
+  int64_t prompt_logprob_rows_left_ = 0;  // this step's
 };
 
 }  // namespace llmc::engine

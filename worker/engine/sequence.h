@@ -1,6 +1,7 @@
 #ifndef LLMC_WORKER_ENGINE_SEQUENCE_H_
 #define LLMC_WORKER_ENGINE_SEQUENCE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -20,6 +21,7 @@ struct RequestGroup;
 
 // One choice of a request. Engine thread only; every field has one writer:
 //   tokens, detokenizer, stop_matcher, last_token_time: the emit action (emit_action.h);
+//   prompt_logprobs: the prompt logprob action (prompt_logprob_action.h), emptied by the emit action;
 //   num_computed, block_table: the scheduler (queued, running or preempted is where the scheduler keeps it);
 //   finish_reason: the request table (request_table.h), the one place a choice ends.
 struct Sequence {
@@ -38,6 +40,8 @@ struct Sequence {
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;  // set once, when the choice ends
   // An embedding request's pooled hidden states so far (the pool action, pool_action.h).
   std::vector<float> pooled;
+  // Choice 0 of a request that asked for prompt logprobs: those of the prompt positions computed so far.
+  std::vector<v1::TokenLogprob> prompt_logprobs;
 
   int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - prompt_length; }
   int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
@@ -48,6 +52,12 @@ struct Sequence {
   absl::Span<const int32_t> output() const { return absl::MakeConstSpan(tokens).subspan(prompt_length); }
   bool finished() const { return finish_reason != v1::FINISH_REASON_UNSPECIFIED; }
   bool pools() const;
+  // Choice 0 computes the prompt's logprobs until its first token goes out with them. Meanwhile its prefill
+  // chunks are capped (every chunk position needs a full logits row) and the other choices wait, so that
+  // no choice's first token can overtake the prompt logprobs.
+  bool collects_prompt_logprobs() const;
+  // How many of the next `num_tokens` positions predict a prompt token whose logprob this sequence collects.
+  int64_t PromptLogprobRows(int64_t num_tokens) const;
 };
 
 // One submitted request: its `n` choices and where their output goes.
@@ -65,6 +75,17 @@ struct RequestGroup {
 };
 
 inline bool Sequence::pools() const { return group.request.pooling != Pooling::kNone; }
+
+inline bool Sequence::collects_prompt_logprobs() const {
+  return choice_index == 0 && group.request.sampling.prompt_logprobs.has_value() && num_output() == 0 && !finished() &&
+         !pools();
+}
+
+inline int64_t Sequence::PromptLogprobRows(int64_t num_tokens) const {
+  if (!collects_prompt_logprobs()) return 0;
+  // The row of position p predicts token p + 1.
+  return std::max<int64_t>(0, std::min(num_computed + num_tokens, prompt_length - 1) - num_computed);
+}
 
 }  // namespace llmc::engine
 

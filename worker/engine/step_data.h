@@ -13,7 +13,8 @@
 
 namespace llmc::engine {
 
-// What one step's actions hand each other, in order: schedule → forward → sample → emit.
+// What one step's actions hand each other, in order: schedule → forward → sample → prompt logprobs → pool →
+// emit.
 struct StepData {
   absl::Time start;
   SchedulerOutput plan;             // schedule
@@ -24,10 +25,19 @@ struct StepData {
   std::vector<std::vector<int32_t>> suppressed;  // per row: ids it must not draw (sized up, reused)
   std::vector<int64_t> top_needed;               // per row: largest logits its sampling reads; 0: a full row
   int64_t top_k = 0;
-  at::Tensor full_logits, top_values, top_ids;
+  at::Tensor full_logits, top_values, top_ids;  // full_logits: the sampling rows', then the prompt logprob rows'
+  int64_t num_full_sampling_rows = 0;
   absl::Duration model_time;
 
   std::vector<SampledToken> sampled;  // sample: one per row
+
+  // forward: the chunks whose positions give prompt logprobs, in the order of their rows in full_logits.
+  struct PromptLogprobChunk {
+    Sequence* sequence;
+    int64_t first_position;  // of the chunk; its row r predicts prompt token first_position + r + 1
+    int64_t num_rows;
+  };
+  std::vector<PromptLogprobChunk> prompt_logprobs;
 
   // forward: the embedding chunks of the plan, in batch order, and their rows' final hidden states.
   struct PoolingChunk {
@@ -49,6 +59,8 @@ inline void StepData::Reset() {
   sampling.clear();
   top_needed.clear();
   top_k = 0;
+  num_full_sampling_rows = 0;
+  prompt_logprobs.clear();
   full_logits = top_values = top_ids = at::Tensor();
   model_time = absl::ZeroDuration();
   sampled.clear();

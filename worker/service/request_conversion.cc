@@ -141,6 +141,13 @@ absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingPara
   if (options.top_logprobs > 0 && !options.logprobs) {
     return absl::InvalidArgumentError("sampling.top_logprobs needs sampling.logprobs to be true");
   }
+  if (params.has_prompt_logprobs()) {
+    if (params.prompt_logprobs() > limits::kMaxTopLogprobs) {
+      return OutOfRange("prompt_logprobs", absl::StrCat("in [0, ", limits::kMaxTopLogprobs, "]"),
+                        params.prompt_logprobs());
+    }
+    options.prompt_logprobs = params.prompt_logprobs();
+  }
   if (params.has_seed()) options.seed = params.seed();
   if (params.stop_size() > limits::kMaxStopStrings) {
     return absl::InvalidArgumentError(

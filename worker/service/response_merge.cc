@@ -25,6 +25,7 @@ void MergeInto(v1::GenerateResponse& earlier, v1::GenerateResponse later) {
   }
   if (later.has_usage()) *earlier.mutable_usage() = later.usage();
   if (earlier.prompt_token_ids().empty()) earlier.mutable_prompt_token_ids()->Swap(later.mutable_prompt_token_ids());
+  if (earlier.prompt_logprobs().empty()) earlier.mutable_prompt_logprobs()->Swap(later.mutable_prompt_logprobs());
 }
 
 }  // namespace llmc::worker

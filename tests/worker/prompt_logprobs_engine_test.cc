@@ -1,0 +1,193 @@
+// Prompt logprobs in the continuous-batching engine against the full-recompute reference
+// (tests/python/make_parity_fixture.py): a prompt made of a scenario's prompt and the first tokens of its
+// greedy continuation has, at those positions, the logprobs of the reference logits, and rank 1. Alone,
+// prefilled in chunks, beside generations, with n = 2, and recomputed after preemption.
+#include <ATen/ATen.h>
+
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/support/collecting_sink.h"
+#include "tests/support/model_scenario.h"
+#include "tests/support/wait.h"
+#include "worker/engine/engine.h"
+
+namespace llmc::engine {
+namespace {
+
+using testing::CollectingSink;
+
+constexpr int64_t kForcedTokens = 20;  // continuation tokens appended to each scenario prompt
+constexpr uint32_t kAlternatives = 3;
+
+const std::string& FixtureDir() {
+  static const std::string dir = testing::ParityFixture("float32");
+  return dir;
+}
+
+const testing::ModelReference& Reference() {
+  static const testing::ModelReference reference = testing::LoadModelReference(FixtureDir());
+  return reference;
+}
+
+const tokenizer::Tokenizer& Tokenizer() {
+  static const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
+      tokenizer::Tokenizer::FromFile(FixtureDir() + "/package/tokenizer.json").value();
+  return *tokenizer;
+}
+
+EngineOptions SmallOptions() {
+  EngineOptions options;
+  options.kv_cache_bytes = 64 << 20;
+  options.max_num_batched_tokens = 24;  // prompts of 25 to 60 tokens prefill in chunks
+  options.max_running = 8;
+  options.max_waiting = 64;
+  return options;
+}
+
+std::unique_ptr<Engine> StartEngine(const EngineOptions& options) {
+  auto model = model::LoadedModel::Load(FixtureDir() + "/package", {"cpu", ""});
+  REQUIRE(model.ok());
+  auto engine = Engine::Create(std::move(*model), Tokenizer(), options);
+  REQUIRE(engine.ok());
+  REQUIRE((*engine)->Start().ok());
+  return std::move(*engine);
+}
+
+std::vector<int32_t> ToIds(const at::Tensor& tensor) {
+  const at::Tensor ints = tensor.to(at::kInt).contiguous();
+  return std::vector<int32_t>(ints.data_ptr<int32_t>(), ints.data_ptr<int32_t>() + ints.numel());
+}
+
+// Scenario `s`'s prompt followed by the first kForcedTokens tokens of its greedy continuation.
+std::vector<int32_t> ForcedPrompt(size_t s) {
+  std::vector<int32_t> prompt = ToIds(Reference().prompts[s]);
+  const std::vector<int32_t> continuation = ToIds(Reference().continuations[s]);
+  prompt.insert(prompt.end(), continuation.begin(), continuation.begin() + kForcedTokens);
+  return prompt;
+}
+
+GenerationRequest Scored(size_t s, uint32_t n) {
+  GenerationRequest request;
+  request.request_id = "scored";
+  request.prompt_token_ids = ForcedPrompt(s);
+  request.sampling.temperature = 0;
+  request.sampling.max_tokens = 4;
+  request.sampling.ignore_eos = true;
+  request.sampling.n = n;
+  request.sampling.prompt_logprobs = kAlternatives;
+  return request;
+}
+
+GenerationRequest Greedy(size_t s) {
+  GenerationRequest request;
+  request.request_id = "greedy";
+  request.prompt_token_ids = ToIds(Reference().prompts[s]);
+  request.sampling.temperature = 0;
+  request.sampling.max_tokens = 32;
+  request.sampling.ignore_eos = true;
+  return request;
+}
+
+std::shared_ptr<CollectingSink> Submit(Engine& engine, GenerationRequest request) {
+  auto sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine.Submit(std::move(request), sink).ok());
+  return sink;
+}
+
+void CheckScored(CollectingSink& sink, size_t s, uint32_t n) {
+  REQUIRE(sink.WaitDone());
+  REQUIRE(sink.status().ok());
+  CHECK(sink.num_prompt_logprob_responses() == 1);
+  CHECK(sink.prompt_logprobs_came_first());
+  const std::vector<int32_t> prompt = ForcedPrompt(s);
+  const std::vector<v1::TokenLogprob> logprobs = sink.prompt_logprobs();
+  REQUIRE(logprobs.size() == prompt.size());
+  CHECK(logprobs[0].token_id() == prompt[0]);
+  CHECK(logprobs[0].top().empty());
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    INFO("position " << i);
+    const v1::TokenLogprob& entry = logprobs[i];
+    CHECK(entry.token_id() == prompt[i]);
+    CHECK(entry.token_bytes() == std::string(Tokenizer().TokenBytes(prompt[i])));
+    CHECK(entry.rank() >= 1);
+    REQUIRE(entry.top_size() == static_cast<int>(kAlternatives));
+    for (int k = 1; k < entry.top_size(); ++k) CHECK(entry.top(k - 1).logprob() >= entry.top(k).logprob());
+    CHECK(entry.top(0).logprob() >= entry.logprob());
+    CHECK(entry.logprob() <= 0.0f);
+  }
+  // Where the prompt is the greedy continuation, the reference logits give the distribution.
+  const int64_t scenario_prompt = Reference().prompts[s].numel();
+  for (int64_t j = 0; j < kForcedTokens; ++j) {
+    INFO("forced token " << j);
+    const at::Tensor expected = at::log_softmax(Reference().logits[s][j].to(at::kFloat), 0);
+    const auto [values, ids] = expected.topk(kAlternatives);
+    const v1::TokenLogprob& entry = logprobs[scenario_prompt + j];
+    CHECK(std::abs(entry.logprob() - expected[prompt[scenario_prompt + j]].item<float>()) < 1e-3f);
+    CHECK(entry.rank() == 1);
+    CHECK(entry.top(0).token_id() == entry.token_id());
+    for (int64_t k = 0; k < static_cast<int64_t>(kAlternatives); ++k) {
+      CHECK(std::abs(entry.top(static_cast<int>(k)).logprob() - values[k].item<float>()) < 1e-3f);
+    }
+  }
+  const std::vector<int32_t> continuation = ToIds(Reference().continuations[s]);
+  const std::vector<int32_t> expected_tokens(continuation.begin() + kForcedTokens,
+                                             continuation.begin() + kForcedTokens + 4);
+  for (uint32_t c = 0; c < n; ++c) CHECK(sink.choice(c).tokens == expected_tokens);
+  CHECK(sink.usage().prompt_tokens() == prompt.size());
+}
+
+TEST_CASE("engine prompt logprobs: equal the reference alone, chunked, with n = 2 and beside generations",
+          "[integration][engine][logprobs]") {
+  auto engine = StartEngine(SmallOptions());
+  const size_t num_scenarios = Reference().prompts.size();
+  for (size_t s = 0; s < num_scenarios; ++s) {
+    INFO("scenario " << s << " alone");
+    CheckScored(*Submit(*engine, Scored(s, 1)), s, 1);
+  }
+  std::vector<std::shared_ptr<CollectingSink>> generations, scored;
+  generations.push_back(Submit(*engine, Greedy(1)));
+  for (size_t s = 0; s < num_scenarios; ++s) scored.push_back(Submit(*engine, Scored(s, 2)));
+  generations.push_back(Submit(*engine, Greedy(3)));
+  for (size_t s = 0; s < num_scenarios; ++s) {
+    INFO("scenario " << s << " with n = 2 in a mixed batch");
+    CheckScored(*scored[s], s, 2);
+  }
+  for (size_t g = 0; g < generations.size(); ++g) {
+    REQUIRE(generations[g]->WaitDone());
+    CHECK(generations[g]->choice(0).tokens == ToIds(Reference().continuations[g == 0 ? 1 : 3]));
+    CHECK(generations[g]->num_prompt_logprob_responses() == 0);
+  }
+  CHECK(testing::WaitUntil([&] { return engine->Load().num_kv_blocks_used == 0; }, absl::Seconds(10)));
+}
+
+TEST_CASE("engine prompt logprobs: start over when a preempted prompt is recomputed",
+          "[integration][engine][logprobs]") {
+  EngineOptions options = SmallOptions();
+  auto probe = model::LoadedModel::Load(FixtureDir() + "/package", {"cpu", ""});
+  REQUIRE(probe.ok());
+  // 8 blocks of 16 tokens: two 40-token generations take 6 blocks once they decode, so the 60-token scored
+  // prompts (4 blocks) are preempted and readmitted.
+  options.kv_cache_bytes = 8 * (*probe)->KvCacheBlockBytes(options.block_size);
+  auto engine = StartEngine(options);
+  std::vector<std::shared_ptr<CollectingSink>> generations, scored;
+  for (int round = 0; round < 2; ++round) {
+    generations.push_back(Submit(*engine, Greedy(3)));
+    scored.push_back(Submit(*engine, Scored(3, 1)));
+    scored.push_back(Submit(*engine, Scored(2, 1)));
+  }
+  for (size_t e = 0; e < scored.size(); ++e) {
+    INFO("scored request " << e);
+    CheckScored(*scored[e], e % 2 == 0 ? 3 : 2, 1);
+  }
+  for (auto& generation : generations) {
+    REQUIRE(generation->WaitDone());
+    CHECK(generation->choice(0).tokens == ToIds(Reference().continuations[3]));
+  }
+  CHECK(engine->Load().num_preemptions > 0);
+}
+
+}  // namespace
+}  // namespace llmc::engine
