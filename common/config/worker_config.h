@@ -28,6 +28,7 @@ struct WorkerConfig {
   uint32_t max_running = 32;                  // sequences in the continuous batch
   uint32_t max_waiting = 256;                 // queued requests before RESOURCE_EXHAUSTED
   uint32_t max_consecutive_failed_steps = 3;  // then the worker leaves rotation (UNHEALTHY)
+  bool enable_prefix_caching = true;          // reuse the KV blocks of prompt prefixes seen before
   uint32_t num_threads = 0;                   // intra-op threads for CPU kernels; 0 keeps libtorch's default
   absl::Duration request_timeout = absl::ZeroDuration();  // 0: no deadline beyond the caller's
   bool trust_request_chat_template = false;               // render a request's own chat_template
@@ -62,6 +63,8 @@ struct WorkerConfig {
     v("max_num_batched_tokens", max_num_batched_tokens, "token budget of one engine step (chunked prefill size)");
     v("max_running", max_running, "sequences run at once in the continuous batch");
     v("max_waiting", max_waiting, "requests queued before new ones get RESOURCE_EXHAUSTED");
+    v("enable_prefix_caching", enable_prefix_caching,
+      "keep full KV blocks under the hash of their tokens, so that requests sharing a prefix skip its prefill");
     v("max_consecutive_failed_steps", max_consecutive_failed_steps,
       "model steps failing in a row before the worker turns UNHEALTHY and leaves rotation");
     v("num_threads", num_threads, "intra-op CPU threads; 0 keeps libtorch's default");

@@ -205,5 +205,51 @@ TEST_CASE("scheduler: prompt logprob rows are capped per step and the other choi
   CHECK(TokensFor(plan, scored[1]) == 300);
 }
 
+TEST_CASE("scheduler: with prefix caching a repeated prompt starts after its cached full blocks", "[unit][engine]") {
+  SchedulerFixture fixture(/*num_blocks=*/64, {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/8,
+                                               /*enable_prefix_caching=*/true});
+  Sequence* cold = fixture.AddGroup(1, 18, 1, std::nullopt).front();
+  SchedulerOutput plan = fixture.Step();
+  CHECK(TokensFor(plan, cold) == 18);
+  CHECK(plan.prefix_cache_queries == 18);
+  CHECK(plan.prefix_cache_hits == 0);
+
+  // The same 18 tokens: 4 full blocks (16 tokens) are cached; the last 2 tokens are computed.
+  Sequence* warm = fixture.AddGroup(2, 18, 1, std::nullopt).front();
+  plan = fixture.Step();
+  CHECK(TokensFor(plan, warm) == 2);
+  CHECK(plan.prefix_cache_hits == 16);
+  CHECK(warm->num_cached_prompt_tokens == 16);
+  for (int k = 0; k < 4; ++k) CHECK(warm->block_table[k] == cold->block_table[k]);
+  CHECK(warm->block_table[4] != cold->block_table[4]);
+
+  // A prompt of exactly 4 blocks still computes its last token; its third block is not the same.
+  Sequence* exact = fixture.Add(3, 16);
+  exact->tokens[9] = 'z';
+  plan = fixture.Step();
+  CHECK(TokensFor(plan, exact) == 16 - 8);
+  CHECK(exact->num_cached_prompt_tokens == 8);
+
+  // Preempting a sharer leaves the blocks to the other holder; readmitted, it finds them again.
+  const int32_t free_before = fixture.allocator().num_free();
+  fixture.scheduler().Remove(warm);
+  CHECK(fixture.allocator().num_free() == free_before + 1);  // only its private block
+}
+
+TEST_CASE("scheduler: with prefix caching the later choices share the prompt choice 0 computed", "[unit][engine]") {
+  SchedulerFixture fixture(/*num_blocks=*/64, {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/8,
+                                               /*enable_prefix_caching=*/true});
+  const std::vector<Sequence*> choices = fixture.AddGroup(1, 22, /*n=*/4, std::nullopt);
+  int64_t prefill_tokens = 0;
+  for (int step = 0; step < 4; ++step) prefill_tokens += fixture.Step().num_prefill_tokens;
+  for (Sequence* choice : choices) CHECK(choice->num_output() >= 1);
+  // 22 tokens once, then 2 per later choice (5 full blocks shared).
+  CHECK(prefill_tokens == 22 + 3 * 2);
+  for (size_t c = 1; c < choices.size(); ++c) {
+    CHECK(choices[c]->num_cached_prompt_tokens == 20);
+    for (int k = 0; k < 5; ++k) CHECK(choices[c]->block_table[k] == choices[0]->block_table[k]);
+  }
+}
+
 }  // namespace
 }  // namespace llmc::engine

@@ -19,7 +19,7 @@ constexpr absl::Duration kRateWindow = absl::Seconds(1);
 constexpr absl::Duration kIdleWait = absl::Milliseconds(200);
 
 SchedulerLimits Limits(const EngineOptions& options) {
-  return {options.block_size, options.max_num_batched_tokens, options.max_running};
+  return {options.block_size, options.max_num_batched_tokens, options.max_running, options.enable_prefix_caching};
 }
 
 }  // namespace
@@ -292,6 +292,8 @@ void ContinuousBatchingEngine::PublishLoad(int64_t generated_tokens) {
   load_.num_running = scheduler_.num_running();
   load_.num_kv_blocks_used = allocator_.num_used();
   load_.num_preemptions = schedule_.num_preemptions();
+  load_.prefix_cache_queries = schedule_.prefix_cache_queries();
+  load_.prefix_cache_hits = schedule_.prefix_cache_hits();
 }
 
 }  // namespace llmc::engine

@@ -25,6 +25,8 @@ struct EngineOptions {
   int64_t max_model_len = 0;  // 0: the manifest's max_context_length
   // After this many model steps in a row fail, the engine turns unhealthy (Health) and refuses new requests.
   int64_t max_consecutive_failed_steps = 3;
+  // Full KV blocks stay cached under the hash of their tokens; a request reuses its longest cached prefix.
+  bool enable_prefix_caching = true;
 };
 
 // A snapshot of the engine's load, for heartbeats, status and metrics.
@@ -35,8 +37,10 @@ struct EngineLoad {
   int64_t num_kv_blocks_used = 0;
   int64_t max_running = 0;
   int64_t max_waiting = 0;
-  int64_t num_preemptions = 0;   // since start
-  double tokens_per_second = 0;  // generated tokens, recent
+  int64_t num_preemptions = 0;       // since start
+  int64_t prefix_cache_queries = 0;  // since start: prompt tokens looked up in the prefix cache
+  int64_t prefix_cache_hits = 0;     // since start: of which found cached
+  double tokens_per_second = 0;      // generated tokens, recent
   double kv_cache_usage() const {
     return num_kv_blocks == 0 ? 0.0 : static_cast<double>(num_kv_blocks_used) / num_kv_blocks;
   }

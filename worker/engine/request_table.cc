@@ -52,6 +52,7 @@ void RequestTable::Respond(RequestGroup& group, v1::GenerateResponse response, v
   usage->set_prompt_tokens(static_cast<uint32_t>(prompt_tokens));
   usage->set_completion_tokens(static_cast<uint32_t>(completion_tokens));
   usage->set_total_tokens(static_cast<uint32_t>(prompt_tokens + completion_tokens));
+  usage->set_cached_prompt_tokens(static_cast<uint32_t>(group.sequences.front()->num_cached_prompt_tokens));
   if (observer_ != nullptr) {
     observer_->OnRequestFinished(prompt_tokens, completion_tokens, reason, absl::Now() - group.arrival_time);
   }

@@ -7,8 +7,13 @@ namespace llmc::engine {
 void ScheduleAction::Run(StepData& step) {
   step.plan = scheduler_.Schedule();
   num_preemptions_ += static_cast<int64_t>(step.plan.preempted.size());
+  prefix_cache_queries_ += step.plan.prefix_cache_queries;
+  prefix_cache_hits_ += step.plan.prefix_cache_hits;
   if (observer_ != nullptr) {
     for (size_t i = 0; i < step.plan.preempted.size(); ++i) observer_->OnPreemption();
+    if (step.plan.prefix_cache_queries > 0) {
+      observer_->OnPrefixCacheLookup(step.plan.prefix_cache_queries, step.plan.prefix_cache_hits);
+    }
   }
   for (const ScheduledChunk& chunk : step.plan.chunks) {
     RequestGroup& group = chunk.sequence->group;

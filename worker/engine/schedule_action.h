@@ -19,12 +19,16 @@ class ScheduleAction {
 
   void Run(StepData& step);
   int64_t num_preemptions() const { return num_preemptions_; }
+  int64_t prefix_cache_queries() const { return prefix_cache_queries_; }
+  int64_t prefix_cache_hits() const { return prefix_cache_hits_; }
 
  private:
   Scheduler& scheduler_;
   RequestTable& table_;
   EngineObserver* const observer_;
   int64_t num_preemptions_ = 0;
+  int64_t prefix_cache_queries_ = 0;
+  int64_t prefix_cache_hits_ = 0;
 };
 
 }  // namespace llmc::engine

@@ -1,7 +1,10 @@
 #include "worker/engine/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
+
+#include "absl/types/span.h"
 
 namespace llmc::engine {
 namespace {
@@ -13,11 +16,6 @@ bool ArrivedBefore(const Sequence* a, const Sequence* b) {
 bool Scheduled(const SchedulerOutput& output, const Sequence* sequence) {
   return std::any_of(output.chunks.begin(), output.chunks.end(),
                      [sequence](const ScheduledChunk& chunk) { return chunk.sequence == sequence; });
-}
-
-// A later choice of a request whose choice 0 still collects the prompt's logprobs (sequence.h).
-bool WaitsForPromptLogprobs(const Sequence& sequence) {
-  return sequence.choice_index > 0 && sequence.group.sequences.front()->collects_prompt_logprobs();
 }
 
 }  // namespace
@@ -34,7 +32,60 @@ void Scheduler::Remove(Sequence* sequence) {
 }
 
 void Scheduler::Computed(const SchedulerOutput& plan) {
-  for (const ScheduledChunk& chunk : plan.chunks) chunk.sequence->num_computed += chunk.num_tokens;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    chunk.sequence->num_computed += chunk.num_tokens;
+    if (limits_.enable_prefix_caching) CacheFilledBlocks(*chunk.sequence, chunk.num_tokens);
+  }
+}
+
+bool Scheduler::WaitsForChoiceZero(const Sequence& sequence) const {
+  if (sequence.choice_index == 0) return false;
+  const Sequence& first = *sequence.group.sequences.front();
+  if (first.finished() || first.num_output() > 0) return false;
+  // Prompt logprobs must come before any token of the request (sequence.h); with prefix caching the prompt
+  // is computed once, by choice 0.
+  return first.collects_prompt_logprobs() || limits_.enable_prefix_caching;
+}
+
+void Scheduler::ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const {
+  const int64_t block_size = limits_.block_size;
+  for (int64_t k = static_cast<int64_t>(sequence.block_hashes.size()); k < num_blocks; ++k) {
+    const uint64_t parent = k == 0 ? kRootBlockHash : sequence.block_hashes[k - 1];
+    sequence.block_hashes.push_back(
+        BlockHash(parent, absl::MakeConstSpan(sequence.tokens).subspan(k * block_size, block_size)));
+  }
+}
+
+void Scheduler::TakeCachedPrefix(Sequence& sequence, SchedulerOutput& output) {
+  if (!limits_.enable_prefix_caching || !sequence.block_table.empty() || !sequence.may_use_cached_prefix()) return;
+  const int64_t block_size = limits_.block_size;
+  const auto tokens = absl::MakeConstSpan(sequence.tokens);
+  // The last token is always computed: its logits give the next token.
+  const int64_t num_blocks = (static_cast<int64_t>(tokens.size()) - 1) / block_size;
+  for (int64_t k = 0; k < num_blocks; ++k) {
+    ExtendBlockHashes(sequence, k + 1);
+    const std::optional<int32_t> block =
+        allocator_.TakeCached(sequence.block_hashes[k], k == 0 ? kRootBlockHash : sequence.block_hashes[k - 1],
+                              tokens.subspan(k * block_size, block_size));
+    if (!block.has_value()) break;
+    sequence.block_table.push_back(*block);
+  }
+  sequence.num_computed = static_cast<int64_t>(sequence.block_table.size()) * block_size;
+  output.prefix_cache_queries += static_cast<int64_t>(tokens.size());
+  output.prefix_cache_hits += sequence.num_computed;
+  if (sequence.num_output() == 0) sequence.num_cached_prompt_tokens = sequence.num_computed;
+}
+
+void Scheduler::CacheFilledBlocks(Sequence& sequence, int64_t num_tokens) {
+  const int64_t block_size = limits_.block_size;
+  const int64_t filled = sequence.num_computed / block_size;
+  ExtendBlockHashes(sequence, filled);
+  const auto tokens = absl::MakeConstSpan(sequence.tokens);
+  for (int64_t k = (sequence.num_computed - num_tokens) / block_size; k < filled; ++k) {
+    allocator_.Cache(sequence.block_table[k], sequence.block_hashes[k],
+                     k == 0 ? kRootBlockHash : sequence.block_hashes[k - 1],
+                     tokens.subspan(k * block_size, block_size));
+  }
 }
 
 int32_t Scheduler::BlocksNeeded(const Sequence& sequence, int64_t num_tokens) const {
@@ -119,7 +170,7 @@ SchedulerOutput Scheduler::Schedule() {
   // that have no chunk this step; one that still does not fit keeps its blocks and waits.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* sequence = running_[i];
-    if (sequence->decoding() || WaitsForPromptLogprobs(*sequence)) continue;
+    if (sequence->decoding() || WaitsForChoiceZero(*sequence)) continue;
     const int64_t wanted = ChunkLimit(*sequence, budget);
     if (wanted == 0) continue;
     int64_t num_tokens = TokensThatFit(*sequence, wanted, decoder_blocks);
@@ -143,13 +194,23 @@ SchedulerOutput Scheduler::Schedule() {
   for (auto it = waiting_.begin();
        budget > 0 && it != waiting_.end() && static_cast<int64_t>(running_.size()) < limits_.max_running;) {
     Sequence* sequence = *it;
-    const int64_t num_tokens = WaitsForPromptLogprobs(*sequence) ? 0 : ChunkLimit(*sequence, budget);
-    if (num_tokens == 0) {
+    if (WaitsForChoiceZero(*sequence)) {
       ++it;
       continue;
     }
+    TakeCachedPrefix(*sequence, output);
+    const int64_t num_tokens = ChunkLimit(*sequence, budget);
     const int32_t needed = BlocksNeeded(*sequence, num_tokens);
-    if (needed + reserve > allocator_.num_free() && !(running_.empty() && needed <= allocator_.num_free())) break;
+    const bool fits =
+        needed + reserve <= allocator_.num_free() || (running_.empty() && needed <= allocator_.num_free());
+    if (num_tokens == 0 || !fits) {
+      // It waits holding nothing; the cached blocks stay cached.
+      allocator_.Release(sequence->block_table);
+      sequence->num_computed = 0;
+      if (!fits) break;
+      ++it;
+      continue;
+    }
     it = waiting_.erase(it);
     InsertRunning(sequence);
     AddChunk(sequence, num_tokens, budget, output);

@@ -14,6 +14,8 @@ struct SchedulerLimits {
   int64_t block_size = 16;
   int64_t max_num_batched_tokens = 512;  // tokens in one step: decode tokens plus prefill chunks
   int64_t max_running = 32;
+  // Full blocks are kept under the hash of their tokens and shared by later sequences with the same prefix.
+  bool enable_prefix_caching = false;
 };
 
 // One sequence's share of a step: its next `num_tokens` uncomputed tokens.
@@ -28,8 +30,14 @@ struct SchedulerOutput {
   std::vector<Sequence*> preempted;    // sent back to waiting this step, blocks freed
   int64_t num_prefill_tokens = 0;
   int64_t num_decode_tokens = 0;
+  // Prefix cache lookups of this step's admissions: the tokens looked up and those found.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
   bool empty() const { return chunks.empty(); }
 };
+
+// Prompt logprobs need a full logits row per prompt position: a step computes at most this many.
+inline constexpr int64_t kMaxPromptLogprobRowsPerStep = 128;
 
 // Decides what each step computes (ARCHITECTURE.md §3), in three passes over the token budget:
 //  1. every running sequence that is decoding gets its one token, oldest first;
@@ -41,10 +49,10 @@ struct SchedulerOutput {
 // So a long prefill or a recompute never takes a decoder's token, and a long prompt holds running streams
 // back by at most one chunk. When a decoder needs a block and none is free, the newest running sequence is
 // preempted: its blocks are freed and it waits in the queue (kept in arrival order), to be recomputed in chunks like
-// any prefill, never readmitted in the step that preempted it. Engine thread only.
-// Prompt logprobs need a full logits row per prompt position: a step computes at most this many.
-inline constexpr int64_t kMaxPromptLogprobRowsPerStep = 128;
-
+// any prefill, never readmitted in the step that preempted it. With prefix caching, an admitted sequence
+// starts after the longest run of cached full blocks that holds its first tokens (at least one token is
+// always computed, for its logits), and blocks are cached as they fill; the later choices of a request wait
+// for choice 0's first token, then find the prompt's full blocks cached. Engine thread only.
 class Scheduler {
  public:
   Scheduler(BlockAllocator& allocator, const SchedulerLimits& limits) : allocator_(allocator), limits_(limits) {}
@@ -72,6 +80,14 @@ class Scheduler {
   // left this step.
   int64_t ChunkLimit(const Sequence& sequence, int64_t budget) const;
   void InsertRunning(Sequence* sequence);
+  // Choice 0 of the request is still computing the prompt that this later choice will share.
+  bool WaitsForChoiceZero(const Sequence& sequence) const;
+  // Prefix caching: `sequence`'s block hashes up to its first `num_blocks` full blocks.
+  void ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const;
+  // Gives a sequence that holds no blocks the cached blocks of its longest cached prefix.
+  void TakeCachedPrefix(Sequence& sequence, SchedulerOutput& output);
+  // Caches the blocks that `num_tokens` newly computed tokens filled.
+  void CacheFilledBlocks(Sequence& sequence, int64_t num_tokens);
   void AddChunk(Sequence* sequence, int64_t num_tokens, int64_t& budget, SchedulerOutput& output);
 
   BlockAllocator& allocator_;

@@ -22,7 +22,8 @@ struct RequestGroup;
 // One choice of a request. Engine thread only; every field has one writer:
 //   tokens, detokenizer, stop_matcher, last_token_time: the emit action (emit_action.h);
 //   prompt_logprobs: the prompt logprob action (prompt_logprob_action.h), emptied by the emit action;
-//   num_computed, block_table: the scheduler (queued, running or preempted is where the scheduler keeps it);
+//   num_computed, block_table, block_hashes, num_cached_prompt_tokens: the scheduler (queued, running or
+//   preempted is where the scheduler keeps it);
 //   finish_reason: the request table (request_table.h), the one place a choice ends.
 struct Sequence {
   Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::Tokenizer& tokenizer);
@@ -33,6 +34,10 @@ struct Sequence {
   const int64_t prompt_length;
   int64_t num_computed = 0;  // leading tokens whose K/V are in the cache
   std::vector<int32_t> block_table;
+  // Prefix caching: the chained hashes of the first full blocks of `tokens` (kept across preemptions, as
+  // the tokens do not change), and how many prompt tokens the cache held when it was last admitted.
+  std::vector<uint64_t> block_hashes;
+  int64_t num_cached_prompt_tokens = 0;
   std::mt19937_64 rng;
   tokenizer::IncrementalDetokenizer detokenizer;
   tokenizer::StopStringMatcher stop_matcher;
@@ -56,6 +61,9 @@ struct Sequence {
   // chunks are capped (every chunk position needs a full logits row) and the other choices wait, so that
   // no choice's first token can overtake the prompt logprobs.
   bool collects_prompt_logprobs() const;
+  // Whether it may start after a cached prefix: not while it needs every prompt position's logits (prompt
+  // logprobs) or hidden state (mean pooling).
+  bool may_use_cached_prefix() const;
   // How many of the next `num_tokens` positions predict a prompt token whose logprob this sequence collects.
   int64_t PromptLogprobRows(int64_t num_tokens) const;
 };
@@ -79,6 +87,10 @@ inline bool Sequence::pools() const { return group.request.pooling != Pooling::k
 inline bool Sequence::collects_prompt_logprobs() const {
   return choice_index == 0 && group.request.sampling.prompt_logprobs.has_value() && num_output() == 0 && !finished() &&
          !pools();
+}
+
+inline bool Sequence::may_use_cached_prefix() const {
+  return !collects_prompt_logprobs() && group.request.pooling != Pooling::kMean;
 }
 
 inline int64_t Sequence::PromptLogprobRows(int64_t num_tokens) const {

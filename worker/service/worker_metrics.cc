@@ -50,6 +50,8 @@ WorkerMetrics::WorkerMetrics(const std::string& model_name, MetricNames names)
   prompt_tokens_ = Counter("prompt_tokens_total", "Prompt tokens of finished requests");
   generation_tokens_ = Counter("generation_tokens_total", "Generated tokens of finished requests");
   preemptions_ = Counter("num_preemptions_total", "Sequences preempted (KV blocks freed, recomputed later)");
+  prefix_cache_queries_ = Counter("prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache");
+  prefix_cache_hits_ = Counter("prefix_cache_hits_total", "Prompt tokens found in the prefix cache");
   time_to_first_token_ = Histogram("time_to_first_token_seconds", "Time from arrival to the first generated token",
                                    kTimeToFirstTokenBuckets);
   inter_token_latency_ =
@@ -163,6 +165,11 @@ void WorkerMetrics::OnInterToken(absl::Duration inter_token_latency) {
 }
 
 void WorkerMetrics::OnPreemption() { IncrementAll(preemptions_, 1); }
+
+void WorkerMetrics::OnPrefixCacheLookup(int64_t queried_tokens, int64_t hit_tokens) {
+  IncrementAll(prefix_cache_queries_, static_cast<double>(queried_tokens));
+  IncrementAll(prefix_cache_hits_, static_cast<double>(hit_tokens));
+}
 
 void WorkerMetrics::OnRequestFinished(int64_t prompt_tokens, int64_t generation_tokens, v1::FinishReason reason,
                                       absl::Duration end_to_end) {

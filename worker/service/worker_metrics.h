@@ -42,6 +42,7 @@ class WorkerMetrics final : public engine::EngineObserver {
   void OnFirstToken(absl::Duration time_to_first_token) override;
   void OnInterToken(absl::Duration inter_token_latency) override;
   void OnPreemption() override;
+  void OnPrefixCacheLookup(int64_t queried_tokens, int64_t hit_tokens) override;
   void OnRequestFinished(int64_t prompt_tokens, int64_t generation_tokens, v1::FinishReason reason,
                          absl::Duration end_to_end) override;
 
@@ -66,6 +67,8 @@ class WorkerMetrics final : public engine::EngineObserver {
   Named<prometheus::Counter> prompt_tokens_;
   Named<prometheus::Counter> generation_tokens_;
   Named<prometheus::Counter> preemptions_;
+  Named<prometheus::Counter> prefix_cache_queries_;
+  Named<prometheus::Counter> prefix_cache_hits_;
   // Indexed by v1::FinishReason (UNSPECIFIED unused).
   std::array<Named<prometheus::Counter>, 5> request_success_{};
   Named<prometheus::Histogram> time_to_first_token_;

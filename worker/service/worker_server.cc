@@ -31,6 +31,7 @@ engine::EngineOptions ToEngineOptions(const config::WorkerConfig& config) {
   options.max_waiting = config.max_waiting;
   options.max_model_len = config.max_model_len;
   options.max_consecutive_failed_steps = config.max_consecutive_failed_steps;
+  options.enable_prefix_caching = config.enable_prefix_caching;
   return options;
 }
 
