@@ -58,7 +58,7 @@ grpc::ServerUnaryReactor* ControllerService::PickWorker(grpc::CallbackServerCont
   if (request->model().empty()) return FinishUnary(context, absl::InvalidArgumentError("model must not be empty"));
   const absl::flat_hash_set<std::string> excluded(request->exclude_worker_ids().begin(),
                                                   request->exclude_worker_ids().end());
-  absl::StatusOr<PickedWorker> picked = registry_.Pick(request->model(), excluded);
+  absl::StatusOr<PickedWorker> picked = registry_.Pick(request->model(), excluded, request->prefix_hashes());
   metrics_.CountPick(request->model(), picked.status());
   if (!picked.ok()) return FinishUnary(context, picked.status());
   response->set_worker_id(picked->worker_id);

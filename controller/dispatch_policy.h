@@ -11,6 +11,11 @@
 
 namespace llmc::controller {
 
+// What a pick knows of the request it places.
+struct PickRequest {
+  absl::Span<const uint64_t> prefix_hashes;  // PickWorkerRequest.prefix_hashes
+};
+
 // Chooses which of several dispatchable workers gets a request.
 // Not thread-safe: the registry calls it under its own lock.
 class DispatchPolicy {
@@ -18,11 +23,23 @@ class DispatchPolicy {
   virtual ~DispatchPolicy() = default;
   virtual absl::string_view name() const = 0;
   // Returns an index into `candidates`, which is never empty.
-  virtual size_t Choose(absl::Span<const RegisteredWorker* const> candidates) = 0;
+  virtual size_t Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& request) = 0;
+  // The worker left, or registered again (so its caches are empty).
+  virtual void Forget(absl::string_view worker_id) {}
 };
 
-// "lottery" or "shortest_queue"; seed 0 seeds from the OS.
-absl::StatusOr<std::unique_ptr<DispatchPolicy>> MakeDispatchPolicy(absl::string_view name, uint64_t seed);
+// The prefix_aware policy's score of a worker: prefix × (the fraction of the request's prefix chunks last
+// sent to it) − load × its relative load − kv × its KV cache use.
+struct PrefixAwareWeights {
+  double prefix = 1.0;
+  double load = 1.0;
+  double kv = 0.5;
+  size_t index_capacity = 1 << 20;  // prefix chunk hashes remembered
+};
+
+// "lottery", "shortest_queue" or "prefix_aware"; seed 0 seeds from the OS.
+absl::StatusOr<std::unique_ptr<DispatchPolicy>> MakeDispatchPolicy(absl::string_view name, uint64_t seed,
+                                                                   const PrefixAwareWeights& weights = {});
 
 }  // namespace llmc::controller
 

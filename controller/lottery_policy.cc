@@ -4,7 +4,7 @@
 
 namespace llmc::controller {
 
-size_t LotteryPolicy::Choose(absl::Span<const RegisteredWorker* const> candidates) {
+size_t LotteryPolicy::Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& /*request*/) {
   std::vector<double> cumulative;
   cumulative.reserve(candidates.size());
   double total = 0;

@@ -13,7 +13,7 @@ class LotteryPolicy final : public DispatchPolicy {
  public:
   explicit LotteryPolicy(uint64_t seed) : random_(seed) {}
   absl::string_view name() const override { return "lottery"; }
-  size_t Choose(absl::Span<const RegisteredWorker* const> candidates) override;
+  size_t Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& request) override;
 
  private:
   std::mt19937_64 random_;

@@ -5,7 +5,8 @@
 
 namespace llmc::controller {
 
-size_t ShortestQueuePolicy::Choose(absl::Span<const RegisteredWorker* const> candidates) {
+size_t ShortestQueuePolicy::Choose(absl::Span<const RegisteredWorker* const> candidates,
+                                   const PickRequest& /*request*/) {
   constexpr double kTieTolerance = 1e-9;
   double best = candidates[0]->RelativeLoad();
   std::vector<size_t> tied = {0};

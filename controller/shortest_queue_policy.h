@@ -14,7 +14,7 @@ class ShortestQueuePolicy final : public DispatchPolicy {
  public:
   explicit ShortestQueuePolicy(uint64_t seed) : random_(seed) {}
   absl::string_view name() const override { return "shortest_queue"; }
-  size_t Choose(absl::Span<const RegisteredWorker* const> candidates) override;
+  size_t Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& request) override;
 
  private:
   std::mt19937_64 random_;

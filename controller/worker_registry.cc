@@ -62,6 +62,8 @@ absl::Status WorkerRegistry::Register(const v1::RegisterWorkerRequest& request) 
   worker.speed_weight = request.speed_weight() > 0 ? request.speed_weight() : 1.0;
   worker.registered_at = worker.last_heartbeat = clock_.Now();
   absl::MutexLock lock(&mu_);
+  // Registering again under a known id means a restarted worker, whose caches start empty.
+  if (workers_.contains(worker.worker_id)) policy_->Forget(worker.worker_id);
   workers_.insert_or_assign(worker.worker_id, std::move(worker));
   return absl::OkStatus();
 }
@@ -75,7 +77,10 @@ absl::StatusOr<HeartbeatOutcome> WorkerRegistry::Heartbeat(const v1::HeartbeatRe
   // A worker that has been silent past the expiry is gone even if the sweep has not run yet: it must
   // register again, exactly as if the sweep had removed it.
   if (it == workers_.end() || !IsLive(it->second, now)) {
-    if (it != workers_.end()) workers_.erase(it);
+    if (it != workers_.end()) {
+      policy_->Forget(it->first);
+      workers_.erase(it);
+    }
     return HeartbeatOutcome::kUnknownWorker;
   }
   RegisteredWorker& worker = it->second;
@@ -88,6 +93,7 @@ absl::StatusOr<HeartbeatOutcome> WorkerRegistry::Heartbeat(const v1::HeartbeatRe
 
 bool WorkerRegistry::Deregister(absl::string_view worker_id) {
   absl::MutexLock lock(&mu_);
+  policy_->Forget(worker_id);
   return workers_.erase(std::string(worker_id)) > 0;
 }
 
@@ -101,6 +107,7 @@ std::vector<std::string> WorkerRegistry::ExpireSilent() {
       continue;
     }
     expired.push_back(it->first);
+    policy_->Forget(it->first);
     workers_.erase(it++);
   }
   std::sort(expired.begin(), expired.end());
@@ -108,7 +115,8 @@ std::vector<std::string> WorkerRegistry::ExpireSilent() {
 }
 
 absl::StatusOr<PickedWorker> WorkerRegistry::Pick(absl::string_view model,
-                                                  const absl::flat_hash_set<std::string>& excluded) {
+                                                  const absl::flat_hash_set<std::string>& excluded,
+                                                  absl::Span<const uint64_t> prefix_hashes) {
   const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
   std::vector<RegisteredWorker*> candidates;
@@ -145,7 +153,7 @@ absl::StatusOr<PickedWorker> WorkerRegistry::Pick(absl::string_view model,
   std::sort(candidates.begin(), candidates.end(),
             [](const RegisteredWorker* a, const RegisteredWorker* b) { return a->worker_id < b->worker_id; });
   const std::vector<const RegisteredWorker*> view(candidates.begin(), candidates.end());
-  RegisteredWorker* chosen = candidates[policy_->Choose(view)];
+  RegisteredWorker* chosen = candidates[policy_->Choose(view, PickRequest{prefix_hashes})];
   ++chosen->picks_since_heartbeat;
   return PickedWorker{chosen->worker_id, chosen->address};
 }

@@ -43,7 +43,9 @@ class WorkerRegistry {
 
   // Chooses a ready, live worker serving `model` and not in `excluded`, and counts the pick against it.
   // NOT_FOUND when no registered worker serves the model; UNAVAILABLE when some do but none can take it.
-  absl::StatusOr<PickedWorker> Pick(absl::string_view model, const absl::flat_hash_set<std::string>& excluded);
+  // `prefix_hashes` describe the request's input for the prefix_aware policy.
+  absl::StatusOr<PickedWorker> Pick(absl::string_view model, const absl::flat_hash_set<std::string>& excluded,
+                                    absl::Span<const uint64_t> prefix_hashes = {});
 
   // Sorted by worker id; `model` empty lists all.
   std::vector<v1::WorkerInfo> ListWorkers(absl::string_view model = "") const;

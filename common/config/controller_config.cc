@@ -1,5 +1,9 @@
 #include "common/config/controller_config.h"
 
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
 #include "common/config/validation.h"
 #include "common/status_macros.h"
 
@@ -12,7 +16,15 @@ absl::Status ControllerConfig::Validate() const {
   if (expiry_missed_heartbeats == 0) {
     return absl::InvalidArgumentError("expiry_missed_heartbeats must be at least 1");
   }
-  RETURN_IF_ERROR(ValidateOneOf("dispatch_policy", dispatch_policy, {"shortest_queue", "lottery"}));
+  RETURN_IF_ERROR(ValidateOneOf("dispatch_policy", dispatch_policy, {"shortest_queue", "lottery", "prefix_aware"}));
+  for (const auto& [name, weight] : {std::pair<const char*, double>{"prefix_weight", prefix_weight},
+                                     {"load_weight", load_weight},
+                                     {"kv_weight", kv_weight}}) {
+    if (!std::isfinite(weight) || weight < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " must be a finite number >= 0, got ", weight));
+    }
+  }
+  if (prefix_index_entries == 0) return absl::InvalidArgumentError("prefix_index_entries must be at least 1");
   return ValidateLogLevel("log_level", log_level);
 }
 

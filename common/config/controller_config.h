@@ -17,6 +17,11 @@ struct ControllerConfig {
   uint32_t expiry_missed_heartbeats = 3;
   std::string dispatch_policy = "shortest_queue";
   uint64_t dispatch_seed = 0;
+  // prefix_aware: the weights of a worker's score, and how many prefix chunk hashes it remembers.
+  double prefix_weight = 1.0;
+  double load_weight = 1.0;
+  double kv_weight = 0.5;
+  uint64_t prefix_index_entries = 1 << 20;
   std::string log_level = "info";
 
   // A worker is dropped when its last heartbeat is older than this.
@@ -28,8 +33,13 @@ struct ControllerConfig {
     v("metrics_address", metrics_address, "host:port of the HTTP /metrics endpoint; empty disables it");
     v("heartbeat_interval", heartbeat_interval, "how often workers are told to send heartbeats");
     v("expiry_missed_heartbeats", expiry_missed_heartbeats, "missed heartbeats after which a worker is dropped");
-    v("dispatch_policy", dispatch_policy, "how PickWorker chooses: shortest_queue or lottery");
+    v("dispatch_policy", dispatch_policy, "how PickWorker chooses: shortest_queue, lottery or prefix_aware");
     v("dispatch_seed", dispatch_seed, "seed of the dispatch random generator; 0 seeds from the OS");
+    v("prefix_weight", prefix_weight,
+      "prefix_aware: weight of the share of the request's prefix last sent to a worker");
+    v("load_weight", load_weight, "prefix_aware: weight of a worker's queue relative to its capacity");
+    v("kv_weight", kv_weight, "prefix_aware: weight of a worker's KV cache use");
+    v("prefix_index_entries", prefix_index_entries, "prefix_aware: prefix chunk hashes remembered (LRU)");
     v("log_level", log_level, "debug, info, warning or error");
   }
 

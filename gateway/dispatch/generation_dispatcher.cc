@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
+#include "gateway/dispatch/prefix_routing.h"
 #include "grpcpp/alarm.h"
 
 namespace llmc::gateway {
@@ -22,7 +23,11 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
  public:
   DispatchRun(GenerationDispatcher& dispatcher, const v1::GenerateRequest& request, absl::Time deadline,
               DispatchCallbacks callbacks)
-      : dispatcher_(dispatcher), request_(request), deadline_(deadline), callbacks_(std::move(callbacks)) {}
+      : dispatcher_(dispatcher),
+        request_(request),
+        prefix_hashes_(RequestPrefixHashes(request)),
+        deadline_(deadline),
+        callbacks_(std::move(callbacks)) {}
 
   void PickNext() {
     std::vector<std::string> excluded;
@@ -39,7 +44,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
     }
     if (!cancelled.ok()) return Finish(cancelled);
     std::shared_ptr<PendingPick> pick = dispatcher_.router_.Pick(
-        request_.model(), excluded, [self = shared_from_this(), round](absl::StatusOr<PickedWorker> picked) {
+        request_.model(), excluded, prefix_hashes_, [self = shared_from_this(), round](absl::StatusOr<PickedWorker> picked) {
           self->OnPicked(round, std::move(picked));
         });
     bool cancel = false;
@@ -210,6 +215,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
 
   GenerationDispatcher& dispatcher_;
   const v1::GenerateRequest request_;
+  const std::vector<uint64_t> prefix_hashes_;  // for the prefix_aware policy
   const absl::Time deadline_;
   DispatchCallbacks callbacks_;  // moved out by Finish; until then used by one gRPC callback at a time
   absl::Mutex mu_;

@@ -28,7 +28,7 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
       excluded = failed_workers_;
     }
     auto pick = dispatcher_.router_.Pick(
-        model_, excluded,
+        model_, excluded, /*prefix_hashes=*/{},
         [self = shared_from_this()](absl::StatusOr<PickedWorker> picked) { self->OnPicked(std::move(picked)); });
     bool cancel = false;
     {

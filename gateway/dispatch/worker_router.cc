@@ -147,7 +147,8 @@ absl::StatusOr<PickedWorker> WorkerRouter::PickFromCache(const std::string& mode
 }
 
 std::shared_ptr<PendingPick> WorkerRouter::Pick(const std::string& model,
-                                                const std::vector<std::string>& exclude_worker_ids, PickCallback done) {
+                                                const std::vector<std::string>& exclude_worker_ids,
+                                                const std::vector<uint64_t>& prefix_hashes, PickCallback done) {
   struct PickCall : AsyncCall {
     v1::PickWorkerRequest request;
     v1::PickWorkerResponse response;
@@ -160,6 +161,7 @@ std::shared_ptr<PendingPick> WorkerRouter::Pick(const std::string& model,
   SetDeadline(call->context);
   call->request.set_model(model);
   for (const auto& id : exclude_worker_ids) call->request.add_exclude_worker_ids(id);
+  call->request.mutable_prefix_hashes()->Add(prefix_hashes.begin(), prefix_hashes.end());
   stub_->async()->PickWorker(
       &call->context, &call->request, &call->response,
       [this, call, model, exclude_worker_ids, done = std::move(done)](grpc::Status status) mutable {

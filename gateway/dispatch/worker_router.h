@@ -52,8 +52,9 @@ class WorkerRouter {
   using PickCallback = std::function<void(absl::StatusOr<PickedWorker>)>;
   // NOT_FOUND for a model no worker serves, UNAVAILABLE when none can take it now, CANCELLED after
   // PendingPick::Cancel or Stop.
+  // `prefix_hashes`: the request's input (prefix_routing.h), for the controller's prefix_aware policy.
   std::shared_ptr<PendingPick> Pick(const std::string& model, const std::vector<std::string>& exclude_worker_ids,
-                                    PickCallback done);
+                                    const std::vector<uint64_t>& prefix_hashes, PickCallback done);
 
   using ModelsCallback = std::function<void(absl::StatusOr<std::vector<v1::ModelSummary>>)>;
   void ListModels(ModelsCallback done);

@@ -1,0 +1,167 @@
+// Prefix-aware dispatch: the prefix chunk hashes, the bounded index of where prefixes went, and the policy
+// that sends repeated prefixes to the worker that holds them unless it is much busier.
+#include <catch2/catch.hpp>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/prefix_hash.h"
+#include "controller/prefix_index.h"
+#include "tests/controller/registry_test_support.h"
+
+namespace llmc::controller {
+namespace {
+
+using testing::MakeRegistration;
+
+// A prompt of `chunks` full chunks: the first `shared` come from `family`, the rest from `variant`.
+std::string Prompt(int family, int variant, size_t chunks, size_t shared) {
+  std::string text;
+  for (size_t c = 0; c < chunks; ++c) {
+    const std::string seed = c < shared ? "family " + std::to_string(family) : "variant " + std::to_string(variant);
+    std::string chunk = seed + " chunk " + std::to_string(c) + " ";
+    while (chunk.size() < kPrefixChunkBytes) chunk += "x";
+    text += chunk.substr(0, kPrefixChunkBytes);
+  }
+  return text;
+}
+
+std::unique_ptr<WorkerRegistry> PrefixAwareRegistry(const Clock& clock, int workers, uint32_t capacity) {
+  auto registry = MakeRegistry(clock, "prefix_aware");
+  for (int w = 0; w < workers; ++w) {
+    REQUIRE(registry->Register(MakeRegistration("w" + std::to_string(w), "10.0.0.1:1", "m", capacity)).ok());
+  }
+  return registry;
+}
+
+std::string PickFor(WorkerRegistry& registry, const std::string& prompt) {
+  const std::vector<uint64_t> hashes = PrefixChunkHashes(prompt);
+  return registry.Pick("m", {}, hashes).value().worker_id;
+}
+
+TEST_CASE("prefix hash: chained chunk hashes agree exactly as far as the inputs agree", "[unit][dispatch]") {
+  const std::vector<uint64_t> a = PrefixChunkHashes(Prompt(1, 1, 4, 2));
+  const std::vector<uint64_t> b = PrefixChunkHashes(Prompt(1, 2, 4, 2));
+  REQUIRE(a.size() == 4);
+  CHECK(a[0] == b[0]);
+  CHECK(a[1] == b[1]);
+  CHECK(a[2] != b[2]);
+  CHECK(a[3] != b[3]);
+  CHECK(PrefixChunkHashes(Prompt(1, 1, 4, 2)) == a);  // deterministic
+  // Only full chunks count, and at most kMaxPrefixChunks of them.
+  CHECK(PrefixChunkHashes(std::string(kPrefixChunkBytes - 1, 'x')).empty());
+  CHECK(PrefixChunkHashes(std::string(kPrefixChunkBytes * 2 + 5, 'x')).size() == 2);
+  CHECK(PrefixChunkHashes(std::string(kPrefixChunkBytes * (kMaxPrefixChunks + 3), 'x')).size() == kMaxPrefixChunks);
+  // A chunk's hash depends on what came before it.
+  const std::vector<uint64_t> same = PrefixChunkHashes(std::string(kPrefixChunkBytes * 2, 'x'));
+  CHECK(same[0] != same[1]);
+}
+
+TEST_CASE("prefix_aware: repeated prefixes land on the worker that got them first, and new ones spread",
+          "[unit][dispatch]") {
+  ManualClock clock;
+  auto registry = PrefixAwareRegistry(clock, 4, 64);
+  std::map<int, std::string> home;
+  for (int round = 0; round < 5; ++round) {
+    for (int family = 0; family < 8; ++family) {
+      // Six shared chunks (a system prompt), then two of this request's own.
+      const std::string worker = PickFor(*registry, Prompt(family, round * 8 + family, 8, 6));
+      if (round == 0) {
+        home[family] = worker;
+      } else {
+        INFO("family " << family << " round " << round);
+        CHECK(worker == home[family]);
+      }
+    }
+  }
+  std::set<std::string> used;
+  for (const auto& [family, worker] : home) used.insert(worker);
+  CHECK(used.size() == 4);  // first picks go by load, so 8 new prefixes cover the 4 workers
+}
+
+TEST_CASE("prefix_aware: a busy worker loses its prefixes to idle ones, and the longer match wins",
+          "[unit][dispatch]") {
+  ManualClock clock;
+  auto registry = PrefixAwareRegistry(clock, 2, 8);
+  const std::string first = PickFor(*registry, Prompt(1, 1, 4, 4));
+  const std::string other = first == "w0" ? "w1" : "w0";
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(first, 0, 0, 8)).ok());
+  CHECK(PickFor(*registry, Prompt(1, 2, 4, 4)) == first);
+
+  // Twice its capacity queued: the prefix (worth at most 1) does not outweigh a load of 2.
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(first, 8, 8, 8)).ok());
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(other, 0, 0, 8)).ok());
+  CHECK(PickFor(*registry, Prompt(1, 3, 4, 4)) == other);
+
+  // Family 4: `other` (steered there by load) gets its first 2 chunks, then `first` all 4. With equal
+  // loads, each request goes to the worker that holds more of its own start.
+  const auto set_loads = [&](uint32_t first_queue, uint32_t other_queue) {
+    REQUIRE(registry->Heartbeat(MakeHeartbeat(first, first_queue, 0, 8)).ok());
+    REQUIRE(registry->Heartbeat(MakeHeartbeat(other, other_queue, 0, 8)).ok());
+  };
+  set_loads(16, 0);
+  CHECK(PickFor(*registry, Prompt(4, 40, 4, 2)) == other);
+  set_loads(0, 16);
+  CHECK(PickFor(*registry, Prompt(4, 41, 4, 4)) == first);
+  set_loads(0, 0);
+  CHECK(PickFor(*registry, Prompt(4, 42, 4, 4)) == first);  // 4 of 4 chunks against 2 of 4
+  set_loads(0, 0);
+  CHECK(PickFor(*registry, Prompt(4, 40, 4, 2)) == other);  // 4 of 4 against 2 of 4
+}
+
+TEST_CASE("prefix_aware: a worker that registers again or leaves is forgotten", "[unit][dispatch]") {
+  ManualClock clock;
+  auto registry = PrefixAwareRegistry(clock, 2, 64);
+  const std::string prompt = Prompt(7, 7, 4, 4);
+  const std::string home = PickFor(*registry, prompt);
+  const std::string other = home == "w0" ? "w1" : "w0";
+  // Make `other` look a little busier, so only the prefix keeps requests on `home`...
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(home, 0, 0, 64)).ok());
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(other, 0, 1, 64)).ok());
+  CHECK(PickFor(*registry, prompt) == home);
+  // ... and after `home` restarts (registers again, its cache empty) the load decides: `home` is idler.
+  REQUIRE(registry->Register(MakeRegistration(home, "10.0.0.1:1", "m", 64)).ok());
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(home, 0, 2, 64)).ok());
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(other, 0, 1, 64)).ok());
+  CHECK(PickFor(*registry, prompt) == other);
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(home, 0, 0, 64)).ok());
+  REQUIRE(registry->Heartbeat(MakeHeartbeat(other, 0, 1, 64)).ok());
+  CHECK(PickFor(*registry, prompt) == other);  // the prefix is now `other`'s
+  REQUIRE(registry->Deregister(other));
+  CHECK(PickFor(*registry, prompt) == home);
+}
+
+TEST_CASE("prefix index: matches from the first chunk, stays bounded, evicts entries not used since",
+          "[unit][dispatch]") {
+  PrefixIndex index(4);
+  const std::string a = "a", b = "b";
+  const std::vector<const std::string*> workers = {&a, &b};
+  std::vector<int64_t> matched;
+  index.Record({1, 2, 3}, "a");
+  index.Record({1, 2}, "b");
+  index.Match({1, 2, 3}, workers, matched);
+  CHECK(matched == std::vector<int64_t>{3, 2});
+  index.Match({2, 3}, workers, matched);
+  CHECK(matched == std::vector<int64_t>{2, 1});
+  index.Match({9, 1}, workers, matched);  // an unknown first chunk matches nothing
+  CHECK(matched == std::vector<int64_t>{0, 0});
+
+  index.Record({4}, "a");
+  index.Record({5}, "a");  // a fifth hash: one goes (the clock hand clears every mark on its first pass)
+  CHECK(index.size() == 4);
+  index.Match({2}, workers, matched);  // 2 is used again; 5, newer, is not
+  index.Record({6}, "a");
+  CHECK(index.size() == 4);
+  index.Match({5}, workers, matched);
+  CHECK(matched[0] == 0);
+  index.Match({2}, workers, matched);
+  CHECK(matched[0] == 1);
+
+  index.Forget("a");
+  index.Match({2}, workers, matched);
+  CHECK(matched == std::vector<int64_t>{0, 1});
+}
+
+}  // namespace
+}  // namespace llmc::controller
