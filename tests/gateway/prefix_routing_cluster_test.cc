@@ -1,0 +1,79 @@
+// Integration test: with two workers and a workload whose requests share long prefixes, the controller's
+// prefix_aware policy sends each prefix where it was computed before, so the workers' prefix caches serve
+// more of the prompts (usage.prompt_tokens_details.cached_tokens) than with lottery. Real controller,
+// workers and gateway as separate processes on loopback.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/support/controller_process.h"
+#include "tests/support/gateway_process.h"
+#include "tests/support/http_client.h"
+#include "tests/support/metrics_text.h"
+#include "tests/support/small_model.h"
+#include "tests/support/wait.h"
+#include "tests/support/worker_process.h"
+
+namespace llmc::testing {
+namespace {
+
+using nlohmann::json;
+
+struct WorkloadResult {
+  int64_t cached_tokens = 0;
+  int64_t prompt_tokens = 0;
+};
+
+// Four "documents" of about 600 characters, each asked six different questions one after another.
+WorkloadResult RunSharedPrefixWorkload(const std::string& policy) {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {"--dispatch_policy=" + policy, "--dispatch_seed=7"});
+  WorkerProcess first(LLMC_WORKER_BINARY, SmallModelPackage(),
+                      SmallWorkerArgs(controller.address(), "prefix-a", {"--max_model_len=1024"}));
+  WorkerProcess second(LLMC_WORKER_BINARY, SmallModelPackage(),
+                       SmallWorkerArgs(controller.address(), "prefix-b", {"--max_model_len=1024"}));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(60)));
+  REQUIRE(gateway.WaitHealthy());
+  WorkloadResult result;
+  for (int question = 0; question < 6; ++question) {
+    for (int document = 0; document < 4; ++document) {
+      std::string prompt = "Document " + std::to_string(document) + ":";
+      for (int sentence = 0; sentence < 12; ++sentence) {
+        prompt += " Sentence " + std::to_string(sentence) + " of document " + std::to_string(document) +
+                  " says something.";
+      }
+      prompt += " Question " + std::to_string(question) + ": what does it say?";
+      const json body = {{"model", kSmallModelName}, {"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
+      const HttpReply reply = PostJson(gateway.port(), "/v1/completions", body.dump());
+      INFO(reply.body);
+      REQUIRE(reply.status == 200);
+      const json usage = json::parse(reply.body)["usage"];
+      result.prompt_tokens += usage["prompt_tokens"].get<int64_t>();
+      if (usage.contains("prompt_tokens_details")) {
+        result.cached_tokens += usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+      }
+    }
+  }
+  // The workers count the same hits.
+  const double hits = ScrapeMetric(first.metrics_port(), "llmc:prefix_cache_hits_total").value_or(-1) +
+                      ScrapeMetric(second.metrics_port(), "llmc:prefix_cache_hits_total").value_or(-1);
+  CHECK(hits == static_cast<double>(result.cached_tokens));
+  return result;
+}
+
+TEST_CASE("prefix routing: prefix_aware serves more prompt tokens from the workers' caches than lottery",
+          "[integration][gateway][prefix_cache]") {
+  const WorkloadResult lottery = RunSharedPrefixWorkload("lottery");
+  const WorkloadResult prefix_aware = RunSharedPrefixWorkload("prefix_aware");
+  INFO("cached tokens: lottery " << lottery.cached_tokens << ", prefix_aware " << prefix_aware.cached_tokens
+                                 << " of " << prefix_aware.prompt_tokens);
+  CHECK(prefix_aware.prompt_tokens == lottery.prompt_tokens);
+  CHECK(prefix_aware.cached_tokens > lottery.cached_tokens);
+  // Each document is computed once; its other 5 questions find it cached (all but the partial last block
+  // and the question).
+  CHECK(prefix_aware.cached_tokens >= prefix_aware.prompt_tokens * 5 / 6 * 6 / 10);
+}
+
+}  // namespace
+}  // namespace llmc::testing
