@@ -3,15 +3,6 @@
 namespace llmc {
 namespace {
 
-// MurmurHash3's 64-bit finalizer.
-uint64_t Mix(uint64_t value) {
-  value ^= value >> 33;
-  value *= 0xff51afd7ed558ccdULL;
-  value ^= value >> 33;
-  value *= 0xc4ceb9fe1a85ec53ULL;
-  return value ^ (value >> 33);
-}
-
 // 64-bit FNV-1a.
 uint64_t Fnv1a(std::string_view bytes) {
   uint64_t hash = 0xcbf29ce484222325ULL;
@@ -29,7 +20,7 @@ std::vector<uint64_t> PrefixChunkHashes(std::string_view input, size_t chunk_byt
   if (chunk_bytes == 0) return hashes;
   uint64_t parent = 0x7072656669782d31ULL;
   for (size_t start = 0; start + chunk_bytes <= input.size() && hashes.size() < max_chunks; start += chunk_bytes) {
-    parent = Mix(parent * 0x9e3779b97f4a7c15ULL ^ Fnv1a(input.substr(start, chunk_bytes)));
+    parent = MixBits(parent * 0x9e3779b97f4a7c15ULL ^ Fnv1a(input.substr(start, chunk_bytes)));
     hashes.push_back(parent);
   }
   return hashes;

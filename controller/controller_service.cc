@@ -1,7 +1,10 @@
 #include "controller/controller_service.h"
 
+#include <algorithm>
+
 #include "common/grpc_server.h"
 #include "common/logging.h"
+#include "common/prefix_hash.h"
 #include "common/status_codes.h"
 
 namespace llmc::controller {
@@ -58,7 +61,10 @@ grpc::ServerUnaryReactor* ControllerService::PickWorker(grpc::CallbackServerCont
   if (request->model().empty()) return FinishUnary(context, absl::InvalidArgumentError("model must not be empty"));
   const absl::flat_hash_set<std::string> excluded(request->exclude_worker_ids().begin(),
                                                   request->exclude_worker_ids().end());
-  absl::StatusOr<PickedWorker> picked = registry_.Pick(request->model(), excluded, request->prefix_hashes());
+  // More hashes than a gateway sends would only flush the index and hold the registry's lock longer.
+  const auto& hashes = request->prefix_hashes();
+  const absl::Span<const uint64_t> prefix_hashes(hashes.data(), std::min<size_t>(hashes.size(), kMaxPrefixChunks));
+  absl::StatusOr<PickedWorker> picked = registry_.Pick(request->model(), excluded, prefix_hashes);
   metrics_.CountPick(request->model(), picked.status());
   if (!picked.ok()) return FinishUnary(context, picked.status());
   response->set_worker_id(picked->worker_id);

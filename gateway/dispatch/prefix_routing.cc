@@ -1,33 +1,57 @@
 #include "gateway/dispatch/prefix_routing.h"
 
-#include "absl/strings/str_cat.h"
+#include <algorithm>
+
+#include "absl/strings/string_view.h"
 #include "common/prefix_hash.h"
 
 namespace llmc::gateway {
 
+namespace {
+
+// Appends what still fits under kMaxPrefixBytes, the most the hashes look at.
+void AppendCapped(std::string& key, absl::string_view part) {
+  if (key.size() < kMaxPrefixBytes) key.append(part.data(), std::min(part.size(), kMaxPrefixBytes - key.size()));
+}
+
+}  // namespace
+
 std::string RoutingKey(const v1::GenerateRequest& request) {
+  std::string key;
   switch (request.input_case()) {
     case v1::GenerateRequest::kPrompt:
-      return absl::StrCat("p\x1f", request.prompt());
+      AppendCapped(key, "p\x1f");
+      AppendCapped(key, request.prompt());
+      break;
     case v1::GenerateRequest::kPromptTokenIds: {
       const auto& ids = request.prompt_token_ids().ids();
-      std::string key = "t\x1f";
-      key.append(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t));
-      return key;
+      AppendCapped(key, "t\x1f");
+      AppendCapped(key, absl::string_view(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int32_t)));
+      break;
     }
     case v1::GenerateRequest::kChat: {
       const v1::ChatInput& chat = request.chat();
-      std::string key = absl::StrCat("c\x1f", chat.tools_json(), "\x1f", chat.chat_template(), "\x1f");
-      if (!chat.messages_json().empty()) return key + chat.messages_json();
-      for (const v1::ChatMessage& message : chat.messages()) {
-        absl::StrAppend(&key, message.role(), "\x1f", message.content(), "\x1e");
+      for (const absl::string_view part :
+           {absl::string_view("c\x1f"), absl::string_view(chat.tools_json()), absl::string_view("\x1f"),
+            absl::string_view(chat.chat_template()), absl::string_view("\x1f")}) {
+        AppendCapped(key, part);
       }
-      return key;
+      if (!chat.messages_json().empty()) {
+        AppendCapped(key, chat.messages_json());
+        break;
+      }
+      for (const v1::ChatMessage& message : chat.messages()) {
+        for (const absl::string_view part : {absl::string_view(message.role()), absl::string_view("\x1f"),
+                                             absl::string_view(message.content()), absl::string_view("\x1e")}) {
+          AppendCapped(key, part);
+        }
+      }
+      break;
     }
     case v1::GenerateRequest::INPUT_NOT_SET:
       break;
   }
-  return "";
+  return key;
 }
 
 std::vector<uint64_t> RequestPrefixHashes(const v1::GenerateRequest& request) {

@@ -261,5 +261,52 @@ TEST_CASE("llmc-bench run, compare and plot work end to end from the command lin
   std::remove(svg_path.c_str());
 }
 
+TEST_CASE("llmc-bench multi-turn: each turn goes after the previous answer, with the conversation so far",
+          "[integration]") {
+  ScriptedOpenAiServer server(ScriptedOpenAiServer::Script{absl::Milliseconds(20), absl::Milliseconds(5), 3});
+  bench::RandomDatasetOptions dataset;
+  dataset.num_prompts = 2;
+  dataset.input_len = 12;
+  dataset.output_len = 3;
+  dataset.seed = 3;
+  dataset.run_id = 99;
+  const bench::Conversations conversations = bench::MakeConversations(dataset, 3, 10);
+  REQUIRE(conversations.prompts.size() == 6);
+  CHECK(std::vector<std::string>(absl::StrSplit(conversations.system_prompt, ' ', absl::SkipEmpty())).size() == 10);
+  RunnerOptions options = OptionsFor(server, "scripted");
+  options.system_prompt = conversations.system_prompt;
+  auto run = RunLoad(options, conversations.prompts, std::vector<double>(6, 0.0));
+  REQUIRE(run.ok());
+  for (const bench::RequestResult& result : run->results) {
+    CHECK(result.success);
+    CHECK(result.cached_tokens == 5);
+    CHECK(result.generated_text == "tok0 tok1 tok2");
+  }
+  CHECK(bench::ComputeMetrics(run->results, run->duration_s, {}).total_cached_tokens == 30);
+
+  // Every body: the system prompt, then each earlier turn and its answer, then this turn's message; and a
+  // turn is only sent once the previous one has its answer, so the bodies of one conversation come in order.
+  const std::vector<json> bodies = server.bodies();
+  REQUIRE(bodies.size() == 6);
+  std::vector<int> turns_seen(2, 0);
+  for (const json& body : bodies) {
+    const json& messages = body.at("messages");
+    const std::string last = messages.back().at("content");
+    size_t index = 0;
+    while (index < 6 && conversations.prompts[index].prompt != last) ++index;
+    REQUIRE(index < 6);
+    const bench::BenchPrompt& prompt = conversations.prompts[index];
+    INFO("conversation " << prompt.conversation << " turn " << prompt.turn);
+    CHECK(prompt.turn == turns_seen[static_cast<size_t>(prompt.conversation)]++);
+    REQUIRE(messages.size() == static_cast<size_t>(2 + 2 * prompt.turn));
+    CHECK(messages[0] == json{{"role", "system"}, {"content", conversations.system_prompt}});
+    for (int t = 0; t < prompt.turn; ++t) {
+      CHECK(messages[1 + 2 * t] ==
+            json{{"role", "user"}, {"content", conversations.prompts[index - prompt.turn + t].prompt}});
+      CHECK(messages[2 + 2 * t] == json{{"role", "assistant"}, {"content", "tok0 tok1 tok2"}});
+    }
+  }
+}
+
 }  // namespace
 }  // namespace llmc::testing

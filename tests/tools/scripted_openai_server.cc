@@ -111,12 +111,14 @@ void ScriptedOpenAiServer::Stream(const std::string& model, std::shared_ptr<gate
     writer->WriteEvent(chunk(" tok" + std::to_string(i)));
   }
   if (model != "no-usage") {
-    writer->WriteEvent(
-        json{{"id", "x"},
-             {"choices", json::array()},
-             {"usage",
-              {{"prompt_tokens", 17}, {"completion_tokens", script_.chunks}, {"total_tokens", 17 + script_.chunks}}}}
-            .dump());
+    writer->WriteEvent(json{{"id", "x"},
+                            {"choices", json::array()},
+                            {"usage",
+                             {{"prompt_tokens", 17},
+                              {"completion_tokens", script_.chunks},
+                              {"total_tokens", 17 + script_.chunks},
+                              {"prompt_tokens_details", {{"cached_tokens", 5}}}}}}
+                           .dump());
   }
   writer->WriteEvent("[DONE]");
   writer->EndEventStream();

@@ -19,7 +19,8 @@ namespace llmc::testing {
 // A fake OpenAI streaming server on 127.0.0.1 (the gateway's HttpServer) whose answers follow a script
 // chosen by the request's "model":
 //   "scripted"      first chunk after `first_delay`, then `chunks - 1` more every `gap` (on an absolute
-//                   schedule, so delays do not add up), a usage chunk (completion_tokens = chunks), [DONE]
+//                   schedule, so delays do not add up), a usage chunk (prompt_tokens 17 of which 5 cached,
+//                   completion_tokens = chunks), [DONE]
 //   "no-usage"      the same without the usage chunk
 //   "alternate"     odd-numbered requests (1st, 3rd, ...) get 500, the others the script
 //   "fail-429"      429 with Retry-After and an OpenAI error body

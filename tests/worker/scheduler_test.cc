@@ -251,5 +251,25 @@ TEST_CASE("scheduler: with prefix caching the later choices share the prompt cho
   }
 }
 
+TEST_CASE("scheduler: choices waiting for choice 0 keep their running places from later requests", "[unit][engine]") {
+  SchedulerFixture fixture(/*num_blocks=*/64, {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/3,
+                                               /*enable_prefix_caching=*/true});
+  const std::vector<Sequence*> choices = fixture.AddGroup(1, 22, /*n=*/3, std::nullopt);
+  Sequence* later = fixture.Add(2, 10);
+  SchedulerOutput plan = fixture.Step();
+  CHECK(TokensFor(plan, choices[0]) == 22);
+  CHECK(TokensFor(plan, later) == 0);  // the two places left belong to choices 1 and 2
+  plan = fixture.Step();
+  CHECK(TokensFor(plan, choices[1]) == 2);
+  CHECK(TokensFor(plan, choices[2]) == 2);
+  CHECK(TokensFor(plan, later) == 0);
+  // A prompt without a full block has nothing to share: its choices do not wait.
+  SchedulerFixture short_fixture(64, {4, 64, 8, true});
+  const std::vector<Sequence*> short_choices = short_fixture.AddGroup(1, 4, /*n=*/2, std::nullopt);
+  plan = short_fixture.Step();
+  CHECK(TokensFor(plan, short_choices[0]) == 4);
+  CHECK(TokensFor(plan, short_choices[1]) == 4);
+}
+
 }  // namespace
 }  // namespace llmc::engine

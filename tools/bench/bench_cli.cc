@@ -206,6 +206,7 @@ int RunBenchmark(const BenchConfig& config, std::ostream& out, std::ostream& err
   if (run_id.empty()) run_id = absl::StrCat(std::random_device{}());
   std::vector<BenchPrompt> prompts;
   BenchPrompt check_prompt;
+  std::string system_prompt;
   if (config.prompts_file.empty()) {
     RandomDatasetOptions options;
     options.num_prompts = static_cast<int64_t>(config.num_prompts) + 1;  // the last is the check request
@@ -214,9 +215,20 @@ int RunBenchmark(const BenchConfig& config, std::ostream& out, std::ostream& err
     options.range_ratio = config.range_ratio;
     options.seed = config.seed;
     options.run_id = RunIdNumber(run_id);
-    prompts = MakeRandomPrompts(options);
-    check_prompt = prompts.back();
-    prompts.pop_back();
+    if (config.turns > 1 || config.shared_prefix_len > 0) {
+      RandomDatasetOptions all = options;
+      all.num_prompts = static_cast<int64_t>(config.num_prompts) * config.turns + 1;
+      check_prompt = MakeRandomPrompts(all).back();
+      options.num_prompts = config.num_prompts;
+      Conversations conversations =
+          MakeConversations(options, static_cast<int32_t>(config.turns), config.shared_prefix_len);
+      prompts = std::move(conversations.prompts);
+      system_prompt = std::move(conversations.system_prompt);
+    } else {
+      prompts = MakeRandomPrompts(options);
+      check_prompt = prompts.back();
+      prompts.pop_back();
+    }
   } else {
     auto loaded = LoadPromptsFile(config.prompts_file, config.num_prompts, config.output_len);
     if (!loaded.ok()) {
@@ -228,8 +240,12 @@ int RunBenchmark(const BenchConfig& config, std::ostream& out, std::ostream& err
   }
   const double rate = *ParseRequestRate(config.request_rate);
   const GoodputObjectives objectives = *ParseGoodput(config.goodput);
-  const std::vector<double> arrivals =
-      ArrivalTimes(static_cast<int64_t>(prompts.size()), rate, config.burstiness, config.seed);
+  // A conversation arrives once; its later turns follow its answers.
+  const int64_t turns = static_cast<int64_t>(config.turns);
+  const std::vector<double> starts =
+      ArrivalTimes(static_cast<int64_t>(prompts.size()) / turns, rate, config.burstiness, config.seed);
+  std::vector<double> arrivals;
+  for (const double start : starts) arrivals.insert(arrivals.end(), static_cast<size_t>(turns), start);
 
   RunnerOptions options;
   options.url = *url;
@@ -240,6 +256,7 @@ int RunBenchmark(const BenchConfig& config, std::ostream& out, std::ostream& err
   options.ignore_eos = config.ignore_eos;
   options.temperature = config.temperature;
   options.max_concurrency = config.max_concurrency;
+  options.system_prompt = system_prompt;
   options.request_timeout = config.timeout;
   options.max_duration = config.max_duration;
 
@@ -288,6 +305,8 @@ int RunBenchmark(const BenchConfig& config, std::ostream& out, std::ostream& err
   info.request_rate = rate;
   info.burstiness = config.burstiness;
   info.max_concurrency = config.max_concurrency;
+  info.turns = static_cast<int32_t>(config.turns);
+  info.shared_prefix_len = config.shared_prefix_len;
   info.ignore_eos = config.ignore_eos;
   info.temperature = config.temperature;
   info.seed = config.seed;

@@ -65,6 +65,11 @@ absl::Status BenchConfig::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("range_ratio must be in [0, 1), got ", range_ratio));
   }
   if (num_prompts < 1) return absl::InvalidArgumentError("num_prompts must be at least 1");
+  if (turns < 1 || turns > 1000)
+    return absl::InvalidArgumentError(absl::StrCat("turns must be in [1, 1000], got ", turns));
+  if ((turns > 1 || shared_prefix_len > 0) && !prompts_file.empty()) {
+    return absl::InvalidArgumentError("turns and shared_prefix_len need the random dataset, not a prompts_file");
+  }
   RETURN_IF_ERROR(ParseRequestRate(request_rate).status());
   if (!(burstiness > 0) || !std::isfinite(burstiness)) {
     return absl::InvalidArgumentError(absl::StrCat("burstiness must be a positive number, got ", burstiness));

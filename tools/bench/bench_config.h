@@ -22,6 +22,8 @@ struct BenchConfig {
   uint32_t output_len = 128;
   double range_ratio = 0.0;
   uint32_t num_prompts = 100;
+  uint32_t turns = 1;              // >1: num_prompts conversations of this many turns
+  uint32_t shared_prefix_len = 0;  // words of a system prompt every conversation starts with
   std::string request_rate = "inf";
   double burstiness = 1.0;
   uint32_t max_concurrency = 0;  // 0: unlimited
@@ -49,7 +51,12 @@ struct BenchConfig {
     v("input_len", input_len, "random dataset: prompt length in words (one token each in BPE vocabularies)");
     v("output_len", output_len, "max_tokens of each request (prompts-file lines may override it)");
     v("range_ratio", range_ratio, "random dataset: lengths drawn uniformly from [len*(1-r), len*(1+r)], r in [0, 1)");
-    v("num_prompts", num_prompts, "number of requests to send");
+    v("num_prompts", num_prompts, "number of requests to send (with --turns above 1: of conversations)");
+    v("turns", turns,
+      "random dataset: user turns per conversation; each turn is sent once the previous one has its answer, "
+      "with the conversation so far (multi-turn chat, for prefix caching)");
+    v("shared_prefix_len", shared_prefix_len,
+      "random dataset: words of a system prompt that every conversation shares (0: none)");
     v("request_rate", request_rate, "requests per second (arrivals by a gamma process), or inf to send all at once");
     v("burstiness", burstiness, "gamma shape of inter-arrival times: 1 is Poisson, <1 burstier, >1 more regular");
     v("max_concurrency", max_concurrency, "most requests in flight at once; 0 for no limit");

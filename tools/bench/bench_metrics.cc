@@ -60,6 +60,7 @@ BenchMetrics ComputeMetrics(const std::vector<RequestResult>& results, double du
     }
     ++metrics.completed;
     metrics.total_input_tokens += result.prompt_tokens;
+    metrics.total_cached_tokens += result.cached_tokens;
     metrics.total_output_tokens += result.output_tokens;
     if (result.usage_reported) ++metrics.usage_reported;
     ttft.push_back(result.ttft_s * 1e3);

@@ -25,6 +25,8 @@ struct RequestResult {
   int64_t content_chunks = 0;  // chunks that carried generated text
   bool usage_reported = false;
   int64_t prompt_tokens = 0;    // usage.prompt_tokens when reported, else the dataset's estimate
+  int64_t cached_tokens = 0;    // usage.prompt_tokens_details.cached_tokens: prompt tokens the server had cached
+  std::string generated_text;   // multi-turn runs: the answer, which the conversation's next turn sends back
   int64_t expected_output = 0;  // max_tokens asked for
   int64_t generated_chars = 0;  // bytes of generated text
 };
@@ -64,6 +66,7 @@ struct BenchMetrics {
   int64_t failed = 0;
   double duration_s = 0;
   int64_t total_input_tokens = 0;
+  int64_t total_cached_tokens = 0;  // of which the server reported cached (its prefix cache)
   int64_t total_output_tokens = 0;
   int64_t usage_reported = 0;             // completed requests whose token counts came from the server's usage
   double request_throughput = 0;          // completed requests / duration

@@ -34,7 +34,10 @@ Clock::duration ToChrono(absl::Duration d) {
   return std::chrono::duration_cast<Clock::duration>(absl::ToChronoNanoseconds(d));
 }
 
-http::request<http::string_body> MakeRequest(const RunnerOptions& options, const BenchPrompt& prompt) {
+using Transcript = std::vector<std::pair<std::string, std::string>>;
+
+http::request<http::string_body> MakeRequest(const RunnerOptions& options, const BenchPrompt& prompt,
+                                             const Transcript& history) {
   http::request<http::string_body> request{http::verb::post, options.path, 11};
   request.set(http::field::host, options.url.HostHeader());
   request.set(http::field::user_agent, "llmc-bench");
@@ -45,6 +48,7 @@ http::request<http::string_body> MakeRequest(const RunnerOptions& options, const
   CompletionRequest body;
   body.model = options.model;
   body.prompt = prompt.prompt;
+  body.history = history;
   body.max_tokens = prompt.output_len;
   body.chat = options.chat;
   body.ignore_eos = options.ignore_eos;
@@ -60,7 +64,7 @@ class LoadSession;
 class RequestOp : public std::enable_shared_from_this<RequestOp> {
  public:
   RequestOp(LoadSession& session, size_t index, http::request<http::string_body> request, int64_t input_estimate,
-            int64_t output_len);
+            int64_t output_len, bool keep_text);
 
   void Start(std::unique_ptr<beast::tcp_stream> pooled);
   // Closes the connection; the pending operation then fails and the request ends as failed with `why`.
@@ -100,6 +104,7 @@ class RequestOp : public std::enable_shared_from_this<RequestOp> {
   Clock::time_point deadline_;
   Clock::time_point last_token_;
   bool first_token_seen_ = false;
+  const bool keep_text_;
   RequestResult result_;
 };
 
@@ -117,6 +122,16 @@ class LoadSession {
         progress_timer_(io_),
         stop_timer_(io_) {
     results_.resize(prompts.size());
+    queued_.assign(prompts.size(), false);
+    for (const BenchPrompt& prompt : prompts) {
+      if (prompt.conversation < 0) continue;
+      if (transcripts_.size() <= static_cast<size_t>(prompt.conversation)) {
+        transcripts_.resize(static_cast<size_t>(prompt.conversation) + 1);
+      }
+    }
+    if (!options.system_prompt.empty()) {
+      for (Transcript& transcript : transcripts_) transcript.emplace_back("system", options.system_prompt);
+    }
   }
 
   RunOutput Run() {
@@ -146,6 +161,7 @@ class LoadSession {
   }
 
   void OnRequestDone(size_t index, RequestResult result) {
+    if (!stopping_) ContinueConversation(index, result);
     active_.erase(index);
     --in_flight_;
     ++done_;
@@ -173,12 +189,32 @@ class LoadSession {
     return output;
   }
 
+  void Queue(size_t index) {
+    queued_[index] = true;
+    ready_.push_back(index);
+  }
+
+  // A conversation's next turn goes once this one has its answer, with the answer in its history.
+  void ContinueConversation(size_t index, const RequestResult& result) {
+    const BenchPrompt& prompt = prompts_[index];
+    if (prompt.conversation < 0) return;
+    if (result.success) {
+      Transcript& transcript = transcripts_[static_cast<size_t>(prompt.conversation)];
+      transcript.emplace_back("user", prompt.prompt);
+      transcript.emplace_back("assistant", result.generated_text);
+    }
+    const size_t next = index + 1;
+    if (next < prompts_.size() && prompts_[next].conversation == prompt.conversation && !queued_[next]) Queue(next);
+  }
+
   void OnArrivals() {
     const Clock::time_point now = Clock::now();
     while (next_arrival_ < prompts_.size() && start_ + std::chrono::duration_cast<Clock::duration>(
                                                            std::chrono::duration<double>(arrivals_s_[next_arrival_])) <=
                                                   now) {
-      ready_.push_back(next_arrival_++);
+      // A later turn of a conversation is queued by the turn before it.
+      const size_t index = next_arrival_++;
+      if (prompts_[index].turn == 0) Queue(index);
     }
     Pump();
     if (next_arrival_ < prompts_.size() && !stopping_) {
@@ -196,8 +232,11 @@ class LoadSession {
       const size_t index = ready_.front();
       ready_.pop_front();
       const BenchPrompt& prompt = prompts_[index];
-      auto op =
-          std::make_shared<RequestOp>(*this, index, MakeRequest(options_, prompt), prompt.input_len, prompt.output_len);
+      static const Transcript kNoHistory;
+      const Transcript& history =
+          prompt.conversation < 0 ? kNoHistory : transcripts_[static_cast<size_t>(prompt.conversation)];
+      auto op = std::make_shared<RequestOp>(*this, index, MakeRequest(options_, prompt, history), prompt.input_len,
+                                            prompt.output_len, /*keep_text=*/prompt.conversation >= 0);
       active_[index] = op;
       ++in_flight_;
       std::unique_ptr<beast::tcp_stream> pooled;
@@ -215,8 +254,12 @@ class LoadSession {
     hit_max_duration_ = true;
     const std::string why =
         absl::StrCat("the run reached --max_duration (", absl::FormatDuration(options_.max_duration), ")");
-    // Requests not sent yet fail at once; running ones when their aborted operation returns.
-    while (next_arrival_ < prompts_.size()) ready_.push_back(next_arrival_++);
+    // Requests not sent yet (later turns included) fail at once; running ones when their aborted operation
+    // returns.
+    next_arrival_ = prompts_.size();
+    for (size_t index = 0; index < prompts_.size(); ++index) {
+      if (!queued_[index]) Queue(index);
+    }
     for (size_t index : ready_) {
       RequestResult result;
       result.error_kind = "not sent";
@@ -275,6 +318,8 @@ class LoadSession {
   Clock::time_point start_;
   Clock::time_point end_;
   size_t next_arrival_ = 0;
+  std::vector<bool> queued_;             // per prompt: put in ready_ once, by its arrival or by its conversation
+  std::vector<Transcript> transcripts_;  // per conversation: the messages so far
   std::deque<size_t> ready_;
   std::map<size_t, std::shared_ptr<RequestOp>> active_;
   std::vector<std::unique_ptr<beast::tcp_stream>> idle_;
@@ -289,8 +334,8 @@ class LoadSession {
 };
 
 RequestOp::RequestOp(LoadSession& session, size_t index, http::request<http::string_body> request,
-                     int64_t input_estimate, int64_t output_len)
-    : session_(session), index_(index), request_(std::move(request)) {
+                     int64_t input_estimate, int64_t output_len, bool keep_text)
+    : session_(session), index_(index), request_(std::move(request)), keep_text_(keep_text) {
   result_.prompt_tokens = input_estimate;
   result_.expected_output = output_len;
 }
@@ -407,6 +452,7 @@ void RequestOp::HandleEvent(const std::string& data, Clock::time_point now) {
   if (!chunk.text.empty()) {
     ++result_.content_chunks;
     result_.generated_chars += static_cast<int64_t>(chunk.text.size());
+    if (keep_text_) result_.generated_text += chunk.text;
     if (!first_token_seen_) {
       first_token_seen_ = true;
       result_.ttft_s = Seconds(now - start_);
@@ -420,6 +466,7 @@ void RequestOp::HandleEvent(const std::string& data, Clock::time_point now) {
     result_.usage_reported = true;
   }
   if (chunk.prompt_tokens) result_.prompt_tokens = *chunk.prompt_tokens;
+  if (chunk.cached_tokens) result_.cached_tokens = *chunk.cached_tokens;
 }
 
 void RequestOp::FailIo(const std::string& stage, beast::error_code ec) {

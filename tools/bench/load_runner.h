@@ -23,6 +23,7 @@ struct RunnerOptions {
   bool ignore_eos = false;
   double temperature = 0;
   int64_t max_concurrency = 0;  // 0: no limit
+  std::string system_prompt;    // multi-turn: the system message that starts every conversation
   absl::Duration request_timeout = absl::Seconds(600);
   absl::Duration max_duration = absl::Hours(1);
 };
@@ -43,7 +44,8 @@ struct RunOutput {
   bool hit_max_duration = false;
 };
 
-// Sends `prompts[i]` at `arrivals_s[i]` seconds after the start (or later, while `max_concurrency`
+// Sends `prompts[i]` at `arrivals_s[i]` seconds after the start (a later turn of a conversation instead once
+// the turn before it has ended, with the conversation so far as its history) (or later, while `max_concurrency`
 // requests are in flight), each as one streaming request over a keep-alive connection from a pool (a
 // reused connection that the server had closed is retried once on a new one), and records what each saw.
 // Blocking: it runs its own Boost.Asio event loop on the calling thread, so timings are taken on one thread

@@ -84,9 +84,14 @@ std::string BuildRequestBody(const CompletionRequest& request) {
                {"stream", true},
                {"stream_options", {{"include_usage", true}}}};
   if (request.chat) {
-    body["messages"] = json::array({{{"role", "user"}, {"content", request.prompt}}});
+    json messages = json::array();
+    for (const auto& [role, content] : request.history) messages.push_back({{"role", role}, {"content", content}});
+    messages.push_back({{"role", "user"}, {"content", request.prompt}});
+    body["messages"] = std::move(messages);
   } else {
-    body["prompt"] = request.prompt;
+    std::string prompt;
+    for (const auto& [role, content] : request.history) prompt += content;
+    body["prompt"] = prompt + request.prompt;
   }
   if (request.ignore_eos) body["ignore_eos"] = true;
   return body.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -132,6 +137,11 @@ StreamChunk InterpretChunk(absl::string_view data, bool chat) {
     }
     if (auto tokens = usage->find("prompt_tokens"); tokens != usage->end() && tokens->is_number_integer()) {
       chunk.prompt_tokens = tokens->get<int64_t>();
+    }
+    if (auto details = usage->find("prompt_tokens_details"); details != usage->end() && details->is_object()) {
+      if (auto cached = details->find("cached_tokens"); cached != details->end() && cached->is_number_integer()) {
+        chunk.cached_tokens = cached->get<int64_t>();
+      }
     }
   }
   return chunk;

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -34,6 +36,9 @@ bool IsChatEndpoint(const std::string& endpoint);
 struct CompletionRequest {
   std::string model;
   std::string prompt;
+  // A conversation so far as (role, content), before `prompt` (the next user message): chat sends them as
+  // messages, completions as text before the prompt.
+  std::vector<std::pair<std::string, std::string>> history;
   int64_t max_tokens = 16;
   bool chat = true;
   bool ignore_eos = false;
@@ -56,7 +61,8 @@ struct StreamChunk {
   std::string text;  // generated text in it: choices[0].delta.content (or reasoning_content) / choices[0].text
   std::optional<int64_t> completion_tokens;  // from a usage object
   std::optional<int64_t> prompt_tokens;
-  std::string error;  // kError, kMalformed: what it said
+  std::optional<int64_t> cached_tokens;  // usage.prompt_tokens_details.cached_tokens
+  std::string error;                     // kError, kMalformed: what it said
 };
 
 StreamChunk InterpretChunk(absl::string_view data, bool chat);

@@ -90,6 +90,25 @@ std::vector<BenchPrompt> MakeRandomPrompts(const RandomDatasetOptions& options) 
   return prompts;
 }
 
+Conversations MakeConversations(const RandomDatasetOptions& options, int32_t turns, int64_t shared_prefix_words) {
+  RandomDatasetOptions messages = options;
+  messages.num_prompts = options.num_prompts * std::max(turns, 1);
+  Conversations conversations;
+  conversations.prompts = MakeRandomPrompts(messages);
+  for (size_t i = 0; i < conversations.prompts.size(); ++i) {
+    conversations.prompts[i].conversation = static_cast<int64_t>(i) / std::max(turns, 1);
+    conversations.prompts[i].turn = static_cast<int32_t>(static_cast<int64_t>(i) % std::max(turns, 1));
+  }
+  const std::vector<std::string>& words = PromptWords();
+  std::mt19937_64 rng(options.seed ^ 0x73797374656dULL);
+  std::uniform_int_distribution<size_t> pick(0, words.size() - 1);
+  for (int64_t w = 0; w < shared_prefix_words; ++w) {
+    if (w > 0) conversations.system_prompt.push_back(' ');
+    conversations.system_prompt += words[pick(rng)];
+  }
+  return conversations;
+}
+
 int64_t CountWords(const std::string& text) {
   int64_t count = 0;
   bool in_word = false;

@@ -15,6 +15,10 @@ struct BenchPrompt {
   std::string prompt;
   int64_t input_len = 0;
   int64_t output_len = 0;
+  // Multi-turn runs: the conversation and the turn this is the user message of; the request also sends
+  // the conversation so far (system prompt, earlier turns and their answers). -1: a single request.
+  int64_t conversation = -1;
+  int32_t turn = 0;
 };
 
 // How many words start every random prompt to make it unique: they encode the run id and the request
@@ -37,6 +41,15 @@ struct RandomDatasetOptions {
 // Random prompts: kUniquePrefixWords words derived from (run_id, index), then seeded random words up to
 // the drawn length (at least the prefix). Deterministic for the same options.
 std::vector<BenchPrompt> MakeRandomPrompts(const RandomDatasetOptions& options);
+
+// Multi-turn conversations: `options.num_prompts` conversations of `turns` user messages each (random
+// prompts, as MakeRandomPrompts makes them), conversation by conversation, turn by turn. The returned
+// system prompt (`shared_prefix_words` seeded random words, empty for 0) starts every conversation.
+struct Conversations {
+  std::vector<BenchPrompt> prompts;
+  std::string system_prompt;
+};
+Conversations MakeConversations(const RandomDatasetOptions& options, int32_t turns, int64_t shared_prefix_words);
 
 // Reads a JSONL file: one object per line with a string "prompt" and an optional positive integer
 // "output_len" (else `default_output_len`); blank lines are skipped. Errors name the line. When the file

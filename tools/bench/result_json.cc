@@ -68,6 +68,9 @@ json ResultsToJson(const RunInfo& info, const BenchMetrics& metrics, const std::
   out["completed"] = metrics.completed;
   out["failed"] = metrics.failed;
   out["total_input_tokens"] = metrics.total_input_tokens;
+  out["total_cached_tokens"] = metrics.total_cached_tokens;
+  out["turns"] = info.turns;
+  out["shared_prefix_len"] = info.shared_prefix_len;
   out["total_output_tokens"] = metrics.total_output_tokens;
   out["usage_reported"] = metrics.usage_reported;
   out["request_throughput"] = metrics.request_throughput;
@@ -124,6 +127,10 @@ std::string FormatSummary(const RunInfo& info, const BenchMetrics& metrics) {
   text += Line("Failed requests", absl::StrCat(metrics.failed));
   text += Line("Benchmark duration (s)", Number(metrics.duration_s));
   text += Line("Total input tokens", absl::StrCat(metrics.total_input_tokens));
+  if (metrics.total_cached_tokens > 0 || info.turns > 1) {
+    text += Line("Cached input tokens", absl::StrCat(metrics.total_cached_tokens));
+    text += Line("Input tokens computed", absl::StrCat(metrics.total_input_tokens - metrics.total_cached_tokens));
+  }
   text += Line("Total generated tokens", absl::StrCat(metrics.total_output_tokens));
   text += Line("Request throughput (req/s)", Number(metrics.request_throughput));
   text += Line("Output token throughput (tok/s)", Number(metrics.output_throughput));

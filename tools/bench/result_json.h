@@ -25,7 +25,9 @@ struct RunInfo {
   double range_ratio = 0;
   double request_rate = 0;  // +inf: all at once
   double burstiness = 1;
-  int64_t max_concurrency = 0;  // 0: no limit
+  int64_t max_concurrency = 0;    // 0: no limit
+  int32_t turns = 1;              // multi-turn: user messages per conversation
+  int64_t shared_prefix_len = 0;  // multi-turn: words of the system prompt every conversation shares
   bool ignore_eos = false;
   double temperature = 0;
   uint64_t seed = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/base/internal/raw_logging.h"
+#include "common/prefix_hash.h"
 
 namespace llmc::engine {
 
@@ -10,27 +11,18 @@ namespace {
 
 uint64_t RotateLeft(uint64_t value, int bits) { return (value << bits) | (value >> (64 - bits)); }
 
-// MurmurHash3's 64-bit finalizer: every input bit affects every output bit.
-uint64_t Mix(uint64_t value) {
-  value ^= value >> 33;
-  value *= 0xff51afd7ed558ccdULL;
-  value ^= value >> 33;
-  value *= 0xc4ceb9fe1a85ec53ULL;
-  return value ^ (value >> 33);
-}
-
 }  // namespace
 
-// Deterministic across processes and builds (unlike absl::Hash), so that hashes can be compared between
-// the workers and the dispatchers.
+// Deterministic across processes and builds (absl::Hash is seeded per process), so runs and tests
+// reproduce.
 uint64_t BlockHash(uint64_t parent_hash, absl::Span<const int32_t> tokens) {
-  uint64_t hash = Mix(parent_hash ^ (tokens.size() * 0x9e3779b97f4a7c15ULL));
+  uint64_t hash = MixBits(parent_hash ^ (tokens.size() * 0x9e3779b97f4a7c15ULL));
   for (const int32_t token : tokens) {
     uint64_t word = static_cast<uint32_t>(token) * 0x87c37b91114253d5ULL;
     word = RotateLeft(word, 31) * 0x4cf5ad432745937fULL;
     hash = RotateLeft(hash ^ word, 27) * 5 + 0x52dce729;
   }
-  return Mix(hash);
+  return MixBits(hash);
 }
 
 BlockAllocator::BlockAllocator(int32_t num_blocks) : blocks_(num_blocks) {

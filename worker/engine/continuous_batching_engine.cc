@@ -215,7 +215,9 @@ void ContinuousBatchingEngine::Stop() {
 
 void ContinuousBatchingEngine::Run() {
   c10::InferenceMode inference;
-  model_->ReserveStepBuffers(options_.max_num_batched_tokens, options_.max_running, kMaxTopLogitsForSampling);
+  // Logits rows: one per running sequence, plus a step's prompt logprob rows.
+  model_->ReserveStepBuffers(options_.max_num_batched_tokens, options_.max_running + kMaxPromptLogprobRowsPerStep,
+                             kMaxTopLogitsForSampling);
   while (admit_.Run(kIdleWait)) {
     // Cancellations and expiries are told before the step, not after it.
     Deliver();

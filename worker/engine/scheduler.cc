@@ -42,9 +42,10 @@ bool Scheduler::WaitsForChoiceZero(const Sequence& sequence) const {
   if (sequence.choice_index == 0) return false;
   const Sequence& first = *sequence.group.sequences.front();
   if (first.finished() || first.num_output() > 0) return false;
-  // Prompt logprobs must come before any token of the request (sequence.h); with prefix caching the prompt
-  // is computed once, by choice 0.
-  return first.collects_prompt_logprobs() || limits_.enable_prefix_caching;
+  // Prompt logprobs must come before any token of the request (sequence.h); with prefix caching the prompt's
+  // full blocks are computed once, by choice 0 (a prompt shorter than a block has none to share).
+  return first.collects_prompt_logprobs() ||
+         (limits_.enable_prefix_caching && (first.prompt_length - 1) / limits_.block_size > 0);
 }
 
 void Scheduler::ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const {
@@ -56,7 +57,7 @@ void Scheduler::ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const 
   }
 }
 
-void Scheduler::TakeCachedPrefix(Sequence& sequence, SchedulerOutput& output) {
+void Scheduler::TakeCachedPrefix(Sequence& sequence) {
   if (!limits_.enable_prefix_caching || !sequence.block_table.empty() || !sequence.may_use_cached_prefix()) return;
   const int64_t block_size = limits_.block_size;
   const auto tokens = absl::MakeConstSpan(sequence.tokens);
@@ -71,9 +72,14 @@ void Scheduler::TakeCachedPrefix(Sequence& sequence, SchedulerOutput& output) {
     sequence.block_table.push_back(*block);
   }
   sequence.num_computed = static_cast<int64_t>(sequence.block_table.size()) * block_size;
-  output.prefix_cache_queries += static_cast<int64_t>(tokens.size());
+}
+
+void Scheduler::CountPrefixLookup(Sequence& sequence, SchedulerOutput& output) const {
+  // Prompts only: a preempted sequence with output recomputes its own tokens, cached or not.
+  if (!limits_.enable_prefix_caching || !sequence.may_use_cached_prefix() || sequence.num_output() > 0) return;
+  output.prefix_cache_queries += sequence.prompt_length;
   output.prefix_cache_hits += sequence.num_computed;
-  if (sequence.num_output() == 0) sequence.num_cached_prompt_tokens = sequence.num_computed;
+  sequence.num_cached_prompt_tokens = sequence.num_computed;
 }
 
 void Scheduler::CacheFilledBlocks(Sequence& sequence, int64_t num_tokens) {
@@ -170,7 +176,7 @@ SchedulerOutput Scheduler::Schedule() {
   // that have no chunk this step; one that still does not fit keeps its blocks and waits.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* sequence = running_[i];
-    if (sequence->decoding() || WaitsForChoiceZero(*sequence)) continue;
+    if (sequence->decoding()) continue;
     const int64_t wanted = ChunkLimit(*sequence, budget);
     if (wanted == 0) continue;
     int64_t num_tokens = TokensThatFit(*sequence, wanted, decoder_blocks);
@@ -190,15 +196,19 @@ SchedulerOutput Scheduler::Schedule() {
   if (!output.preempted.empty()) return output;
 
   // 3. Admissions. A small reserve of free blocks keeps them from forcing running sequences out at once.
+  // Choices waiting for their choice 0 keep their places in the running limit, which later requests
+  // cannot take.
   const int32_t reserve = allocator_.num_blocks() / 100 + decoder_blocks;
+  int64_t held = 0;
   for (auto it = waiting_.begin();
-       budget > 0 && it != waiting_.end() && static_cast<int64_t>(running_.size()) < limits_.max_running;) {
+       budget > 0 && it != waiting_.end() && static_cast<int64_t>(running_.size()) + held < limits_.max_running;) {
     Sequence* sequence = *it;
     if (WaitsForChoiceZero(*sequence)) {
+      ++held;
       ++it;
       continue;
     }
-    TakeCachedPrefix(*sequence, output);
+    TakeCachedPrefix(*sequence);
     const int64_t num_tokens = ChunkLimit(*sequence, budget);
     const int32_t needed = BlocksNeeded(*sequence, num_tokens);
     const bool fits =
@@ -212,6 +222,7 @@ SchedulerOutput Scheduler::Schedule() {
       continue;
     }
     it = waiting_.erase(it);
+    CountPrefixLookup(*sequence, output);
     InsertRunning(sequence);
     AddChunk(sequence, num_tokens, budget, output);
   }

@@ -30,7 +30,7 @@ struct SchedulerOutput {
   std::vector<Sequence*> preempted;    // sent back to waiting this step, blocks freed
   int64_t num_prefill_tokens = 0;
   int64_t num_decode_tokens = 0;
-  // Prefix cache lookups of this step's admissions: the tokens looked up and those found.
+  // Prefix cache lookups of this step's admitted prompts: the prompt tokens looked up and those found.
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
   bool empty() const { return chunks.empty(); }
@@ -85,7 +85,9 @@ class Scheduler {
   // Prefix caching: `sequence`'s block hashes up to its first `num_blocks` full blocks.
   void ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const;
   // Gives a sequence that holds no blocks the cached blocks of its longest cached prefix.
-  void TakeCachedPrefix(Sequence& sequence, SchedulerOutput& output);
+  void TakeCachedPrefix(Sequence& sequence);
+  // An admitted prompt's lookup, for the metrics and the request's cached-token count.
+  void CountPrefixLookup(Sequence& sequence, SchedulerOutput& output) const;
   // Caches the blocks that `num_tokens` newly computed tokens filled.
   void CacheFilledBlocks(Sequence& sequence, int64_t num_tokens);
   void AddChunk(Sequence* sequence, int64_t num_tokens, int64_t& budget, SchedulerOutput& output);
