@@ -37,7 +37,7 @@ struct PrefixAwareWeights {
   size_t index_capacity = 1 << 20;  // prefix chunk hashes remembered
 };
 
-// "lottery", "shortest_queue" or "prefix_aware"; seed 0 seeds from the OS.
+// "lottery", "shortest_queue", "power_of_two" or "prefix_aware"; seed 0 seeds from the OS.
 absl::StatusOr<std::unique_ptr<DispatchPolicy>> MakeDispatchPolicy(absl::string_view name, uint64_t seed,
                                                                    const PrefixAwareWeights& weights = {});
 

@@ -33,7 +33,7 @@ struct ControllerConfig {
     v("metrics_address", metrics_address, "host:port of the HTTP /metrics endpoint; empty disables it");
     v("heartbeat_interval", heartbeat_interval, "how often workers are told to send heartbeats");
     v("expiry_missed_heartbeats", expiry_missed_heartbeats, "missed heartbeats after which a worker is dropped");
-    v("dispatch_policy", dispatch_policy, "how PickWorker chooses: shortest_queue, lottery or prefix_aware");
+    v("dispatch_policy", dispatch_policy, "how PickWorker chooses: shortest_queue, lottery, power_of_two or prefix_aware");
     v("dispatch_seed", dispatch_seed, "seed of the dispatch random generator; 0 seeds from the OS");
     v("prefix_weight", prefix_weight,
       "prefix_aware: weight of the share of the request's prefix last sent to a worker");

@@ -48,6 +48,29 @@ TEST_CASE("lottery: the same seed gives the same sequence", "[unit][dispatch]") 
   for (int i = 0; i < 200; ++i) CHECK(first->Pick("m", {})->worker_id == second->Pick("m", {})->worker_id);
 }
 
+TEST_CASE("power_of_two: never picks the busier of two, and spreads a burst", "[unit][dispatch]") {
+  ManualClock clock;
+  auto registry = MakeRegistry(clock, "power_of_two");
+  REQUIRE(registry->Register(MakeRegistration("idle", "10.0.0.1:1", "m", 8)).ok());
+  REQUIRE(registry->Register(MakeRegistration("busy", "10.0.0.2:1", "m", 8)).ok());
+  REQUIRE(registry->Heartbeat(MakeHeartbeat("busy", 30, 8, 8)).ok());
+  // With two workers both are always drawn: the idle one wins until its picks make it as loaded (38).
+  for (int i = 0; i < 30; ++i) CHECK(registry->Pick("m", {})->worker_id == "idle");
+
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(registry->Register(MakeRegistration("w" + std::to_string(i), "10.0.0.3:1", "m", 8)).ok());
+  }
+  REQUIRE(registry->Deregister("idle"));
+  REQUIRE(registry->Deregister("busy"));
+  const auto counts = CountPicks(*registry, 400);
+  for (const auto& [id, count] : counts) {
+    INFO(id);
+    CHECK(count >= 90);  // 100 each when perfectly even; two choices keep it close
+    CHECK(count <= 110);
+  }
+  CHECK(MakeDispatchPolicy("power_of_two", 1).value()->name() == "power_of_two");
+}
+
 TEST_CASE("shortest_queue: a burst of 100 picks spreads over equal workers to within one", "[unit][dispatch]") {
   ManualClock clock;
   auto registry = MakeRegistry(clock, "shortest_queue");
