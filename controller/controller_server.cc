@@ -21,9 +21,9 @@ absl::Duration SweepInterval(absl::Duration heartbeat_interval) {
 }  // namespace
 
 ControllerServer::ControllerServer(config::ControllerConfig config, const Clock& clock) : config_(std::move(config)) {
-  auto policy = MakeDispatchPolicy(
-      config_.dispatch_policy, config_.dispatch_seed,
-      {config_.prefix_weight, config_.load_weight, config_.kv_weight, config_.prefix_index_entries});
+  auto policy =
+      MakeDispatchPolicy(config_.dispatch_policy, config_.dispatch_seed,
+                         {config_.prefix_weight, config_.load_weight, config_.kv_weight, config_.prefix_index_entries});
   // The configuration was validated, so the policy name is known.
   registry_ = std::make_unique<WorkerRegistry>(clock, config_.expiry_after(), std::move(policy).value());
   metrics_ = std::make_unique<ControllerMetrics>(*registry_, config_.dispatch_policy);

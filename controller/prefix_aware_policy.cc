@@ -1,6 +1,19 @@
 #include "controller/prefix_aware_policy.h"
 
+#include <algorithm>
+
 namespace llmc::controller {
+
+void PrefixAwarePolicy::Forget(absl::string_view worker_id) {
+  index_.Forget(worker_id);
+  charges_.erase(worker_id);
+}
+
+double PrefixAwarePolicy::ChargedSinceHeartbeat(const RegisteredWorker& worker) {
+  const auto it = charges_.find(worker.worker_id);
+  if (it == charges_.end() || it->second.heartbeat != worker.last_heartbeat) return 0;
+  return it->second.tokens;
+}
 
 size_t PrefixAwarePolicy::Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& request) {
   constexpr double kTieTolerance = 1e-9;
@@ -12,9 +25,11 @@ size_t PrefixAwarePolicy::Choose(absl::Span<const RegisteredWorker* const> candi
   tied_.clear();
   for (size_t i = 0; i < candidates.size(); ++i) {
     const RegisteredWorker& worker = *candidates[i];
-    const double prefix = hashes.empty() ? 0.0 : static_cast<double>(matched_[i]) / hashes.size();
-    const double score = weights_.prefix * prefix - weights_.load * worker.RelativeLoad() -
-                         weights_.kv * static_cast<double>(worker.load.kv_cache_usage());
+    const double cached = static_cast<double>(matched_[i]) * weights_.tokens_per_hash;
+    const double queued = static_cast<double>(worker.load.pending_prefill_tokens()) + ChargedSinceHeartbeat(worker) +
+                          worker.RelativeLoad() * weights_.queue_tokens;
+    const double score = weights_.prefix * cached - weights_.load * queued -
+                         weights_.kv * static_cast<double>(worker.load.kv_cache_usage()) * weights_.queue_tokens;
     if (tied_.empty() || score > best + kTieTolerance) {
       best = score;
       tied_.assign(1, i);
@@ -24,7 +39,15 @@ size_t PrefixAwarePolicy::Choose(absl::Span<const RegisteredWorker* const> candi
   }
   const size_t chosen =
       tied_.size() == 1 ? tied_[0] : tied_[std::uniform_int_distribution<size_t>(0, tied_.size() - 1)(random_)];
-  index_.Record(hashes, candidates[chosen]->worker_id);
+  const RegisteredWorker& worker = *candidates[chosen];
+  // What the chosen worker will likely prefill: the chunks it does not hold (at least one's worth).
+  const double uncached =
+      static_cast<double>(std::max<int64_t>(1, static_cast<int64_t>(hashes.size()) - matched_[chosen])) *
+      weights_.tokens_per_hash;
+  Charge& charge = charges_[worker.worker_id];
+  if (charge.heartbeat != worker.last_heartbeat) charge = Charge{worker.last_heartbeat, 0};
+  charge.tokens += uncached;
+  index_.Record(hashes, worker.worker_id);
   return chosen;
 }
 

@@ -58,26 +58,36 @@ TEST_CASE("prefix hash: chained chunk hashes agree exactly as far as the inputs 
   CHECK(same[0] != same[1]);
 }
 
+// A heartbeat from every worker of PrefixAwareRegistry with the given queues (a later one than before, so
+// the policy's own count of what it sent since is reset too).
+void HeartbeatAll(ManualClock& clock, WorkerRegistry& registry, int workers, uint32_t capacity,
+                  const std::map<std::string, std::pair<uint32_t, uint32_t>>& queues = {}) {
+  clock.Advance(absl::Milliseconds(1));
+  for (int w = 0; w < workers; ++w) {
+    const std::string id = "w" + std::to_string(w);
+    const auto queue = queues.count(id) ? queues.at(id) : std::pair<uint32_t, uint32_t>{0, 0};
+    REQUIRE(registry.Heartbeat(MakeHeartbeat(id, queue.first, queue.second, capacity)).ok());
+  }
+}
+
 TEST_CASE("prefix_aware: repeated prefixes land on the worker that got them first, and new ones spread",
           "[unit][dispatch]") {
   ManualClock clock;
   auto registry = PrefixAwareRegistry(clock, 4, 64);
   std::map<int, std::string> home;
-  for (int round = 0; round < 5; ++round) {
-    for (int family = 0; family < 8; ++family) {
-      // Six shared chunks (a system prompt), then two of this request's own.
-      const std::string worker = PickFor(*registry, Prompt(family, round * 8 + family, 8, 6));
-      if (round == 0) {
-        home[family] = worker;
-      } else {
-        INFO("family " << family << " round " << round);
-        CHECK(worker == home[family]);
-      }
-    }
-  }
+  // New prefixes, picked in a burst: each pick counts against its worker at once, so they spread.
+  for (int family = 0; family < 8; ++family) home[family] = PickFor(*registry, Prompt(family, family, 8, 6));
   std::set<std::string> used;
   for (const auto& [family, worker] : home) used.insert(worker);
-  CHECK(used.size() == 4);  // first picks go by load, so 8 new prefixes cover the 4 workers
+  CHECK(used.size() == 4);
+  for (int round = 1; round < 5; ++round) {
+    for (int family = 0; family < 8; ++family) {
+      HeartbeatAll(clock, *registry, 4, 64);
+      // Six shared chunks (a system prompt), then two of this request's own.
+      INFO("family " << family << " round " << round);
+      CHECK(PickFor(*registry, Prompt(family, round * 8 + family, 8, 6)) == home[family]);
+    }
+  }
 }
 
 TEST_CASE("prefix_aware: a busy worker loses its prefixes to idle ones, and the longer match wins",
@@ -86,20 +96,17 @@ TEST_CASE("prefix_aware: a busy worker loses its prefixes to idle ones, and the 
   auto registry = PrefixAwareRegistry(clock, 2, 8);
   const std::string first = PickFor(*registry, Prompt(1, 1, 4, 4));
   const std::string other = first == "w0" ? "w1" : "w0";
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(first, 0, 0, 8)).ok());
+  const auto set_loads = [&](uint32_t first_queue, uint32_t other_queue) {
+    HeartbeatAll(clock, *registry, 2, 8, {{first, {first_queue, 0}}, {other, {other_queue, 0}}});
+  };
+  set_loads(0, 0);
   CHECK(PickFor(*registry, Prompt(1, 2, 4, 4)) == first);
-
-  // Twice its capacity queued: the prefix (worth at most 1) does not outweigh a load of 2.
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(first, 8, 8, 8)).ok());
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(other, 0, 0, 8)).ok());
+  // Twice its capacity queued: its cached prefix does not outweigh that.
+  set_loads(16, 0);
   CHECK(PickFor(*registry, Prompt(1, 3, 4, 4)) == other);
 
   // Family 4: `other` (steered there by load) gets its first 2 chunks, then `first` all 4. With equal
   // loads, each request goes to the worker that holds more of its own start.
-  const auto set_loads = [&](uint32_t first_queue, uint32_t other_queue) {
-    REQUIRE(registry->Heartbeat(MakeHeartbeat(first, first_queue, 0, 8)).ok());
-    REQUIRE(registry->Heartbeat(MakeHeartbeat(other, other_queue, 0, 8)).ok());
-  };
   set_loads(16, 0);
   CHECK(PickFor(*registry, Prompt(4, 40, 4, 2)) == other);
   set_loads(0, 16);
@@ -110,24 +117,39 @@ TEST_CASE("prefix_aware: a busy worker loses its prefixes to idle ones, and the 
   CHECK(PickFor(*registry, Prompt(4, 40, 4, 2)) == other);  // 4 of 4 against 2 of 4
 }
 
+TEST_CASE("prefix_aware: prefill queued on a worker counts against it, and so do the picks sent since",
+          "[unit][dispatch]") {
+  ManualClock clock;
+  auto registry = PrefixAwareRegistry(clock, 2, 64);
+  const std::string home = PickFor(*registry, Prompt(3, 3, 8, 8));  // 8 chunks: about 256 tokens cached
+  const std::string other = home == "w0" ? "w1" : "w0";
+  HeartbeatAll(clock, *registry, 2, 64);
+  v1::HeartbeatRequest busy = MakeHeartbeat(home, 0, 0, 64);
+  busy.mutable_load()->set_pending_prefill_tokens(1000);
+  REQUIRE(registry->Heartbeat(busy).ok());
+  CHECK(PickFor(*registry, Prompt(3, 4, 8, 4)) == other);  // `other` now holds the first 4 chunks
+  // Without the queued prefill, the longer prefix wins again; then the picks charged to it send the next
+  // ones of a burst elsewhere.
+  HeartbeatAll(clock, *registry, 2, 64);
+  CHECK(PickFor(*registry, Prompt(3, 5, 8, 8)) == home);
+  int elsewhere = 0;
+  for (int i = 0; i < 8; ++i) elsewhere += PickFor(*registry, Prompt(3, 6 + i, 8, 8)) == other;
+  CHECK(elsewhere > 0);
+}
+
 TEST_CASE("prefix_aware: a worker that registers again or leaves is forgotten", "[unit][dispatch]") {
   ManualClock clock;
   auto registry = PrefixAwareRegistry(clock, 2, 64);
-  const std::string prompt = Prompt(7, 7, 4, 4);
+  const std::string prompt = Prompt(7, 7, 8, 8);
   const std::string home = PickFor(*registry, prompt);
   const std::string other = home == "w0" ? "w1" : "w0";
-  // Make `other` look a little busier, so only the prefix keeps requests on `home`...
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(home, 0, 0, 64)).ok());
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(other, 0, 1, 64)).ok());
+  // One running sequence on `home` costs less than the 8 chunks it holds...
+  HeartbeatAll(clock, *registry, 2, 64, {{home, {0, 1}}});
   CHECK(PickFor(*registry, prompt) == home);
-  // ... and after `home` restarts (registers again, its cache empty) the load decides: `home` is idler.
+  // ... but once it registers again (restarted, its cache empty) the prefix no longer counts for it.
   REQUIRE(registry->Register(MakeRegistration(home, "10.0.0.1:1", "m", 64)).ok());
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(home, 0, 2, 64)).ok());
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(other, 0, 1, 64)).ok());
+  HeartbeatAll(clock, *registry, 2, 64, {{home, {0, 1}}});
   CHECK(PickFor(*registry, prompt) == other);
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(home, 0, 0, 64)).ok());
-  REQUIRE(registry->Heartbeat(MakeHeartbeat(other, 0, 1, 64)).ok());
-  CHECK(PickFor(*registry, prompt) == other);  // the prefix is now `other`'s
   REQUIRE(registry->Deregister(other));
   CHECK(PickFor(*registry, prompt) == home);
 }

@@ -25,13 +25,16 @@ struct WorkloadResult {
   int64_t prompt_tokens = 0;
 };
 
-// Four "documents" of about 600 characters, each asked six different questions one after another.
+// Four "documents" of about 2,400 characters, each asked six different questions one after another.
 WorkloadResult RunSharedPrefixWorkload(const std::string& policy) {
-  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {"--dispatch_policy=" + policy, "--dispatch_seed=7"});
+  // Heartbeats every 100 ms, as prefix_aware wants them (docs/dispatch.md): fresh queues, and picks counted
+  // since the last one do not pile up over a sequence of requests.
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY,
+                               {"--dispatch_policy=" + policy, "--dispatch_seed=7", "--heartbeat_interval=100ms"});
   WorkerProcess first(LLMC_WORKER_BINARY, SmallModelPackage(),
-                      SmallWorkerArgs(controller.address(), "prefix-a", {"--max_model_len=1024"}));
+                      SmallWorkerArgs(controller.address(), "prefix-a", {"--max_model_len=2048"}));
   WorkerProcess second(LLMC_WORKER_BINARY, SmallModelPackage(),
-                       SmallWorkerArgs(controller.address(), "prefix-b", {"--max_model_len=1024"}));
+                       SmallWorkerArgs(controller.address(), "prefix-b", {"--max_model_len=2048"}));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
   REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(60)));
   REQUIRE(gateway.WaitHealthy());
@@ -39,11 +42,13 @@ WorkloadResult RunSharedPrefixWorkload(const std::string& policy) {
   for (int question = 0; question < 6; ++question) {
     for (int document = 0; document < 4; ++document) {
       std::string prompt = "Document " + std::to_string(document) + ":";
-      for (int sentence = 0; sentence < 12; ++sentence) {
-        prompt += " Sentence " + std::to_string(sentence) + " of document " + std::to_string(document) +
-                  " says something.";
+      for (int sentence = 0; sentence < 48; ++sentence) {
+        prompt +=
+            " Sentence " + std::to_string(sentence) + " of document " + std::to_string(document) + " says something.";
       }
       prompt += " Question " + std::to_string(question) + ": what does it say?";
+      // A user's pause: the next heartbeats (every 100 ms) show the workers as they are now, idle.
+      absl::SleepFor(absl::Milliseconds(250));
       const json body = {{"model", kSmallModelName}, {"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
       const HttpReply reply = PostJson(gateway.port(), "/v1/completions", body.dump());
       INFO(reply.body);
@@ -66,8 +71,8 @@ TEST_CASE("prefix routing: prefix_aware serves more prompt tokens from the worke
           "[integration][gateway][prefix_cache]") {
   const WorkloadResult lottery = RunSharedPrefixWorkload("lottery");
   const WorkloadResult prefix_aware = RunSharedPrefixWorkload("prefix_aware");
-  INFO("cached tokens: lottery " << lottery.cached_tokens << ", prefix_aware " << prefix_aware.cached_tokens
-                                 << " of " << prefix_aware.prompt_tokens);
+  INFO("cached tokens: lottery " << lottery.cached_tokens << ", prefix_aware " << prefix_aware.cached_tokens << " of "
+                                 << prefix_aware.prompt_tokens);
   CHECK(prefix_aware.prompt_tokens == lottery.prompt_tokens);
   CHECK(prefix_aware.cached_tokens > lottery.cached_tokens);
   // Each document is computed once; its other 5 questions find it cached (all but the partial last block

@@ -123,7 +123,7 @@ class XAxis {
 };
 
 void DrawPanel(std::string& svg, const Panel& panel, const std::vector<PlotSeries>& series, const XAxis& x_axis,
-               double left, double top) {
+               const std::string& x_label, double left, double top) {
   double y_max = 0;
   for (const auto& s : series) {
     for (const auto& p : s.points) {
@@ -160,7 +160,7 @@ void DrawPanel(std::string& svg, const Panel& panel, const std::vector<PlotSerie
                   "\" y2=\"", Num(top + kPanelHeight), "\" stroke=\"#000000\" stroke-width=\"1.5\"/>\n");
   absl::StrAppend(&svg, "<text class=\"x-label\" x=\"", Num(left + kPanelWidth / 2), "\" y=\"",
                   Num(top + kPanelHeight + 36), "\" text-anchor=\"middle\" font-size=\"12\">",
-                  x_axis.log() ? "concurrency (log scale)" : "concurrency", "</text>\n");
+                  Escape(x_axis.log() ? x_label + " (log scale)" : x_label), "</text>\n");
   const double label_x = left - 52;
   const double label_y = top + kPanelHeight / 2;
   absl::StrAppend(&svg, "<text class=\"y-label\" x=\"", Num(label_x), "\" y=\"", Num(label_y),
@@ -217,7 +217,7 @@ std::vector<PlotSeries> SeriesFromResults(const std::vector<std::pair<std::strin
   return series;
 }
 
-std::string RenderSvgPlot(const std::vector<PlotSeries>& series, const std::string& title) {
+std::string RenderSvgPlot(const std::vector<PlotSeries>& series, const std::string& title, const std::string& x_label) {
   const XAxis x_axis(series);
   const std::vector<Panel> panels = {
       {"throughput", "Output token throughput", "tokens/s", {{[](const PlotPoint& p) { return p.output_throughput; }}}},
@@ -265,7 +265,7 @@ std::string RenderSvgPlot(const std::vector<PlotSeries>& series, const std::stri
   for (size_t i = 0; i < panels.size(); ++i) {
     const double left = i % 2 == 0 ? 90 : 90 + kPanelWidth + 120;
     const double top = i / 2 == 0 ? 110 : 110 + kPanelHeight + 100;
-    DrawPanel(svg, panels[i], series, x_axis, left, top);
+    DrawPanel(svg, panels[i], series, x_axis, x_label, left, top);
   }
   absl::StrAppend(&svg, "</svg>\n");
   return svg;

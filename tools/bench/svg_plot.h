@@ -29,7 +29,9 @@ std::vector<PlotSeries> SeriesFromResults(const std::vector<std::pair<std::strin
 // A self-contained SVG document with four panels against concurrency — output-token throughput, and TTFT,
 // TPOT and end-to-end latency with p50 as solid and p99 as dashed lines — one colour per series, axes with
 // ticks and labels, and a legend. The x axis is logarithmic (base 2) when concurrencies span 4× or more.
-std::string RenderSvgPlot(const std::vector<PlotSeries>& series, const std::string& title);
+// `x_label` names the x axis.
+std::string RenderSvgPlot(const std::vector<PlotSeries>& series, const std::string& title,
+                          const std::string& x_label = "concurrency");
 
 }  // namespace llmc::bench
 

@@ -292,6 +292,7 @@ void ContinuousBatchingEngine::PublishLoad(int64_t generated_tokens) {
   }
   load_.num_waiting = scheduler_.num_waiting();
   load_.num_running = scheduler_.num_running();
+  load_.pending_prefill_tokens = scheduler_.pending_prefill_tokens();
   load_.num_kv_blocks_used = allocator_.num_used();
   load_.num_preemptions = schedule_.num_preemptions();
   load_.prefix_cache_queries = schedule_.prefix_cache_queries();

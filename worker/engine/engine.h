@@ -38,6 +38,7 @@ struct EngineLoad {
   int64_t max_running = 0;
   int64_t max_waiting = 0;
   int64_t num_preemptions = 0;       // since start
+  int64_t pending_prefill_tokens = 0;  // uncomputed tokens of waiting and prefilling sequences
   int64_t prefix_cache_queries = 0;  // since start: prompt tokens looked up in the prefix cache
   int64_t prefix_cache_hits = 0;     // since start: of which found cached
   double tokens_per_second = 0;      // generated tokens, recent

@@ -38,6 +38,15 @@ void Scheduler::Computed(const SchedulerOutput& plan) {
   }
 }
 
+int64_t Scheduler::pending_prefill_tokens() const {
+  int64_t tokens = 0;
+  for (const Sequence* sequence : waiting_) tokens += sequence->num_uncomputed();
+  for (const Sequence* sequence : running_) {
+    if (!sequence->decoding()) tokens += sequence->num_uncomputed();
+  }
+  return tokens;
+}
+
 bool Scheduler::WaitsForChoiceZero(const Sequence& sequence) const {
   if (sequence.choice_index == 0) return false;
   const Sequence& first = *sequence.group.sequences.front();

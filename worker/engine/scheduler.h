@@ -66,6 +66,8 @@ class Scheduler {
 
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  // Tokens of waiting and prefilling sequences not yet computed (after the step's chunks are counted).
+  int64_t pending_prefill_tokens() const;
   const BlockAllocator& allocator() const { return allocator_; }
 
  private:
