@@ -18,6 +18,7 @@ port="${BENCH_PORT:-8100}"
 out="${BENCH_OUT:-build/bench-results}"
 controller_port=$((port + 13200))
 worker_port=$((port + 13210))
+threads="${LLMC_THREADS:-$(nproc)}"
 
 [ "${BENCH_SKIP_BUILD:-0}" = 1 ] || scripts/build.sh >/dev/null
 scripts/fetch-tokenizers.sh build/third_party/tokenizers >/dev/null
@@ -26,49 +27,11 @@ bench=build/tools/bench/llmc-bench
 logs="$out/logs"
 mkdir -p "$logs"
 
-pids=()
-stop_cluster() {
-  if [ ${#pids[@]} -gt 0 ]; then
-    kill -TERM "${pids[@]}" 2>/dev/null || true
-    for _ in $(seq 1 100); do  # up to 10 s for a clean exit, then force
-      alive=0
-      for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-      [ "$alive" = 0 ] && break
-      sleep 0.1
-    done
-    kill -KILL "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
-  fi
-  pids=()
-}
+bench_name=bench-multiturn
+# shellcheck source=scripts/bench-cluster.sh
+source scripts/bench-cluster.sh
 trap stop_cluster EXIT
 trap 'exit 130' INT TERM
-
-# start_cluster NAME [worker flags...]: waits (bounded) until the gateway lists the model.
-start_cluster() {
-  local name=$1
-  shift
-  build/controller/llmc-controller --listen_address="127.0.0.1:$controller_port" \
-    --metrics_address="127.0.0.1:$((controller_port + 80))" >"$logs/$name-controller.log" 2>&1 &
-  pids+=($!)
-  build/worker/llmc-worker --model_path="$package" --listen_address="127.0.0.1:$worker_port" \
-    --metrics_address="127.0.0.1:$((worker_port + 80))" --controller_address="127.0.0.1:$controller_port" \
-    --worker_id="bench-worker" --num_threads="$(nproc)" --kv_cache_bytes=$((1 << 30)) "$@" \
-    >"$logs/$name-worker.log" 2>&1 &
-  pids+=($!)
-  build/gateway/llmc-gateway --listen_address="127.0.0.1:$port" \
-    --controller_address="127.0.0.1:$controller_port" >"$logs/$name-gateway.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 1 600); do
-    curl -fsS "http://127.0.0.1:$port/v1/models" 2>/dev/null | grep -q '"id"' && return 0
-    for pid in "${pids[@]}"; do
-      kill -0 "$pid" 2>/dev/null || { echo "bench-multiturn: a cluster process exited; see $logs/$name-*.log" >&2; return 1; }
-    done
-    sleep 0.5
-  done
-  echo "bench-multiturn: the cluster did not serve the model within 300 s" >&2
-  return 1
-}
 
 echo "bench-multiturn: machine $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) cores"
 echo "bench-multiturn: $conversations conversations x $turns turns, $system_len-word shared system prompt"

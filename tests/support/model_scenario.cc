@@ -50,6 +50,37 @@ ModelReference LoadModelReference(const std::string& dir) {
   return reference;
 }
 
+const std::string& Float32ParityDir() {
+  static const std::string dir = ParityFixture("float32");
+  return dir;
+}
+
+const ModelReference& Float32ParityReference() {
+  static const ModelReference reference = LoadModelReference(Float32ParityDir());
+  return reference;
+}
+
+const tokenizer::Tokenizer& Float32ParityTokenizer() {
+  static const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
+      tokenizer::Tokenizer::FromFile(Float32ParityDir() + "/package/tokenizer.json").value();
+  return *tokenizer;
+}
+
+std::unique_ptr<engine::Engine> StartParityEngine(const std::string& package_dir, const engine::EngineOptions& options,
+                                                  engine::EngineObserver* observer) {
+  auto model = model::LoadedModel::Load(package_dir, {"cpu", ""});
+  REQUIRE(model.ok());
+  auto engine = engine::Engine::Create(std::move(*model), Float32ParityTokenizer(), options, observer);
+  REQUIRE(engine.ok());
+  REQUIRE((*engine)->Start().ok());
+  return std::move(*engine);
+}
+
+std::vector<int32_t> ToIds(const at::Tensor& tensor) {
+  const at::Tensor ints = tensor.to(at::kInt).contiguous();
+  return std::vector<int32_t>(ints.data_ptr<int32_t>(), ints.data_ptr<int32_t>() + ints.numel());
+}
+
 namespace {
 
 // The engine's bookkeeping in miniature: scattered blocks, slot mapping, one flattened batch per step.

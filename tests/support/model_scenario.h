@@ -1,10 +1,13 @@
 #ifndef LLMC_TESTS_SUPPORT_MODEL_SCENARIO_H_
 #define LLMC_TESTS_SUPPORT_MODEL_SCENARIO_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "worker/engine/engine.h"
 #include "worker/model/loaded_model.h"
+#include "worker/tokenizer/tokenizer.h"
 
 namespace llmc::testing {
 
@@ -19,6 +22,17 @@ struct ModelReference {
   std::vector<at::Tensor> last_embeddings, mean_embeddings;
 };
 ModelReference LoadModelReference(const std::string& fixture_dir);
+
+// The float32 fixture (made once): its folder, reference and tokenizer.
+const std::string& Float32ParityDir();
+const ModelReference& Float32ParityReference();
+const tokenizer::Tokenizer& Float32ParityTokenizer();
+// An engine on the package in `package_dir` (the fixture's, or a changed copy of it), with the fixture's
+// tokenizer, started; fails the test when it cannot start.
+std::unique_ptr<engine::Engine> StartParityEngine(const std::string& package_dir, const engine::EngineOptions& options,
+                                                  engine::EngineObserver* observer = nullptr);
+// A reference tensor of token ids as a vector.
+std::vector<int32_t> ToIds(const at::Tensor& tensor);
 
 // The serving scenario through `model`: three sequences prefilled together, a fourth joining at step 5 in
 // two chunks mixed with decode tokens, 32 greedy steps each; every logits row must be within `tolerance` of

@@ -22,21 +22,9 @@ namespace {
 
 using testing::CollectingSink;
 
-const std::string& FixtureDir() {
-  static const std::string dir = testing::ParityFixture("float32");
-  return dir;
-}
-
-const testing::ModelReference& Reference() {
-  static const testing::ModelReference reference = testing::LoadModelReference(FixtureDir());
-  return reference;
-}
-
-const tokenizer::Tokenizer& Tokenizer() {
-  static const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
-      tokenizer::Tokenizer::FromFile(FixtureDir() + "/package/tokenizer.json").value();
-  return *tokenizer;
-}
+const std::string& FixtureDir() { return testing::Float32ParityDir(); }
+const testing::ModelReference& Reference() { return testing::Float32ParityReference(); }
+using testing::ToIds;
 
 // The fixture's package with its manifest's embedding_pooling set to `pooling`.
 std::string PackageWithPooling(const std::string& pooling) {
@@ -59,17 +47,7 @@ EngineOptions SmallOptions() {
 }
 
 std::unique_ptr<Engine> StartEngine(const std::string& package, const EngineOptions& options) {
-  auto model = model::LoadedModel::Load(package, {"cpu", ""});
-  REQUIRE(model.ok());
-  auto engine = Engine::Create(std::move(*model), Tokenizer(), options);
-  REQUIRE(engine.ok());
-  REQUIRE((*engine)->Start().ok());
-  return std::move(*engine);
-}
-
-std::vector<int32_t> ToIds(const at::Tensor& tensor) {
-  const at::Tensor ints = tensor.to(at::kInt).contiguous();
-  return std::vector<int32_t>(ints.data_ptr<int32_t>(), ints.data_ptr<int32_t>() + ints.numel());
+  return testing::StartParityEngine(package, options);
 }
 
 GenerationRequest Embedding(const at::Tensor& prompt, Pooling pooling) {

@@ -20,16 +20,7 @@ using testing::CollectingSink;
 
 constexpr int64_t kBlockSize = 16;
 
-const std::string& FixtureDir() {
-  static const std::string dir = testing::ParityFixture("float32");
-  return dir;
-}
-
-const tokenizer::Tokenizer& Tokenizer() {
-  static const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
-      tokenizer::Tokenizer::FromFile(FixtureDir() + "/package/tokenizer.json").value();
-  return *tokenizer;
-}
+const std::string& FixtureDir() { return testing::Float32ParityDir(); }
 
 // Counts the prefill tokens the engine computes.
 class PrefillCounter : public EngineObserver {
@@ -53,12 +44,7 @@ EngineOptions Options(bool prefix_caching, int64_t kv_cache_bytes = 64 << 20) {
 }
 
 std::unique_ptr<Engine> StartEngine(const EngineOptions& options, EngineObserver* observer = nullptr) {
-  auto model = model::LoadedModel::Load(FixtureDir() + "/package", {"cpu", ""});
-  REQUIRE(model.ok());
-  auto engine = Engine::Create(std::move(*model), Tokenizer(), options, observer);
-  REQUIRE(engine.ok());
-  REQUIRE((*engine)->Start().ok());
-  return std::move(*engine);
+  return testing::StartParityEngine(FixtureDir() + "/package", options, observer);
 }
 
 int64_t BlockBytes() {

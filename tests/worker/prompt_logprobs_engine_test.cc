@@ -22,21 +22,9 @@ using testing::CollectingSink;
 constexpr int64_t kForcedTokens = 20;  // continuation tokens appended to each scenario prompt
 constexpr uint32_t kAlternatives = 3;
 
-const std::string& FixtureDir() {
-  static const std::string dir = testing::ParityFixture("float32");
-  return dir;
-}
-
-const testing::ModelReference& Reference() {
-  static const testing::ModelReference reference = testing::LoadModelReference(FixtureDir());
-  return reference;
-}
-
-const tokenizer::Tokenizer& Tokenizer() {
-  static const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
-      tokenizer::Tokenizer::FromFile(FixtureDir() + "/package/tokenizer.json").value();
-  return *tokenizer;
-}
+const testing::ModelReference& Reference() { return testing::Float32ParityReference(); }
+const tokenizer::Tokenizer& Tokenizer() { return testing::Float32ParityTokenizer(); }
+using testing::ToIds;
 
 EngineOptions SmallOptions() {
   EngineOptions options;
@@ -48,17 +36,7 @@ EngineOptions SmallOptions() {
 }
 
 std::unique_ptr<Engine> StartEngine(const EngineOptions& options) {
-  auto model = model::LoadedModel::Load(FixtureDir() + "/package", {"cpu", ""});
-  REQUIRE(model.ok());
-  auto engine = Engine::Create(std::move(*model), Tokenizer(), options);
-  REQUIRE(engine.ok());
-  REQUIRE((*engine)->Start().ok());
-  return std::move(*engine);
-}
-
-std::vector<int32_t> ToIds(const at::Tensor& tensor) {
-  const at::Tensor ints = tensor.to(at::kInt).contiguous();
-  return std::vector<int32_t>(ints.data_ptr<int32_t>(), ints.data_ptr<int32_t>() + ints.numel());
+  return testing::StartParityEngine(testing::Float32ParityDir() + "/package", options);
 }
 
 // Scenario `s`'s prompt followed by the first kForcedTokens tokens of its greedy continuation.
@@ -166,7 +144,7 @@ TEST_CASE("engine prompt logprobs: equal the reference alone, chunked, with n = 
 TEST_CASE("engine prompt logprobs: start over when a preempted prompt is recomputed",
           "[integration][engine][logprobs]") {
   EngineOptions options = SmallOptions();
-  auto probe = model::LoadedModel::Load(FixtureDir() + "/package", {"cpu", ""});
+  auto probe = model::LoadedModel::Load(testing::Float32ParityDir() + "/package", {"cpu", ""});
   REQUIRE(probe.ok());
   // 8 blocks of 16 tokens: two 40-token generations take 6 blocks once they decode, so the 60-token scored
   // prompts (4 blocks) are preempted and readmitted.
