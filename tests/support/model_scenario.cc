@@ -76,6 +76,22 @@ std::unique_ptr<engine::Engine> StartParityEngine(const std::string& package_dir
   return std::move(*engine);
 }
 
+engine::GenerationRequest ReferenceGreedyRequest(const at::Tensor& prompt) {
+  engine::GenerationRequest request;
+  request.request_id = "greedy";
+  request.prompt_token_ids = ToIds(prompt);
+  request.sampling.temperature = 0;
+  request.sampling.max_tokens = 32;
+  request.sampling.ignore_eos = true;
+  return request;
+}
+
+std::shared_ptr<CollectingSink> SubmitCollecting(engine::Engine& engine, engine::GenerationRequest request) {
+  auto sink = std::make_shared<CollectingSink>();
+  REQUIRE(engine.Submit(std::move(request), sink).ok());
+  return sink;
+}
+
 std::vector<int32_t> ToIds(const at::Tensor& tensor) {
   const at::Tensor ints = tensor.to(at::kInt).contiguous();
   return std::vector<int32_t>(ints.data_ptr<int32_t>(), ints.data_ptr<int32_t>() + ints.numel());

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/collecting_sink.h"
 #include "worker/engine/engine.h"
 #include "worker/model/loaded_model.h"
 #include "worker/tokenizer/tokenizer.h"
@@ -33,6 +34,10 @@ std::unique_ptr<engine::Engine> StartParityEngine(const std::string& package_dir
                                                   engine::EngineObserver* observer = nullptr);
 // A reference tensor of token ids as a vector.
 std::vector<int32_t> ToIds(const at::Tensor& tensor);
+// The reference's own continuation request for `prompt`: greedy, 32 tokens, ignoring EOS.
+engine::GenerationRequest ReferenceGreedyRequest(const at::Tensor& prompt);
+// Submits `request` with a fresh CollectingSink (the submission must be accepted) and returns the sink.
+std::shared_ptr<CollectingSink> SubmitCollecting(engine::Engine& engine, engine::GenerationRequest request);
 
 // The serving scenario through `model`: three sequences prefilled together, a fourth joining at step 5 in
 // two chunks mixed with decode tokens, 32 greedy steps each; every logits row must be within `tolerance` of

@@ -59,20 +59,9 @@ GenerationRequest Embedding(const at::Tensor& prompt, Pooling pooling) {
   return request;
 }
 
-GenerationRequest Greedy(const at::Tensor& prompt) {
-  GenerationRequest request;
-  request.request_id = "greedy";
-  request.prompt_token_ids = ToIds(prompt);
-  request.sampling.temperature = 0;
-  request.sampling.max_tokens = 32;
-  request.sampling.ignore_eos = true;
-  return request;
-}
-
+GenerationRequest Greedy(const at::Tensor& prompt) { return testing::ReferenceGreedyRequest(prompt); }
 std::shared_ptr<CollectingSink> Submit(Engine& engine, GenerationRequest request) {
-  auto sink = std::make_shared<CollectingSink>();
-  REQUIRE(engine.Submit(std::move(request), sink).ok());
-  return sink;
+  return testing::SubmitCollecting(engine, std::move(request));
 }
 
 // The sink's embedding equals `expected` (float32, unit length) to float32 rounding.

@@ -59,20 +59,9 @@ GenerationRequest Scored(size_t s, uint32_t n) {
   return request;
 }
 
-GenerationRequest Greedy(size_t s) {
-  GenerationRequest request;
-  request.request_id = "greedy";
-  request.prompt_token_ids = ToIds(Reference().prompts[s]);
-  request.sampling.temperature = 0;
-  request.sampling.max_tokens = 32;
-  request.sampling.ignore_eos = true;
-  return request;
-}
-
+GenerationRequest Greedy(size_t s) { return testing::ReferenceGreedyRequest(Reference().prompts[s]); }
 std::shared_ptr<CollectingSink> Submit(Engine& engine, GenerationRequest request) {
-  auto sink = std::make_shared<CollectingSink>();
-  REQUIRE(engine.Submit(std::move(request), sink).ok());
-  return sink;
+  return testing::SubmitCollecting(engine, std::move(request));
 }
 
 void CheckScored(CollectingSink& sink, size_t s, uint32_t n) {
