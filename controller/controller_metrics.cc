@@ -29,6 +29,11 @@ ControllerMetrics::ControllerMetrics(const WorkerRegistry& registry, std::string
                  .Name("llmc_controller_picks_total")
                  .Help("PickWorker calls by dispatch policy, model and result")
                  .Register(*prometheus_)),
+      gateway_picks_(prometheus::BuildCounter()
+                         .Name("llmc_controller_gateway_picks_total")
+                         .Help("Picks gateways made from their routing tables and reported (ReportPicks), by "
+                               "dispatch policy and model")
+                         .Register(*prometheus_)),
       registrations_(prometheus::BuildCounter()
                          .Name("llmc_controller_registrations_total")
                          .Help("RegisterWorker calls by result")
@@ -42,6 +47,11 @@ ControllerMetrics::ControllerMetrics(const WorkerRegistry& registry, std::string
                    .Help("Workers dropped after missing heartbeats")
                    .Register(*prometheus_)
                    .Add({})),
+      routing_watchers_(prometheus::BuildGauge()
+                            .Name("llmc_controller_routing_watchers")
+                            .Help("Gateways watching the routing table (WatchRouting streams)")
+                            .Register(*prometheus_)
+                            .Add({})),
       workers_(prometheus::BuildGauge()
                    .Name("llmc_controller_workers")
                    .Help("Live workers per model; state=ready counts those dispatch may pick")
@@ -52,6 +62,14 @@ void ControllerMetrics::CountPick(absl::string_view model, const absl::Status& r
   const std::string model_label = result.code() == absl::StatusCode::kNotFound ? "" : std::string(model);
   picks_.Add({{"policy", policy_}, {"model", model_label}, {"result", ResultLabel(result)}}).Increment();
 }
+
+void ControllerMetrics::CountGatewayPicks(const absl::flat_hash_map<std::string, uint64_t>& picks_by_model) {
+  for (const auto& [model, count] : picks_by_model) {
+    gateway_picks_.Add({{"policy", policy_}, {"model", model}}).Increment(static_cast<double>(count));
+  }
+}
+
+void ControllerMetrics::SetRoutingWatchers(size_t count) { routing_watchers_.Set(static_cast<double>(count)); }
 
 void ControllerMetrics::CountRegistration(const absl::Status& result) {
   registrations_.Add({{"result", ResultLabel(result)}}).Increment();

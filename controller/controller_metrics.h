@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "controller/worker_registry.h"
@@ -25,6 +26,9 @@ class ControllerMetrics {
   std::shared_ptr<prometheus::Registry> prometheus_registry() const { return prometheus_; }
 
   void CountPick(absl::string_view model, const absl::Status& result);
+  // Picks a gateway reported, by model (only models their workers serve, so the label set stays bounded).
+  void CountGatewayPicks(const absl::flat_hash_map<std::string, uint64_t>& picks_by_model);
+  void SetRoutingWatchers(size_t count);
   void CountRegistration(const absl::Status& result);
   void CountHeartbeat(bool known);
   void CountExpired(size_t count);
@@ -36,9 +40,11 @@ class ControllerMetrics {
   const std::string policy_;
   std::shared_ptr<prometheus::Registry> prometheus_;
   prometheus::Family<prometheus::Counter>& picks_;
+  prometheus::Family<prometheus::Counter>& gateway_picks_;
   prometheus::Family<prometheus::Counter>& registrations_;
   prometheus::Family<prometheus::Counter>& heartbeats_;
   prometheus::Counter& expired_;
+  prometheus::Gauge& routing_watchers_;
   prometheus::Family<prometheus::Gauge>& workers_;
   absl::Mutex gauges_mu_;
   // Models seen so far, so a model whose workers all left reads 0 instead of vanishing.

@@ -12,6 +12,9 @@ namespace llmc::controller {
 namespace {
 
 constexpr char kServiceName[] = "llmc.v1.Controller";
+// How long the routing feed lets changes gather before it sends them: gateways see a heartbeat within a
+// couple of milliseconds, and a burst of reported picks costs one update, not one each.
+constexpr absl::Duration kRoutingCoalesce = absl::Milliseconds(2);
 
 // Several sweeps per heartbeat interval, so a worker expires at most a fraction of an interval late.
 absl::Duration SweepInterval(absl::Duration heartbeat_interval) {
@@ -21,13 +24,21 @@ absl::Duration SweepInterval(absl::Duration heartbeat_interval) {
 }  // namespace
 
 ControllerServer::ControllerServer(config::ControllerConfig config, const Clock& clock) : config_(std::move(config)) {
-  auto policy =
-      MakeDispatchPolicy(config_.dispatch_policy, config_.dispatch_seed,
-                         {config_.prefix_weight, config_.load_weight, config_.kv_weight, config_.prefix_index_entries});
+  v1::DispatchSettings settings;
+  settings.set_policy(config_.dispatch_policy);
+  settings.set_prefix_weight(config_.prefix_weight);
+  settings.set_load_weight(config_.load_weight);
+  settings.set_kv_weight(config_.kv_weight);
+  settings.set_prefix_index_entries(config_.prefix_index_entries);
+  const dispatch::PrefixAwareWeights defaults;
+  settings.set_tokens_per_hash(defaults.tokens_per_hash);
+  settings.set_queue_tokens(defaults.queue_tokens);
   // The configuration was validated, so the policy name is known.
+  auto policy = dispatch::MakeDispatchPolicy(settings, config_.dispatch_seed);
   registry_ = std::make_unique<WorkerRegistry>(clock, config_.expiry_after(), std::move(policy).value());
   metrics_ = std::make_unique<ControllerMetrics>(*registry_, config_.dispatch_policy);
-  service_ = std::make_unique<ControllerService>(*registry_, *metrics_, config_.heartbeat_interval);
+  feed_ = std::make_unique<RoutingFeed>(*registry_, std::move(settings), kRoutingCoalesce);
+  service_ = std::make_unique<ControllerService>(*registry_, *metrics_, *feed_, config_.heartbeat_interval);
 }
 
 ControllerServer::~ControllerServer() { Shutdown(); }
@@ -38,11 +49,14 @@ absl::Status ControllerServer::Start() {
   grpc_address_ = started.address;
 
   if (!config_.metrics_address.empty()) {
-    metrics_server_ = std::make_unique<MetricsHttpServer>(metrics_->prometheus_registry(),
-                                                          [this] { metrics_->RefreshWorkerGauges(); });
+    metrics_server_ = std::make_unique<MetricsHttpServer>(metrics_->prometheus_registry(), [this] {
+      metrics_->RefreshWorkerGauges();
+      metrics_->SetRoutingWatchers(feed_->num_watchers());
+    });
     ASSIGN_OR_RETURN(metrics_address_, metrics_server_->Start(config_.metrics_address));
   }
   sweep_thread_ = std::thread([this] { SweepLoop(); });
+  feed_->Start();
 
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
@@ -73,6 +87,8 @@ void ControllerServer::SweepLoop() {
 void ControllerServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // The watch streams are the only calls that outlive their handler: end them first.
+  feed_->Stop();
   if (server_) {
     server_->GetHealthCheckService()->SetServingStatus(false);
     // Every handler finishes its call before returning, so nothing is ever left in flight to wait for.

@@ -12,6 +12,7 @@
 #include "common/metrics_http_server.h"
 #include "controller/controller_metrics.h"
 #include "controller/controller_service.h"
+#include "controller/routing_feed.h"
 #include "controller/worker_registry.h"
 #include "grpcpp/server.h"
 
@@ -41,6 +42,7 @@ class ControllerServer {
   const config::ControllerConfig config_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<ControllerMetrics> metrics_;
+  std::unique_ptr<RoutingFeed> feed_;
   std::unique_ptr<ControllerService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_server_;

@@ -6,12 +6,14 @@
 #include "common/logging.h"
 #include "common/prefix_hash.h"
 #include "common/status_codes.h"
+#include "dispatch/worker_pick.h"
 
 namespace llmc::controller {
-ControllerService::ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics,
+ControllerService::ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics, RoutingFeed& feed,
                                      absl::Duration heartbeat_interval)
     : registry_(registry),
       metrics_(metrics),
+      feed_(feed),
       heartbeat_interval_ms_(static_cast<uint32_t>(absl::ToInt64Milliseconds(heartbeat_interval))) {}
 
 grpc::ServerUnaryReactor* ControllerService::RegisterWorker(grpc::CallbackServerContext* context,
@@ -84,6 +86,28 @@ grpc::ServerUnaryReactor* ControllerService::ListWorkers(grpc::CallbackServerCon
                                                          v1::ListWorkersResponse* response) {
   for (auto& worker : registry_.ListWorkers(request->model())) *response->add_workers() = std::move(worker);
   response->set_policy(std::string(registry_.policy_name()));
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerWriteReactor<v1::RoutingUpdate>* ControllerService::WatchRouting(grpc::CallbackServerContext* context,
+                                                                             const v1::WatchRoutingRequest* request) {
+  return feed_.Watch(context, request);
+}
+
+grpc::ServerUnaryReactor* ControllerService::ReportPicks(grpc::CallbackServerContext* context,
+                                                         const v1::ReportPicksRequest* request,
+                                                         v1::ReportPicksResponse* response) {
+  // A gateway reports what it picked while its previous report was in flight (a millisecond or so); more
+  // than this is a broken peer, and would hold the registry's mutex too long.
+  if (request->picks_size() > dispatch::kMaxPicksPerReport) {
+    return FinishUnary(context, absl::InvalidArgumentError("too many picks in one report"));
+  }
+  for (const v1::ReportedPick& pick : request->picks()) {
+    if (pick.prefix_hashes_size() > static_cast<int>(kMaxPrefixChunks)) {
+      return FinishUnary(context, absl::InvalidArgumentError("a reported pick has too many prefix hashes"));
+    }
+  }
+  metrics_.CountGatewayPicks(registry_.ApplyReportedPicks(*request));
   return FinishUnary(context, absl::OkStatus());
 }
 

@@ -4,16 +4,18 @@
 #include <cstdint>
 
 #include "controller/controller_metrics.h"
+#include "controller/routing_feed.h"
 #include "controller/worker_registry.h"
 #include "llmc/v1/controller.grpc.pb.h"
 
 namespace llmc::controller {
 
-// The Controller gRPC service (callback API). Every RPC is a short registry operation finished on the
-// calling gRPC thread; nothing here waits on a worker.
+// The Controller gRPC service (callback API). Every unary RPC is a short registry operation finished on the
+// calling gRPC thread; WatchRouting streams are served by the RoutingFeed. Nothing here waits on a worker.
 class ControllerService final : public v1::Controller::CallbackService {
  public:
-  ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics, absl::Duration heartbeat_interval);
+  ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics, RoutingFeed& feed,
+                    absl::Duration heartbeat_interval);
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
                                            const v1::RegisterWorkerRequest* request,
@@ -29,10 +31,15 @@ class ControllerService final : public v1::Controller::CallbackService {
                                        v1::ListModelsResponse* response) override;
   grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context, const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) override;
+  grpc::ServerWriteReactor<v1::RoutingUpdate>* WatchRouting(grpc::CallbackServerContext* context,
+                                                            const v1::WatchRoutingRequest* request) override;
+  grpc::ServerUnaryReactor* ReportPicks(grpc::CallbackServerContext* context, const v1::ReportPicksRequest* request,
+                                        v1::ReportPicksResponse* response) override;
 
  private:
   WorkerRegistry& registry_;
   ControllerMetrics& metrics_;
+  RoutingFeed& feed_;
   const uint32_t heartbeat_interval_ms_;
 };
 

@@ -3,16 +3,22 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/host_port.h"
 #include "common/status_macros.h"
+#include "dispatch/worker_pick.h"
 
 namespace llmc::controller {
 namespace {
 
 constexpr size_t kMaxIdLength = 256;
+constexpr size_t kMaxKeptRemovals = 4096;
+constexpr size_t kMaxKeptChanges = 1 << 16;
+constexpr size_t kMaxRelayedPicks = 16384;
+constexpr size_t kMaxGateways = 4096;
 
 absl::Status ValidateWorkerId(absl::string_view worker_id) {
   if (worker_id.empty()) return absl::InvalidArgumentError("worker_id must not be empty");
@@ -47,12 +53,18 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
 
 }  // namespace
 
-WorkerRegistry::WorkerRegistry(const Clock& clock, absl::Duration expiry_after, std::unique_ptr<DispatchPolicy> policy)
-    : clock_(clock), expiry_after_(expiry_after), policy_(std::move(policy)) {}
+WorkerRegistry::WorkerRegistry(const Clock& clock, absl::Duration expiry_after,
+                               std::unique_ptr<dispatch::DispatchPolicy> policy)
+    : clock_(clock), expiry_after_(expiry_after), policy_(std::move(policy)) {
+  // Registration numbers differ from a previous controller's, so a gateway that saw a worker under the
+  // old controller never mistakes a restart of it for the same registration.
+  std::random_device random;
+  registrations_ = (static_cast<uint64_t>(random()) << 32) | random();
+}
 
 absl::Status WorkerRegistry::Register(const v1::RegisterWorkerRequest& request) {
   RETURN_IF_ERROR(ValidateRegistration(request));
-  RegisteredWorker worker;
+  dispatch::RegisteredWorker worker;
   worker.worker_id = request.worker_id();
   worker.address = request.address();
   worker.version = request.version();
@@ -64,6 +76,8 @@ absl::Status WorkerRegistry::Register(const v1::RegisterWorkerRequest& request) 
   absl::MutexLock lock(&mu_);
   // Registering again under a known id means a restarted worker, whose caches start empty.
   if (workers_.contains(worker.worker_id)) policy_->Forget(worker.worker_id);
+  worker.registration = ++registrations_;
+  MarkChanged(worker);
   workers_.insert_or_assign(worker.worker_id, std::move(worker));
   return absl::OkStatus();
 }
@@ -79,22 +93,27 @@ absl::StatusOr<HeartbeatOutcome> WorkerRegistry::Heartbeat(const v1::HeartbeatRe
   if (it == workers_.end() || !IsLive(it->second, now)) {
     if (it != workers_.end()) {
       policy_->Forget(it->first);
+      MarkRemoved(it->first);
       workers_.erase(it);
     }
     return HeartbeatOutcome::kUnknownWorker;
   }
-  RegisteredWorker& worker = it->second;
+  dispatch::RegisteredWorker& worker = it->second;
   worker.load = request.load();
   if (request.state() != v1::WORKER_STATE_UNSPECIFIED) worker.state = request.state();
   worker.picks_since_heartbeat = 0;
   worker.last_heartbeat = now;
+  ++worker.heartbeats;
+  MarkChanged(worker);
   return HeartbeatOutcome::kAccepted;
 }
 
 bool WorkerRegistry::Deregister(absl::string_view worker_id) {
   absl::MutexLock lock(&mu_);
   policy_->Forget(worker_id);
-  return workers_.erase(std::string(worker_id)) > 0;
+  if (workers_.erase(std::string(worker_id)) == 0) return false;
+  MarkRemoved(worker_id);
+  return true;
 }
 
 std::vector<std::string> WorkerRegistry::ExpireSilent() {
@@ -108,6 +127,7 @@ std::vector<std::string> WorkerRegistry::ExpireSilent() {
     }
     expired.push_back(it->first);
     policy_->Forget(it->first);
+    MarkRemoved(it->first);
     workers_.erase(it++);
   }
   std::sort(expired.begin(), expired.end());
@@ -119,43 +139,20 @@ absl::StatusOr<PickedWorker> WorkerRegistry::Pick(absl::string_view model,
                                                   absl::Span<const uint64_t> prefix_hashes) {
   const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
-  std::vector<RegisteredWorker*> candidates;
-  size_t serving = 0, not_ready = 0, silent = 0, skipped = 0;
-  for (auto& [id, worker] : workers_) {
-    if (!worker.Serves(model)) continue;
-    ++serving;
-    if (!IsLive(worker, now)) {
-      ++silent;
-    } else if (!IsDispatchable(worker)) {
-      ++not_ready;
-    } else if (excluded.contains(id)) {
-      ++skipped;
-    } else {
-      candidates.push_back(&worker);
-    }
-  }
-  if (serving == 0) {
-    std::vector<std::string> known;
-    for (const auto& [id, worker] : workers_) {
-      for (const auto& info : worker.models) known.push_back(info.name());
-    }
-    std::sort(known.begin(), known.end());
-    known.erase(std::unique(known.begin(), known.end()), known.end());
-    return absl::NotFoundError(absl::StrCat("model '", model, "' is not served by any worker (available: ",
-                                            known.empty() ? "none" : absl::StrJoin(known, ", "), ")"));
-  }
-  if (candidates.empty()) {
-    return absl::UnavailableError(absl::StrCat("no worker can take a request for model '", model, "' now (", not_ready,
-                                               " starting or draining, ", silent, " silent, ", skipped,
-                                               " already tried)"));
-  }
-  // Stable candidate order (by id) keeps a seeded policy's choices reproducible.
-  std::sort(candidates.begin(), candidates.end(),
-            [](const RegisteredWorker* a, const RegisteredWorker* b) { return a->worker_id < b->worker_id; });
-  const std::vector<const RegisteredWorker*> view(candidates.begin(), candidates.end());
-  RegisteredWorker* chosen = candidates[policy_->Choose(view, PickRequest{prefix_hashes})];
-  ++chosen->picks_since_heartbeat;
-  return PickedWorker{chosen->worker_id, chosen->address};
+  const auto is_live = [&](const dispatch::RegisteredWorker& worker) { return IsLive(worker, now); };
+  const auto is_excluded = [&](absl::string_view id) { return excluded.contains(id); };
+  absl::StatusOr<dispatch::RegisteredWorker*> chosen =
+      dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, prefix_hashes);
+  if (!chosen.ok()) return chosen.status();
+  MarkChanged(**chosen);
+  if (watchers_ == 0) return PickedWorker{(*chosen)->worker_id, (*chosen)->address};
+  // Gateways learn where the prefix went, as from each other's picks.
+  v1::ReportedPick relayed;
+  relayed.set_worker_id((*chosen)->worker_id);
+  relayed.set_model(std::string(model));
+  relayed.mutable_prefix_hashes()->Add(prefix_hashes.begin(), prefix_hashes.end());
+  Relay(kNoGateway, std::move(relayed));
+  return PickedWorker{(*chosen)->worker_id, (*chosen)->address};
 }
 
 std::vector<v1::WorkerInfo> WorkerRegistry::ListWorkers(absl::string_view model) const {
@@ -164,17 +161,7 @@ std::vector<v1::WorkerInfo> WorkerRegistry::ListWorkers(absl::string_view model)
   absl::MutexLock lock(&mu_);
   for (const auto& [id, worker] : workers_) {
     if (!model.empty() && !worker.Serves(model)) continue;
-    v1::WorkerInfo& info = result.emplace_back();
-    info.set_worker_id(worker.worker_id);
-    info.set_address(worker.address);
-    info.mutable_models()->Add(worker.models.begin(), worker.models.end());
-    *info.mutable_load() = worker.load;
-    info.set_state(worker.state);
-    info.set_speed_weight(static_cast<float>(worker.speed_weight));
-    info.set_picks_since_heartbeat(worker.picks_since_heartbeat);
-    info.set_last_heartbeat_age_ms(absl::ToInt64Milliseconds(now - worker.last_heartbeat));
-    info.set_registered_age_ms(absl::ToInt64Milliseconds(now - worker.registered_at));
-    info.set_version(worker.version);
+    result.push_back(dispatch::ToWorkerInfo(worker, now));
   }
   std::sort(result.begin(), result.end(),
             [](const v1::WorkerInfo& a, const v1::WorkerInfo& b) { return a.worker_id() < b.worker_id(); });
@@ -205,10 +192,112 @@ std::vector<v1::ModelSummary> WorkerRegistry::ListModels() const {
   return result;
 }
 
-bool WorkerRegistry::IsLive(const RegisteredWorker& worker, absl::Time now) const {
+void WorkerRegistry::MarkChanged(dispatch::RegisteredWorker& worker) {
+  // One entry per worker between two Changes calls is enough: every gateway's version is at most the last
+  // one handed out, so a walk from it back reaches any entry made since.
+  const bool logged = worker.changed_version > published_version_;
+  worker.changed_version = ++version_;
+  if (logged) return;
+  changes_.push_back({version_, worker.worker_id});
+  if (changes_.size() > kMaxKeptChanges) {
+    dropped_version_ = std::max(dropped_version_, changes_.front().version);
+    changes_.pop_front();
+  }
+}
+
+void WorkerRegistry::MarkRemoved(absl::string_view worker_id) {
+  removals_.push_back({++version_, std::string(worker_id)});
+  if (removals_.size() > kMaxKeptRemovals) {
+    dropped_version_ = std::max(dropped_version_, removals_.front().version);
+    removals_.pop_front();
+  }
+}
+
+void WorkerRegistry::Relay(uint64_t gateway_id, v1::ReportedPick pick) {
+  relayed_.push_back({version_, gateway_id, std::move(pick)});
+  if (relayed_.size() > kMaxRelayedPicks) relayed_.pop_front();
+}
+
+absl::flat_hash_map<std::string, uint64_t> WorkerRegistry::ApplyReportedPicks(const v1::ReportPicksRequest& report) {
+  absl::flat_hash_map<std::string, uint64_t> applied_by_model;
+  absl::MutexLock lock(&mu_);
+  for (const v1::ReportedPick& pick : report.picks()) {
+    auto it = workers_.find(pick.worker_id());
+    if (it == workers_.end() || !it->second.Serves(pick.model())) continue;
+    dispatch::RegisteredWorker& worker = it->second;
+    ++applied_by_model[pick.model()];
+    ++worker.picks_since_heartbeat;
+    const auto& hashes = pick.prefix_hashes();
+    policy_->Record(worker, dispatch::PickRequest{absl::MakeConstSpan(hashes.data(), hashes.size())});
+    MarkChanged(worker);
+    Relay(report.gateway_id(), pick);
+  }
+  if (applied_reports_.size() >= kMaxGateways && !applied_reports_.contains(report.gateway_id())) {
+    // The gateway silent longest is forgotten (it only counts its own picks a little longer, if it is back).
+    auto oldest = applied_reports_.begin();
+    for (auto it = applied_reports_.begin(); it != applied_reports_.end(); ++it) {
+      if (it->second.last_version < oldest->second.last_version) oldest = it;
+    }
+    applied_reports_.erase(oldest);
+  }
+  AppliedReports& applied = applied_reports_[report.gateway_id()];
+  applied.seq = std::max(applied.seq, report.seq());
+  applied.last_version = version_;
+  ++version_;  // the reporting gateway learns its report was applied even if every worker had left
+  return applied_by_model;
+}
+
+v1::RoutingUpdate WorkerRegistry::Changes(uint64_t gateway_id, uint64_t since_version, uint64_t& version) const {
+  const absl::Time now = clock_.Now();
+  v1::RoutingUpdate update;
+  absl::MutexLock lock(&mu_);
+  version = version_;
+  published_version_ = version_;
+  const bool full = since_version == 0 || since_version < dropped_version_;
+  update.set_full(full);
+  if (full) {
+    for (const auto& [id, worker] : workers_) *update.add_workers() = dispatch::ToWorkerInfo(worker, now);
+  } else {
+    // Newest first: a worker changed several times is sent once, as it is now.
+    absl::flat_hash_set<absl::string_view> sent;
+    for (auto it = changes_.rbegin(); it != changes_.rend() && it->version > since_version; ++it) {
+      const auto worker = workers_.find(it->worker_id);
+      if (worker == workers_.end() || !sent.insert(worker->first).second) continue;
+      *update.add_workers() = dispatch::ToWorkerInfo(worker->second, now);
+    }
+    for (auto it = removals_.rbegin(); it != removals_.rend() && it->version > since_version; ++it) {
+      // A worker removed and registered again since is in `workers` instead.
+      if (!workers_.contains(it->worker_id)) update.add_removed_worker_ids(it->worker_id);
+    }
+    auto first = std::partition_point(relayed_.begin(), relayed_.end(),
+                                      [&](const RelayedPick& relayed) { return relayed.version <= since_version; });
+    for (auto it = first; it != relayed_.end(); ++it) {
+      if (it->gateway_id != gateway_id) *update.add_remote_picks() = it->pick;
+    }
+  }
+  const auto applied = applied_reports_.find(gateway_id);
+  if (applied != applied_reports_.end()) update.set_applied_report_seq(applied->second.seq);
+  return update;
+}
+
+void WorkerRegistry::SetWatchers(size_t count) {
+  absl::MutexLock lock(&mu_);
+  watchers_ = count;
+}
+
+uint64_t WorkerRegistry::AwaitChange(uint64_t version, absl::Duration timeout) const {
+  absl::MutexLock lock(&mu_);
+  const auto changed = [this, version]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return version_ > version; };
+  mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
+  return version_;
+}
+
+bool WorkerRegistry::IsLive(const dispatch::RegisteredWorker& worker, absl::Time now) const {
   return now - worker.last_heartbeat <= expiry_after_;
 }
 
-bool WorkerRegistry::IsDispatchable(const RegisteredWorker& worker) { return worker.state == v1::WORKER_STATE_READY; }
+bool WorkerRegistry::IsDispatchable(const dispatch::RegisteredWorker& worker) {
+  return worker.state == v1::WORKER_STATE_READY;
+}
 
 }  // namespace llmc::controller

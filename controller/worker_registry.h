@@ -1,6 +1,7 @@
 #ifndef LLMC_CONTROLLER_WORKER_REGISTRY_H_
 #define LLMC_CONTROLLER_WORKER_REGISTRY_H_
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,8 +14,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "controller/dispatch_policy.h"
-#include "controller/registered_worker.h"
+#include "dispatch/dispatch_policy.h"
+#include "dispatch/registered_worker.h"
 #include "llmc/v1/controller.pb.h"
 
 namespace llmc::controller {
@@ -27,10 +28,11 @@ struct PickedWorker {
 enum class HeartbeatOutcome { kAccepted, kUnknownWorker };
 
 // The controller's soft state: every live worker keyed by id, rebuilt from registrations after a restart.
-// Thread-safe; every method takes the one mutex briefly and never waits on anything else.
+// Thread-safe; every method takes the one mutex briefly and never waits on anything else (AwaitChange waits
+// for the mutex's own condition).
 class WorkerRegistry {
  public:
-  WorkerRegistry(const Clock& clock, absl::Duration expiry_after, std::unique_ptr<DispatchPolicy> policy);
+  WorkerRegistry(const Clock& clock, absl::Duration expiry_after, std::unique_ptr<dispatch::DispatchPolicy> policy);
 
   // Adds a worker, or replaces the entry with the same id (a restarted worker). INVALID_ARGUMENT names
   // what is wrong: empty id, malformed address, no models, duplicate or empty model names, bad weight.
@@ -52,18 +54,63 @@ class WorkerRegistry {
   // Sorted by model name.
   std::vector<v1::ModelSummary> ListModels() const;
 
+  // Applies picks a gateway made from its routing table as Pick's own (counted against their workers,
+  // recorded by the policy) and keeps them to relay to the other gateways. Picks of workers that left (or
+  // of a model the worker does not serve) are skipped. Returns the applied picks by model.
+  absl::flat_hash_map<std::string, uint64_t> ApplyReportedPicks(const v1::ReportPicksRequest& report);
+
+  // The routing table for gateway `gateway_id`: what changed since `since_version`, or all of it (`full`)
+  // when `since_version` is 0 or too old to tell. Sets `version` to what the update brings the gateway to.
+  v1::RoutingUpdate Changes(uint64_t gateway_id, uint64_t since_version, uint64_t& version) const;
+  // How many gateways watch the routing table (the routing feed keeps it): picks are relayed only then.
+  void SetWatchers(size_t count);
+  // Waits until the table's version passes `version`, or `timeout`; returns the version then.
+  uint64_t AwaitChange(uint64_t version, absl::Duration timeout) const;
+
   absl::string_view policy_name() const { return policy_->name(); }
   absl::Duration expiry_after() const { return expiry_after_; }
 
  private:
-  bool IsLive(const RegisteredWorker& worker, absl::Time now) const;
-  static bool IsDispatchable(const RegisteredWorker& worker);
+  // A worker's entry changed (Change) or the worker left (Removal) at `version`.
+  struct Change {
+    uint64_t version;
+    std::string worker_id;
+  };
+  using Removal = Change;
+  struct RelayedPick {
+    uint64_t version;
+    uint64_t gateway_id;
+    v1::ReportedPick pick;
+  };
+
+  void MarkChanged(dispatch::RegisteredWorker& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkRemoved(absl::string_view worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps a pick to relay to the gateways other than `gateway_id` (kNoGateway: the controller's own).
+  void Relay(uint64_t gateway_id, v1::ReportedPick pick) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr uint64_t kNoGateway = 0;
+  bool IsLive(const dispatch::RegisteredWorker& worker, absl::Time now) const;
+  static bool IsDispatchable(const dispatch::RegisteredWorker& worker);
 
   const Clock& clock_;
   const absl::Duration expiry_after_;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, RegisteredWorker> workers_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<DispatchPolicy> policy_ ABSL_PT_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, dispatch::RegisteredWorker> workers_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<dispatch::DispatchPolicy> policy_ ABSL_PT_GUARDED_BY(mu_);
+  // The routing feed's bookkeeping: every change bumps the version; removals and reported picks are kept
+  // (bounded) so gateways can be sent what changed since the version they have.
+  uint64_t version_ ABSL_GUARDED_BY(mu_) = 1;  // 0 is "nothing yet": a gateway at 0 gets the whole table
+  uint64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<Change> changes_ ABSL_GUARDED_BY(mu_);              // so Changes visits what changed, not every worker
+  mutable uint64_t published_version_ ABSL_GUARDED_BY(mu_) = 0;  // the last version Changes handed out
+  std::deque<Removal> removals_ ABSL_GUARDED_BY(mu_);
+  uint64_t dropped_version_ ABSL_GUARDED_BY(mu_) = 0;  // history before it is gone: a full update
+  std::deque<RelayedPick> relayed_ ABSL_GUARDED_BY(mu_);
+  size_t watchers_ ABSL_GUARDED_BY(mu_) = 0;
+  struct AppliedReports {
+    uint64_t seq = 0;           // the gateway's highest report applied
+    uint64_t last_version = 0;  // when it last reported, to forget the gateway silent longest
+  };
+  absl::flat_hash_map<uint64_t, AppliedReports> applied_reports_ ABSL_GUARDED_BY(mu_);  // by gateway id
 };
 
 }  // namespace llmc::controller

@@ -57,14 +57,14 @@ GatewayServer::GatewayServer(config::GatewayConfig config)
                 absl::flat_hash_set<std::string> addresses;
                 for (const v1::WorkerInfo& worker : workers) addresses.insert(worker.address());
                 channels_.RetainOnly(addresses);
-                metrics_->SetWorkerChannels(static_cast<int64_t>(channels_.size()));
               }),
       dispatcher_(router_, channels_, {config_.max_attempts, config_.worker_accept_timeout},
                   [metrics = metrics_] { metrics->CountRetries(1); }),
       worker_calls_(router_, channels_, config_.max_attempts),
       completions_(dispatcher_, *metrics_, large_bodies_,
                    {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}),
-      worker_call_handler_(worker_calls_, router_, large_bodies_, {config_.request_timeout, config_.retry_after_seconds}),
+      worker_call_handler_(worker_calls_, router_, large_bodies_,
+                           {config_.request_timeout, config_.retry_after_seconds}),
       large_bodies_(kLargeBodyThreads, kLargeBodyQueue) {}
 
 GatewayServer::~GatewayServer() { Shutdown(); }
@@ -171,6 +171,7 @@ void GatewayServer::HandleHealth(std::shared_ptr<ResponseWriter> writer) {
 }
 
 void GatewayServer::HandleMetrics(std::shared_ptr<ResponseWriter> writer) {
+  metrics_->SetWorkerChannels(static_cast<int64_t>(channels_.size()));
   const std::string text = prometheus::TextSerializer().Serialize(metrics_->prometheus_registry()->Collect());
   writer->Send(200, "text/plain; version=0.0.4; charset=utf-8", text);
 }

@@ -20,10 +20,10 @@ trap 'kill -TERM "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true' EXI
 build/controller/llmc-controller --listen_address=127.0.0.1:21501 --metrics_address= >"$logs/controller.log" 2>&1 &
 pids+=($!)
 build/worker/llmc-worker --model_path="$model" --listen_address=127.0.0.1:21502 --metrics_address= \
-  --controller_address=127.0.0.1:21501 --kv_cache_bytes=$((256 << 20)) >"$logs/worker.log" 2>&1 &
+  --controller_address=127.0.0.1:21501 --kv_cache_bytes=$((256 << 20)) ${WORKER_FLAGS:-} >"$logs/worker.log" 2>&1 &
 pids+=($!)
 build/gateway/llmc-gateway --listen_address=127.0.0.1:21503 --controller_address=127.0.0.1:21501 \
-  --log_level=warning >"$logs/gateway.log" 2>&1 &
+  --log_level=warning ${GATEWAY_FLAGS:-} >"$logs/gateway.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 240); do
   curl -fsS http://127.0.0.1:21503/health >/dev/null 2>&1 && break

@@ -42,7 +42,7 @@ struct GatewayConfig {
     v("metrics_require_api_key", metrics_require_api_key,
       "whether /metrics needs an API key when api_keys are set (/health never does, for probes)");
     v("serve_web_chat", serve_web_chat, "serve the browser chat page at /");
-    v("num_threads", num_threads, "HTTP I/O threads");
+    v("num_threads", num_threads, "HTTP I/O threads, each with its own io_context; connections go to them in turn");
     v("max_body_bytes", max_body_bytes, "largest request body accepted (at most 32 MiB); larger gets 413");
     v("max_header_bytes", max_header_bytes, "largest request header block accepted");
     v("read_timeout", read_timeout, "time allowed to receive one whole request");
@@ -52,7 +52,8 @@ struct GatewayConfig {
       "kernel send buffer of each client connection (SO_SNDBUF); 0 keeps the OS's autotuning");
     v("sse_keepalive_interval", sse_keepalive_interval, "comment lines keep quiet event streams alive this often");
     v("request_timeout", request_timeout, "deadline of one generation (504 past it)");
-    v("routing_refresh_interval", routing_refresh_interval, "how often the cached routing table is refreshed");
+    v("routing_refresh_interval", routing_refresh_interval,
+      "the longest wait before watching the routing table again after its stream broke");
     v("max_attempts", max_attempts, "workers tried when one refuses (queue full, draining) before the first token");
     v("worker_accept_timeout", worker_accept_timeout,
       "a worker that does not accept a generation stream this fast (stopped, overloaded host) is skipped and "

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -12,6 +13,17 @@ namespace llmc::gateway {
 namespace {
 
 constexpr absl::Duration kControllerDeadline = absl::Seconds(1);
+constexpr absl::Duration kFirstRetry = absl::Milliseconds(50);
+
+uint64_t RandomGatewayId() {
+  std::random_device random;
+  return (static_cast<uint64_t>(random()) << 32) | random();
+}
+
+// Answers nothing: a pick from the routing table has already been answered when Pick returns.
+struct AnsweredPick : PendingPick {
+  void Cancel() override {}
+};
 
 // UNAVAILABLE and DEADLINE_EXCEEDED from the transport mean the controller could not be asked; the
 // cached table answers instead. (A controller's own UNAVAILABLE — no worker can take the model — ends up
@@ -27,17 +39,19 @@ void SetDeadline(grpc::ClientContext& context) {
 
 }  // namespace
 
-WorkerRouter::WorkerRouter(const std::string& controller_address, absl::Duration refresh_interval,
+WorkerRouter::WorkerRouter(const std::string& controller_address, absl::Duration retry_interval,
                            std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh)
     : stub_(v1::Controller::NewStub(MakeClusterChannel(controller_address))),
-      refresh_interval_(refresh_interval),
-      on_refresh_(std::move(on_refresh)) {}
+      retry_interval_(retry_interval),
+      on_refresh_(std::move(on_refresh)),
+      replica_(RandomGatewayId(), /*seed=*/0) {}
 
 WorkerRouter::~WorkerRouter() { Stop(); }
 
 void WorkerRouter::Start() {
-  Refresh();
-  refresh_thread_ = std::thread([this] { RefreshLoop(); });
+  watch_thread_ = std::thread([this] { WatchLoop(); });
+  // The first requests find a table when the controller answers promptly; otherwise they ask it.
+  first_table_.WaitForNotificationWithTimeout(kControllerDeadline);
 }
 
 // A unary call to the controller in flight: its context (for cancellation) and messages.
@@ -67,9 +81,13 @@ void WorkerRouter::Stop() {
       LLMC_LOG(Warning) << "stopping: waiting for " << calls_.size() << " controller calls to end";
     }
   }
-  if (!refresh_thread_.joinable()) return;
-  stop_.Notify();
-  refresh_thread_.join();
+  if (!watch_thread_.joinable()) return;
+  {
+    absl::MutexLock lock(&watch_mu_);
+    stop_.Notify();
+    if (watch_context_ != nullptr) watch_context_->TryCancel();
+  }
+  watch_thread_.join();
 }
 
 bool WorkerRouter::BeginCall(const std::shared_ptr<AsyncCall>& call) {
@@ -84,71 +102,109 @@ void WorkerRouter::EndCall(const std::shared_ptr<AsyncCall>& call) {
   calls_.erase(call);
 }
 
-void WorkerRouter::RefreshLoop() {
-  while (!stop_.WaitForNotificationWithTimeout(refresh_interval_)) Refresh();
+void WorkerRouter::WatchLoop() {
+  absl::Duration retry = kFirstRetry;
+  v1::WatchRoutingRequest request;
+  request.set_gateway_id(replica_.gateway_id());
+  while (!stop_.HasBeenNotified()) {
+    grpc::ClientContext context;
+    {
+      absl::MutexLock lock(&watch_mu_);
+      if (stop_.HasBeenNotified()) break;
+      watch_context_ = &context;
+    }
+    std::unique_ptr<grpc::ClientReader<v1::RoutingUpdate>> reader = stub_->WatchRouting(&context, request);
+    v1::RoutingUpdate update;
+    while (reader->Read(&update)) {
+      const bool moved = replica_.Apply(update);
+      if (update.full()) {
+        watching_.store(replica_.has_table());
+        if (replica_.has_table() && !first_table_.HasBeenNotified()) first_table_.Notify();
+        retry = kFirstRetry;
+      }
+      if (on_refresh_ && moved) on_refresh_(replica_.Workers());
+    }
+    watching_.store(false);
+    const grpc::Status status = reader->Finish();
+    {
+      absl::MutexLock lock(&watch_mu_);
+      watch_context_ = nullptr;
+    }
+    LLMC_LOG(Debug) << "routing table stream ended (" << status.error_message() << "); watching again in "
+                    << absl::FormatDuration(retry);
+    stop_.WaitForNotificationWithTimeout(retry);
+    retry = std::min(retry * 2, retry_interval_);
+  }
 }
 
-void WorkerRouter::Refresh() {
-  grpc::ClientContext context;
-  SetDeadline(context);
-  v1::ListWorkersResponse response;
-  const grpc::Status status = stub_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
-  if (!status.ok()) {
-    LLMC_LOG(Debug) << "routing table not refreshed: " << status.error_message();
-    return;  // keep the last known table
+void WorkerRouter::SendReport() {
+  struct ReportCall : AsyncCall {
+    v1::ReportPicksRequest request;
+    v1::ReportPicksResponse response;
+  };
+  std::shared_ptr<ReportCall> call;
+  {
+    absl::MutexLock lock(&report_mu_);
+    if (report_in_flight_) return;
+    std::optional<v1::ReportPicksRequest> report = replica_.TakeReport();
+    if (!report.has_value()) return;
+    call = std::make_shared<ReportCall>();
+    call->request = std::move(*report);
+    report_in_flight_ = true;
   }
-  std::vector<v1::WorkerInfo> workers(response.workers().begin(), response.workers().end());
-  if (on_refresh_) on_refresh_(workers);
-  absl::MutexLock lock(&mu_);
-  workers_ = std::move(workers);
-  cache_picks_.clear();
+  if (!BeginCall(call)) {
+    replica_.ReportDone(call->request.seq(), /*applied=*/false);
+    return;
+  }
+  SetDeadline(call->context);
+  stub_->async()->ReportPicks(&call->context, &call->request, &call->response, [this, call](grpc::Status status) {
+    if (!status.ok()) {
+      LLMC_LOG(Debug) << "picks not reported: " << status.error_message();
+    }
+    replica_.ReportDone(call->request.seq(), status.ok());
+    {
+      absl::MutexLock lock(&report_mu_);
+      report_in_flight_ = false;
+    }
+    SendReport();   // what gathered meanwhile
+    EndCall(call);  // last: Stop may return and the router go away once it is done
+  });
 }
 
 bool WorkerRouter::HasReadyWorker() const {
-  absl::MutexLock lock(&mu_);
-  return std::any_of(workers_.begin(), workers_.end(),
+  const std::vector<v1::WorkerInfo> workers = replica_.Workers();
+  return std::any_of(workers.begin(), workers.end(),
                      [](const v1::WorkerInfo& worker) { return worker.state() == v1::WORKER_STATE_READY; });
-}
-
-absl::StatusOr<PickedWorker> WorkerRouter::PickFromCache(const std::string& model,
-                                                         const std::vector<std::string>& exclude) {
-  absl::MutexLock lock(&mu_);
-  bool known = false;
-  const v1::WorkerInfo* best = nullptr;
-  double best_load = 0;
-  int ties = 0;
-  for (const v1::WorkerInfo& worker : workers_) {
-    const bool serves = std::any_of(worker.models().begin(), worker.models().end(),
-                                    [&](const v1::ModelInfo& info) { return info.name() == model; });
-    if (!serves) continue;
-    known = true;
-    if (worker.state() != v1::WORKER_STATE_READY ||
-        std::find(exclude.begin(), exclude.end(), worker.worker_id()) != exclude.end()) {
-      continue;
-    }
-    // Shortest queue, as the controller does, with the picks made here since the table was fetched.
-    const double load = static_cast<double>(worker.load().num_waiting() + worker.load().num_running() +
-                                            worker.picks_since_heartbeat() + cache_picks_[worker.worker_id()]) /
-                        std::max<uint32_t>(1, worker.load().max_running());
-    if (best == nullptr || load < best_load) {
-      best = &worker;
-      best_load = load;
-      ties = 1;
-    } else if (load == best_load && std::uniform_int_distribution<int>(0, ties++)(random_) == 0) {
-      best = &worker;
-    }
-  }
-  if (!known) return absl::NotFoundError(absl::StrCat("the model '", model, "' does not exist"));
-  if (best == nullptr) {
-    return absl::UnavailableError(absl::StrCat("no worker can take requests for '", model, "' right now"));
-  }
-  ++cache_picks_[best->worker_id()];
-  return PickedWorker{best->worker_id(), best->address(), /*from_cache=*/true};
 }
 
 std::shared_ptr<PendingPick> WorkerRouter::Pick(const std::string& model,
                                                 const std::vector<std::string>& exclude_worker_ids,
                                                 const std::vector<uint64_t>& prefix_hashes, PickCallback done) {
+  {
+    absl::MutexLock lock(&calls_mu_);
+    if (stopping_) {
+      done(absl::UnavailableError("the gateway is shutting down"));
+      return std::make_shared<AnsweredPick>();
+    }
+  }
+  const bool watching = watching_.load();
+  if (replica_.has_table()) {
+    absl::StatusOr<PickedWorker> picked = replica_.Pick(model, exclude_worker_ids, prefix_hashes);
+    // A table that cannot place the request may be behind a registration: the controller knows.
+    if (picked.ok() || !watching) {
+      if (picked.ok()) picked->from_cache = !watching;
+      done(std::move(picked));
+      SendReport();
+      return std::make_shared<AnsweredPick>();
+    }
+  }
+  return AskController(model, exclude_worker_ids, prefix_hashes, std::move(done));
+}
+
+std::shared_ptr<PendingPick> WorkerRouter::AskController(const std::string& model,
+                                                         const std::vector<std::string>& exclude_worker_ids,
+                                                         const std::vector<uint64_t>& prefix_hashes,
+                                                         PickCallback done) {
   struct PickCall : AsyncCall {
     v1::PickWorkerRequest request;
     v1::PickWorkerResponse response;
@@ -164,13 +220,15 @@ std::shared_ptr<PendingPick> WorkerRouter::Pick(const std::string& model,
   call->request.mutable_prefix_hashes()->Add(prefix_hashes.begin(), prefix_hashes.end());
   stub_->async()->PickWorker(
       &call->context, &call->request, &call->response,
-      [this, call, model, exclude_worker_ids, done = std::move(done)](grpc::Status status) mutable {
+      [this, call, model, exclude_worker_ids, prefix_hashes, done = std::move(done)](grpc::Status status) mutable {
         if (status.ok()) {
           done(PickedWorker{call->response.worker_id(), call->response.address(), /*from_cache=*/false});
         } else if (call->cancelled.load()) {
           done(absl::CancelledError("the pick was cancelled"));
-        } else if (ControllerUnreachable(status)) {
-          done(PickFromCache(model, exclude_worker_ids));
+        } else if (ControllerUnreachable(status) && replica_.has_table()) {
+          absl::StatusOr<PickedWorker> picked = replica_.Pick(model, exclude_worker_ids, prefix_hashes);
+          if (picked.ok()) picked->from_cache = true;
+          done(std::move(picked));
         } else {
           done(FromGrpcStatus(status));
         }
@@ -181,9 +239,8 @@ std::shared_ptr<PendingPick> WorkerRouter::Pick(const std::string& model,
 }
 
 std::vector<v1::ModelSummary> WorkerRouter::ModelsFromCache() const {
-  absl::MutexLock lock(&mu_);
   std::vector<v1::ModelSummary> models;
-  for (const v1::WorkerInfo& worker : workers_) {
+  for (const v1::WorkerInfo& worker : replica_.Workers()) {
     for (const v1::ModelInfo& info : worker.models()) {
       auto it = std::find_if(models.begin(), models.end(),
                              [&](const v1::ModelSummary& summary) { return summary.info().name() == info.name(); });

@@ -1,6 +1,7 @@
 #ifndef LLMC_GATEWAY_DISPATCH_WORKER_ROUTER_H_
 #define LLMC_GATEWAY_DISPATCH_WORKER_ROUTER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <random>
@@ -15,15 +16,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "gateway/dispatch/routing_replica.h"
 #include "llmc/v1/controller.grpc.pb.h"
 
 namespace llmc::gateway {
-
-struct PickedWorker {
-  std::string worker_id;
-  std::string address;
-  bool from_cache = false;  // the controller was unreachable; chosen from the cached routing table
-};
 
 // A Pick in flight. Cancel makes its callback run soon with CANCELLED (unless the answer came first).
 class PendingPick {
@@ -32,14 +28,19 @@ class PendingPick {
   virtual void Cancel() = 0;
 };
 
-// Where requests go: asks the controller (PickWorker) and keeps a routing table refreshed from ListWorkers
-// and ListModels, used when the controller is unreachable. Pick and ListModels never block the caller:
-// their callbacks run on a gRPC thread. Stop cancels the calls in flight and returns only after every
-// callback has run, so none runs on a destroyed router.
+// Where requests go. A thread watches the controller's routing table (WatchRouting) into a RoutingReplica,
+// and Pick chooses from it at once, with the controller's policy; the picks are reported to the controller
+// in the background, one ReportPicks in flight at a time (what gathers meanwhile goes in the next). Before
+// the first table arrives, and when the table cannot place a request while the controller is reachable
+// (a worker may have registered since), Pick asks the controller (PickWorker). While the controller is
+// unreachable the last table answers. Pick and ListModels never block the caller: their callbacks run at
+// once or on a gRPC thread. Stop cancels the calls in flight and returns only after every callback has
+// run, so none runs on a destroyed router.
 class WorkerRouter {
  public:
-  // `on_refresh` (may be empty) runs on the refresh thread with each new routing table.
-  WorkerRouter(const std::string& controller_address, absl::Duration refresh_interval,
+  // `on_refresh` (may be empty) runs on the watch thread with the table whenever workers leave it.
+  // `retry_interval` bounds the wait before watching again after the stream broke.
+  WorkerRouter(const std::string& controller_address, absl::Duration retry_interval,
                std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh = {});
   ~WorkerRouter();
   WorkerRouter(const WorkerRouter&) = delete;
@@ -61,26 +62,35 @@ class WorkerRouter {
 
   // True when the last known routing table has a ready worker.
   bool HasReadyWorker() const;
+  // True while the routing table streams from the controller.
+  bool watching() const { return watching_.load(); }
+  const RoutingReplica& replica() const { return replica_; }
 
  private:
   struct AsyncCall;
-  void RefreshLoop();
-  void Refresh();
+  void WatchLoop();
+  // Sends the picks made since the last report, unless a report is in flight (its answer sends the next).
+  void SendReport();
   // Registers a call about to start; false once stopping (the caller answers UNAVAILABLE instead).
   bool BeginCall(const std::shared_ptr<AsyncCall>& call);
   void EndCall(const std::shared_ptr<AsyncCall>& call);
-  absl::StatusOr<PickedWorker> PickFromCache(const std::string& model, const std::vector<std::string>& exclude);
+  std::shared_ptr<PendingPick> AskController(const std::string& model,
+                                             const std::vector<std::string>& exclude_worker_ids,
+                                             const std::vector<uint64_t>& prefix_hashes, PickCallback done);
   std::vector<v1::ModelSummary> ModelsFromCache() const;
 
   std::unique_ptr<v1::Controller::Stub> stub_;
-  const absl::Duration refresh_interval_;
+  const absl::Duration retry_interval_;
   const std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh_;
-  mutable absl::Mutex mu_;
-  std::vector<v1::WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, int64_t> cache_picks_ ABSL_GUARDED_BY(mu_);  // per worker since refresh
-  std::mt19937_64 random_ ABSL_GUARDED_BY(mu_){std::random_device{}()};
+  RoutingReplica replica_;
+  std::atomic<bool> watching_{false};
+  absl::Notification first_table_;
   absl::Notification stop_;
-  std::thread refresh_thread_;
+  std::thread watch_thread_;
+  absl::Mutex watch_mu_;
+  grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(watch_mu_) = nullptr;
+  absl::Mutex report_mu_;
+  bool report_in_flight_ ABSL_GUARDED_BY(report_mu_) = false;
   absl::Mutex calls_mu_;
   absl::flat_hash_set<std::shared_ptr<AsyncCall>> calls_ ABSL_GUARDED_BY(calls_mu_);
   bool stopping_ ABSL_GUARDED_BY(calls_mu_) = false;

@@ -1,9 +1,12 @@
 #include "gateway/http/http_server.h"
 
 #include <algorithm>
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "boost/asio/executor_work_guard.hpp"
 #include "boost/asio/io_context.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/post.hpp"
@@ -19,15 +22,36 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
+// One io_context per I/O thread, each connection on one of them (in turn): a connection's reads, writes and
+// handlers then run on the thread that waits for its socket, with no hand-off between threads (with one
+// io_context shared by several threads, the thread that sees a socket ready often wakes another to run the
+// handler, which costs a context switch on the first-token path).
 struct HttpServer::Impl {
-  asio::io_context io_context;
+  using WorkGuard = asio::executor_work_guard<asio::io_context::executor_type>;
+
+  explicit Impl(uint32_t num_threads) : contexts(MakeContexts(num_threads)) {
+    // Keeps a thread whose io_context has no connection yet waiting for one, until Stop.
+    for (auto& context : contexts) work.push_back(std::make_unique<WorkGuard>(asio::make_work_guard(*context)));
+  }
+
+  static std::vector<std::unique_ptr<asio::io_context>> MakeContexts(uint32_t num_threads) {
+    std::vector<std::unique_ptr<asio::io_context>> contexts;
+    for (uint32_t i = 0; i < num_threads; ++i) contexts.push_back(std::make_unique<asio::io_context>(1));
+    return contexts;
+  }
+
+  asio::io_context& NextContext() { return *contexts[next_context++ % contexts.size()]; }
+
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<std::unique_ptr<WorkGuard>> work;
+  size_t next_context = 0;  // the accept strand's
   // Accepting runs on its own strand so that Stop can close the acceptor from another thread.
-  tcp::acceptor acceptor{asio::make_strand(io_context)};
+  tcp::acceptor acceptor{asio::make_strand(*contexts.front())};
   asio::steady_timer accept_backoff{acceptor.get_executor()};
   std::shared_ptr<HttpServerState> state;
 
   void Accept() {
-    acceptor.async_accept(asio::make_strand(io_context), [this](error_code error, tcp::socket socket) {
+    acceptor.async_accept(asio::make_strand(NextContext()), [this](error_code error, tcp::socket socket) {
       if (!acceptor.is_open()) return;
       if (error) {
         // Out of file descriptors, say: wait a little instead of spinning on the failure.
@@ -67,7 +91,8 @@ absl::StatusOr<HostPort> HttpServer::Start(const std::string& listen_address) {
   if (started_) return absl::FailedPreconditionError("the HTTP server was already started");
   auto parsed = ParseHostPort(listen_address, /*allow_port_zero=*/true);
   if (!parsed.ok()) return parsed.status();
-  auto impl = std::make_unique<Impl>();
+  const uint32_t threads = std::max<uint32_t>(1, state_->options().num_threads);
+  auto impl = std::make_unique<Impl>(threads);
   impl->state = state_;
 
   error_code error;
@@ -76,7 +101,7 @@ absl::StatusOr<HostPort> HttpServer::Start(const std::string& listen_address) {
   if (!error) {
     endpoint = tcp::endpoint(address, parsed->port);
   } else {
-    tcp::resolver resolver(impl->io_context);
+    tcp::resolver resolver(*impl->contexts.front());
     const auto results = resolver.resolve(parsed->host, std::to_string(parsed->port), error);
     if (error || results.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("cannot resolve HTTP listen address '", listen_address,
@@ -95,9 +120,8 @@ absl::StatusOr<HostPort> HttpServer::Start(const std::string& listen_address) {
   started_ = true;
   impl_ = std::move(impl);
   impl_->Accept();
-  const uint32_t threads = std::max<uint32_t>(1, state_->options().num_threads);
   for (uint32_t i = 0; i < threads; ++i) {
-    threads_.emplace_back([this] { impl_->io_context.run(); });
+    threads_.emplace_back([context = impl_->contexts[i].get()] { context->run(); });
   }
   LLMC_LOG(Info).With("address", bound.ToString()).With("threads", absl::StrCat(threads)) << "HTTP server listening";
   return bound;
@@ -114,6 +138,7 @@ void HttpServer::Stop() {
   for (const auto& session : sessions) session->Close();
   sessions.clear();
   // With the acceptor closed and every connection closed, the threads run out of work and return.
+  for (auto& guard : impl_->work) guard->reset();
   for (auto& thread : threads_) thread.join();
   threads_.clear();
   impl_.reset();

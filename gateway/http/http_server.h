@@ -15,10 +15,10 @@ namespace llmc::gateway {
 
 class HttpServerState;
 
-// The gateway's HTTP/1.1 server (Boost.Beast): a fixed pool of I/O threads running one io_context, one
-// session per connection on its own strand, keep-alive, size limits and timeouts, API-key checks and CORS
-// in front of the routes. Unknown paths get 404 and known paths with another method 405, both in the
-// OpenAI error envelope; every response carries X-Request-Id and every request is logged once.
+// The gateway's HTTP/1.1 server (Boost.Beast): a fixed pool of I/O threads, each running its own io_context
+// with a share of the connections, one session per connection on its own strand, keep-alive, size limits and timeouts,
+// API-key checks and CORS in front of the routes. Unknown paths get 404 and known paths with another method 405, both
+// in the OpenAI error envelope; every response carries X-Request-Id and every request is logged once.
 class HttpServer {
  public:
   explicit HttpServer(HttpServerOptions options, std::shared_ptr<HttpObserver> observer = nullptr);

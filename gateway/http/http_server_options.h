@@ -12,7 +12,7 @@ namespace llmc::gateway {
 
 // Limits and policies of the HTTP server; the gateway fills them from config::GatewayConfig.
 struct HttpServerOptions {
-  uint32_t num_threads = 4;                                   // I/O threads running the one io_context
+  uint32_t num_threads = 4;                                   // I/O threads, each with its own io_context
   uint64_t max_body_bytes = 8 << 20;                          // larger bodies get 413
   uint32_t max_header_bytes = 16 << 10;                       // larger header blocks get 431
   absl::Duration read_timeout = absl::Seconds(30);            // from a request's first byte to its last

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "controller/worker_registry.h"
@@ -27,8 +28,8 @@ constexpr int kChunks = 64;
 constexpr int kSharedChunks = 48;  // a family's system prompt and history; the rest is the request's own
 
 std::unique_ptr<WorkerRegistry> MakeRegistry(const llmc::Clock& clock, const std::string& policy) {
-  auto registry = std::make_unique<WorkerRegistry>(
-      clock, absl::Hours(1), llmc::controller::MakeDispatchPolicy(policy, 1).value());
+  auto registry =
+      std::make_unique<WorkerRegistry>(clock, absl::Hours(1), llmc::dispatch::MakeDispatchPolicy(policy, 1).value());
   for (int w = 0; w < kWorkers; ++w) {
     llmc::v1::RegisterWorkerRequest request;
     request.set_worker_id("worker-" + std::to_string(w));
@@ -81,6 +82,8 @@ double PicksPerSecond(const std::string& policy, int threads, double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As in llmc-controller (common/main_support.h).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const double seconds = argc > 1 ? std::atof(argv[1]) : 2.0;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::printf("%d workers, %d prefix chunks per request (%d shared within %d families), %d hardware threads\n",

@@ -7,10 +7,12 @@
 #include <vector>
 
 #include "common/prefix_hash.h"
-#include "controller/prefix_index.h"
+#include "dispatch/prefix_index.h"
 #include "tests/controller/registry_test_support.h"
 
 namespace llmc::controller {
+
+using dispatch::PrefixIndex;
 namespace {
 
 using testing::MakeRegistration;

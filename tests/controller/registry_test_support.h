@@ -5,11 +5,13 @@
 #include <string>
 
 #include "common/clock.h"
-#include "controller/dispatch_policy.h"
 #include "controller/worker_registry.h"
+#include "dispatch/dispatch_policy.h"
 #include "tests/support/fake_worker.h"
 
 namespace llmc::controller {
+
+using dispatch::MakeDispatchPolicy;
 
 inline constexpr uint64_t kFixedSeed = 20261122;
 

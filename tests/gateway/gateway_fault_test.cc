@@ -95,6 +95,14 @@ TEST_CASE("fault: the gateway drops its channel to a worker that left the cluste
   // Enough requests that both workers get some (the dispatch policy spreads them).
   for (int i = 0; i < 12; ++i) REQUIRE(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(2)).status == 200);
   REQUIRE(WaitUntil([&] { return channels() == 2; }, absl::Seconds(5)));
+  // The gateway process picked from the table the controller streams and reported every pick; it never
+  // had to ask the controller to pick.
+  CHECK(WaitUntil(
+      [&] {
+        return ScrapeMetric(controller.metrics_port(), "llmc_controller_gateway_picks_total").value_or(0) == 12;
+      },
+      absl::Seconds(10)));
+  CHECK_FALSE(ScrapeMetric(controller.metrics_port(), "llmc_controller_picks_total").has_value());
 
   leaving->process().Signal(SIGTERM);  // drains, deregisters and exits
   REQUIRE(leaving->process().WaitForExit(absl::Seconds(30)).has_value());

@@ -240,15 +240,59 @@ TEST_CASE("scheduler: with prefix caching the later choices share the prompt cho
   SchedulerFixture fixture(/*num_blocks=*/64, {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/8,
                                                /*enable_prefix_caching=*/true});
   const std::vector<Sequence*> choices = fixture.AddGroup(1, 22, /*n=*/4, std::nullopt);
-  int64_t prefill_tokens = 0;
-  for (int step = 0; step < 4; ++step) prefill_tokens += fixture.Step().num_prefill_tokens;
-  for (Sequence* choice : choices) CHECK(choice->num_output() >= 1);
-  // 22 tokens once, then 2 per later choice (5 full blocks shared).
-  CHECK(prefill_tokens == 22 + 3 * 2);
+  SchedulerOutput first = fixture.Step();
+  CHECK(TokensFor(first, choices[0]) == 22);
+  CHECK(first.block_copies.empty());
+  const std::vector<int32_t> prompt_blocks = choices[0]->block_table;  // 5 full blocks and 2 tokens in a 6th
+  REQUIRE(prompt_blocks.size() == 6);
+
+  // The later choices share all 6 blocks and compute only the last prompt token, each in its own copy of
+  // the partial block (choice 0 writes its first output token there in place).
+  SchedulerOutput second = fixture.Step();
   for (size_t c = 1; c < choices.size(); ++c) {
-    CHECK(choices[c]->num_cached_prompt_tokens == 20);
-    for (int k = 0; k < 5; ++k) CHECK(choices[c]->block_table[k] == choices[0]->block_table[k]);
+    CHECK(TokensFor(second, choices[c]) == 1);
+    CHECK(choices[c]->num_cached_prompt_tokens == 21);
+    for (int k = 0; k < 5; ++k) CHECK(choices[c]->block_table[k] == prompt_blocks[k]);
+    CHECK(choices[c]->block_table[5] != prompt_blocks[5]);
   }
+  CHECK(choices[0]->block_table[5] == prompt_blocks[5]);
+  REQUIRE(second.block_copies.size() == 3);
+  for (const auto& [from, to] : second.block_copies) CHECK(from == prompt_blocks[5]);
+  CHECK(second.num_prefill_tokens == 0);
+  // 6 blocks of the prompt and 3 copies.
+  CHECK(fixture.allocator().num_used() == 9);
+  for (int k = 0; k < 5; ++k) CHECK(fixture.allocator().ref_count(prompt_blocks[k]) == 4);
+  CHECK(fixture.allocator().ref_count(prompt_blocks[5]) == 1);
+
+  // From then on each writes to its own blocks: no more copies.
+  for (int step = 0; step < 4; ++step) CHECK(fixture.Step().block_copies.empty());
+  CHECK(choices[0]->num_output() == 6);
+  for (size_t c = 1; c < choices.size(); ++c) CHECK(choices[c]->num_output() == 5);
+}
+
+TEST_CASE("scheduler: a choice writing into a block shared with another copies it first", "[unit][engine]") {
+  // A prompt ending on a block boundary: the later choice recomputes the last token, inside a full block
+  // choice 0 holds (and the cache keeps).
+  SchedulerFixture fixture(/*num_blocks=*/8, {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/8,
+                                              /*enable_prefix_caching=*/true});
+  const std::vector<Sequence*> choices = fixture.AddGroup(1, 8, /*n=*/2, std::nullopt);
+  fixture.Step();
+  const std::vector<int32_t> prompt_blocks = choices[0]->block_table;
+  REQUIRE(prompt_blocks.size() == 2);
+  SchedulerOutput plan = fixture.Step();
+  CHECK(TokensFor(plan, choices[1]) == 1);
+  REQUIRE(plan.block_copies.size() == 1);
+  CHECK(plan.block_copies[0].first == prompt_blocks[1]);
+  CHECK(choices[1]->block_table[0] == prompt_blocks[0]);
+  CHECK(choices[1]->block_table[1] == plan.block_copies[0].second);
+  // Choice 0's token 8 went into a new block of its own; choice 1's goes into one next step.
+  CHECK(choices[0]->block_table.size() == 3);
+  CHECK(fixture.allocator().num_used() == 4);
+
+  // A choice that ends gives its references back; the shared blocks stay with the other.
+  fixture.scheduler().Remove(choices[1]);
+  CHECK(fixture.allocator().ref_count(prompt_blocks[0]) == 1);
+  CHECK(fixture.allocator().num_used() == 3);
 }
 
 TEST_CASE("scheduler: choices waiting for choice 0 keep their running places from later requests", "[unit][engine]") {
@@ -260,15 +304,15 @@ TEST_CASE("scheduler: choices waiting for choice 0 keep their running places fro
   CHECK(TokensFor(plan, choices[0]) == 22);
   CHECK(TokensFor(plan, later) == 0);  // the two places left belong to choices 1 and 2
   plan = fixture.Step();
-  CHECK(TokensFor(plan, choices[1]) == 2);
-  CHECK(TokensFor(plan, choices[2]) == 2);
+  CHECK(TokensFor(plan, choices[1]) == 1);
+  CHECK(TokensFor(plan, choices[2]) == 1);
   CHECK(TokensFor(plan, later) == 0);
-  // A prompt without a full block has nothing to share: its choices do not wait.
+  // A one-token prompt has nothing to share: its choices do not wait.
   SchedulerFixture short_fixture(64, {4, 64, 8, true});
-  const std::vector<Sequence*> short_choices = short_fixture.AddGroup(1, 4, /*n=*/2, std::nullopt);
+  const std::vector<Sequence*> short_choices = short_fixture.AddGroup(1, 1, /*n=*/2, std::nullopt);
   plan = short_fixture.Step();
-  CHECK(TokensFor(plan, short_choices[0]) == 4);
-  CHECK(TokensFor(plan, short_choices[1]) == 4);
+  CHECK(TokensFor(plan, short_choices[0]) == 1);
+  CHECK(TokensFor(plan, short_choices[1]) == 1);
 }
 
 }  // namespace

@@ -191,8 +191,15 @@ TEST_CASE("worker service: an engine error after some tokens ends the stream wit
   const StreamResult result = RunStream(*fixture.stub_, IdsRequest("doomed", 1, 10, 10));
   CHECK(result.status.error_code() == grpc::StatusCode::INTERNAL);
   CHECK(result.status.error_message() == "the model produced NaNs");
-  REQUIRE(result.responses.size() == 3);  // everything produced before the error still arrives
-  CHECK(result.responses[2].deltas(0).index() == 2);
+  // Everything produced before the error still arrives (deltas queued behind a slow reader may be merged).
+  std::vector<int32_t> tokens;
+  for (const auto& response : result.responses) {
+    for (const auto& delta : response.deltas())
+      tokens.insert(tokens.end(), delta.token_ids().begin(), delta.token_ids().end());
+  }
+  CHECK(tokens.size() == 3);
+  REQUIRE_FALSE(result.responses.empty());
+  CHECK(result.responses.back().deltas(0).index() + result.responses.back().deltas(0).token_ids_size() == 3);
 
   fixture.engine_.FailAfter("late", 0, absl::DeadlineExceededError("too slow"));
   CHECK(RunStream(*fixture.stub_, IdsRequest("late", 1, 10, 10)).status.error_code() ==

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/prefix_hash.h"
-#include "controller/dispatch_policy.h"
-#include "controller/registered_worker.h"
+#include "dispatch/dispatch_policy.h"
+#include "dispatch/registered_worker.h"
 #include "tools/sim/sim_worker.h"
 
 namespace llmc::sim {
@@ -39,7 +39,7 @@ uint64_t BlockId(uint64_t owner, uint64_t kind, int64_t index) {
 
 class Run {
  public:
-  Run(const SimConfig& config, std::unique_ptr<controller::DispatchPolicy> policy)
+  Run(const SimConfig& config, std::unique_ptr<dispatch::DispatchPolicy> policy)
       : config_(config), policy_(std::move(policy)), random_(config.seed) {
     const Workload& w = config.workload;
     double total = 0;
@@ -52,7 +52,7 @@ class Run {
     views_.reserve(static_cast<size_t>(config.workers));
     for (int64_t i = 0; i < config.workers; ++i) {
       workers_.emplace_back(config.limits, config.step);
-      controller::RegisteredWorker view;
+      dispatch::RegisteredWorker view;
       view.worker_id = "worker-" + std::to_string(i);
       view.load.set_max_running(static_cast<uint32_t>(config.limits.max_running));
       views_.push_back(std::move(view));
@@ -127,7 +127,7 @@ class Run {
     request.arrival_s = now_;
     const int64_t prompt_blocks = request.prompt_tokens / config_.limits.block_size;
     const absl::Span<const uint64_t> hashes(request.blocks.data(), static_cast<size_t>(prompt_blocks));
-    const size_t chosen = policy_->Choose(candidates_, controller::PickRequest{hashes});
+    const size_t chosen = policy_->Choose(candidates_, dispatch::PickRequest{hashes});
     ++views_[chosen].picks_since_heartbeat;
     workers_[chosen].Enqueue(&request);
     if (!stepping_[chosen]) {
@@ -160,6 +160,7 @@ class Run {
       views_[i].load.set_pending_prefill_tokens(static_cast<uint64_t>(workers_[i].pending_prefill_tokens()));
       views_[i].picks_since_heartbeat = 0;
       views_[i].last_heartbeat = absl::UnixEpoch() + absl::Seconds(now_);
+      ++views_[i].heartbeats;
     }
   }
 
@@ -201,12 +202,12 @@ class Run {
   }
 
   const SimConfig& config_;
-  std::unique_ptr<controller::DispatchPolicy> policy_;
+  std::unique_ptr<dispatch::DispatchPolicy> policy_;
   std::mt19937_64 random_;
   std::vector<double> family_cdf_;
   std::vector<SimWorker> workers_;
-  std::vector<controller::RegisteredWorker> views_;
-  std::vector<const controller::RegisteredWorker*> candidates_;
+  std::vector<dispatch::RegisteredWorker> views_;
+  std::vector<const dispatch::RegisteredWorker*> candidates_;
   std::vector<bool> stepping_;
   std::deque<SimRequest> requests_;
   std::vector<SimRequest*> finished_;
@@ -231,9 +232,9 @@ double CapacityRequestsPerSecond(const SimConfig& config) {
 }
 
 absl::StatusOr<SimResult> Simulate(const SimConfig& config, const std::string& policy) {
-  controller::PrefixAwareWeights weights = config.weights;
+  dispatch::PrefixAwareWeights weights = config.weights;
   weights.tokens_per_hash = static_cast<double>(config.limits.block_size);  // the simulation hashes blocks
-  auto made = controller::MakeDispatchPolicy(policy, config.seed, weights);
+  auto made = dispatch::MakeDispatchPolicy(policy, config.seed, weights);
   if (!made.ok()) return made.status();
   Run run(config, *std::move(made));
   return run.Go();

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "controller/dispatch_policy.h"
+#include "dispatch/dispatch_policy.h"
 #include "tools/sim/sim_models.h"
 
 namespace llmc::sim {
@@ -20,7 +20,7 @@ struct SimConfig {
   double drain_s = 0.5;
   double heartbeat_s = 0.2;  // how often the dispatcher's view of the workers' queues is refreshed
   uint64_t seed = 1;
-  controller::PrefixAwareWeights weights;  // for prefix_aware
+  dispatch::PrefixAwareWeights weights;  // for prefix_aware
   StepModel step;
   WorkerLimits limits;
   Workload workload;
@@ -43,7 +43,7 @@ struct SimResult {
 double CapacityRequestsPerSecond(const SimConfig& config);
 
 // A discrete-event simulation of the cluster: conversations arrive, each turn is dispatched by the
-// controller's own `policy` (controller/dispatch_policy.h) on a view of the workers refreshed every
+// controller's own `policy` (dispatch/dispatch_policy.h) on a view of the workers refreshed every
 // heartbeat (and its own pick counts, as the registry keeps them), and runs on a SimWorker. INVALID_ARGUMENT
 // for an unknown policy.
 absl::StatusOr<SimResult> Simulate(const SimConfig& config, const std::string& policy);

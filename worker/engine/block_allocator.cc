@@ -85,6 +85,11 @@ std::optional<int32_t> BlockAllocator::TakeCached(uint64_t hash, uint64_t parent
   return found->second;
 }
 
+void BlockAllocator::Share(int32_t block) {
+  ABSL_RAW_CHECK(blocks_[block].ref_count > 0, "sharing a free KV block");
+  ++blocks_[block].ref_count;
+}
+
 void BlockAllocator::Cache(int32_t block, uint64_t hash, uint64_t parent_hash, absl::Span<const int32_t> tokens) {
   Block& entry = blocks_[block];
   ABSL_RAW_CHECK(entry.ref_count > 0, "caching a free KV block");

@@ -31,6 +31,10 @@ class BlockAllocator {
   // so a sequence's prefix outlives its tail in the cache.
   void Release(std::vector<int32_t>& table);
 
+  // One more holder for `block`, which is held already (n > 1 choices sharing their prompt's blocks).
+  void Share(int32_t block);
+  int32_t ref_count(int32_t block) const { return blocks_[block].ref_count; }
+
   // The block cached under `hash` if it holds `tokens` after a block cached under `parent_hash`; it gains a
   // reference. nullopt on a miss.
   std::optional<int32_t> TakeCached(uint64_t hash, uint64_t parent_hash, absl::Span<const int32_t> tokens);

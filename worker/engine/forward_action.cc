@@ -43,9 +43,23 @@ void ForwardAction::PlanRows(StepData& step) {
   }
 }
 
+void ForwardAction::CopyBlocks(const std::vector<std::pair<int32_t, int32_t>>& copies) {
+  if (copies.empty()) return;
+  std::vector<int64_t> from, to;
+  for (const auto& [source, destination] : copies) {
+    from.push_back(source);
+    to.push_back(destination);
+  }
+  // The cache is [layers, 2, blocks, block_size, kv_heads, head_dim] (LoadedModel::AllocateKvCache).
+  const at::Tensor sources = at::tensor(from, at::kLong).to(kv_cache_.device());
+  const at::Tensor destinations = at::tensor(to, at::kLong).to(kv_cache_.device());
+  kv_cache_.index_copy_(2, destinations, kv_cache_.index_select(2, sources));
+}
+
 absl::Status ForwardAction::RunModel(const model::ForwardBatch& batch, StepData& step) {
   if (FaultInjected("model_step")) return absl::InternalError("injected fault: model_step");
   if (FaultInjected("model_step_throw")) throw std::runtime_error("injected fault: model_step_throw");
+  CopyBlocks(step.plan.block_copies);
   const at::Tensor full_rows =
       at::from_blob(full_rows_.data(), {static_cast<int64_t>(full_rows_.size())}, at::TensorOptions(at::kLong));
   absl::StatusOr<model::SamplingLogits> logits = model_.ForwardForSampling(batch, kv_cache_, full_rows, step.top_k);

@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,6 +37,8 @@ class ForwardAction {
   // The sampling rows of the plan and what each needs from the model.
   void PlanRows(StepData& step);
   absl::Status RunModel(const model::ForwardBatch& batch, StepData& step);
+  // Copy-on-write: each (from, to) block's K/V into the other before the step writes to it.
+  void CopyBlocks(const std::vector<std::pair<int32_t, int32_t>>& copies);
 
   model::LoadedModel& model_;
   at::Tensor& kv_cache_;

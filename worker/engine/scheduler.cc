@@ -4,6 +4,7 @@
 #include <optional>
 #include <tuple>
 
+#include "absl/base/internal/raw_logging.h"
 #include "absl/types/span.h"
 
 namespace llmc::engine {
@@ -51,10 +52,46 @@ bool Scheduler::WaitsForChoiceZero(const Sequence& sequence) const {
   if (sequence.choice_index == 0) return false;
   const Sequence& first = *sequence.group.sequences.front();
   if (first.finished() || first.num_output() > 0) return false;
-  // Prompt logprobs must come before any token of the request (sequence.h); with prefix caching the prompt's
-  // full blocks are computed once, by choice 0 (a prompt shorter than a block has none to share).
-  return first.collects_prompt_logprobs() ||
-         (limits_.enable_prefix_caching && (first.prompt_length - 1) / limits_.block_size > 0);
+  // Prompt logprobs must come before any token of the request (sequence.h); with prefix caching the prompt
+  // is computed once, by choice 0, and shared (only its last token is left to compute).
+  return first.collects_prompt_logprobs() || (limits_.enable_prefix_caching && first.prompt_length > 1);
+}
+
+void Scheduler::SharePromptOfChoiceZero(Sequence& sequence) {
+  if (!limits_.enable_prefix_caching || sequence.choice_index == 0 || sequence.num_output() > 0 ||
+      !sequence.may_use_cached_prefix()) {
+    return;
+  }
+  const Sequence& first = *sequence.group.sequences.front();
+  const int32_t prompt_blocks = BlocksFor(sequence.prompt_length, limits_.block_size);
+  if (first.finished() || first.num_computed < first.prompt_length ||
+      static_cast<int32_t>(first.block_table.size()) < prompt_blocks) {
+    return;
+  }
+  allocator_.Release(sequence.block_table);
+  for (int32_t k = 0; k < prompt_blocks; ++k) {
+    allocator_.Share(first.block_table[k]);
+    sequence.block_table.push_back(first.block_table[k]);
+  }
+  // Choice 0 may have written its output past the prompt in the last block: this choice overwrites those
+  // positions (in its own copy) before it reads them.
+  sequence.num_computed = sequence.prompt_length - 1;
+}
+
+bool Scheduler::WritesSharedBlock(const Sequence& sequence) const {
+  const size_t block = static_cast<size_t>(sequence.num_computed / limits_.block_size);
+  return block < sequence.block_table.size() && allocator_.ref_count(sequence.block_table[block]) > 1;
+}
+
+void Scheduler::CopyOnWrite(Sequence& sequence, SchedulerOutput& output) {
+  const size_t index = static_cast<size_t>(sequence.num_computed / limits_.block_size);
+  std::vector<int32_t> copy;
+  const bool allocated = allocator_.Allocate(1, copy);  // BlocksNeeded counted it
+  ABSL_RAW_CHECK(allocated, "copy-on-write without a free block");
+  std::vector<int32_t> shared = {sequence.block_table[index]};
+  output.block_copies.emplace_back(shared[0], copy[0]);
+  sequence.block_table[index] = copy[0];
+  allocator_.Release(shared);
 }
 
 void Scheduler::ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const {
@@ -105,11 +142,13 @@ void Scheduler::CacheFilledBlocks(Sequence& sequence, int64_t num_tokens) {
 
 int32_t Scheduler::BlocksNeeded(const Sequence& sequence, int64_t num_tokens) const {
   return std::max<int32_t>(0, BlocksFor(sequence.num_computed + num_tokens, limits_.block_size) -
-                                  static_cast<int32_t>(sequence.block_table.size()));
+                                  static_cast<int32_t>(sequence.block_table.size())) +
+         (num_tokens > 0 && WritesSharedBlock(sequence) ? 1 : 0);
 }
 
 int64_t Scheduler::TokensThatFit(const Sequence& sequence, int64_t wanted, int32_t held_back) const {
-  const int64_t usable = std::max<int64_t>(0, allocator_.num_free() - held_back);
+  const int64_t usable =
+      std::max<int64_t>(0, allocator_.num_free() - held_back - (WritesSharedBlock(sequence) ? 1 : 0));
   const int64_t slots =
       (static_cast<int64_t>(sequence.block_table.size()) + usable) * limits_.block_size - sequence.num_computed;
   return std::max<int64_t>(0, std::min(wanted, slots));
@@ -140,6 +179,7 @@ Sequence* Scheduler::NewestUnscheduled(const SchedulerOutput& output) const {
 }
 
 void Scheduler::AddChunk(Sequence* sequence, int64_t num_tokens, int64_t& budget, SchedulerOutput& output) {
+  if (WritesSharedBlock(*sequence)) CopyOnWrite(*sequence, output);
   allocator_.Allocate(BlocksNeeded(*sequence, num_tokens), sequence->block_table);
   const bool samples = num_tokens == sequence->num_uncomputed();
   // Whatever is not a single token following computed context is (part of) a prefill.
@@ -218,6 +258,7 @@ SchedulerOutput Scheduler::Schedule() {
       continue;
     }
     TakeCachedPrefix(*sequence);
+    SharePromptOfChoiceZero(*sequence);
     const int64_t num_tokens = ChunkLimit(*sequence, budget);
     const int32_t needed = BlocksNeeded(*sequence, num_tokens);
     const bool fits =

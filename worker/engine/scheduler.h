@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "worker/engine/block_allocator.h"
@@ -33,6 +34,9 @@ struct SchedulerOutput {
   // Prefix cache lookups of this step's admitted prompts: the prompt tokens looked up and those found.
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
+  // Copy-on-write: KV blocks to copy (from, to) before the step's forward pass, because a chunk writes into
+  // a block another sequence shares.
+  std::vector<std::pair<int32_t, int32_t>> block_copies;
   bool empty() const { return chunks.empty(); }
 };
 
@@ -52,7 +56,9 @@ inline constexpr int64_t kMaxPromptLogprobRowsPerStep = 128;
 // any prefill, never readmitted in the step that preempted it. With prefix caching, an admitted sequence
 // starts after the longest run of cached full blocks that holds its first tokens (at least one token is
 // always computed, for its logits), and blocks are cached as they fill; the later choices of a request wait
-// for choice 0's first token, then find the prompt's full blocks cached. Engine thread only.
+// for choice 0's first token, then share all of its prompt's blocks, the partial last one included, and
+// compute only the last prompt token. A chunk that would write into a block someone else holds writes
+// into a copy (copy-on-write, SchedulerOutput::block_copies). Engine thread only.
 class Scheduler {
  public:
   Scheduler(BlockAllocator& allocator, const SchedulerLimits& limits) : allocator_(allocator), limits_(limits) {}
@@ -88,6 +94,12 @@ class Scheduler {
   void ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const;
   // Gives a sequence that holds no blocks the cached blocks of its longest cached prefix.
   void TakeCachedPrefix(Sequence& sequence);
+  // A later choice whose choice 0 holds the computed prompt shares all its prompt blocks instead.
+  void SharePromptOfChoiceZero(Sequence& sequence);
+  // The next chunk of `sequence` starts in a block another sequence holds too.
+  bool WritesSharedBlock(const Sequence& sequence) const;
+  // Gives `sequence` its own copy of that block.
+  void CopyOnWrite(Sequence& sequence, SchedulerOutput& output);
   // An admitted prompt's lookup, for the metrics and the request's cached-token count.
   void CountPrefixLookup(Sequence& sequence, SchedulerOutput& output) const;
   // Caches the blocks that `num_tokens` newly computed tokens filled.

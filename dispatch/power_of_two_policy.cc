@@ -1,6 +1,6 @@
-#include "controller/power_of_two_policy.h"
+#include "dispatch/power_of_two_policy.h"
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 size_t PowerOfTwoPolicy::Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& /*request*/) {
   if (candidates.size() == 1) return 0;
@@ -12,4 +12,4 @@ size_t PowerOfTwoPolicy::Choose(absl::Span<const RegisteredWorker* const> candid
   return candidates[second]->RelativeLoad() < candidates[first]->RelativeLoad() ? second : first;
 }
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch

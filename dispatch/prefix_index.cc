@@ -1,8 +1,8 @@
-#include "controller/prefix_index.h"
+#include "dispatch/prefix_index.h"
 
 #include <algorithm>
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 PrefixIndex::PrefixIndex(size_t capacity) : capacity_(std::max<size_t>(1, capacity)) {}
 
@@ -78,4 +78,4 @@ void PrefixIndex::EvictOne() {
   }
 }
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch

@@ -1,5 +1,5 @@
-#ifndef LLMC_CONTROLLER_DISPATCH_POLICY_H_
-#define LLMC_CONTROLLER_DISPATCH_POLICY_H_
+#ifndef LLMC_DISPATCH_DISPATCH_POLICY_H_
+#define LLMC_DISPATCH_DISPATCH_POLICY_H_
 
 #include <cstdint>
 #include <memory>
@@ -7,9 +7,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "controller/registered_worker.h"
+#include "dispatch/registered_worker.h"
+#include "llmc/v1/controller.pb.h"
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 // What a pick knows of the request it places.
 struct PickRequest {
@@ -24,6 +25,8 @@ class DispatchPolicy {
   virtual absl::string_view name() const = 0;
   // Returns an index into `candidates`, which is never empty.
   virtual size_t Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& request) = 0;
+  // A pick made elsewhere (another gateway) went to `worker`: learn from it as from one's own.
+  virtual void Record(const RegisteredWorker& worker, const PickRequest& request) {}
   // The worker left, or registered again (so its caches are empty).
   virtual void Forget(absl::string_view worker_id) {}
 };
@@ -44,6 +47,9 @@ struct PrefixAwareWeights {
 absl::StatusOr<std::unique_ptr<DispatchPolicy>> MakeDispatchPolicy(absl::string_view name, uint64_t seed,
                                                                    const PrefixAwareWeights& weights = {});
 
-}  // namespace llmc::controller
+// The policy the controller announces in its routing feed; weights not set take the defaults.
+absl::StatusOr<std::unique_ptr<DispatchPolicy>> MakeDispatchPolicy(const v1::DispatchSettings& settings, uint64_t seed);
 
-#endif  // LLMC_CONTROLLER_DISPATCH_POLICY_H_
+}  // namespace llmc::dispatch
+
+#endif  // LLMC_DISPATCH_DISPATCH_POLICY_H_

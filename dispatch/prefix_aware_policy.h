@@ -1,5 +1,5 @@
-#ifndef LLMC_CONTROLLER_PREFIX_AWARE_POLICY_H_
-#define LLMC_CONTROLLER_PREFIX_AWARE_POLICY_H_
+#ifndef LLMC_DISPATCH_PREFIX_AWARE_POLICY_H_
+#define LLMC_DISPATCH_PREFIX_AWARE_POLICY_H_
 
 #include <cstdint>
 #include <random>
@@ -8,10 +8,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "controller/dispatch_policy.h"
-#include "controller/prefix_index.h"
+#include "dispatch/dispatch_policy.h"
+#include "dispatch/prefix_index.h"
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 // Sends a request where its first token likely comes soonest, counting the prefill its prefix cache saves.
 // Each candidate scores, in estimated prompt tokens:
@@ -27,15 +27,18 @@ class PrefixAwarePolicy final : public DispatchPolicy {
       : random_(seed), weights_(weights), index_(weights.index_capacity) {}
   absl::string_view name() const override { return "prefix_aware"; }
   size_t Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& request) override;
+  void Record(const RegisteredWorker& worker, const PickRequest& request) override;
   void Forget(absl::string_view worker_id) override;
 
  private:
-  // Uncached prompt tokens picked for a worker since its heartbeat at `heartbeat`.
+  // Uncached prompt tokens picked for a worker since its heartbeat number `heartbeat`.
   struct Charge {
-    absl::Time heartbeat;
+    uint64_t heartbeat = 0;
     double tokens = 0;
   };
   double ChargedSinceHeartbeat(const RegisteredWorker& worker);
+  // Charges `worker` with the chunks of `hashes` beyond the `matched` it holds, and records the pick.
+  void Place(const RegisteredWorker& worker, absl::Span<const uint64_t> hashes, int64_t matched);
 
   std::mt19937_64 random_;
   const PrefixAwareWeights weights_;
@@ -46,6 +49,6 @@ class PrefixAwarePolicy final : public DispatchPolicy {
   std::vector<size_t> tied_;
 };
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch
 
-#endif  // LLMC_CONTROLLER_PREFIX_AWARE_POLICY_H_
+#endif  // LLMC_DISPATCH_PREFIX_AWARE_POLICY_H_

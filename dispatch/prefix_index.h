@@ -1,5 +1,5 @@
-#ifndef LLMC_CONTROLLER_PREFIX_INDEX_H_
-#define LLMC_CONTROLLER_PREFIX_INDEX_H_
+#ifndef LLMC_DISPATCH_PREFIX_INDEX_H_
+#define LLMC_DISPATCH_PREFIX_INDEX_H_
 
 #include <array>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 // An approximate map from request-prefix chunk hashes (common/prefix_hash.h) to the workers recently sent
 // requests with that prefix, whose prefix caches likely hold it. Bounded: beyond `capacity` hashes the
@@ -18,7 +18,7 @@ namespace llmc::controller {
 // thread-safe (the registry's lock guards it).
 class PrefixIndex {
  public:
-  static constexpr size_t kWorkersPerHash = 4;
+  static constexpr size_t kWorkersPerHash = 8;
 
   explicit PrefixIndex(size_t capacity);
 
@@ -53,6 +53,6 @@ class PrefixIndex {
   std::vector<int32_t> numbers_;  // Match's scratch: the candidates' numbers
 };
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch
 
-#endif  // LLMC_CONTROLLER_PREFIX_INDEX_H_
+#endif  // LLMC_DISPATCH_PREFIX_INDEX_H_

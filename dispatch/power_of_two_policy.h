@@ -1,11 +1,11 @@
-#ifndef LLMC_CONTROLLER_POWER_OF_TWO_POLICY_H_
-#define LLMC_CONTROLLER_POWER_OF_TWO_POLICY_H_
+#ifndef LLMC_DISPATCH_POWER_OF_TWO_POLICY_H_
+#define LLMC_DISPATCH_POWER_OF_TWO_POLICY_H_
 
 #include <random>
 
-#include "controller/dispatch_policy.h"
+#include "dispatch/dispatch_policy.h"
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 // Power of two choices: two candidates drawn at random, the one with the lower relative load wins. Nearly
 // as balanced as shortest_queue, but many dispatchers with stale views do not all pile onto the one
@@ -20,6 +20,6 @@ class PowerOfTwoPolicy final : public DispatchPolicy {
   std::mt19937_64 random_;
 };
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch
 
-#endif  // LLMC_CONTROLLER_POWER_OF_TWO_POLICY_H_
+#endif  // LLMC_DISPATCH_POWER_OF_TWO_POLICY_H_

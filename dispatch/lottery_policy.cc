@@ -1,8 +1,8 @@
-#include "controller/lottery_policy.h"
+#include "dispatch/lottery_policy.h"
 
 #include <vector>
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 size_t LotteryPolicy::Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& /*request*/) {
   std::vector<double> cumulative;
@@ -19,4 +19,4 @@ size_t LotteryPolicy::Choose(absl::Span<const RegisteredWorker* const> candidate
   return candidates.size() - 1;  // ticket == total, only by rounding
 }
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch

@@ -1,8 +1,8 @@
-#include "controller/prefix_aware_policy.h"
+#include "dispatch/prefix_aware_policy.h"
 
 #include <algorithm>
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 void PrefixAwarePolicy::Forget(absl::string_view worker_id) {
   index_.Forget(worker_id);
@@ -11,8 +11,24 @@ void PrefixAwarePolicy::Forget(absl::string_view worker_id) {
 
 double PrefixAwarePolicy::ChargedSinceHeartbeat(const RegisteredWorker& worker) {
   const auto it = charges_.find(worker.worker_id);
-  if (it == charges_.end() || it->second.heartbeat != worker.last_heartbeat) return 0;
+  if (it == charges_.end() || it->second.heartbeat != worker.heartbeats) return 0;
   return it->second.tokens;
+}
+
+void PrefixAwarePolicy::Place(const RegisteredWorker& worker, absl::Span<const uint64_t> hashes, int64_t matched) {
+  // What the worker will likely prefill: the chunks it does not hold (at least one's worth).
+  const double uncached = static_cast<double>(std::max<int64_t>(1, static_cast<int64_t>(hashes.size()) - matched)) *
+                          weights_.tokens_per_hash;
+  Charge& charge = charges_[worker.worker_id];
+  if (charge.heartbeat != worker.heartbeats) charge = Charge{worker.heartbeats, 0};
+  charge.tokens += uncached;
+  index_.Record(hashes, worker.worker_id);
+}
+
+void PrefixAwarePolicy::Record(const RegisteredWorker& worker, const PickRequest& request) {
+  const std::string* id = &worker.worker_id;
+  index_.Match(request.prefix_hashes, absl::MakeConstSpan(&id, 1), matched_);
+  Place(worker, request.prefix_hashes, matched_[0]);
 }
 
 size_t PrefixAwarePolicy::Choose(absl::Span<const RegisteredWorker* const> candidates, const PickRequest& request) {
@@ -39,16 +55,8 @@ size_t PrefixAwarePolicy::Choose(absl::Span<const RegisteredWorker* const> candi
   }
   const size_t chosen =
       tied_.size() == 1 ? tied_[0] : tied_[std::uniform_int_distribution<size_t>(0, tied_.size() - 1)(random_)];
-  const RegisteredWorker& worker = *candidates[chosen];
-  // What the chosen worker will likely prefill: the chunks it does not hold (at least one's worth).
-  const double uncached =
-      static_cast<double>(std::max<int64_t>(1, static_cast<int64_t>(hashes.size()) - matched_[chosen])) *
-      weights_.tokens_per_hash;
-  Charge& charge = charges_[worker.worker_id];
-  if (charge.heartbeat != worker.last_heartbeat) charge = Charge{worker.last_heartbeat, 0};
-  charge.tokens += uncached;
-  index_.Record(hashes, worker.worker_id);
+  Place(*candidates[chosen], hashes, matched_[chosen]);
   return chosen;
 }
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch

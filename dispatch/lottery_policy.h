@@ -1,11 +1,11 @@
-#ifndef LLMC_CONTROLLER_LOTTERY_POLICY_H_
-#define LLMC_CONTROLLER_LOTTERY_POLICY_H_
+#ifndef LLMC_DISPATCH_LOTTERY_POLICY_H_
+#define LLMC_DISPATCH_LOTTERY_POLICY_H_
 
 #include <random>
 
-#include "controller/dispatch_policy.h"
+#include "dispatch/dispatch_policy.h"
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 // Picks at random, each worker weighted by capacity × speed weight, so a worker twice as large or twice
 // as fast gets twice the traffic on average. Ignores current load.
@@ -19,6 +19,6 @@ class LotteryPolicy final : public DispatchPolicy {
   std::mt19937_64 random_;
 };
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch
 
-#endif  // LLMC_CONTROLLER_LOTTERY_POLICY_H_
+#endif  // LLMC_DISPATCH_LOTTERY_POLICY_H_

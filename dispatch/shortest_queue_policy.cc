@@ -1,9 +1,9 @@
-#include "controller/shortest_queue_policy.h"
+#include "dispatch/shortest_queue_policy.h"
 
 #include <cmath>
 #include <vector>
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 size_t ShortestQueuePolicy::Choose(absl::Span<const RegisteredWorker* const> candidates,
                                    const PickRequest& /*request*/) {
@@ -23,4 +23,4 @@ size_t ShortestQueuePolicy::Choose(absl::Span<const RegisteredWorker* const> can
   return tied[std::uniform_int_distribution<size_t>(0, tied.size() - 1)(random_)];
 }
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch

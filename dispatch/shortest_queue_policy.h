@@ -1,11 +1,11 @@
-#ifndef LLMC_CONTROLLER_SHORTEST_QUEUE_POLICY_H_
-#define LLMC_CONTROLLER_SHORTEST_QUEUE_POLICY_H_
+#ifndef LLMC_DISPATCH_SHORTEST_QUEUE_POLICY_H_
+#define LLMC_DISPATCH_SHORTEST_QUEUE_POLICY_H_
 
 #include <random>
 
-#include "controller/dispatch_policy.h"
+#include "dispatch/dispatch_policy.h"
 
-namespace llmc::controller {
+namespace llmc::dispatch {
 
 // Picks the worker with the lowest (waiting + running + picks since its last heartbeat) ÷ capacity,
 // breaking ties at random. Because picks count at once, a burst that arrives between heartbeats
@@ -20,6 +20,6 @@ class ShortestQueuePolicy final : public DispatchPolicy {
   std::mt19937_64 random_;
 };
 
-}  // namespace llmc::controller
+}  // namespace llmc::dispatch
 
-#endif  // LLMC_CONTROLLER_SHORTEST_QUEUE_POLICY_H_
+#endif  // LLMC_DISPATCH_SHORTEST_QUEUE_POLICY_H_
