@@ -11,7 +11,7 @@ namespace llmc::testing {
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout,
                absl::Duration poll_interval = absl::Milliseconds(20));
 
-// A loopback TCP port that was free a moment ago (the kernel's choice for port 0).
+// A loopback TCP port that was free a moment ago, chosen at random below the kernel's ephemeral range.
 int PickFreePort();
 
 // True when a TCP connection to 127.0.0.1:`port` is accepted right now.
