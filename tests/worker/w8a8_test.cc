@@ -49,32 +49,34 @@ struct W8A8Case {
   std::vector<int8_t> a8;
   std::vector<float> a_scales;
   std::vector<int32_t> offsets;
-  int64_t k_padded, group_pairs, groups, weight_groups;
+  int64_t k_padded, stride, group_pairs, groups, weight_groups;
 
-  W8A8Case(int64_t rows, int64_t k, int64_t group_size) {
+  // `step` > 0: rows of whole steps of that many inputs (AMX-INT8 tiles read 64 at a time).
+  W8A8Case(int64_t rows, int64_t k, int64_t group_size, int64_t step = 0) {
     const auto [q, s] = QuantizeInt8(Random({64, k}, at::kFloat, 0.1), group_size);
     packed = PackWeight(q);
     scales = PackScales(s);
     weight_groups = s.size(1);
     k_padded = PackedDepth(packed);
+    stride = step > 0 ? (k_padded + step - 1) / step * step : k_padded;
     group_pairs = group_size == 0 ? 64 : group_size / 2;
     groups = (k_padded / 2 + group_pairs - 1) / group_pairs;
     const int64_t rows_padded = (rows + kRowAlign - 1) / kRowAlign * kRowAlign;
-    a.assign(rows_padded * k_padded, 0);
-    a8.assign(rows_padded * k_padded, 0);
+    a.assign(rows_padded * stride, 0);
+    a8.assign(rows_padded * stride, 0);
     a_scales.assign(rows_padded * groups, 0);
     offsets.assign(rows_padded * groups, 0);
     const at::Tensor x = Random({rows, k}, at::kFloat);
     for (int64_t r = 0; r < rows; ++r) {
-      QuantizeActivationRow(x[r].data_ptr<float>(), k, k_padded, 2 * group_pairs, groups, 127, &a[r * k_padded],
+      QuantizeActivationRow(x[r].data_ptr<float>(), k, stride, 2 * group_pairs, groups, 127, &a[r * stride],
                             &a_scales[r * groups]);
-      NarrowActivationRow(&a[r * k_padded], k_padded, 2 * group_pairs, groups, &a8[r * k_padded], &offsets[r * groups]);
+      NarrowActivationRow(&a[r * stride], stride, 2 * group_pairs, groups, &a8[r * stride], &offsets[r * groups]);
     }
   }
 
   std::vector<float> Run(void (*kernel)(const Int8PanelArgs&), int64_t rows) const {
     std::vector<float> out(((rows + kRowAlign - 1) / kRowAlign * kRowAlign) * kPanelWidth, -1.0f);
-    kernel({a.data(), a_scales.data(), k_padded, rows, k_padded, group_pairs, groups, packed.data_ptr<int8_t>(),
+    kernel({a.data(), a_scales.data(), stride, rows, k_padded, group_pairs, groups, packed.data_ptr<int8_t>(),
             scales.data_ptr<float>(), weight_groups, out.data(), kPanelWidth, a8.data(), offsets.data()});
     out.resize(rows * kPanelWidth);
     return out;
@@ -114,6 +116,31 @@ TEST_CASE("w8a8: the vpdpbusd kernel sums exactly the integers the int16 kernels
 #endif
 }
 
+TEST_CASE("w8a8: the AMX-INT8 tile kernel sums exactly the integers the vpdpbusd kernel sums", "[unit][int8]") {
+#ifdef LLMC_CPU_X86_KERNELS
+  if (!HasAmxInt8()) {
+    WARN("no AMX-INT8 here (" << DescribeCpu() << "): the tile kernel is not exercised");
+    return;
+  }
+  at::manual_seed(23);
+  for (const int64_t group_size : {0, 64, 128, 512}) {
+    // 96 and 200 end in half a tile step (k_padded 96 and 224), read as zeros.
+    for (const int64_t k : {64, 96, 200, 512, 896, 1024, 4864}) {
+      if (group_size > 0 && k % group_size != 0) continue;
+      for (const int64_t rows : {1, 15, 16, 17, 33, 128}) {
+        INFO("group " << group_size << " k " << k << " rows " << rows);
+        const W8A8Case c(rows, k, group_size, /*step=*/64);
+        const std::vector<float> tiles = c.Run(&PanelW8A8Amx, rows);
+        const std::vector<float> vectors = c.Run(&PanelW8A8Avx512, rows);
+        CHECK(std::memcmp(tiles.data(), vectors.data(), tiles.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+#else
+  WARN("not an x86 build: no AMX-INT8 kernel");
+#endif
+}
+
 // x rounded as the kernels round it for W8A8: per row and group of `group` inputs, to 127 levels of the
 // group's largest magnitude.
 at::Tensor FakeQuantizeActivations(const at::Tensor& x, int64_t group) {
@@ -144,8 +171,10 @@ TEST_CASE("w8a8: fused operators under int8 activations match the composite on r
           INFO("dtype " << dtype << " group " << group_size << " m " << m << " path " << CpuIsaName(ActiveCpuIsa()));
           const ScopedInt8Activations w8a8(Int8Activations::kInt8);
           const at::Tensor out = LinearResidual(input, packed, scales, residual);
-          // AMX machines multiply prefill-sized batches by dequantized bfloat16 panels instead.
-          const bool rounds_activations = !(ActiveCpuIsa() == CpuIsa::kAmx && m >= 16);
+          // AMX machines multiply batches of 16 rows or more on AMX-INT8 tiles (the same rounding), or where they
+          // cannot (no AMX-INT8, groups of 32 inputs) by dequantized bfloat16 panels.
+          const bool amx_int8_tiles = HasAmxInt8() && group_size != 32;
+          const bool rounds_activations = !(ActiveCpuIsa() == CpuIsa::kAmx && m >= 16 && !amx_int8_tiles);
           const double error = RelativeError(out, rounds_activations ? expected : unrounded);
           CHECK(error < (dtype == at::kFloat ? 1e-5 : 2e-2));
           if (dtype == at::kFloat && rounds_activations) {

@@ -23,6 +23,15 @@ bool RequestAmxPermission() {
   return (features & (1ul << kXfeatureXtiledata)) != 0;
 }
 
+// GCC 12's __builtin_cpu_supports has no AMX names: CPUID leaf 7, EDX bits 22 (AMX-BF16), 24 (AMX-TILE) and
+// 25 (AMX-INT8).
+constexpr unsigned kAmxBf16 = 1u << 22, kAmxTile = 1u << 24, kAmxInt8 = 1u << 25;
+unsigned AmxFeatureBits() {
+  unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
+  __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+  return edx;
+}
+
 CpuIsa Detect() {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
@@ -31,10 +40,7 @@ CpuIsa Detect() {
                       __builtin_cpu_supports("avx512vnni");
   if (!avx2) return CpuIsa::kPortable;
   if (!avx512) return CpuIsa::kAvx2;
-  // GCC 12's __builtin_cpu_supports has no AMX names: CPUID leaf 7, EDX bits 22 (AMX-BF16) and 24 (AMX-TILE).
-  unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
-  __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
-  const bool amx_cpu = (edx & (1u << 22)) != 0 && (edx & (1u << 24)) != 0;
+  const bool amx_cpu = (AmxFeatureBits() & kAmxBf16) != 0 && (AmxFeatureBits() & kAmxTile) != 0;
   if (amx_cpu && RequestAmxPermission()) return CpuIsa::kAmx;
   return CpuIsa::kAvx512Bf16;
 }
@@ -101,6 +107,16 @@ absl::Status ForceCpuIsa(CpuIsa isa) {
 
 void ResetCpuIsa() { Active().store(static_cast<int>(EnvironmentOrDetected())); }
 
+bool HasAmxInt8() {
+#if defined(__x86_64__)
+  // kAmx is only ever active when detected, so the tile permission is granted.
+  static const bool amx_int8 = DetectedCpuIsa() == CpuIsa::kAmx && (AmxFeatureBits() & kAmxInt8) != 0;
+  return amx_int8 && ActiveCpuIsa() == CpuIsa::kAmx;
+#else
+  return false;
+#endif
+}
+
 std::string DescribeCpu() {
   std::string model = "unknown CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -110,7 +126,7 @@ std::string DescribeCpu() {
       break;
     }
   }
-  return absl::StrCat(model, "; kernel path ", CpuIsaName(ActiveCpuIsa()),
+  return absl::StrCat(model, "; kernel path ", CpuIsaName(ActiveCpuIsa()), HasAmxInt8() ? " with AMX-INT8" : "",
                       " (best here: ", CpuIsaName(DetectedCpuIsa()), ")");
 }
 

@@ -28,6 +28,9 @@ absl::Status ForceCpuIsa(CpuIsa isa);
 // Back to the detected path (or the environment's).
 void ResetCpuIsa();
 
+// Whether the active path is kAmx and the CPU has AMX-INT8 as well (int8 tile products, for W8A8).
+bool HasAmxInt8();
+
 // One line naming the CPU and the path, for logs and benchmark headers.
 std::string DescribeCpu();
 

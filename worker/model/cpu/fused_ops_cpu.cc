@@ -36,10 +36,28 @@ constexpr int64_t kAmxMinRows = 4;
 // From this many rows an int8 weight's panel is dequantized into the activations' type (in L2) and
 // multiplied by the bfloat16/float32 kernels, whose arithmetic beats the W8A16 kernels' once every weight
 // serves many rows: AMX tiles from a few rows, the others for prefill-sized blocks. The W8A8 kernel does
-// twice the bfloat16 kernels' products per instruction, so without AMX it keeps every batch.
+// twice the bfloat16 kernels' products per instruction, so without AMX it keeps every batch; with AMX-INT8,
+// its tiles (UsesAmxInt8) take the batches the AVX512 kernel does not.
 int64_t DequantizedPanelMinRows(Int8Activations activations) {
   if (ActiveCpuIsa() == CpuIsa::kAmx) return 16;
   return activations == Int8Activations::kInt8 ? std::numeric_limits<int64_t>::max() : 256;
+}
+
+// W8A8 batches of at least this many rows run on AMX-INT8 tiles, where the CPU has them and the activation
+// groups are whole tile steps (64 inputs; not for groups of 32).
+constexpr int64_t kAmxInt8MinRows = 16;
+constexpr int64_t kAmxInt8StepInputs = 64;
+
+bool UsesAmxInt8(int64_t rows, Int8Activations activations, int64_t group_pairs) {
+#ifdef LLMC_CPU_X86_KERNELS
+  return activations == Int8Activations::kInt8 && rows >= kAmxInt8MinRows &&
+         (2 * group_pairs) % kAmxInt8StepInputs == 0 && HasAmxInt8();
+#else
+  (void)rows;
+  (void)activations;
+  (void)group_pairs;
+  return false;
+#endif
 }
 
 PanelKernel SelectPanelKernel(at::ScalarType dtype, int64_t rows) {
@@ -150,12 +168,13 @@ struct Staged {
   int64_t groups = 0;
   int8_t* bytes = nullptr;
   int32_t* offsets = nullptr;
+  bool amx_int8 = false;  // bytes for PanelW8A8Amx, rows of whole tile steps
 };
 
-Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
+Staged PrepareStaging(int64_t rows, int64_t stride, at::ScalarType dtype) {
   const int64_t rows_padded = (rows + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(dtype));
-  return {CallerBuffer(kStagedActivations, rows_padded * k_padded * element_size), k_padded, rows, rows_padded,
+  return {CallerBuffer(kStagedActivations, rows_padded * stride * element_size), stride, rows, rows_padded,
           element_size};
 }
 
@@ -163,22 +182,27 @@ Staged PrepareStaging(int64_t rows, int64_t k_padded, at::ScalarType dtype) {
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
   const int64_t k_padded = PackedDepth(weight.packed);
   const Int8Activations activations = ActiveInt8Activations();
-  if (!weight.int8() || rows >= DequantizedPanelMinRows(activations)) {
+  const int64_t group_pairs = weight.int8() ? Int8GroupPairs(k, weight.scales.size(1)) : 0;
+  const bool amx_int8 = weight.int8() && UsesAmxInt8(rows, activations, group_pairs);
+  if (!weight.int8() || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
     staged.features = k;
     return staged;
   }
-  Staged staged = PrepareStaging(rows, k_padded, at::kShort);
+  const int64_t stride =
+      amx_int8 ? (k_padded + kAmxInt8StepInputs - 1) / kAmxInt8StepInputs * kAmxInt8StepInputs : k_padded;
+  Staged staged = PrepareStaging(rows, stride, at::kShort);
   staged.features = k;
   staged.int16 = true;
-  staged.group_pairs = Int8GroupPairs(k, weight.scales.size(1));
+  staged.group_pairs = group_pairs;
   staged.groups = (k_padded / 2 + staged.group_pairs - 1) / staged.group_pairs;
   staged.scales =
       reinterpret_cast<float*>(CallerBuffer(kActivationScales, staged.rows_padded * staged.groups * sizeof(float)));
   if (activations == Int8Activations::kInt8) {
     staged.levels = 127;
-    if (HasByteActivationKernel() && rows >= kByteKernelMinRows) {
-      staged.bytes = reinterpret_cast<int8_t*>(CallerBuffer(kActivationBytes, staged.rows_padded * k_padded));
+    staged.amx_int8 = amx_int8;
+    if (amx_int8 || (HasByteActivationKernel() && rows >= kByteKernelMinRows)) {
+      staged.bytes = reinterpret_cast<int8_t*>(CallerBuffer(kActivationBytes, staged.rows_padded * stride));
       staged.offsets = reinterpret_cast<int32_t*>(
           CallerBuffer(kActivationOffsets, staged.rows_padded * staged.groups * sizeof(int32_t)));
     }
@@ -272,7 +296,10 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
   const float* scales = weight.int8() ? weight.scales.data_ptr<float>() : nullptr;
   // int8 weights run the int8 kernels on int16-staged rows, or (many rows, staged in the activations' type)
   // the plain kernels on each panel dequantized once.
-  const Int8PanelKernel int8_kernel = weight.int8() && a.int16 ? SelectInt8PanelKernel(a.bytes != nullptr) : nullptr;
+  Int8PanelKernel int8_kernel = weight.int8() && a.int16 ? SelectInt8PanelKernel(a.bytes != nullptr) : nullptr;
+#ifdef LLMC_CPU_X86_KERNELS
+  if (a.amx_int8) int8_kernel = &PanelW8A8Amx;
+#endif
   const bool dequantize = weight.int8() && !a.int16;
   const at::ScalarType plain_type =
       dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
@@ -626,13 +653,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
 
 void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_columns, int64_t max_logits_rows,
                           int64_t max_top_k, at::ScalarType dtype) {
-  PrepareStaging(max_tokens, PaddedDepth(max_depth), dtype);
+  // The AMX-INT8 staging rounds rows up to whole tile steps.
+  const int64_t max_stride =
+      (PaddedDepth(max_depth) + kAmxInt8StepInputs - 1) / kAmxInt8StepInputs * kAmxInt8StepInputs;
+  PrepareStaging(max_tokens, max_stride, dtype);
   // int8 weights: the smallest groups (32 inputs) give the most activation scales.
   const int64_t rows_padded = (max_tokens + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t max_groups = PaddedDepth(max_depth) / 32 + 1;
   CallerBuffer(kActivationScales, rows_padded * max_groups * sizeof(float));
   if (ActiveInt8Activations() == Int8Activations::kInt8) {
-    CallerBuffer(kActivationBytes, rows_padded * PaddedDepth(max_depth));
+    CallerBuffer(kActivationBytes, rows_padded * max_stride);
     CallerBuffer(kActivationOffsets, rows_padded * max_groups * sizeof(int32_t));
   }
   CallerBuffer(kQkvResults, max_tokens * qkv_columns * sizeof(float));

@@ -1,6 +1,8 @@
-// Built with -mamx-tile -mamx-bf16 -mavx512f (worker/CMakeLists.txt); called only where the CPU has AMX and the
-// kernel granted this process the tile state (cpu_isa.cc).
+// Built with -mamx-tile -mamx-bf16 -mamx-int8 -mavx512f -mavx512bw (worker/CMakeLists.txt); called only where the
+// CPU has AMX and the kernel granted this process the tile state (cpu_isa.cc); PanelW8A8Amx only with AMX-INT8.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/x86_intrinsics.h"
@@ -25,6 +27,42 @@ void LoadTileConfig() {
     config.rows[t] = 16;
   }
   _tile_loadconfig(&config);
+}
+
+// One k quad of the W8A8 tile panel: 64 columns x 4 bytes.
+constexpr int64_t kQuadBytes = kPanelWidth * 4;
+// One tdpbssd step: 64 inputs (16 quads), the depth of an A tile row.
+constexpr int64_t kInt8StepPairs = 32;
+
+// The int8 panel ([pairs][kPanelWidth][2]) as tdpbssd's B operand takes it: [quads][kPanelWidth][4], the two k
+// pairs of a quad side by side for each column; zeros past the panel's depth up to a whole step. Rebuilt on
+// every call in a buffer of the calling thread (the caller passes up to 128 rows, so it serves them all); the
+// shuffles cost far less than reading the panel from memory, which the kernel has to do anyway.
+const int8_t* QuadPanel(const int8_t* panel, int64_t pairs) {
+  thread_local std::vector<int8_t> buffer;
+  const int64_t steps = (pairs + kInt8StepPairs - 1) / kInt8StepPairs;
+  const int64_t quads = steps * kInt8StepPairs / 2;
+  buffer.resize(quads * kQuadBytes);
+  // 16-bit element 2c of the result is column c of the first pair, 2c + 1 column c of the second.
+  alignas(64) static const uint16_t kInterleave[2][32] = {
+      {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47},
+      {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+       24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63}};
+  const __m512i low_columns = _mm512_load_si512(kInterleave[0]);
+  const __m512i high_columns = _mm512_load_si512(kInterleave[1]);
+  auto load_pair_half = [&](int64_t pair, int half) {
+    return pair < pairs ? _mm512_loadu_si512(panel + pair * kPanelWidth * 2 + 64 * half) : _mm512_setzero_si512();
+  };
+  for (int64_t quad = 0; quad < quads; ++quad) {
+    int8_t* out = buffer.data() + quad * kQuadBytes;
+    for (int half = 0; half < 2; ++half) {  // columns 0-31, then 32-63
+      const __m512i first = load_pair_half(2 * quad, half), second = load_pair_half(2 * quad + 1, half);
+      _mm512_storeu_si512(out + 128 * half, _mm512_permutex2var_epi16(first, low_columns, second));
+      _mm512_storeu_si512(out + 128 * half + 64, _mm512_permutex2var_epi16(first, high_columns, second));
+    }
+  }
+  return buffer.data();
 }
 
 }  // namespace
@@ -64,6 +102,55 @@ void PanelBf16Amx(const PanelArgs& args) {
     _tile_stored(1, out + 16, out_stride_bytes);
     _tile_stored(2, out + 32, out_stride_bytes);
     _tile_stored(3, out + 48, out_stride_bytes);
+  }
+  _tile_release();
+}
+
+// Sixteen rows at a time: for each activation group, the int32 sums of its steps in tiles 0-3 (signed bytes
+// against signed bytes, exact), stored to L1 and added to the output as PanelW8A8Avx512 adds its sums: the
+// same float arithmetic on the same integers, so the same bits.
+void PanelW8A8Amx(const Int8PanelArgs& args) {
+  const int64_t pairs = args.k_padded / 2;
+  const int8_t* quads = QuadPanel(args.panel, pairs);
+  LoadTileConfig();
+  alignas(64) int32_t sums[16 * kPanelWidth];
+  const int64_t a_stride_bytes = args.a_stride;
+  for (int64_t m0 = 0; m0 < args.rows; m0 += 16) {
+    const int8_t* rows = args.a8 + m0 * args.a_stride;
+    for (int64_t g = 0; g < args.groups; ++g) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const int64_t first = g * args.group_pairs, last = std::min(pairs, first + args.group_pairs);
+      for (int64_t pair = first; pair < last; pair += kInt8StepPairs) {
+        const int8_t* w_step = quads + pair / 2 * kQuadBytes;
+        _tile_loadd(4, rows + 2 * pair, a_stride_bytes);
+        _tile_loadd(6, w_step, kQuadBytes);
+        _tile_loadd(7, w_step + 64, kQuadBytes);
+        _tile_dpbssd(0, 4, 6);
+        _tile_dpbssd(1, 4, 7);
+        _tile_loadd(5, w_step + 128, kQuadBytes);
+        _tile_loadd(6, w_step + 192, kQuadBytes);
+        _tile_dpbssd(2, 4, 5);
+        _tile_dpbssd(3, 4, 6);
+      }
+      _tile_stored(0, sums, kPanelWidth * 4);
+      _tile_stored(1, sums + 16, kPanelWidth * 4);
+      _tile_stored(2, sums + 32, kPanelWidth * 4);
+      _tile_stored(3, sums + 48, kPanelWidth * 4);
+      const float* w_scales = args.scales + std::min(g, args.weight_groups - 1) * kPanelWidth;
+      for (int r = 0; r < 16; ++r) {
+        const __m512 a_scale = _mm512_set1_ps(args.a_scales[(m0 + r) * args.groups + g]);
+        float* out = args.out + (m0 + r) * args.out_stride;
+        for (int j = 0; j < 4; ++j) {
+          const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales + 16 * j), a_scale);
+          const __m512 before = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(out + 16 * j);
+          const __m512 values = _mm512_cvtepi32_ps(_mm512_load_si512(sums + r * kPanelWidth + 16 * j));
+          _mm512_storeu_ps(out + 16 * j, _mm512_fmadd_ps(values, scale, before));
+        }
+      }
+    }
   }
   _tile_release();
 }
