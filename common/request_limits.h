@@ -34,10 +34,12 @@ inline constexpr FloatLimit kTopP{"top_p", 0, 1, /*min_exclusive=*/true};
 inline constexpr FloatLimit kMinP{"min_p", 0, 1};
 inline constexpr FloatLimit kPresencePenalty{"presence_penalty", -2, 2};
 inline constexpr FloatLimit kFrequencyPenalty{"frequency_penalty", -2, 2};
+inline constexpr FloatLimit kLengthPenalty{"length_penalty", -10, 10};
 inline constexpr FloatLimit kRepetitionPenalty{"repetition_penalty", 0, FLT_MAX, /*min_exclusive=*/true};
 
 inline constexpr int64_t kMinTopK = -1;               // -1 (or 0) disables top-k
-inline constexpr int64_t kMaxChoices = 16;            // n, and best_of
+inline constexpr int64_t kMaxChoices = 16;            // n, and best_of (the beam width of beam search)
+inline constexpr int64_t kMinBeamWidth = 2;           // beam search needs at least two beams
 inline constexpr int64_t kMaxStopStrings = 16;        // entries of stop
 inline constexpr int64_t kMaxPrompts = 256;           // entries of a completions `prompt` list
 inline constexpr int64_t kMaxTotalChoices = 1024;     // prompts × n in one completions request

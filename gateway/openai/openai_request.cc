@@ -281,8 +281,89 @@ absl::Status ParseSampling(const FieldReader& fields, OpenAiKind kind, v1::Sampl
   return absl::OkStatus();
 }
 
+// vLLM's early_stopping: false, true or "never".
+absl::StatusOr<v1::BeamEarlyStopping> ParseEarlyStopping(const FieldReader& fields) {
+  const json* value = fields.Find("early_stopping");
+  if (value == nullptr) return v1::BEAM_EARLY_STOPPING_HEURISTIC;
+  if (value->is_boolean()) {
+    return value->get<bool>() ? v1::BEAM_EARLY_STOPPING_WHEN_FULL : v1::BEAM_EARLY_STOPPING_HEURISTIC;
+  }
+  if (value->is_string() && value->get<std::string>() == "never") return v1::BEAM_EARLY_STOPPING_NEVER;
+  return InvalidParameter("early_stopping",
+                          absl::StrCat("'early_stopping' must be true, false or \"never\", got ", DumpJson(*value)));
+}
+
+// Beam search follows the most likely continuations: it samples nothing, so sampling parameters are refused and
+// an absent temperature becomes 0.
+absl::Status RequireGreedyForBeamSearch(v1::SamplingParams& sampling) {
+  if (sampling.has_temperature() && sampling.temperature() != 0) {
+    return InvalidParameter("temperature", absl::StrCat("beam search does not sample: 'temperature' must be 0 or "
+                                                        "absent with 'use_beam_search', got ",
+                                                        sampling.temperature()));
+  }
+  if (sampling.has_top_p() && sampling.top_p() != 1) {
+    return InvalidParameter("top_p", absl::StrCat("beam search does not sample: 'top_p' must be 1 or absent with "
+                                                  "'use_beam_search', got ",
+                                                  sampling.top_p()));
+  }
+  if (sampling.has_top_k() && sampling.top_k() > 0) {
+    return InvalidParameter("top_k", absl::StrCat("beam search does not sample: 'top_k' must be -1, 0 or absent "
+                                                  "with 'use_beam_search', got ",
+                                                  sampling.top_k()));
+  }
+  if (sampling.has_min_p() && sampling.min_p() != 0) {
+    return InvalidParameter("min_p", absl::StrCat("beam search does not sample: 'min_p' must be 0 or absent with "
+                                                  "'use_beam_search', got ",
+                                                  sampling.min_p()));
+  }
+  sampling.set_temperature(0);
+  return absl::OkStatus();
+}
+
+// vLLM's use_beam_search, length_penalty and early_stopping. The beam width is best_of, or n without it; the
+// worker returns the n best beams, ranked, together at the end.
+absl::Status ParseBeamSearch(const FieldReader& fields, OpenAiRequest& request) {
+  ASSIGN_OR_RETURN(const std::optional<bool> use_beam_search, fields.Bool("use_beam_search"));
+  std::optional<float> length_penalty;
+  RETURN_IF_ERROR(ReadFloat(fields, limits::kLengthPenalty, [&](float v) { length_penalty = v; }));
+  ASSIGN_OR_RETURN(const v1::BeamEarlyStopping early_stopping, ParseEarlyStopping(fields));
+  if (!use_beam_search.value_or(false)) {
+    if (length_penalty.has_value() && *length_penalty != 1) {
+      return InvalidParameter("length_penalty", "'length_penalty' applies only with 'use_beam_search': true");
+    }
+    if (early_stopping != v1::BEAM_EARLY_STOPPING_HEURISTIC) {
+      return InvalidParameter("early_stopping",
+                              "'early_stopping' applies only with 'use_beam_search': true; without it, it must be "
+                              "false or absent");
+    }
+    return absl::OkStatus();
+  }
+  if (request.stream) {
+    return InvalidParameter("stream", "beam search returns its beams together at the end: 'stream' must be false");
+  }
+  ASSIGN_OR_RETURN(const std::optional<int64_t> best_of, fields.Int("best_of", 1, kMaxChoices));
+  const uint32_t n = request.num_choices();
+  const int64_t width = best_of.value_or(n);
+  if (width < limits::kMinBeamWidth) {
+    return InvalidParameter(best_of.has_value() ? "best_of" : "n",
+                            absl::StrCat("best_of must be greater than 1 when using beam search (the beam width is "
+                                         "'best_of', or 'n' when 'best_of' is absent), got ",
+                                         width));
+  }
+  if (width < n) {
+    return InvalidParameter("best_of", absl::StrCat("'best_of' (", width, ") must be at least 'n' (", n,
+                                                    "): beam search returns the n best of its best_of beams"));
+  }
+  v1::SamplingParams& sampling = *request.generate.mutable_sampling();
+  RETURN_IF_ERROR(RequireGreedyForBeamSearch(sampling));
+  sampling.set_beam_width(static_cast<uint32_t>(width));
+  if (length_penalty.has_value()) sampling.set_length_penalty(*length_penalty);
+  sampling.set_early_stopping(early_stopping);
+  return absl::OkStatus();
+}
+
 // Parameters with a meaning this server does not implement: refusing beats silently ignoring them.
-absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint32_t num_choices) {
+absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint32_t num_choices, bool beam_search) {
   if (const json* bias = fields.Find("logit_bias"); bias != nullptr) {
     if (!bias->is_object()) return fields.WrongType("logit_bias", *bias, "an object");
     if (!bias->empty()) return InvalidParameter("logit_bias", "'logit_bias' is not supported by this server");
@@ -296,12 +377,13 @@ absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint3
                                 absl::StrCat("response_format type '", *type, "' is not supported; only 'text' is"));
       }
     }
-    // Chat has no best_of in OpenAI's API; one that asks for more than n choices is refused, not ignored.
+    // Chat has no best_of in OpenAI's API; one that asks for more than n choices is refused, not ignored. With
+    // beam search it is the beam width (ParseBeamSearch).
     ASSIGN_OR_RETURN(const std::optional<int64_t> best_of, fields.Int("best_of", 1, kMaxChoices));
-    if (best_of.has_value() && *best_of != num_choices) {
+    if (best_of.has_value() && *best_of != num_choices && !beam_search) {
       return InvalidParameter("best_of",
-                              "'best_of' is supported only by /v1/completions; in a chat request it "
-                              "must equal 'n'");
+                              "'best_of' is supported only by /v1/completions, or with 'use_beam_search'; in "
+                              "another chat request it must equal 'n'");
     }
     return absl::OkStatus();
   }
@@ -318,7 +400,8 @@ absl::Status ParseCommon(const json& body, OpenAiKind kind, OpenAiRequest& reque
   RETURN_IF_ERROR(ParseModel(fields, request));
   RETURN_IF_ERROR(ParseStreaming(fields, request));
   RETURN_IF_ERROR(ParseSampling(fields, kind, *request.generate.mutable_sampling()));
-  RETURN_IF_ERROR(RejectUnsupported(fields, kind, request.num_choices()));
+  RETURN_IF_ERROR(ParseBeamSearch(fields, request));
+  RETURN_IF_ERROR(RejectUnsupported(fields, kind, request.num_choices(), request.beam_search()));
   ASSIGN_OR_RETURN(std::optional<std::string> user, fields.String("user"));
   if (user.has_value()) request.generate.set_user(*std::move(user));
   ASSIGN_OR_RETURN(const std::optional<bool> add_special_tokens, fields.Bool("add_special_tokens"));
@@ -371,8 +454,11 @@ absl::Status ParsePrompt(const FieldReader& fields, OpenAiRequest& request) {
     return InvalidParameter(
         "prompt", absl::StrCat("'prompt' may hold at most ", limits::kMaxPrompts, " prompts, got ", prompt->size()));
   }
-  if (static_cast<int64_t>(prompt->size() * request.num_choices()) > limits::kMaxTotalChoices) {
-    return InvalidParameter("prompt", absl::StrCat(prompt->size(), " prompts with n=", request.num_choices(),
+  // Beam search runs best_of beams per prompt, though only n of them come back.
+  const uint32_t per_prompt = request.beam_search() ? request.generate.sampling().beam_width() : request.num_choices();
+  if (static_cast<int64_t>(prompt->size() * per_prompt) > limits::kMaxTotalChoices) {
+    return InvalidParameter("prompt", absl::StrCat(prompt->size(), " prompts with ",
+                                                   request.beam_search() ? "a beam width of " : "n=", per_prompt,
                                                    " make more than ", limits::kMaxTotalChoices, " choices"));
   }
   RETURN_IF_ERROR(SetPromptInput(first, "prompt[0]", request.generate));
@@ -430,6 +516,14 @@ absl::Status ParsePromptLogprobs(const FieldReader& fields, OpenAiRequest& reque
   }
   std::optional<uint32_t> alternatives = request.prompt_logprobs;
   if (request.echo && request.logprobs) alternatives = std::max(alternatives.value_or(0), request.top_logprobs);
+  if (alternatives.has_value() && request.beam_search()) {
+    if (request.prompt_logprobs.has_value()) {
+      return InvalidParameter("prompt_logprobs", "'prompt_logprobs' is not available with 'use_beam_search': true");
+    }
+    return InvalidParameter("echo",
+                            "'echo' with 'logprobs' asks for the prompt's logprobs, which are not available with "
+                            "'use_beam_search': true");
+  }
   if (alternatives.has_value()) {
     ForEachSampling(request,
                     [&alternatives](v1::SamplingParams& sampling) { sampling.set_prompt_logprobs(*alternatives); });
@@ -442,6 +536,7 @@ absl::Status ParsePromptLogprobs(const FieldReader& fields, OpenAiRequest& reque
 // best_of > n: each prompt generates best_of choices (the worker's n), with logprobs to rank them, and the
 // answer keeps the n with the highest cumulative logprob.
 absl::Status ParseBestOf(const FieldReader& fields, OpenAiRequest& request) {
+  if (request.beam_search()) return absl::OkStatus();  // best_of is the beam width, and the worker ranks the beams
   ASSIGN_OR_RETURN(const std::optional<int64_t> best_of, fields.Int("best_of", 1, kMaxChoices));
   const uint32_t n = request.num_choices();
   if (!best_of.has_value() || *best_of == n) return absl::OkStatus();

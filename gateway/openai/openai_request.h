@@ -40,10 +40,15 @@ struct OpenAiRequest {
   std::vector<v1::GenerateRequest> further_prompts;
   std::vector<std::string> echo_texts;  // `echo`: each prompt's text, in order
   // Completions with best_of > n: the client's n. Each prompt then generates num_choices() (= best_of)
-  // choices and the answer keeps the best_of_n with the highest cumulative logprob. 0: every choice is kept.
+  // choices and the answer keeps the best_of_n with the highest cumulative logprob. 0: every choice is kept,
+  // as with beam search, whose worker returns only the n best beams, already ranked.
   uint32_t best_of_n = 0;
 
-  // The number of choices generated per prompt (`n`, or `best_of` when larger; at least 1).
+  // vLLM's use_beam_search: each prompt runs generate.sampling().beam_width() beams (best_of, or n) and
+  // answers with its n best.
+  bool beam_search() const { return generate.sampling().beam_width() > 0; }
+  // The number of choices generated per prompt (`n`, or `best_of` when larger; at least 1). With beam search,
+  // the n beams returned.
   uint32_t num_choices() const { return generate.sampling().n() == 0 ? 1 : generate.sampling().n(); }
   uint32_t num_prompts() const { return 1 + static_cast<uint32_t>(further_prompts.size()); }
   uint32_t total_choices() const { return num_choices() * num_prompts(); }

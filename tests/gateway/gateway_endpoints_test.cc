@@ -313,6 +313,34 @@ TEST_CASE("gateway endpoints: completions with a list of prompts answer n choice
   }
   CHECK(best["usage"]["completion_tokens"] == four["usage"]["completion_tokens"]);
 
+  // Beam search: the n best of best_of beams come back together, each finished, the same for the same request;
+  // streaming it is refused.
+  const json beam_search = {{"model", kSmallModelName},
+                            {"prompt", prompts[1]},
+                            {"max_tokens", 6},
+                            {"use_beam_search", true},
+                            {"n", 2},
+                            {"best_of", 3},
+                            {"length_penalty", 0.5},
+                            {"early_stopping", "never"},
+                            {"logprobs", 0}};
+  const json beams = PostOk(port, "/v1/completions", beam_search);
+  REQUIRE(beams["choices"].size() == 2);
+  int64_t beam_tokens = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    INFO("beam " << i << " of " << beams.dump());
+    CHECK(beams["choices"][i]["index"] == i);
+    CHECK(beams["choices"][i]["finish_reason"].is_string());
+    beam_tokens += static_cast<int64_t>(beams["choices"][i]["logprobs"]["tokens"].size());
+  }
+  CHECK(beams["usage"]["completion_tokens"] == beam_tokens);
+  const json again = PostOk(port, "/v1/completions", beam_search);
+  CHECK(again["choices"][0]["text"] == beams["choices"][0]["text"]);
+  CHECK(again["choices"][1]["text"] == beams["choices"][1]["text"]);
+  json streamed_beams = beam_search;
+  streamed_beams["stream"] = true;
+  CHECK(PostRefused(port, "/v1/completions", streamed_beams, 400)["param"] == "stream");
+
   // A bad prompt anywhere in the list refuses the whole request, naming it.
   CHECK(PostRefused(port, "/v1/completions", {{"model", kSmallModelName}, {"prompt", {"ok", 5}}}, 400)["param"] ==
         "prompt");

@@ -145,9 +145,87 @@ TEST_CASE_METHOD(ConversionFixture, "request conversion: every refused sampling 
          p.add_stop("");
        }},
       {"sampling.stop_token_ids[0]", [](auto& p) { p.add_stop_token_ids(300); }},
+      {"sampling.length_penalty", [](auto& p) { p.set_length_penalty(0.5f); }},  // without beam search
+      {"sampling.early_stopping", [](auto& p) { p.set_early_stopping(v1::BEAM_EARLY_STOPPING_WHEN_FULL); }},
+      {"sampling.beam_width", [](auto& p) { p.set_beam_width(1); }},
+      {"sampling.beam_width", [](auto& p) { p.set_beam_width(17); }},
   };
   for (const Case& c : cases) {
     v1::GenerateRequest request = PromptRequest("hi");
+    c.set(*request.mutable_sampling());
+    auto converted = ToGenerationRequest(request, model_);
+    INFO(request.sampling().ShortDebugString());
+    REQUIRE_FALSE(converted.ok());
+    CHECK(converted.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(converted.status().message()), Catch::Contains(c.field));
+  }
+}
+
+TEST_CASE_METHOD(ConversionFixture, "request conversion: beam search fields pass through and an unset temperature is 0",
+                 "[unit][worker]") {
+  v1::GenerateRequest request = PromptRequest("hi");
+  v1::SamplingParams& params = *request.mutable_sampling();
+  params.set_beam_width(4);
+  params.set_n(2);
+  params.set_length_penalty(-0.5f);
+  params.set_early_stopping(v1::BEAM_EARLY_STOPPING_NEVER);
+  params.set_top_p(1);
+  params.set_top_k(-1);
+  params.set_min_p(0);
+  params.set_logprobs(true);
+  auto converted = ToGenerationRequest(request, model_);
+  REQUIRE(converted.ok());
+  const engine::SamplingOptions& options = converted->sampling;
+  CHECK(options.beam_search());
+  CHECK(options.beam_width == 4);
+  CHECK(options.n == 2);
+  CHECK(options.length_penalty == -0.5f);
+  CHECK(options.early_stopping == v1::BEAM_EARLY_STOPPING_NEVER);
+  CHECK(options.greedy());
+  CHECK(options.top_k == 0);
+  CHECK(options.logprobs);
+
+  // The defaults; n left at 0 reads as 1, which any beam width covers.
+  v1::GenerateRequest plain = PromptRequest("hi");
+  plain.mutable_sampling()->set_beam_width(16);
+  plain.mutable_sampling()->set_temperature(0);
+  converted = ToGenerationRequest(plain, model_);
+  REQUIRE(converted.ok());
+  CHECK(converted->sampling.beam_width == 16);
+  CHECK(converted->sampling.n == 1);
+  CHECK(converted->sampling.length_penalty == 1.0f);
+  CHECK(converted->sampling.early_stopping == v1::BEAM_EARLY_STOPPING_HEURISTIC);
+
+  // Without beam search the defaults may be spelled out.
+  converted = ToGenerationRequest(PromptRequest("hi"), model_);
+  REQUIRE(converted.ok());
+  CHECK_FALSE(converted->sampling.beam_search());
+  v1::GenerateRequest spelled_out = PromptRequest("hi");
+  spelled_out.mutable_sampling()->set_length_penalty(1);
+  spelled_out.mutable_sampling()->set_early_stopping(v1::BEAM_EARLY_STOPPING_HEURISTIC);
+  CHECK(ToGenerationRequest(spelled_out, model_).ok());
+}
+
+TEST_CASE_METHOD(ConversionFixture, "request conversion: beam search refuses sampling and prompt logprobs",
+                 "[unit][worker]") {
+  struct Case {
+    const char* field;
+    std::function<void(v1::SamplingParams&)> set;
+  };
+  const Case cases[] = {
+      {"sampling.n", [](auto& p) { p.set_n(5); }},
+      {"sampling.temperature", [](auto& p) { p.set_temperature(0.7f); }},
+      {"sampling.top_p", [](auto& p) { p.set_top_p(0.9f); }},
+      {"sampling.top_k", [](auto& p) { p.set_top_k(40); }},
+      {"sampling.min_p", [](auto& p) { p.set_min_p(0.1f); }},
+      {"sampling.prompt_logprobs", [](auto& p) { p.set_prompt_logprobs(0); }},
+      {"sampling.length_penalty", [](auto& p) { p.set_length_penalty(10.5f); }},
+      {"sampling.length_penalty", [](auto& p) { p.set_length_penalty(std::nanf("")); }},
+      {"sampling.early_stopping", [](auto& p) { p.set_early_stopping(static_cast<v1::BeamEarlyStopping>(7)); }},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest request = PromptRequest("hi");
+    request.mutable_sampling()->set_beam_width(4);
     c.set(*request.mutable_sampling());
     auto converted = ToGenerationRequest(request, model_);
     INFO(request.sampling().ShortDebugString());

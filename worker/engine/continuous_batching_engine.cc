@@ -86,6 +86,7 @@ ContinuousBatchingEngine::ContinuousBatchingEngine(std::unique_ptr<model::Loaded
       forward_(*model_, kv_cache_, output_, scheduler_, Limits(options), options.max_running),
       prompt_logprobs_(output_),
       pool_(table_),
+      beam_search_(output_, table_, scheduler_, options_.max_model_len),
       emit_(output_, table_, observer) {
   load_.num_kv_blocks = num_blocks;
   load_.max_running = options.max_running;
@@ -155,6 +156,15 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
     return absl::OkStatus();
   }
   if (sampling.n < 1) return absl::InvalidArgumentError("n must be at least 1");
+  if (sampling.beam_search()) {
+    if (sampling.beam_width < 2 || sampling.n > sampling.beam_width) {
+      return absl::InvalidArgumentError(absl::StrCat("beam search needs at least 2 beams and n (", sampling.n,
+                                                     ") at most the beam width (", sampling.beam_width, ")"));
+    }
+    if (!sampling.greedy() || sampling.prompt_logprobs.has_value()) {
+      return absl::InvalidArgumentError("beam search takes temperature 0 and no prompt_logprobs");
+    }
+  }
   if (sampling.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
   if (prompt_length + sampling.max_tokens > options_.max_model_len) {
     return absl::InvalidArgumentError(absl::StrCat("this model's maximum context length is ", options_.max_model_len,
@@ -248,12 +258,14 @@ void ContinuousBatchingEngine::Step() {
   consecutive_failed_steps_ = 0;
   prompt_logprobs_.Run(step_);
   pool_.Run(step_);
+  const int64_t sampled_rows = static_cast<int64_t>(step_.sampled.size());  // beams' rows included
+  beam_search_.Run(step_);
   emit_.Run(step_);
   if (observer_ != nullptr) {
     observer_->OnStep(
         {step_.plan.num_prefill_tokens, step_.plan.num_decode_tokens, absl::Now() - step_.start, step_.model_time});
   }
-  PublishLoad(static_cast<int64_t>(step_.sampled.size()));
+  PublishLoad(sampled_rows);
 }
 
 void ContinuousBatchingEngine::FailStep(const absl::Status& status, bool model_failed) {

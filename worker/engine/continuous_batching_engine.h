@@ -9,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/engine/admit_action.h"
+#include "worker/engine/beam_search_action.h"
 #include "worker/engine/block_allocator.h"
 #include "worker/engine/delivery_queue.h"
 #include "worker/engine/emit_action.h"
@@ -80,6 +81,7 @@ class ContinuousBatchingEngine final : public Engine {
   SampleAction sample_;
   PromptLogprobAction prompt_logprobs_;
   PoolAction pool_;
+  BeamSearchAction beam_search_;
   EmitAction emit_;
   StepData step_;
   int64_t consecutive_failed_steps_ = 0;

@@ -26,6 +26,8 @@ class OutputProcessor {
   // the finish reason (the caller ends the choice).
   v1::TokenDelta Append(Sequence& sequence, const SampledToken& sampled) const;
 
+  bool IsEos(int32_t token) const { return eos_token_ids_.contains(token); }
+
   // Token ids the sampler must not pick for `sequence` this step: EOS and stop ids before min_tokens.
   void SuppressedTokens(const Sequence& sequence, std::vector<int32_t>& out) const;
 

@@ -8,7 +8,9 @@
 namespace llmc::engine {
 
 void RequestTable::Add(std::unique_ptr<RequestGroup> group) {
-  const uint32_t n = group->request.sampling.n;
+  // Beam search starts from one beam; its first selection forks the others off it.
+  if (group->request.sampling.beam_search()) group->beam = std::make_unique<BeamSearchState>();
+  const uint32_t n = group->beam != nullptr ? 1 : group->request.sampling.n;
   for (uint32_t choice = 0; choice < n; ++choice) {
     group->sequences.push_back(std::make_unique<Sequence>(*group, choice, tokenizer_));
     scheduler_.AddWaiting(group->sequences.back().get());
@@ -52,7 +54,7 @@ void RequestTable::Respond(RequestGroup& group, v1::GenerateResponse response, v
   usage->set_prompt_tokens(static_cast<uint32_t>(prompt_tokens));
   usage->set_completion_tokens(static_cast<uint32_t>(completion_tokens));
   usage->set_total_tokens(static_cast<uint32_t>(prompt_tokens + completion_tokens));
-  usage->set_cached_prompt_tokens(static_cast<uint32_t>(group.sequences.front()->num_cached_prompt_tokens));
+  usage->set_cached_prompt_tokens(static_cast<uint32_t>(group.cached_prompt_tokens()));
   if (observer_ != nullptr) {
     observer_->OnRequestFinished(prompt_tokens, completion_tokens, reason, absl::Now() - group.arrival_time);
   }

@@ -293,9 +293,25 @@ SampledToken SampleFromTop(const SamplerRow& row, int64_t vocab, Scratch& scratc
   return result;
 }
 
+// A beam's proposals: the likeliest tokens of the processed distribution; the first is its "sample".
+SampledToken ProposeBeamTokens(const SamplerRow& row, float* logits, int64_t vocab, Scratch& scratch) {
+  const SamplingOptions& options = *row.options;
+  for (const int32_t id : row.suppressed_token_ids) LogitAt(logits, vocab, id, nullptr) = kNegativeInfinity;
+  ApplyPenalties(row, logits, vocab, scratch.counts, nullptr);
+  const double log_normalizer = LogSumExp(logits, vocab, scratch.weights);
+  SampledToken result;
+  result.beam_candidates =
+      TopLogprobs(logits, vocab, std::max<uint32_t>(2 * options.beam_width, options.top_logprobs), log_normalizer);
+  TORCH_CHECK(!result.beam_candidates.empty(), "sampler: no beam candidates");
+  result.token_id = result.beam_candidates.front().first;
+  result.logprob = result.beam_candidates.front().second;
+  return result;
+}
+
 SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scratch& scratch) {
   TORCH_CHECK(row.options != nullptr, "sampler: row without options");
   const SamplingOptions& options = *row.options;
+  if (options.beam_search()) return ProposeBeamTokens(row, logits, vocab, scratch);
   SampledToken result;
   const bool with_logprobs = options.logprobs || options.top_logprobs > 0;
   double log_normalizer = 0;
@@ -326,8 +342,8 @@ SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scra
 }  // namespace
 
 int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens, int64_t vocab) {
-  if (suppresses_tokens || options.logprobs || options.top_logprobs > 0 || options.repetition_penalty != 1.0f ||
-      options.presence_penalty != 0.0f || options.frequency_penalty != 0.0f) {
+  if (suppresses_tokens || options.beam_search() || options.logprobs || options.top_logprobs > 0 ||
+      options.repetition_penalty != 1.0f || options.presence_penalty != 0.0f || options.frequency_penalty != 0.0f) {
     return 0;
   }
   if (options.greedy()) return 1;

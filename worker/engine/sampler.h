@@ -38,6 +38,9 @@ struct SampledToken {
   int32_t token_id = 0;
   float logprob = 0;  // of token_id under the model's raw distribution (log_softmax of the logits)
   std::vector<std::pair<int32_t, float>> top_logprobs;  // options->top_logprobs best (id, logprob), best first
+  // Beam search: the max(2 * beam_width, top_logprobs) likeliest next tokens (id, logprob), best first (equal
+  // ones by lower id), their logprobs taken after penalties and suppressed tokens, as beams are scored.
+  std::vector<std::pair<int32_t, float>> beam_candidates;
 };
 
 // Turns one step's logits into one token per row: penalties, then greedy argmax, or temperature, top-k,

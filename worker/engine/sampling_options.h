@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "llmc/v1/types.pb.h"
+
 namespace llmc::engine {
 
 // One request's sampling settings with every default resolved and every range checked
@@ -31,8 +33,14 @@ struct SamplingOptions {
   uint32_t n = 1;  // parallel choices
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
+  // Beam search (beam_search_action.h) over this many beams; 0: none. Then temperature is 0, n <= beam_width,
+  // and prompt_logprobs is unset.
+  uint32_t beam_width = 0;
+  float length_penalty = 1.0f;
+  v1::BeamEarlyStopping early_stopping = v1::BEAM_EARLY_STOPPING_HEURISTIC;
 
   bool greedy() const { return temperature == 0.0f; }
+  bool beam_search() const { return beam_width > 0; }
 };
 
 }  // namespace llmc::engine

@@ -23,6 +23,20 @@ bool Scheduled(const SchedulerOutput& output, const Sequence* sequence) {
 
 void Scheduler::AddWaiting(Sequence* sequence) { waiting_.push_back(sequence); }
 
+void Scheduler::Fork(const Sequence& parent, Sequence* child) {
+  if (std::find(running_.begin(), running_.end(), &parent) == running_.end()) {
+    child->num_computed = 0;
+    waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), child, ArrivedBefore), child);
+    return;
+  }
+  for (const int32_t block : parent.block_table) {
+    allocator_.Share(block);
+    child->block_table.push_back(block);
+  }
+  child->num_computed = parent.num_computed;
+  InsertRunning(child);
+}
+
 void Scheduler::Remove(Sequence* sequence) {
   allocator_.Release(sequence->block_table);
   if (auto it = std::find(running_.begin(), running_.end(), sequence); it != running_.end()) {

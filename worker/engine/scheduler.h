@@ -64,6 +64,9 @@ class Scheduler {
   Scheduler(BlockAllocator& allocator, const SchedulerLimits& limits) : allocator_(allocator), limits_(limits) {}
 
   void AddWaiting(Sequence* sequence);
+  // Beam search: `child` (a new beam extending `parent` by one token) joins where its parent is: running on
+  // a share of the parent's blocks with its computed tokens, or, when the parent waits (preempted), waiting.
+  void Fork(const Sequence& parent, Sequence* child);
   // Takes a sequence out of the queue or the batch (finished, cancelled, failed) and frees its blocks.
   void Remove(Sequence* sequence);
   SchedulerOutput Schedule();

@@ -15,7 +15,30 @@ Sequence::Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::
   tokens.reserve(prompt_length + group.request.sampling.max_tokens);
 }
 
+Sequence::Sequence(const Sequence& parent, uint32_t choice_index)
+    : group(parent.group),
+      choice_index(choice_index),
+      tokens(parent.tokens),
+      prompt_length(parent.prompt_length),
+      block_hashes(parent.block_hashes),
+      num_cached_prompt_tokens(parent.num_cached_prompt_tokens),
+      rng(parent.rng),
+      detokenizer(parent.detokenizer),
+      stop_matcher(parent.stop_matcher),
+      last_token_time(parent.last_token_time),
+      cumulative_logprob(parent.cumulative_logprob),
+      beam_text(parent.beam_text),
+      beam_logprobs(parent.beam_logprobs) {
+  tokens.reserve(prompt_length + group.request.sampling.max_tokens);
+}
+
+int64_t RequestGroup::cached_prompt_tokens() const {
+  if (!sequences.empty()) return sequences.front()->num_cached_prompt_tokens;
+  return beam != nullptr ? beam->cached_prompt_tokens : 0;
+}
+
 int64_t RequestGroup::completion_tokens() const {
+  if (beam != nullptr && sequences.empty()) return beam->completion_tokens;
   int64_t total = 0;
   for (const auto& sequence : sequences) total += sequence->num_output();
   return total;

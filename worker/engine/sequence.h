@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -27,6 +28,9 @@ struct RequestGroup;
 //   finish_reason: the request table (request_table.h), the one place a choice ends.
 struct Sequence {
   Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::Tokenizer& tokenizer);
+  // Beam search: a new beam that extends `parent` (its tokens, text and stop state; no blocks, nothing
+  // computed: Scheduler::Fork gives it its parent's).
+  Sequence(const Sequence& parent, uint32_t choice_index);
 
   RequestGroup& group;
   const uint32_t choice_index;
@@ -47,6 +51,13 @@ struct Sequence {
   std::vector<float> pooled;
   // Choice 0 of a request that asked for prompt logprobs: those of the prompt positions computed so far.
   std::vector<v1::TokenLogprob> prompt_logprobs;
+  // A beam (beam_search_action.h, their one writer): its cumulative logprob, its output so far (text and
+  // logprob entries, delivered when the search ends), and the next tokens its last step proposed (empty
+  // until it has proposed).
+  double cumulative_logprob = 0;
+  std::string beam_text;
+  std::vector<v1::TokenLogprob> beam_logprobs;
+  std::vector<std::pair<int32_t, float>> beam_candidates;
 
   int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - prompt_length; }
   int64_t num_uncomputed() const { return static_cast<int64_t>(tokens.size()) - num_computed; }
@@ -68,7 +79,25 @@ struct Sequence {
   int64_t PromptLogprobRows(int64_t num_tokens) const;
 };
 
-// One submitted request: its `n` choices and where their output goes.
+// A beam that met a stop condition, kept while it is among its request's beam_width best finished ones.
+struct FinishedBeam {
+  std::vector<int32_t> output_tokens;
+  std::string text;
+  std::vector<v1::TokenLogprob> logprobs;
+  v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
+  std::string stop_reason;
+  double score = 0;
+};
+
+// A beam search request's state beside its live beams (RequestGroup::sequences).
+struct BeamSearchState {
+  uint32_t next_choice_index = 1;      // of the next beam: keeps the scheduler's arrival order
+  std::vector<FinishedBeam> finished;  // best first, at most beam_width
+  int64_t cached_prompt_tokens = 0;
+  int64_t completion_tokens = 0;  // of the beams returned, once the search has ended
+};
+
+// One submitted request: its `n` choices (or its live beams) and where their output goes.
 struct RequestGroup {
   uint64_t id = 0;
   GenerationRequest request;
@@ -76,8 +105,10 @@ struct RequestGroup {
   std::vector<std::unique_ptr<Sequence>> sequences;
   absl::Time arrival_time;
   bool running = false;  // a choice has been scheduled, so the request no longer counts against max_waiting
+  std::unique_ptr<BeamSearchState> beam;  // set for beam search
 
   int64_t prompt_tokens() const { return static_cast<int64_t>(request.prompt_token_ids.size()); }
+  int64_t cached_prompt_tokens() const;
   int64_t completion_tokens() const;
   int num_unfinished() const;
 };

@@ -82,6 +82,49 @@ absl::Status ResolveLengths(const v1::SamplingParams& params, size_t prompt_toke
   return absl::OkStatus();
 }
 
+// Beam search (vLLM's use_beam_search) over beam_width beams, of which the n best come back. It samples nothing:
+// an unset temperature reads as 0 here, and any other sampling setting is refused, as the gateway refuses it.
+absl::Status ResolveBeamSearch(const v1::SamplingParams& params, engine::SamplingOptions& options) {
+  RETURN_IF_ERROR(
+      CheckFloat(limits::kLengthPenalty, params.has_length_penalty(), params.length_penalty(), options.length_penalty));
+  if (!v1::BeamEarlyStopping_IsValid(params.early_stopping())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampling.early_stopping = ", static_cast<int>(params.early_stopping()), " is not a BeamEarlyStopping value"));
+  }
+  options.early_stopping = params.early_stopping();
+  if (params.beam_width() == 0) {
+    if (options.length_penalty != 1.0f) {
+      return absl::InvalidArgumentError("sampling.length_penalty applies only with beam search (sampling.beam_width)");
+    }
+    if (options.early_stopping != v1::BEAM_EARLY_STOPPING_HEURISTIC) {
+      return absl::InvalidArgumentError("sampling.early_stopping applies only with beam search (sampling.beam_width)");
+    }
+    return absl::OkStatus();
+  }
+  if (params.beam_width() < limits::kMinBeamWidth || params.beam_width() > limits::kMaxChoices) {
+    return OutOfRange("beam_width",
+                      absl::StrCat("0 (no beam search) or in [", limits::kMinBeamWidth, ", ", limits::kMaxChoices, "]"),
+                      params.beam_width());
+  }
+  options.beam_width = params.beam_width();
+  if (options.n > options.beam_width) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.n = ", options.n, " must not exceed sampling.beam_width (",
+                                                   options.beam_width, "): beam search returns the n best beams"));
+  }
+  if (params.has_temperature() && options.temperature != 0.0f) {
+    return OutOfRange("temperature", "0 with beam search", options.temperature);
+  }
+  options.temperature = 0.0f;
+  if (options.top_p != 1.0f) return OutOfRange("top_p", "1 with beam search", options.top_p);
+  if (options.top_k != 0) return OutOfRange("top_k", "0 or -1 with beam search", options.top_k);
+  if (options.min_p != 0.0f) return OutOfRange("min_p", "0 with beam search", options.min_p);
+  if (options.prompt_logprobs.has_value()) {
+    return absl::InvalidArgumentError(
+        "sampling.prompt_logprobs is not available with beam search (sampling.beam_width)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckModelName(absl::string_view requested, const ServedModel& model) {
@@ -164,6 +207,7 @@ absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingPara
   options.ignore_eos = params.ignore_eos();
   options.skip_special_tokens = !params.has_skip_special_tokens() || params.skip_special_tokens();
   options.include_stop_str_in_output = params.include_stop_str_in_output();
+  RETURN_IF_ERROR(ResolveBeamSearch(params, options));
   return options;
 }
 
