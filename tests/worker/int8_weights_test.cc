@@ -147,7 +147,7 @@ TEST_CASE("int8 weights: rms_norm_qkv_rope with bias writes the cache like the d
 }
 
 TEST_CASE("int8 weights: prefill-sized batches multiply dequantized panels, per row and in groups", "[unit][int8]") {
-  // From 256 rows (16 with AMX) each int8 panel is dequantized to the activations' type and multiplied by
+  // From 256 rows (64 with AMX) each int8 panel is dequantized to the activations' type and multiplied by
   // the plain kernels.
   at::manual_seed(15);
   const at::Tensor none = at::empty({0});
