@@ -239,6 +239,55 @@ TEST_CASE("beam search: beside greedy requests, and under preemption, the beams 
   if (small_cache) CHECK(engine->Load().num_preemptions > 0);
 }
 
+TEST_CASE("beam search: a lone search in a cache too small for its beams still finishes",
+          "[integration][engine][beam]") {
+  // Four beams of 40 + 40 tokens need up to 15 blocks (fewer where they share); the cache has 7. Beams that have proposed hold
+  // blocks while they wait for a preempted sibling, so they must give them up or the sibling never returns.
+  auto oracle = StartEngine(/*prefix_caching=*/false);
+  const BeamSettings settings{4, 2, 40, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
+  const std::vector<int32_t> prompt = Prompt(11, 40);
+  const std::vector<ReferenceBeam> expected = ReferenceBeamSearch(*oracle, prompt, settings, 2048);
+  const bool prefix_caching = GENERATE(false, true);
+  INFO((prefix_caching ? "with" : "without") << " prefix caching");
+  auto probe = model::LoadedModel::Load(testing::Float32ParityDir() + "/package", {"cpu", ""});
+  REQUIRE(probe.ok());
+  auto engine = StartEngine(prefix_caching, 7 * (*probe)->KvCacheBlockBytes(16));
+  GenerationRequest request = BeamRequest(prompt, settings);
+  request.deadline = absl::Now() + absl::Seconds(60);  // a wedged search fails instead of hanging
+  auto sink = testing::SubmitCollecting(*engine, std::move(request));
+  CheckBeams(*sink, expected, prompt.size());
+  CHECK(engine->Load().num_preemptions > 0);
+  CHECK(engine->Load().num_kv_blocks_used == 0);
+}
+
+TEST_CASE("beam search: a width beyond max_running is refused, and the running limit counts every beam",
+          "[integration][engine][beam]") {
+  EngineOptions options;
+  options.kv_cache_bytes = 64 << 20;
+  options.max_running = 4;
+  auto engine = testing::StartParityEngine(testing::Float32ParityDir() + "/package", options);
+  BeamSettings wide{5, 1, 4, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
+  const absl::StatusOr<uint64_t> refused =
+      engine->Submit(BeamRequest(Prompt(3, 20), wide), std::make_shared<CollectingSink>());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("max_running"));
+  // Two searches of three beams under a limit of four: they run one after the other, never seven at once.
+  BeamSettings three{3, 1, 6, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
+  auto first = testing::SubmitCollecting(*engine, BeamRequest(Prompt(4, 20), three));
+  auto second = testing::SubmitCollecting(*engine, BeamRequest(Prompt(5, 20), three));
+  int64_t most_running = 0;
+  for (int i = 0; i < 2000 && engine->NumUnfinished() > 0; ++i) {
+    most_running = std::max(most_running, engine->Load().num_running);
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  REQUIRE(first->WaitDone());
+  REQUIRE(second->WaitDone());
+  CHECK(first->status().ok());
+  CHECK(second->status().ok());
+  CHECK(most_running <= 4);
+}
+
 TEST_CASE("beam search: cancelling a search frees every beam's blocks", "[integration][engine][beam]") {
   auto engine = StartEngine(/*prefix_caching=*/false);
   BeamSettings settings{8, 2, 200, 1.0f, v1::BEAM_EARLY_STOPPING_NEVER, {}};

@@ -164,6 +164,11 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
     if (!sampling.greedy() || sampling.prompt_logprobs.has_value()) {
       return absl::InvalidArgumentError("beam search takes temperature 0 and no prompt_logprobs");
     }
+    if (sampling.beam_width > options_.max_running) {
+      return absl::InvalidArgumentError(absl::StrCat("a beam width of ", sampling.beam_width,
+                                                     " is more than this worker runs at once (max_running ",
+                                                     options_.max_running, ")"));
+    }
   }
   if (sampling.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
   if (prompt_length + sampling.max_tokens > options_.max_model_len) {

@@ -14,6 +14,15 @@ bool ArrivedBefore(const Sequence* a, const Sequence* b) {
   return std::tie(a->group.id, a->choice_index) < std::tie(b->group.id, b->choice_index);
 }
 
+// A beam that has proposed its next tokens has nothing to compute until its request's selection forks its
+// successors (beam_search_action.h).
+bool HasProposed(const Sequence& sequence) { return !sequence.beam_candidates.empty(); }
+
+// The one beam a beam search starts with, before its first selection.
+bool StartsBeamSearch(const Sequence& sequence) {
+  return sequence.group.request.sampling.beam_search() && sequence.num_output() == 0;
+}
+
 bool Scheduled(const SchedulerOutput& output, const Sequence* sequence) {
   return std::any_of(output.chunks.begin(), output.chunks.end(),
                      [sequence](const ScheduledChunk& chunk) { return chunk.sequence == sequence; });
@@ -55,7 +64,7 @@ void Scheduler::Computed(const SchedulerOutput& plan) {
 
 int64_t Scheduler::pending_prefill_tokens() const {
   int64_t tokens = 0;
-  for (const Sequence* sequence : waiting_) tokens += sequence->num_uncomputed();
+  for (const Sequence* sequence : waiting_) tokens += HasProposed(*sequence) ? 0 : sequence->num_uncomputed();
   for (const Sequence* sequence : running_) {
     if (!sequence->decoding()) tokens += sequence->num_uncomputed();
   }
@@ -185,6 +194,13 @@ void Scheduler::Preempt(Sequence* sequence, SchedulerOutput& output) {
   output.preempted.push_back(sequence);
 }
 
+Sequence* Scheduler::NewestIdleBeam() const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (HasProposed(**it)) return *it;
+  }
+  return nullptr;
+}
+
 Sequence* Scheduler::NewestUnscheduled(const SchedulerOutput& output) const {
   for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
     if (!Scheduled(output, *it)) return *it;
@@ -260,23 +276,44 @@ SchedulerOutput Scheduler::Schedule() {
 
   // 3. Admissions. A small reserve of free blocks keeps them from forcing running sequences out at once.
   // Choices waiting for their choice 0 keep their places in the running limit, which later requests
-  // cannot take.
+  // cannot take; so do the beams a beam search will fork.
   const int32_t reserve = allocator_.num_blocks() / 100 + decoder_blocks;
+  // Places held for the beams that running beam searches will fork at their first selection.
   int64_t held = 0;
+  for (const Sequence* sequence : running_) {
+    if (StartsBeamSearch(*sequence)) held += sequence->group.request.sampling.beam_width - 1;
+  }
+  std::vector<Sequence*> idle_beams_preempted;
   for (auto it = waiting_.begin();
        budget > 0 && it != waiting_.end() && static_cast<int64_t>(running_.size()) + held < limits_.max_running;) {
     Sequence* sequence = *it;
+    if (HasProposed(*sequence)) {  // preempted after proposing: waits for the selection, not for a recompute
+      ++it;
+      continue;
+    }
     if (WaitsForChoiceZero(*sequence)) {
       ++held;
       ++it;
       continue;
     }
+    const int64_t forks_held = StartsBeamSearch(*sequence) ? sequence->group.request.sampling.beam_width - 1 : 0;
+    if (static_cast<int64_t>(running_.size()) + held + 1 + forks_held > limits_.max_running) break;
     TakeCachedPrefix(*sequence);
     SharePromptOfChoiceZero(*sequence);
     const int64_t num_tokens = ChunkLimit(*sequence, budget);
     const int32_t needed = BlocksNeeded(*sequence, num_tokens);
-    const bool fits =
-        needed + reserve <= allocator_.num_free() || (running_.empty() && needed <= allocator_.num_free());
+    const auto fits_now = [&] {
+      return needed + reserve <= allocator_.num_free() || (running_.empty() && needed <= allocator_.num_free());
+    };
+    // Beams that proposed make no progress until their siblings have: their blocks go first, or a sibling
+    // that needs blocks to catch up could wait for them forever.
+    while (num_tokens > 0 && !fits_now()) {
+      Sequence* idle = NewestIdleBeam();
+      if (idle == nullptr) break;
+      Preempt(idle, output);
+      idle_beams_preempted.push_back(idle);
+    }
+    const bool fits = fits_now();
     if (num_tokens == 0 || !fits) {
       // It waits holding nothing; the cached blocks stay cached.
       allocator_.Release(sequence->block_table);
@@ -289,6 +326,10 @@ SchedulerOutput Scheduler::Schedule() {
     CountPrefixLookup(*sequence, output);
     InsertRunning(sequence);
     AddChunk(sequence, num_tokens, budget, output);
+    held += forks_held;
+  }
+  for (Sequence* sequence : idle_beams_preempted) {
+    waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), sequence, ArrivedBefore), sequence);
   }
   return output;
 }

@@ -87,6 +87,8 @@ class Scheduler {
   void Preempt(Sequence* sequence, SchedulerOutput& output);
   // The newest running sequence without a chunk in `output`, or null.
   Sequence* NewestUnscheduled(const SchedulerOutput& output) const;
+  // The newest running beam that has proposed and waits for its siblings (nothing to compute), or null.
+  Sequence* NewestIdleBeam() const;
   // How many of `sequence`'s uncomputed tokens a chunk may take: the budget, and the prompt logprob rows
   // left this step.
   int64_t ChunkLimit(const Sequence& sequence, int64_t budget) const;
