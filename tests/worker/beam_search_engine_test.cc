@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
@@ -85,6 +86,16 @@ std::vector<std::pair<int32_t, float>> NextTokens(Engine& oracle, const std::vec
   for (const v1::TopLogprob& top : choice.logprobs[0].top()) next.emplace_back(top.token_id(), top.logprob());
   return next;
 }
+
+// Counts the first tokens the engine reports to its observer.
+class FirstTokenCounter : public EngineObserver {
+ public:
+  void OnFirstToken(absl::Duration) override { ++first_tokens_; }
+  int first_tokens() const { return first_tokens_; }
+
+ private:
+  std::atomic<int> first_tokens_{0};
+};
 
 struct ReferenceBeam {
   std::vector<int32_t> output;
@@ -241,8 +252,9 @@ TEST_CASE("beam search: beside greedy requests, and under preemption, the beams 
 
 TEST_CASE("beam search: a lone search in a cache too small for its beams still finishes",
           "[integration][engine][beam]") {
-  // Four beams of 40 + 40 tokens need up to 15 blocks (fewer where they share); the cache has 7. Beams that have proposed hold
-  // blocks while they wait for a preempted sibling, so they must give them up or the sibling never returns.
+  // Four beams of 40 + 40 tokens need up to 15 blocks (fewer where they share); the cache has 7. Beams that have
+  // proposed hold blocks while they wait for a preempted sibling, so they must give them up or the sibling never
+  // returns.
   auto oracle = StartEngine(/*prefix_caching=*/false);
   const BeamSettings settings{4, 2, 40, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
   const std::vector<int32_t> prompt = Prompt(11, 40);
@@ -265,7 +277,8 @@ TEST_CASE("beam search: a width beyond max_running is refused, and the running l
   EngineOptions options;
   options.kv_cache_bytes = 64 << 20;
   options.max_running = 4;
-  auto engine = testing::StartParityEngine(testing::Float32ParityDir() + "/package", options);
+  FirstTokenCounter observer;
+  auto engine = testing::StartParityEngine(testing::Float32ParityDir() + "/package", options, &observer);
   BeamSettings wide{5, 1, 4, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
   const absl::StatusOr<uint64_t> refused =
       engine->Submit(BeamRequest(Prompt(3, 20), wide), std::make_shared<CollectingSink>());
@@ -286,6 +299,8 @@ TEST_CASE("beam search: a width beyond max_running is refused, and the running l
   CHECK(first->status().ok());
   CHECK(second->status().ok());
   CHECK(most_running <= 4);
+  CHECK(observer.first_tokens() == 2);  // each search's first selection counts towards TTFT
+  engine->Stop();
 }
 
 TEST_CASE("beam search: cancelling a search frees every beam's blocks", "[integration][engine][beam]") {

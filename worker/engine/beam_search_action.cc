@@ -67,6 +67,8 @@ void BeamSearchAction::Select(RequestGroup& group) {
   const SamplingOptions& options = group.request.sampling;
   const size_t width = options.beam_width;
   BeamSearchState& state = *group.beam;
+  // The first selection makes the request's first tokens (they go out only at the end).
+  if (state.next_choice_index == 1 && observer_ != nullptr) observer_->OnFirstToken(absl::Now() - group.arrival_time);
 
   extensions_.clear();
   for (const auto& beam : group.sequences) {

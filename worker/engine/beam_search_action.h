@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "worker/engine/engine_observer.h"
 #include "worker/engine/output_processor.h"
 #include "worker/engine/request_table.h"
 #include "worker/engine/scheduler.h"
@@ -26,8 +27,9 @@ namespace llmc::engine {
 // emit action sees only other requests. Engine thread only.
 class BeamSearchAction {
  public:
-  BeamSearchAction(const OutputProcessor& output, RequestTable& table, Scheduler& scheduler, int64_t max_model_len)
-      : output_(output), table_(table), scheduler_(scheduler), max_model_len_(max_model_len) {}
+  BeamSearchAction(const OutputProcessor& output, RequestTable& table, Scheduler& scheduler, int64_t max_model_len,
+                   EngineObserver* observer)
+      : output_(output), table_(table), scheduler_(scheduler), max_model_len_(max_model_len), observer_(observer) {}
 
   void Run(StepData& step);
 
@@ -54,6 +56,7 @@ class BeamSearchAction {
   RequestTable& table_;
   Scheduler& scheduler_;
   const int64_t max_model_len_;
+  EngineObserver* const observer_;
   std::vector<RequestGroup*> proposed_;  // this step's requests whose beams proposed
   std::vector<Extension> extensions_;
   std::vector<std::pair<Sequence*, std::unique_ptr<Sequence>>> going_on_;  // (parent, new beam)

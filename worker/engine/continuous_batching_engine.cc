@@ -86,7 +86,7 @@ ContinuousBatchingEngine::ContinuousBatchingEngine(std::unique_ptr<model::Loaded
       forward_(*model_, kv_cache_, output_, scheduler_, Limits(options), options.max_running),
       prompt_logprobs_(output_),
       pool_(table_),
-      beam_search_(output_, table_, scheduler_, options_.max_model_len),
+      beam_search_(output_, table_, scheduler_, options_.max_model_len, observer),
       emit_(output_, table_, observer) {
   load_.num_kv_blocks = num_blocks;
   load_.max_running = options.max_running;
