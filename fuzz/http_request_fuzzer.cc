@@ -65,6 +65,9 @@ void StreamChat(const HttpRequest& request, std::shared_ptr<ResponseWriter> writ
   writer->EndEventStream();
 }
 
+// A global root, so that LeakSanitizer sees the server that lives for the whole run as reachable.
+llmc::gateway::HttpServer* fuzz_server = nullptr;
+
 uint16_t ServerPort() {
   static const uint16_t port = [] {
     llmc::SetMinLogLevel(llmc::LogLevel::kWarning);  // one access-log line per input would swamp the log
@@ -77,7 +80,8 @@ uint16_t ServerPort() {
     options.write_timeout = absl::Seconds(5);
     options.api_keys = {"fuzz-key"};
     options.cors_allow_origins = {"https://chat.example"};
-    auto* server = new llmc::gateway::HttpServer(options);  // lives for the whole run
+    fuzz_server = new llmc::gateway::HttpServer(options);  // lives for the whole run
+    auto* server = fuzz_server;
     server->Route("POST", "/v1/completions", AnswerCompletion);
     server->Route("POST", "/v1/chat/completions", StreamChat);
     server->Route(
