@@ -4,7 +4,7 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a8] [<package-dir>[:int8|:w8a8] ...]
+//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a8][:small-pages] [<package-dir>[...] ...]
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -23,7 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "tests/bench/step_profiler.h"
+#include "worker/model/cpu/huge_page_arena.h"
 #include "worker/model/loaded_model.h"
 
 namespace {
@@ -147,7 +149,7 @@ int main(int argc, char** argv) {
     }
   }
   if (packages.empty()) {
-    std::fprintf(stderr, "usage: %s [--profile | --bandwidth] <package-dir>[:int8|:w8a8] ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--profile | --bandwidth] <package-dir>[:int8|:w8a8][:small-pages] ...\n", argv[0]);
     return 2;
   }
   // libtorch defaults to the number of physical cores, which on a 2-vCPU machine can be 1.
@@ -155,7 +157,8 @@ int main(int argc, char** argv) {
   at::set_num_threads(threads ? std::atoi(threads) : static_cast<int>(std::thread::hardware_concurrency()));
   // The bandwidth of a shared machine varies from minute to minute: it is measured before and between the
   // decode steps, and the best reading is the yardstick, so a step never looks fast against a slow spell.
-  const at::Tensor read_buffer = at::ones({512LL * 1024 * 1024}, at::kFloat);  // 2 GiB
+  // On huge pages, as the packed weights are (worker/model/cpu/huge_page_arena.h).
+  const at::Tensor read_buffer = llmc::model::cpu::EmptyOnHugePages({512LL * 1024 * 1024}, at::kFloat).fill_(1);
   double bandwidth = 0;
   for (int pass = 0; pass < 5; ++pass) bandwidth = std::max(bandwidth, ReadBandwidthGbPerSecond(read_buffer));
   if (bandwidth_only) {
@@ -198,11 +201,18 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
-    // PACKAGE or PACKAGE:QUANTIZATION (int8 or w8a8, quantized at load unless the package is int8).
-    const size_t colon = argument.rfind(':');
-    const std::string package = colon == std::string::npos ? argument : argument.substr(0, colon);
+    // PACKAGE[:QUANTIZATION][:small-pages]: int8 or w8a8 (quantized at load unless the package is int8);
+    // small-pages keeps the weights and the KV cache off huge pages.
+    std::vector<std::string> parts = absl::StrSplit(argument, ':');
+    const std::string package = parts.front();
     llmc::model::LoadOptions options{"cpu", ""};
-    if (colon != std::string::npos) options.quantization = argument.substr(colon + 1);
+    for (size_t i = 1; i < parts.size(); ++i) {
+      if (parts[i] == "small-pages") {
+        options.huge_pages = false;
+      } else {
+        options.quantization = parts[i];
+      }
+    }
     auto model = llmc::model::LoadedModel::Load(package, options);
     if (!model.ok()) {
       std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
@@ -212,6 +222,7 @@ int main(int argc, char** argv) {
     const auto& manifest = (*model)->manifest();
     m.weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
     m.label = manifest.quantization == "none" ? manifest.dtype : manifest.quantization;
+    if (!options.huge_pages) m.label += " 4K";
     auto cache = (*model)->AllocateKvCache(32 * ((kContext + 2048) / kBlockSize + 2), kBlockSize);
     if (!cache.ok()) return 1;
     m.cache = *cache;

@@ -200,14 +200,25 @@ void QuantizeProjections(std::vector<Projection>& projections, Projection& embed
 // Replaces every projection matrix (and int8 scales) by its packed layout (cpu/packed_weight.h), in place:
 // the original storage is released, so resident memory does not grow. A tied embedding shares the packed LM
 // head.
-void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embedding, const ModelManifest& m) {
+void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embedding, const ModelManifest& m,
+                       bool huge_pages) {
+  const auto column_order = [&](const Projection& p) {
+    return EndsWith(p.name, "mlp.gate_up_proj.weight") ? cpu::GateUpColumnOrder(m.intermediate_size)
+                                                       : std::vector<int64_t>{};
+  };
+  const auto packs = [](const Projection& p) { return !cpu::IsPackedWeight(p.weight) && p.weight.dim() == 2; };
+  int64_t packed_bytes = 0;
+  for (const Projection& p : projections) {
+    if (packs(p)) packed_bytes += cpu::PackedWeightBytes(p.weight, column_order(p));
+  }
+  // All packed weights in one huge-page arena: a decode step streams through every byte of them.
+  const std::shared_ptr<cpu::HugePageArena> arena =
+      huge_pages && packed_bytes > 0 ? cpu::HugePageArena::Create(static_cast<size_t>(packed_bytes)) : nullptr;
   for (Projection& p : projections) {
-    if (cpu::IsPackedWeight(p.weight) || p.weight.dim() != 2) continue;
-    const std::vector<int64_t> order = EndsWith(p.name, "mlp.gate_up_proj.weight")
-                                           ? cpu::GateUpColumnOrder(m.intermediate_size)
-                                           : std::vector<int64_t>{};
+    if (!packs(p)) continue;
+    const std::vector<int64_t> order = column_order(p);
     if (p.weight.scalar_type() == at::kChar) p.scale.set_data(cpu::PackScales(p.scale, order));
-    p.weight.set_data(cpu::PackWeight(p.weight, order));
+    p.weight.set_data(cpu::PackWeight(p.weight, order, arena.get()));
     if (p.name != "lm_head.weight" || !m.tie_word_embeddings || !embedding.weight.defined()) continue;
     if (!cpu::IsPackedWeight(embedding.weight)) embedding.weight.set_data(p.weight);
     if (p.weight.scalar_type() == at::kChar && embedding.scale.dim() != 3) embedding.scale.set_data(p.scale);
@@ -276,7 +287,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
       manifest.quantization = "int8";
       manifest.quantization_group_size = options.quantization_group_size;
     }
-    if (device.is_cpu() && options.pack_weights) PackWeightsForCpu(projections, embedding, manifest);
+    if (device.is_cpu() && options.pack_weights)
+      PackWeightsForCpu(projections, embedding, manifest, options.huge_pages);
     if (int8_activations) manifest.quantization = "w8a8";
     projections.clear();
     embedding = {};
@@ -288,7 +300,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   } catch (const std::exception& error) {
     return absl::InternalError(absl::StrCat("cannot prepare the model on ", device.str(), ": ", ConciseError(error)));
   }
-  return std::unique_ptr<LoadedModel>(new LoadedModel(std::move(manifest), std::move(module), device, dtype));
+  return std::unique_ptr<LoadedModel>(
+      new LoadedModel(std::move(manifest), std::move(module), device, dtype, options.huge_pages));
 }
 
 int64_t LoadedModel::KvCacheBlockBytes(int64_t block_size) const {
@@ -299,8 +312,11 @@ int64_t LoadedModel::KvCacheBlockBytes(int64_t block_size) const {
 absl::StatusOr<at::Tensor> LoadedModel::AllocateKvCache(int64_t num_blocks, int64_t block_size) const {
   if (num_blocks <= 0 || block_size <= 0) return absl::InvalidArgumentError("KV cache needs blocks of tokens");
   try {
-    return at::zeros({manifest_.num_layers, 2, num_blocks, block_size, manifest_.num_kv_heads, manifest_.head_dim},
-                     at::TensorOptions().dtype(dtype_).device(device_));
+    const std::vector<int64_t> sizes = {manifest_.num_layers, 2, num_blocks, block_size, manifest_.num_kv_heads,
+                                        manifest_.head_dim};
+    // On the CPU attention streams through the cache like the weights: huge pages for it too.
+    if (device_.is_cpu() && huge_pages_) return cpu::EmptyOnHugePages(sizes, dtype_).zero_();
+    return at::zeros(sizes, at::TensorOptions().dtype(dtype_).device(device_));
   } catch (const std::exception& error) {
     return absl::ResourceExhaustedError(absl::StrCat("cannot allocate a KV cache of ", num_blocks, " blocks (",
                                                      num_blocks * KvCacheBlockBytes(block_size),

@@ -24,6 +24,9 @@ struct LoadOptions {
   // On the CPU, repack the projection weights for the fused kernels (worker/model/cpu/). Off only to compare
   // against the composite ATen path.
   bool pack_weights = true;
+  // On the CPU, put the packed weights and the KV cache on transparent huge pages (cpu/huge_page_arena.h).
+  // Off only to measure what they bring.
+  bool huge_pages = true;
 };
 
 // One engine step's flattened batch (docs/model-package.md); tensors on any device, moved as needed.
@@ -84,11 +87,13 @@ class LoadedModel {
                                                     const at::Tensor& full_rows, int64_t top_k);
 
  private:
-  LoadedModel(ModelManifest manifest, torch::jit::Module module, at::Device device, at::ScalarType dtype)
+  LoadedModel(ModelManifest manifest, torch::jit::Module module, at::Device device, at::ScalarType dtype,
+              bool huge_pages)
       : manifest_(std::move(manifest)),
         module_(std::move(module)),
         device_(device),
         dtype_(dtype),
+        huge_pages_(huge_pages),
         int8_activations_(manifest_.quantization == "w8a8" ? cpu::Int8Activations::kInt8
                                                            : cpu::Int8Activations::kInt16) {}
   std::vector<c10::IValue> Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const;
@@ -97,6 +102,7 @@ class LoadedModel {
   torch::jit::Module module_;
   at::Device device_;
   at::ScalarType dtype_;
+  bool huge_pages_;
   // What the CPU kernels' threads are set to for this model's steps (cpu/int8_staging.h): int8 when served
   // as w8a8.
   cpu::Int8Activations int8_activations_;

@@ -157,7 +157,8 @@ struct Staged {
   char* data;
   int64_t stride;  // elements
   int64_t rows;
-  int64_t rows_padded;
+  int64_t rows_padded;  // what the buffers hold
+  int64_t rows_staged;  // rows, and the zero rows after them that a tile kernel reads (all, from kAmxMinRows)
   int64_t element_size;
   int64_t features = 0;  // the input's width before padding
   // For int8 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs
@@ -176,7 +177,13 @@ struct Staged {
 Staged PrepareStaging(int64_t rows, int64_t stride, at::ScalarType dtype) {
   const int64_t rows_padded = (rows + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(dtype));
-  return {CallerBuffer(kStagedActivations, rows_padded * stride * element_size), stride, rows, rows_padded,
+  // Below kAmxMinRows no kernel reads past the real rows: a single decode row skips zeroing 15 more.
+  const int64_t rows_staged = rows < kAmxMinRows ? rows : rows_padded;
+  return {CallerBuffer(kStagedActivations, rows_padded * stride * element_size),
+          stride,
+          rows,
+          rows_padded,
+          rows_staged,
           element_size};
 }
 
@@ -223,6 +230,16 @@ void QuantizeRow(const float* x, int64_t k, const Staged& staged, int64_t row) {
   }
 }
 
+// A padding row of an int16 staging: zero values, scales and offsets, as QuantizeRow makes of zeros.
+void ZeroRow(const Staged& staged, int64_t row) {
+  std::fill_n(reinterpret_cast<int16_t*>(staged.data) + row * staged.stride, staged.stride, int16_t{0});
+  std::fill_n(staged.scales + row * staged.groups, staged.groups, 0.0f);
+  if (staged.bytes != nullptr) {
+    std::fill_n(staged.bytes + row * staged.stride, staged.stride, int8_t{0});
+    std::fill_n(staged.offsets + row * staged.groups, staged.groups, 0);
+  }
+}
+
 // The team has at most this many members (fewer when an operator runs inside another job).
 int MaxTeamSize() { return std::max(1, at::get_num_threads()); }
 
@@ -240,19 +257,19 @@ int64_t* MergeCursors() {
 // zeroed here. Ends with a barrier: the staged rows are complete for every member.
 template <typename T, typename RowFn>
 void StageRows(TeamMember& member, const Staged& staged, int64_t k, RowFn&& row_fn) {
-  const auto [first, last] = member.Share(staged.rows_padded);
+  const auto [first, last] = member.Share(staged.rows_staged);
   if (staged.int16) {
     thread_local std::vector<T> values;
     thread_local std::vector<float> floats;
     values.resize(k);
     floats.resize(k);
     for (int64_t row = first; row < last; ++row) {
-      if (row < staged.rows) {
-        row_fn(row, values.data());
-        for (int64_t i = 0; i < k; ++i) floats[i] = static_cast<float>(values[i]);
-      } else {
-        std::fill(floats.begin(), floats.end(), 0.0f);
+      if (row >= staged.rows) {
+        ZeroRow(staged, row);
+        continue;
       }
+      row_fn(row, values.data());
+      for (int64_t i = 0; i < k; ++i) floats[i] = static_cast<float>(values[i]);
       QuantizeRow(floats.data(), k, staged, row);
     }
     member.Barrier();

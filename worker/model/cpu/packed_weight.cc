@@ -33,7 +33,12 @@ void PackPanels(const T* source, int64_t n, int64_t k, const std::vector<int64_t
 int64_t PaddedDepth(int64_t k) { return (k + kDepthAlign - 1) / kDepthAlign * kDepthAlign; }
 int64_t PanelCount(int64_t columns) { return (columns + kPanelWidth - 1) / kPanelWidth; }
 
-at::Tensor PackWeight(const at::Tensor& weight_in, const std::vector<int64_t>& column_order) {
+int64_t PackedWeightBytes(const at::Tensor& weight, const std::vector<int64_t>& column_order) {
+  const int64_t columns = column_order.empty() ? weight.size(0) : static_cast<int64_t>(column_order.size());
+  return PanelCount(columns) * PaddedDepth(weight.size(1)) * kPanelWidth * static_cast<int64_t>(weight.element_size());
+}
+
+at::Tensor PackWeight(const at::Tensor& weight_in, const std::vector<int64_t>& column_order, HugePageArena* arena) {
   TORCH_CHECK(weight_in.dim() == 2 && weight_in.device().is_cpu(), "PackWeight: needs a 2-d CPU tensor");
   const at::Tensor weight = weight_in.contiguous();
   const int64_t n = weight.size(0), k = weight.size(1), k_padded = PaddedDepth(k);
@@ -44,19 +49,22 @@ at::Tensor PackWeight(const at::Tensor& weight_in, const std::vector<int64_t>& c
     for (const int64_t row : order) TORCH_CHECK(row < n, "PackWeight: column order names row ", row, " of ", n);
     order.resize(panels * kPanelWidth, -1);
   }
+  const auto empty = [&](at::IntArrayRef sizes) {
+    return arena != nullptr ? arena->Empty(sizes, weight.scalar_type()) : at::empty(sizes, weight.options());
+  };
   if (weight.scalar_type() == at::kBFloat16) {
-    at::Tensor packed = at::empty({panels, k_padded / 2, kPanelWidth, 2}, weight.options());
+    at::Tensor packed = empty({panels, k_padded / 2, kPanelWidth, 2});
     PackPanels(reinterpret_cast<const uint16_t*>(weight.data_ptr()), n, k, order, 2,
                reinterpret_cast<uint16_t*>(packed.data_ptr()), panels, k_padded);
     return packed;
   }
   if (weight.scalar_type() == at::kChar) {
-    at::Tensor packed = at::empty({panels, k_padded / 2, kPanelWidth, 2}, weight.options());
+    at::Tensor packed = empty({panels, k_padded / 2, kPanelWidth, 2});
     PackPanels(weight.data_ptr<int8_t>(), n, k, order, 2, packed.data_ptr<int8_t>(), panels, k_padded);
     return packed;
   }
   TORCH_CHECK(weight.scalar_type() == at::kFloat, "PackWeight: bfloat16, float32 or int8 weights only");
-  at::Tensor packed = at::empty({panels, k_padded, kPanelWidth}, weight.options());
+  at::Tensor packed = empty({panels, k_padded, kPanelWidth});
   PackPanels(weight.data_ptr<float>(), n, k, order, 1, packed.data_ptr<float>(), panels, k_padded);
   return packed;
 }

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "worker/model/cpu/huge_page_arena.h"
+
 namespace llmc::model::cpu {
 
 // A weight matrix [N, K] repacked for the CPU kernels: panels of kPanelWidth output columns, K padded with
@@ -16,9 +18,13 @@ namespace llmc::model::cpu {
 int64_t PaddedDepth(int64_t k);
 int64_t PanelCount(int64_t columns);
 
-// `column_order[c]` is the source row of packed column c (-1: zeros); empty means 0..N-1. Throws c10::Error
-// for a tensor it cannot pack (not 2-d, not bfloat16/float32, not on the CPU).
-at::Tensor PackWeight(const at::Tensor& weight, const std::vector<int64_t>& column_order = {});
+// `column_order[c]` is the source row of packed column c (-1: zeros); empty means 0..N-1. The packed tensor
+// comes from `arena` when given (huge pages), else from at::empty. Throws c10::Error for a tensor it cannot
+// pack (not 2-d, not bfloat16/float32/int8, not on the CPU).
+at::Tensor PackWeight(const at::Tensor& weight, const std::vector<int64_t>& column_order = {},
+                      HugePageArena* arena = nullptr);
+// The bytes PackWeight's result takes.
+int64_t PackedWeightBytes(const at::Tensor& weight, const std::vector<int64_t>& column_order = {});
 
 // Whether `tensor` has the packed layout (by rank: 4-d bfloat16 or int8, 3-d float32).
 bool IsPackedWeight(const at::Tensor& tensor);
