@@ -4,6 +4,7 @@
 #include "nlohmann/json.hpp"
 #include "worker/tokenizer/byte_level.h"
 #include "worker/tokenizer/split_pattern.h"
+#include "worker/tokenizer/token_strings.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace llmc::tokenizer {
@@ -236,6 +237,34 @@ TEST_CASE("split pattern: merged-with-previous, merged-with-next and removed beh
   CHECK(split(SplitBehavior::kMergedWithPrevious, "a-b--c") == Pieces{"a-", "b-", "-", "c"});
   CHECK(split(SplitBehavior::kMergedWithNext, "a-b--c") == Pieces{"a", "-b", "-", "-c"});
   CHECK(split(SplitBehavior::kRemoved, "a-b--c") == Pieces{"a", "b", "c"});
+}
+
+TEST_CASE("token strings: by id and by content, gaps, duplicates and the unindexed table", "[unit][tokenizer]") {
+  TokenStrings table;
+  CHECK(table.size() == 0);
+  CHECK(table.Get(0).empty());
+  CHECK(table.Find("a") == -1);
+  const std::string with_nul("x\0y", 3);
+  table.Assign({"hello", "", "wor", "ld", "wor", with_nul, std::string(300, 'z')}, /*indexed=*/true);
+  CHECK(table.size() == 7);
+  CHECK(table.Get(0) == "hello");
+  CHECK(table.Get(1).empty());
+  CHECK(table.Get(5) == with_nul);
+  CHECK(table.Get(6) == std::string(300, 'z'));
+  CHECK(table.Get(-1).empty());
+  CHECK(table.Get(7).empty());
+  CHECK(table.Find("hello") == 0);
+  CHECK(table.Find("ld") == 3);
+  CHECK(table.Find("wor") == 2);  // the lowest of equal strings
+  CHECK(table.Find(with_nul) == 5);
+  CHECK(table.Find(std::string(300, 'z')) == 6);
+  CHECK(table.Find("") == -1);  // gaps are not tokens
+  CHECK(table.Find("hell") == -1);
+  CHECK(table.Find("world") == -1);
+  table.Assign({"a", "b"}, /*indexed=*/false);
+  CHECK(table.size() == 2);
+  CHECK(table.Get(1) == "b");
+  CHECK(table.Find("a") == -1);
 }
 
 }  // namespace

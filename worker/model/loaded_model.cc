@@ -197,6 +197,15 @@ void QuantizeProjections(std::vector<Projection>& projections, Projection& embed
   }
 }
 
+// Gives the free pages of the heap back to the system. The loaded weights live in malloc's heap; once one is
+// replaced, its pages are free but stay resident until trimmed, and the packed copies go to a separate
+// arena rather than reusing them.
+void ReleaseFreedHeap() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 // Replaces every projection matrix (and int8 scales) by its packed layout (cpu/packed_weight.h), in place:
 // the original storage is released, so resident memory does not grow. A tied embedding shares the packed LM
 // head.
@@ -219,6 +228,8 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
     const std::vector<int64_t> order = column_order(p);
     if (p.weight.scalar_type() == at::kChar) p.scale.set_data(cpu::PackScales(p.scale, order));
     p.weight.set_data(cpu::PackWeight(p.weight, order, arena.get()));
+    // The original went back to the heap; trimmed now, loading peaks at one projection above the weights.
+    ReleaseFreedHeap();
     if (p.name != "lm_head.weight" || !m.tie_word_embeddings || !embedding.weight.defined()) continue;
     if (!cpu::IsPackedWeight(embedding.weight)) embedding.weight.set_data(p.weight);
     if (p.weight.scalar_type() == at::kChar && embedding.scale.dim() != 3) embedding.scale.set_data(p.scale);
@@ -292,11 +303,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
     if (int8_activations) manifest.quantization = "w8a8";
     projections.clear();
     embedding = {};
-#if defined(__GLIBC__)
-    // Repacking and quantizing freed the original weights piece by piece; give that heap back to the system
-    // now, or the worker's resident memory keeps the high-water mark of loading.
-    malloc_trim(0);
-#endif
+    // Repacking and quantizing freed the original weights piece by piece: the rest of that heap goes back.
+    ReleaseFreedHeap();
   } catch (const std::exception& error) {
     return absl::InternalError(absl::StrCat("cannot prepare the model on ", device.str(), ": ", ConciseError(error)));
   }

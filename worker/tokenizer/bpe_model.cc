@@ -91,6 +91,8 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(const nlohmann::jso
 
 absl::Status BpeModel::ReadVocab(const nlohmann::json& vocab) {
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
+  std::vector<std::string> id_to_bytes;
+  id_to_bytes.reserve(vocab.size());
   for (const auto& [token, id_json] : vocab.items()) {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 || id_json.get<int64_t>() > INT32_MAX) {
       return absl::InvalidArgumentError(absl::StrCat("vocab entry '", token, "' has no valid id"));
@@ -105,10 +107,10 @@ absl::Status BpeModel::ReadVocab(const nlohmann::json& vocab) {
                                                      "tokenizer"));
       }
     }
-    if (static_cast<size_t>(id) >= id_to_bytes_.size()) id_to_bytes_.resize(id + 1);
-    id_to_bytes_[id] = *bytes;
-    bytes_to_id_.emplace(std::move(*bytes), id);
+    if (static_cast<size_t>(id) >= id_to_bytes.size()) id_to_bytes.resize(id + 1);
+    id_to_bytes[id] = std::move(*bytes);
   }
+  tokens_.Assign(id_to_bytes, /*indexed=*/true);
   return absl::OkStatus();
 }
 
@@ -147,15 +149,9 @@ absl::Status BpeModel::ReadMerges(const nlohmann::json& merges) {
   return absl::OkStatus();
 }
 
-absl::string_view BpeModel::TokenBytes(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_bytes_.size()) return {};
-  return id_to_bytes_[id];
-}
+absl::string_view BpeModel::TokenBytes(int32_t id) const { return tokens_.Get(id); }
 
-int32_t BpeModel::TokenId(absl::string_view bytes) const {
-  const auto it = bytes_to_id_.find(bytes);
-  return it == bytes_to_id_.end() ? -1 : it->second;
-}
+int32_t BpeModel::TokenId(absl::string_view bytes) const { return tokens_.Find(bytes); }
 
 void BpeModel::EncodeWord(absl::string_view word, std::vector<int32_t>& ids) const {
   if (word.empty()) return;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json_fwd.hpp"
+#include "worker/tokenizer/token_strings.h"
 
 namespace llmc::tokenizer {
 
@@ -37,7 +38,7 @@ class BpeModel {
   void EncodeWord(absl::string_view word, std::vector<int32_t>& ids) const;
   BpeSymbols symbols() const { return symbols_; }
 
-  size_t vocab_size() const { return id_to_bytes_.size(); }
+  size_t vocab_size() const { return tokens_.size(); }
   // A vocabulary token: raw bytes for kBytes, its text for kCharacters; empty for ids outside the
   // vocabulary.
   absl::string_view TokenBytes(int32_t id) const;
@@ -61,8 +62,7 @@ class BpeModel {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
   }
 
-  absl::flat_hash_map<std::string, int32_t> bytes_to_id_;
-  std::vector<std::string> id_to_bytes_;
+  TokenStrings tokens_;  // by id, and looked up by their bytes
   BpeSymbols symbols_ = BpeSymbols::kBytes;
   std::array<int32_t, 256> byte_ids_;  // kCharacters: the "<0xNN>" tokens, -1 where absent or not byte_fallback
   absl::flat_hash_map<uint64_t, MergeRule> merges_;

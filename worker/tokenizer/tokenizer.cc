@@ -103,7 +103,8 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids, boo
           absl::StrCat("token id ", id, " is outside the vocabulary (0..", id_to_bytes_.size() - 1, ")"));
     }
     if (skip_special_tokens && special_[id]) continue;
-    bytes += id_to_bytes_[id];
+    const absl::string_view token = id_to_bytes_.Get(id);
+    bytes.append(token.data(), token.size());
   }
   size_t stripped = 0;
   while (stripped < strip_leading_spaces_ && stripped < bytes.size() && bytes[stripped] == ' ') ++stripped;
@@ -111,10 +112,7 @@ absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids, boo
   return ReplaceInvalidUtf8(bytes);
 }
 
-absl::string_view Tokenizer::TokenBytes(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_bytes_.size()) return {};
-  return id_to_bytes_[id];
-}
+absl::string_view Tokenizer::TokenBytes(int32_t id) const { return id_to_bytes_.Get(id); }
 
 bool Tokenizer::IsSpecial(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < special_.size() && special_[id];

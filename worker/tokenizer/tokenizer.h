@@ -13,6 +13,7 @@
 #include "worker/tokenizer/bpe_model.h"
 #include "worker/tokenizer/normalizer.h"
 #include "worker/tokenizer/split_pattern.h"
+#include "worker/tokenizer/token_strings.h"
 
 namespace llmc::tokenizer {
 
@@ -80,7 +81,7 @@ class Tokenizer {
   std::vector<AddedToken> added_tokens_;
   std::vector<int32_t> template_prefix_;  // post-processor ids around the sequence
   std::vector<int32_t> template_suffix_;
-  std::vector<std::string> id_to_bytes_;
+  TokenStrings id_to_bytes_;
   std::vector<bool> special_;
 };
 

@@ -246,18 +246,19 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
   const bool byte_level = tokenizer->model_->symbols() == BpeSymbols::kBytes;
   size_t size = tokenizer->model_->vocab_size();
   for (const auto& token : tokenizer->added_tokens_) size = std::max(size, static_cast<size_t>(token.id) + 1);
-  tokenizer->id_to_bytes_.resize(size);
+  std::vector<std::string> id_to_bytes(size);
   tokenizer->special_.assign(size, false);
   for (size_t id = 0; id < tokenizer->model_->vocab_size(); ++id) {
     const absl::string_view token = tokenizer->model_->TokenBytes(static_cast<int32_t>(id));
-    tokenizer->id_to_bytes_[id] = byte_level ? std::string(token) : DecodeCharacterToken(decoder, token);
+    id_to_bytes[id] = byte_level ? std::string(token) : DecodeCharacterToken(decoder, token);
   }
   const ByteLevelAlphabet& alphabet = ByteLevelAlphabet::Get();
   for (const auto& token : tokenizer->added_tokens_) {
-    tokenizer->id_to_bytes_[token.id] = byte_level ? alphabet.ToBytes(token.content).value_or(token.content)
-                                                   : DecodeCharacterToken(decoder, token.content);
+    id_to_bytes[token.id] = byte_level ? alphabet.ToBytes(token.content).value_or(token.content)
+                                       : DecodeCharacterToken(decoder, token.content);
     tokenizer->special_[token.id] = token.special;
   }
+  tokenizer->id_to_bytes_.Assign(id_to_bytes, /*indexed=*/false);
   return tokenizer;
 }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <tuple>
 #include <vector>
@@ -131,10 +132,20 @@ enum CallerBufferSlot {
   kCallerBufferSlots
 };
 
+// Left uninitialised (every operator writes what it reads): the engine reserves them for its largest step
+// at start-up, and only the pages steps actually use become resident.
 char* CallerBuffer(CallerBufferSlot slot, size_t bytes) {
-  thread_local std::vector<char> buffers[kCallerBufferSlots];
-  if (buffers[slot].size() < bytes) buffers[slot].resize(bytes);
-  return buffers[slot].data();
+  struct Buffer {
+    std::unique_ptr<char[]> data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[kCallerBufferSlots];
+  Buffer& buffer = buffers[slot];
+  if (buffer.size < bytes) {
+    buffer.data.reset(new char[bytes]);
+    buffer.size = bytes;
+  }
+  return buffer.data.get();
 }
 
 float* TeamScratch() {
