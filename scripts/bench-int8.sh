@@ -34,22 +34,26 @@ worker_memory() {
     sleep 0.1
   done
   grep -q "engine warmed up" "$logs/$label.log" || { echo "$label: worker did not warm up"; exit 1; }
-  local rss hwm
+  local rss hwm anon
   rss=$(awk '/^VmRSS/ {print int($2 / 1024)}' "/proc/$worker_pid/status")
   hwm=$(awk '/^VmHWM/ {print int($2 / 1024)}' "/proc/$worker_pid/status")
+  anon=$(awk '/^RssAnon/ {print int($2 / 1024)}' "/proc/$worker_pid/status")
   kill -TERM "$worker_pid"
   wait "$worker_pid" 2>/dev/null || true
   worker_pid=""
-  printf '%-40s %10s MB %14s MB\n' "$label" "$rss" "$hwm"
+  printf '%-40s %10s MB %14s MB %12s MB\n' "$label" "$rss" "$hwm" "$anon"
   eval "rss_$label=$rss"
+  eval "anon_$label=$anon"
 }
-printf '%-40s %13s %17s\n' "worker serving" "resident" "peak resident"
+# Anonymous: resident less the pages of files mapped from disk (shared libraries), which are page cache.
+printf '%-40s %13s %17s %15s\n' "worker serving" "resident" "peak resident" "anonymous"
 worker_memory bf16 "$bf16"
 worker_memory int8 "$int8"
 worker_memory int8_at_load "$bf16" --quantization=int8
 worker_memory w8a8 "$int8" --quantization=w8a8
 awk -v a="$rss_int8" -v b="$rss_bf16" -v c="$rss_int8_at_load" -v d="$rss_w8a8" \
   'BEGIN {printf "resident int8 / bfloat16: %.3f (package), %.3f (quantized at load), %.3f (w8a8)\n", a / b, c / b, d / b}'
+awk -v a="$anon_int8" -v b="$anon_bf16" 'BEGIN {printf "anonymous int8 / bfloat16: %.3f (package)\n", a / b}'
 echo
 build/tests/llmc_model_bench "$bf16" "$int8" "$int8:w8a8"
 echo

@@ -23,7 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "tests/bench/step_profiler.h"
 #include "worker/model/cpu/huge_page_arena.h"
 #include "worker/model/loaded_model.h"
@@ -202,16 +203,18 @@ int main(int argc, char** argv) {
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
     // PACKAGE[:QUANTIZATION][:small-pages]: int8 or w8a8 (quantized at load unless the package is int8);
-    // small-pages keeps the weights and the KV cache off huge pages.
-    std::vector<std::string> parts = absl::StrSplit(argument, ':');
-    const std::string package = parts.front();
+    // small-pages keeps the weights and the KV cache off huge pages. Only those suffixes are taken off, so a
+    // path may hold colons.
+    std::string package = argument;
     llmc::model::LoadOptions options{"cpu", ""};
-    for (size_t i = 1; i < parts.size(); ++i) {
-      if (parts[i] == "small-pages") {
-        options.huge_pages = false;
-      } else {
-        options.quantization = parts[i];
-      }
+    const auto take_suffix = [&package](absl::string_view suffix) {
+      if (!absl::EndsWith(package, suffix)) return false;
+      package.resize(package.size() - suffix.size());
+      return true;
+    };
+    if (take_suffix(":small-pages")) options.huge_pages = false;
+    for (const char* quantization : {"int8", "w8a8"}) {
+      if (take_suffix(absl::StrCat(":", quantization))) options.quantization = quantization;
     }
     auto model = llmc::model::LoadedModel::Load(package, options);
     if (!model.ok()) {

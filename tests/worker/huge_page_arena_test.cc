@@ -22,9 +22,12 @@ bool Inside(const at::Tensor& tensor, uintptr_t begin, size_t bytes) {
 TEST_CASE("huge page arena: tensors are distinct, page-aligned and writable", "[unit][arena]") {
   const std::shared_ptr<HugePageArena> arena = HugePageArena::Create(3 << 20);
   CHECK(arena->capacity() == (4 << 20));  // whole huge pages
+  CHECK(HugePageArena::TensorBytes(1) == 4096);
+  CHECK(HugePageArena::TensorBytes(8192) == 8192);
   at::Tensor a = arena->Empty({1000}, at::kFloat);
   at::Tensor b = arena->Empty({3, 5}, at::kBFloat16);
   at::Tensor c = arena->Empty({7}, at::kChar);
+  CHECK(arena->used() == 4096 + 4096 + 4096);
   CHECK(a.scalar_type() == at::kFloat);
   CHECK(b.sizes() == at::IntArrayRef({3, 5}));
   CHECK(b.is_contiguous());
@@ -70,14 +73,16 @@ TEST_CASE("huge page arena: packed weights fill it exactly and equal those packe
   const at::Tensor bf16 = at::randn({70, 130}).to(at::kBFloat16);
   const at::Tensor int8 = at::randint(-127, 128, {33, 200}, at::TensorOptions().dtype(at::kChar));
   const std::vector<int64_t> order = {4, -1, 0, 2};
-  const int64_t bytes = PackedWeightBytes(bf16) + PackedWeightBytes(int8, order);
-  const std::shared_ptr<HugePageArena> arena = HugePageArena::Create(static_cast<size_t>(bytes));
+  const size_t bytes = HugePageArena::TensorBytes(static_cast<size_t>(PackedWeightBytes(bf16))) +
+                       HugePageArena::TensorBytes(static_cast<size_t>(PackedWeightBytes(int8, order)));
+  const std::shared_ptr<HugePageArena> arena = HugePageArena::Create(bytes);
   const at::Tensor packed_bf16 = PackWeight(bf16, {}, arena.get());
   const at::Tensor packed_int8 = PackWeight(int8, order, arena.get());
   CHECK(static_cast<int64_t>(packed_bf16.nbytes()) == PackedWeightBytes(bf16));
   CHECK(static_cast<int64_t>(packed_int8.nbytes()) == PackedWeightBytes(int8, order));
   const uintptr_t begin = Address(packed_bf16);
   CHECK(Inside(packed_int8, begin, arena->capacity()));
+  CHECK(arena->used() == bytes);  // both in the arena, none fell back
   CHECK(at::equal(packed_bf16, PackWeight(bf16)));
   CHECK(at::equal(packed_int8, PackWeight(int8, order)));
 }

@@ -199,17 +199,27 @@ TEST_CASE("int8 weights: activation rows quantize to int16 within half a step; I
   CHECK(q[5] == 0);
   CHECK(scales[0] == Approx(1.0f / 32767));  // the other group is untouched
   x[5] = -3.0f;
-  x[1] = std::numeric_limits<float>::quiet_NaN();
-  x[2] = -std::numeric_limits<float>::infinity();
+  x[1] = -std::numeric_limits<float>::quiet_NaN();  // a NaN alone, with its sign bit set
   QuantizeActivationRow(x.data(), 8, 10, 4, 2, 32767, q.data(), scales.data());
   CHECK(std::isnan(scales[0]));
   CHECK(q[0] == 0);
+  CHECK(q[3] == 0);
   CHECK(scales[1] == Approx(3.0f / 32767));
+  CHECK(q[4] == 32767);
   CHECK(q[5] == -32767);
+  x[1] = -1.0f;
+  x[6] = -std::numeric_limits<float>::infinity();  // -Inf alone, in the other group
+  QuantizeActivationRow(x.data(), 8, 10, 4, 2, 32767, q.data(), scales.data());
+  CHECK(scales[0] == Approx(1.0f / 32767));
+  CHECK(q[1] == -32767);
+  CHECK(std::isnan(scales[1]));
+  CHECK(q[4] == 0);
+  CHECK(q[7] == 0);
   const std::vector<float> zeros(8, 0.0f);
   QuantizeActivationRow(zeros.data(), 8, 10, 4, 2, 32767, q.data(), scales.data());
   CHECK(scales[0] == 0.0f);
-  CHECK(q[3] == 0);
+  CHECK(scales[1] == 0.0f);
+  CHECK(q[1] == 0);
 }
 
 TEST_CASE("int8 weights: a packed int8 weight without matching scales is refused", "[unit][int8]") {

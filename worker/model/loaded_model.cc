@@ -216,13 +216,15 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
                                                        : std::vector<int64_t>{};
   };
   const auto packs = [](const Projection& p) { return !cpu::IsPackedWeight(p.weight) && p.weight.dim() == 2; };
-  int64_t packed_bytes = 0;
+  size_t packed_bytes = 0;
   for (const Projection& p : projections) {
-    if (packs(p)) packed_bytes += cpu::PackedWeightBytes(p.weight, column_order(p));
+    if (!packs(p)) continue;
+    packed_bytes +=
+        cpu::HugePageArena::TensorBytes(static_cast<size_t>(cpu::PackedWeightBytes(p.weight, column_order(p))));
   }
   // All packed weights in one huge-page arena: a decode step streams through every byte of them.
   const std::shared_ptr<cpu::HugePageArena> arena =
-      huge_pages && packed_bytes > 0 ? cpu::HugePageArena::Create(static_cast<size_t>(packed_bytes)) : nullptr;
+      huge_pages && packed_bytes > 0 ? cpu::HugePageArena::Create(packed_bytes) : nullptr;
   for (Projection& p : projections) {
     if (!packs(p)) continue;
     const std::vector<int64_t> order = column_order(p);

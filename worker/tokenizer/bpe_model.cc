@@ -110,8 +110,7 @@ absl::Status BpeModel::ReadVocab(const nlohmann::json& vocab) {
     if (static_cast<size_t>(id) >= id_to_bytes.size()) id_to_bytes.resize(id + 1);
     id_to_bytes[id] = std::move(*bytes);
   }
-  tokens_.Assign(id_to_bytes, /*indexed=*/true);
-  return absl::OkStatus();
+  return tokens_.Assign(id_to_bytes, /*indexed=*/true);
 }
 
 absl::Status BpeModel::ReadMerges(const nlohmann::json& merges) {

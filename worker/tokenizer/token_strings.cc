@@ -1,17 +1,25 @@
 #include "worker/tokenizer/token_strings.h"
 
+#include <limits>
+
 #include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
 
 namespace llmc::tokenizer {
 
 TokenStrings::TokenStrings() : index_(0, Hash{this}, Equal{this}) {}
 
-void TokenStrings::Assign(const std::vector<std::string>& strings, bool indexed) {
+absl::Status TokenStrings::Assign(const std::vector<std::string>& strings, bool indexed) {
   size_t total = 0;
   for (const std::string& s : strings) total += s.size();
   bytes_.clear();
-  bytes_.reserve(total);
   offsets_.clear();
+  index_.clear();
+  if (total > std::numeric_limits<uint32_t>::max() || strings.size() > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("a vocabulary of ", strings.size(), " tokens and ", total,
+                                                   " bytes is beyond what the tokenizer holds (4 GiB)"));
+  }
+  bytes_.reserve(total);
   offsets_.reserve(strings.size() + 1);
   offsets_.push_back(0);
   for (const std::string& s : strings) {
@@ -19,12 +27,12 @@ void TokenStrings::Assign(const std::vector<std::string>& strings, bool indexed)
     offsets_.push_back(static_cast<uint32_t>(bytes_.size()));
   }
   bytes_.shrink_to_fit();
-  index_.clear();
-  if (!indexed) return;
+  if (!indexed) return absl::OkStatus();
   index_.reserve(strings.size());
   for (size_t id = 0; id < strings.size(); ++id) {
-    if (!strings[id].empty()) index_.insert(static_cast<int32_t>(id));  // keeps the lowest id of equal strings
+    if (!strings[id].empty()) index_.insert(static_cast<int32_t>(id));  // the lowest id of equal strings stays
   }
+  return absl::OkStatus();
 }
 
 int32_t TokenStrings::Find(absl::string_view bytes) const {

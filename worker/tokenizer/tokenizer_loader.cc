@@ -258,7 +258,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(absl::string_view
                                        : DecodeCharacterToken(decoder, token.content);
     tokenizer->special_[token.id] = token.special;
   }
-  tokenizer->id_to_bytes_.Assign(id_to_bytes, /*indexed=*/false);
+  RETURN_IF_ERROR(tokenizer->id_to_bytes_.Assign(id_to_bytes, /*indexed=*/false));
   return tokenizer;
 }
 

@@ -49,6 +49,9 @@ int64_t DequantizedPanelMinRows(Int8Activations activations) {
 // W8A8 batches of at least this many rows run on AMX-INT8 tiles, where the CPU has them and the activation
 // groups are whole tile steps (64 inputs; not for groups of 32).
 constexpr int64_t kAmxInt8MinRows = 16;
+// Batches below kAmxMinRows are staged without padding rows (PrepareStaging): every kernel that reads whole
+// 16-row tiles must start at or above it.
+static_assert(kAmxInt8MinRows >= kAmxMinRows, "AMX-INT8 tiles would read unstaged padding rows");
 constexpr int64_t kAmxInt8StepInputs = 64;
 
 bool UsesAmxInt8(int64_t rows, Int8Activations activations, int64_t group_pairs) {

@@ -38,10 +38,12 @@ HugePageArena::HugePageArena(void* mapping, size_t mapping_bytes, char* base, si
 
 HugePageArena::~HugePageArena() { munmap(mapping_, mapping_bytes_); }
 
+size_t HugePageArena::TensorBytes(size_t bytes) { return RoundUp(bytes, kTensorAlignment); }
+
 at::Tensor HugePageArena::Empty(at::IntArrayRef sizes, at::ScalarType dtype) {
   int64_t elements = 1;
   for (const int64_t size : sizes) elements *= size;
-  const size_t bytes = RoundUp(static_cast<size_t>(elements) * c10::elementSize(dtype), kTensorAlignment);
+  const size_t bytes = TensorBytes(static_cast<size_t>(elements) * c10::elementSize(dtype));
   size_t offset = used_.load();
   do {
     if (offset + bytes > capacity_) return at::empty(sizes, at::TensorOptions().dtype(dtype));
