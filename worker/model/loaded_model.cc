@@ -324,7 +324,9 @@ absl::StatusOr<at::Tensor> LoadedModel::AllocateKvCache(int64_t num_blocks, int6
   try {
     const std::vector<int64_t> sizes = {manifest_.num_layers, 2, num_blocks, block_size, manifest_.num_kv_heads,
                                         manifest_.head_dim};
-    // On the CPU attention streams through the cache like the weights: huge pages for it too.
+    // On the CPU attention streams through the cache like the weights: huge pages for it too. A fresh
+    // mapping reads as zeros already; writing them makes the whole cache resident now, as at::zeros does,
+    // rather than page by page under the first requests.
     if (device_.is_cpu() && huge_pages_) return cpu::EmptyOnHugePages(sizes, dtype_).zero_();
     return at::zeros(sizes, at::TensorOptions().dtype(dtype_).device(device_));
   } catch (const std::exception& error) {

@@ -1,6 +1,7 @@
 #include "worker/model/cpu/huge_page_arena.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/accumulate.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -26,24 +27,22 @@ std::shared_ptr<HugePageArena> HugePageArena::Create(size_t bytes) {
   void* mapping = mmap(nullptr, mapping_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   TORCH_CHECK(mapping != MAP_FAILED, "cannot map ", mapping_bytes, " bytes for weights: ", std::strerror(errno));
   char* base = reinterpret_cast<char*>(RoundUp(reinterpret_cast<uintptr_t>(mapping), kHugePageBytes));
-  bool advised = false;
 #ifdef MADV_HUGEPAGE
-  advised = madvise(base, capacity, MADV_HUGEPAGE) == 0;
+  // Only advice: where the kernel refuses it (THP "never"), the memory is ordinary pages.
+  madvise(base, capacity, MADV_HUGEPAGE);
 #endif
-  return std::shared_ptr<HugePageArena>(new HugePageArena(mapping, mapping_bytes, base, capacity, advised));
+  return std::shared_ptr<HugePageArena>(new HugePageArena(mapping, mapping_bytes, base, capacity));
 }
 
-HugePageArena::HugePageArena(void* mapping, size_t mapping_bytes, char* base, size_t capacity, bool advised)
-    : mapping_(mapping), mapping_bytes_(mapping_bytes), base_(base), capacity_(capacity), advised_(advised) {}
+HugePageArena::HugePageArena(void* mapping, size_t mapping_bytes, char* base, size_t capacity)
+    : mapping_(mapping), mapping_bytes_(mapping_bytes), base_(base), capacity_(capacity) {}
 
 HugePageArena::~HugePageArena() { munmap(mapping_, mapping_bytes_); }
 
 size_t HugePageArena::TensorBytes(size_t bytes) { return RoundUp(bytes, kTensorAlignment); }
 
 at::Tensor HugePageArena::Empty(at::IntArrayRef sizes, at::ScalarType dtype) {
-  int64_t elements = 1;
-  for (const int64_t size : sizes) elements *= size;
-  const size_t bytes = TensorBytes(static_cast<size_t>(elements) * c10::elementSize(dtype));
+  const size_t bytes = TensorBytes(static_cast<size_t>(c10::multiply_integers(sizes)) * c10::elementSize(dtype));
   size_t offset = used_.load();
   do {
     if (offset + bytes > capacity_) return at::empty(sizes, at::TensorOptions().dtype(dtype));
@@ -54,9 +53,8 @@ at::Tensor HugePageArena::Empty(at::IntArrayRef sizes, at::ScalarType dtype) {
 }
 
 at::Tensor EmptyOnHugePages(at::IntArrayRef sizes, at::ScalarType dtype) {
-  int64_t elements = 1;
-  for (const int64_t size : sizes) elements *= size;
-  return HugePageArena::Create(static_cast<size_t>(elements) * c10::elementSize(dtype))->Empty(sizes, dtype);
+  const size_t bytes = static_cast<size_t>(c10::multiply_integers(sizes)) * c10::elementSize(dtype);
+  return HugePageArena::Create(bytes)->Empty(sizes, dtype);
 }
 
 }  // namespace llmc::model::cpu

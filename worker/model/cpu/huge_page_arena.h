@@ -32,17 +32,14 @@ class HugePageArena : public std::enable_shared_from_this<HugePageArena> {
   size_t capacity() const { return capacity_; }
   // Bytes handed out so far.
   size_t used() const { return used_.load(); }
-  // Whether the kernel accepted the huge-page advice (it may still back some pages with small ones).
-  bool huge_pages_advised() const { return advised_; }
 
  private:
-  HugePageArena(void* mapping, size_t mapping_bytes, char* base, size_t capacity, bool advised);
+  HugePageArena(void* mapping, size_t mapping_bytes, char* base, size_t capacity);
 
   void* const mapping_;
   const size_t mapping_bytes_;
   char* const base_;
   const size_t capacity_;
-  const bool advised_;
   std::atomic<size_t> used_{0};
 };
 
