@@ -69,7 +69,7 @@ absl::Status WorkerRegistry::Register(const v1::RegisterWorkerRequest& request) 
   worker.address = request.address();
   worker.version = request.version();
   worker.models.assign(request.models().begin(), request.models().end());
-  worker.load = request.load();
+  worker.load = dispatch::SanitizedLoad(request.load());
   worker.state = request.state() == v1::WORKER_STATE_UNSPECIFIED ? v1::WORKER_STATE_READY : request.state();
   worker.speed_weight = request.speed_weight() > 0 ? request.speed_weight() : 1.0;
   worker.registered_at = worker.last_heartbeat = clock_.Now();
@@ -99,7 +99,7 @@ absl::StatusOr<HeartbeatOutcome> WorkerRegistry::Heartbeat(const v1::HeartbeatRe
     return HeartbeatOutcome::kUnknownWorker;
   }
   dispatch::RegisteredWorker& worker = it->second;
-  worker.load = request.load();
+  worker.load = dispatch::SanitizedLoad(request.load());
   if (request.state() != v1::WORKER_STATE_UNSPECIFIED) worker.state = request.state();
   worker.picks_since_heartbeat = 0;
   worker.last_heartbeat = now;
@@ -142,7 +142,7 @@ absl::StatusOr<PickedWorker> WorkerRegistry::Pick(absl::string_view model,
   const auto is_live = [&](const dispatch::RegisteredWorker& worker) { return IsLive(worker, now); };
   const auto is_excluded = [&](absl::string_view id) { return excluded.contains(id); };
   absl::StatusOr<dispatch::RegisteredWorker*> chosen =
-      dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, prefix_hashes);
+      dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, {prefix_hashes, now});
   if (!chosen.ok()) return chosen.status();
   MarkChanged(**chosen);
   if (watchers_ == 0) return PickedWorker{(*chosen)->worker_id, (*chosen)->address};
@@ -220,6 +220,7 @@ void WorkerRegistry::Relay(uint64_t gateway_id, v1::ReportedPick pick) {
 
 absl::flat_hash_map<std::string, uint64_t> WorkerRegistry::ApplyReportedPicks(const v1::ReportPicksRequest& report) {
   absl::flat_hash_map<std::string, uint64_t> applied_by_model;
+  const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
   for (const v1::ReportedPick& pick : report.picks()) {
     auto it = workers_.find(pick.worker_id());
@@ -228,7 +229,7 @@ absl::flat_hash_map<std::string, uint64_t> WorkerRegistry::ApplyReportedPicks(co
     ++applied_by_model[pick.model()];
     ++worker.picks_since_heartbeat;
     const auto& hashes = pick.prefix_hashes();
-    policy_->Record(worker, dispatch::PickRequest{absl::MakeConstSpan(hashes.data(), hashes.size())});
+    policy_->Record(worker, dispatch::PickRequest{absl::MakeConstSpan(hashes.data(), hashes.size()), now});
     MarkChanged(worker);
     Relay(report.gateway_id(), pick);
   }

@@ -15,12 +15,13 @@ namespace llmc::dispatch {
 
 // Sends a request where its first token likely comes soonest, counting the prefill its prefix cache saves.
 // Each candidate scores, in estimated prompt tokens:
-//   prefix × (leading prefix chunks last sent to it × tokens_per_hash)
-//   − load × (its pending prefill tokens at its last heartbeat + the uncached tokens picked for it since
-//             + relative load × queue_tokens)
+//   prefix × (leading prefix chunks it likely holds × tokens_per_hash)
+//   − load × (its prefill backlog + relative load × queue_tokens)
 //   − kv × KV cache use × queue_tokens
-// and the best wins (ties at random). A request no worker has seen goes by the load terms alone. Every pick
-// is recorded in a bounded PrefixIndex; a worker that leaves or restarts is forgotten.
+// and the best wins (ties at random). The backlog starts from the pending prefill tokens of its last
+// heartbeat, grows by the uncached tokens of each pick for it, and drains at the prefill rate it reports.
+// A request no worker has seen goes by the load terms alone. Every pick is recorded in a bounded
+// PrefixIndex; a worker that leaves or restarts is forgotten.
 class PrefixAwarePolicy final : public DispatchPolicy {
  public:
   PrefixAwarePolicy(uint64_t seed, const PrefixAwareWeights& weights)
@@ -31,19 +32,22 @@ class PrefixAwarePolicy final : public DispatchPolicy {
   void Forget(absl::string_view worker_id) override;
 
  private:
-  // Uncached prompt tokens picked for a worker since its heartbeat number `heartbeat`.
-  struct Charge {
+  // The prompt tokens a worker likely still had to prefill at `at`, estimated from its heartbeat number
+  // `heartbeat` and the picks since.
+  struct BacklogEstimate {
     uint64_t heartbeat = 0;
     double tokens = 0;
+    absl::Time at;
   };
-  double ChargedSinceHeartbeat(const RegisteredWorker& worker);
-  // Charges `worker` with the chunks of `hashes` beyond the `matched` it holds, and records the pick.
-  void Place(const RegisteredWorker& worker, absl::Span<const uint64_t> hashes, int64_t matched);
+  // `worker`'s backlog at `now` (or at the latest time it was estimated, if that is later).
+  BacklogEstimate Backlog(const RegisteredWorker& worker, absl::Time now) const;
+  // Adds the chunks of `hashes` beyond the `matched` it holds to `worker`'s backlog, and records the pick.
+  void Place(const RegisteredWorker& worker, absl::Span<const uint64_t> hashes, int64_t matched, absl::Time now);
 
   std::mt19937_64 random_;
   const PrefixAwareWeights weights_;
   PrefixIndex index_;
-  absl::flat_hash_map<std::string, Charge> charges_;
+  absl::flat_hash_map<std::string, BacklogEstimate> backlogs_;
   std::vector<const std::string*> ids_;
   std::vector<int64_t> matched_;
   std::vector<size_t> tied_;

@@ -13,32 +13,38 @@ int32_t PrefixIndex::Intern(absl::string_view worker_id) {
 }
 
 void PrefixIndex::Forget(absl::string_view worker_id) {
-  if (auto it = worker_numbers_.find(worker_id); it != worker_numbers_.end()) it->second = next_number_++;
+  // Its next pick interns it under a new number.
+  worker_numbers_.erase(worker_id);
 }
 
 void PrefixIndex::Match(absl::Span<const uint64_t> hashes, absl::Span<const std::string* const> workers,
                         std::vector<int64_t>& matched) {
   matched.assign(workers.size(), 0);
-  numbers_.clear();
-  for (const std::string* worker : workers) {
-    const auto it = worker_numbers_.find(*worker);
-    numbers_.push_back(it == worker_numbers_.end() ? kNoWorker : it->second);
+  if (candidate_of_number_.size() < static_cast<size_t>(next_number_)) {
+    candidate_of_number_.resize(static_cast<size_t>(next_number_), kNoWorker);
   }
-  size_t still_matching = numbers_.size() - std::count(numbers_.begin(), numbers_.end(), kNoWorker);
-  for (size_t k = 0; k < hashes.size() && still_matching > 0; ++k) {
+  numbers_.clear();
+  for (size_t w = 0; w < workers.size(); ++w) {
+    const auto it = worker_numbers_.find(*workers[w]);
+    if (it == worker_numbers_.end()) continue;
+    candidate_of_number_[static_cast<size_t>(it->second)] = static_cast<int32_t>(w);
+    numbers_.push_back(it->second);
+  }
+  // A hash stands for its whole prefix (the hashes are chained), so a worker holds as much as the deepest
+  // hash that lists it, whether or not the entries before it still do: a popular first chunk's entry
+  // turns over among many workers while the conversation's own later chunks keep theirs.
+  for (size_t k = 0; k < hashes.size(); ++k) {
     const auto found = entries_.find(hashes[k]);
-    if (found == entries_.end()) break;
+    if (found == entries_.end()) continue;
     Entry& entry = found->second;
     entry.referenced = true;
-    for (size_t w = 0; w < numbers_.size(); ++w) {
-      if (numbers_[w] == kNoWorker || matched[w] != static_cast<int64_t>(k)) continue;
-      if (std::find(entry.workers.begin(), entry.workers.end(), numbers_[w]) != entry.workers.end()) {
-        ++matched[w];
-      } else {
-        --still_matching;
-      }
+    for (const int32_t number : entry.workers) {
+      if (number == kNoWorker) break;
+      const int32_t candidate = candidate_of_number_[static_cast<size_t>(number)];
+      if (candidate != kNoWorker) matched[static_cast<size_t>(candidate)] = static_cast<int64_t>(k) + 1;
     }
   }
+  for (const int32_t number : numbers_) candidate_of_number_[static_cast<size_t>(number)] = kNoWorker;
 }
 
 void PrefixIndex::Record(absl::Span<const uint64_t> hashes, absl::string_view worker_id) {

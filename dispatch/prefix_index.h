@@ -22,7 +22,8 @@ class PrefixIndex {
 
   explicit PrefixIndex(size_t capacity);
 
-  // For each worker id in `workers`, how many leading `hashes` were recorded for it.
+  // For each worker id in `workers`, how many leading `hashes` it likely holds: 1 + the position of the
+  // last of `hashes` recorded for it (0 if none).
   void Match(absl::Span<const uint64_t> hashes, absl::Span<const std::string* const> workers,
              std::vector<int64_t>& matched);
   // Records that a request with `hashes` went to `worker_id`.
@@ -46,11 +47,14 @@ class PrefixIndex {
   absl::flat_hash_map<uint64_t, Entry> entries_;
   std::vector<uint64_t> clock_;  // the hashes in entries_, visited in a circle by the hand
   size_t hand_ = 0;
-  // Entries name workers by number; Forget gives a worker a new number, so what was recorded for the old
-  // one no longer matches anyone.
+  // Entries name workers by number; Forget drops a worker's number, so what was recorded under it no
+  // longer matches anyone.
   absl::flat_hash_map<std::string, int32_t> worker_numbers_;
   int32_t next_number_ = 0;
-  std::vector<int32_t> numbers_;  // Match's scratch: the candidates' numbers
+  // Match's scratch: worker number -> index among its candidates (kNoWorker between calls), and the
+  // numbers it set.
+  std::vector<int32_t> candidate_of_number_;
+  std::vector<int32_t> numbers_;
 };
 
 }  // namespace llmc::dispatch

@@ -1,6 +1,7 @@
 #include "dispatch/registered_worker.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace llmc::dispatch {
 
@@ -13,6 +14,16 @@ double RegisteredWorker::Capacity() const { return std::max<double>(1.0, load.ma
 double RegisteredWorker::RelativeLoad() const {
   const double queued = static_cast<double>(load.num_waiting()) + load.num_running() + picks_since_heartbeat;
   return queued / Capacity();
+}
+
+v1::WorkerLoad SanitizedLoad(v1::WorkerLoad load) {
+  constexpr float kMaxPrefillTokensPerSecond = 1e9f;
+  const float kv = load.kv_cache_usage();
+  load.set_kv_cache_usage(std::isnan(kv) ? 1.0f : std::clamp(kv, 0.0f, 1.0f));
+  const auto rate = [](float value) { return std::isfinite(value) && value > 0 ? value : 0.0f; };
+  load.set_tokens_per_second(rate(load.tokens_per_second()));
+  load.set_prefill_tokens_per_second(std::min(rate(load.prefill_tokens_per_second()), kMaxPrefillTokensPerSecond));
+  return load;
 }
 
 v1::WorkerInfo ToWorkerInfo(const RegisteredWorker& worker, absl::Time now) {
@@ -38,7 +49,7 @@ RegisteredWorker FromWorkerInfo(const v1::WorkerInfo& info, absl::Time now) {
   worker.address = info.address();
   worker.version = info.version();
   worker.models.assign(info.models().begin(), info.models().end());
-  worker.load = info.load();
+  worker.load = SanitizedLoad(info.load());
   worker.state = info.state();
   worker.speed_weight = info.speed_weight() > 0 ? info.speed_weight() : 1.0;
   worker.picks_since_heartbeat = info.picks_since_heartbeat();

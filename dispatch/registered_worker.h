@@ -35,6 +35,11 @@ struct RegisteredWorker {
   double RelativeLoad() const;
 };
 
+// A worker's reported load with its figures made usable by the policies: the KV cache use within [0, 1]
+// (1 when not a number), rates that are not finite or are negative as 0 (unknown), and a prefill rate of
+// at most 1e9 tokens/s. Scores stay numbers whatever a worker sends.
+v1::WorkerLoad SanitizedLoad(v1::WorkerLoad load);
+
 // The worker as ListWorkers and the routing feed describe it, ages measured at `now`.
 v1::WorkerInfo ToWorkerInfo(const RegisteredWorker& worker, absl::Time now);
 // A gateway's copy of a worker from the controller's description; times are counted back from `now`.

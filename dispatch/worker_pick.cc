@@ -9,7 +9,7 @@
 namespace llmc::dispatch {
 
 absl::StatusOr<RegisteredWorker*> PickWorker(WorkerMap& workers, absl::string_view model, const PickFilter& filter,
-                                             DispatchPolicy& policy, absl::Span<const uint64_t> prefix_hashes) {
+                                             DispatchPolicy& policy, const PickRequest& request) {
   std::vector<RegisteredWorker*> candidates;
   size_t serving = 0, not_ready = 0, silent = 0, skipped = 0;
   for (auto& [id, worker] : workers) {
@@ -43,7 +43,7 @@ absl::StatusOr<RegisteredWorker*> PickWorker(WorkerMap& workers, absl::string_vi
   std::sort(candidates.begin(), candidates.end(),
             [](const RegisteredWorker* a, const RegisteredWorker* b) { return a->worker_id < b->worker_id; });
   const std::vector<const RegisteredWorker*> view(candidates.begin(), candidates.end());
-  RegisteredWorker* chosen = candidates[policy.Choose(view, PickRequest{prefix_hashes})];
+  RegisteredWorker* chosen = candidates[policy.Choose(view, request)];
   ++chosen->picks_since_heartbeat;
   return chosen;
 }

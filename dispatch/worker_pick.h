@@ -30,7 +30,7 @@ struct PickFilter {
 // (naming the models that are served) when no worker serves `model`; UNAVAILABLE, saying why, when some do
 // but none can take it. The controller's registry and the gateways' routing tables both pick with it.
 absl::StatusOr<RegisteredWorker*> PickWorker(WorkerMap& workers, absl::string_view model, const PickFilter& filter,
-                                             DispatchPolicy& policy, absl::Span<const uint64_t> prefix_hashes);
+                                             DispatchPolicy& policy, const PickRequest& request);
 
 }  // namespace llmc::dispatch
 

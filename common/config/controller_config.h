@@ -19,7 +19,7 @@ struct ControllerConfig {
   uint64_t dispatch_seed = 0;
   // prefix_aware: the weights of a worker's score, and how many prefix chunk hashes it remembers.
   double prefix_weight = 1.0;
-  double load_weight = 4.0;
+  double load_weight = 1.0;
   double kv_weight = 0.5;
   uint64_t prefix_index_entries = 1 << 20;
   std::string log_level = "info";
@@ -33,11 +33,12 @@ struct ControllerConfig {
     v("metrics_address", metrics_address, "host:port of the HTTP /metrics endpoint; empty disables it");
     v("heartbeat_interval", heartbeat_interval, "how often workers are told to send heartbeats");
     v("expiry_missed_heartbeats", expiry_missed_heartbeats, "missed heartbeats after which a worker is dropped");
-    v("dispatch_policy", dispatch_policy, "how PickWorker chooses: shortest_queue, lottery, power_of_two or prefix_aware");
+    v("dispatch_policy", dispatch_policy,
+      "how PickWorker chooses: shortest_queue, lottery, power_of_two or prefix_aware");
     v("dispatch_seed", dispatch_seed, "seed of the dispatch random generator; 0 seeds from the OS");
     v("prefix_weight", prefix_weight, "prefix_aware: weight of the prompt tokens a worker likely holds cached");
     v("load_weight", load_weight,
-      "prefix_aware: weight of the prefill tokens queued on a worker and of its queue relative to capacity");
+      "prefix_aware: weight of the prefill tokens a worker likely has queued and of its queue relative to capacity");
     v("kv_weight", kv_weight, "prefix_aware: weight of a worker's KV cache use");
     v("prefix_index_entries", prefix_index_entries, "prefix_aware: prefix chunk hashes remembered (LRU)");
     v("log_level", log_level, "debug, info, warning or error");

@@ -119,7 +119,7 @@ bool RoutingReplica::Apply(const v1::RoutingUpdate& update) {
     const auto it = workers_.find(pick.worker_id());
     if (it == workers_.end()) continue;
     const auto& hashes = pick.prefix_hashes();
-    policy_->Record(it->second, dispatch::PickRequest{absl::MakeConstSpan(hashes.data(), hashes.size())});
+    policy_->Record(it->second, dispatch::PickRequest{absl::MakeConstSpan(hashes.data(), hashes.size()), now});
   }
   // Picks the controller has applied are in its counts now. After a full table (a new stream, perhaps a
   // restarted controller) the answered reports are either in it or lost with the old controller.
@@ -147,7 +147,7 @@ absl::StatusOr<PickedWorker> RoutingReplica::Pick(const std::string& model,
   const size_t num_hashes = std::min(prefix_hashes.size(), kMaxPrefixChunks);
   const absl::Span<const uint64_t> hashes(prefix_hashes.data(), num_hashes);
   absl::StatusOr<dispatch::RegisteredWorker*> chosen =
-      dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, hashes);
+      dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, {hashes, absl::Now()});
   if (!chosen.ok()) return chosen.status();
   const dispatch::RegisteredWorker& worker = **chosen;
   local_picks_.push_back({next_seq_, worker.worker_id});

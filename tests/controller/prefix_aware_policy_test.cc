@@ -1,6 +1,7 @@
 // Prefix-aware dispatch: the prefix chunk hashes, the bounded index of where prefixes went, and the policy
 // that sends repeated prefixes to the worker that holds them unless it is much busier.
 #include <catch2/catch.hpp>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -139,6 +140,47 @@ TEST_CASE("prefix_aware: prefill queued on a worker counts against it, and so do
   CHECK(elsewhere > 0);
 }
 
+TEST_CASE("prefix_aware: the estimated queue drains at the prefill rate the worker reports", "[unit][dispatch]") {
+  ManualClock clock;
+  auto registry = PrefixAwareRegistry(clock, 2, 64);
+  const std::string home = PickFor(*registry, Prompt(5, 5, 8, 8));  // about 256 tokens cached
+  const std::string other = home == "w0" ? "w1" : "w0";
+  HeartbeatAll(clock, *registry, 2, 64);
+  v1::HeartbeatRequest busy = MakeHeartbeat(home, 0, 0, 64);
+  busy.mutable_load()->set_pending_prefill_tokens(2000);
+  busy.mutable_load()->set_prefill_tokens_per_second(10000);
+  REQUIRE(registry->Heartbeat(busy).ok());
+  // 2,000 tokens queued outweigh the 256 it holds...
+  CHECK(PickFor(*registry, Prompt(5, 6, 8, 4)) == other);
+  // ... until, at 10,000 tokens/s, 0.2 s have computed them: no heartbeat needed.
+  clock.Advance(absl::Milliseconds(200));
+  CHECK(PickFor(*registry, Prompt(5, 7, 8, 8)) == home);
+  // Without a reported rate, the queue stands until the next heartbeat says otherwise.
+  busy.mutable_load()->set_prefill_tokens_per_second(0);
+  REQUIRE(registry->Heartbeat(busy).ok());
+  clock.Advance(absl::Milliseconds(200));
+  CHECK(PickFor(*registry, Prompt(5, 8, 8, 8)) == other);
+}
+
+TEST_CASE("prefix_aware: load figures that are not numbers leave the scores numbers", "[unit][dispatch]") {
+  ManualClock clock;
+  auto registry = PrefixAwareRegistry(clock, 2, 64);
+  HeartbeatAll(clock, *registry, 2, 64);
+  v1::HeartbeatRequest garbage = MakeHeartbeat("w0", 0, 0, 64);
+  garbage.mutable_load()->set_kv_cache_usage(std::numeric_limits<float>::quiet_NaN());
+  garbage.mutable_load()->set_prefill_tokens_per_second(std::numeric_limits<float>::infinity());
+  garbage.mutable_load()->set_tokens_per_second(-3);
+  REQUIRE(registry->Heartbeat(garbage).ok());
+  for (const v1::WorkerInfo& info : registry->ListWorkers()) {
+    if (info.worker_id() != "w0") continue;
+    CHECK(info.load().kv_cache_usage() == 1.0f);  // not a number: counted as full
+    CHECK(info.load().prefill_tokens_per_second() == 0);
+    CHECK(info.load().tokens_per_second() == 0);
+  }
+  // A NaN score would win every comparison it comes first in; counted as full, w0 loses them all.
+  for (int i = 0; i < 4; ++i) CHECK(PickFor(*registry, Prompt(20 + i, i, 2, 2)) == "w1");
+}
+
 TEST_CASE("prefix_aware: a worker that registers again or leaves is forgotten", "[unit][dispatch]") {
   ManualClock clock;
   auto registry = PrefixAwareRegistry(clock, 2, 64);
@@ -156,7 +198,7 @@ TEST_CASE("prefix_aware: a worker that registers again or leaves is forgotten", 
   CHECK(PickFor(*registry, prompt) == home);
 }
 
-TEST_CASE("prefix index: matches from the first chunk, stays bounded, evicts entries not used since",
+TEST_CASE("prefix index: matches up to the deepest chunk recorded, stays bounded, evicts entries not used since",
           "[unit][dispatch]") {
   PrefixIndex index(4);
   const std::string a = "a", b = "b";
@@ -166,9 +208,9 @@ TEST_CASE("prefix index: matches from the first chunk, stays bounded, evicts ent
   index.Record({1, 2}, "b");
   index.Match({1, 2, 3}, workers, matched);
   CHECK(matched == std::vector<int64_t>{3, 2});
-  index.Match({2, 3}, workers, matched);
-  CHECK(matched == std::vector<int64_t>{2, 1});
-  index.Match({9, 1}, workers, matched);  // an unknown first chunk matches nothing
+  index.Match({1, 2, 7}, workers, matched);  // diverges from both after two chunks
+  CHECK(matched == std::vector<int64_t>{2, 2});
+  index.Match({9}, workers, matched);  // never recorded
   CHECK(matched == std::vector<int64_t>{0, 0});
 
   index.Record({4}, "a");
@@ -185,6 +227,22 @@ TEST_CASE("prefix index: matches from the first chunk, stays bounded, evicts ent
   index.Forget("a");
   index.Match({2}, workers, matched);
   CHECK(matched == std::vector<int64_t>{0, 1});
+}
+
+TEST_CASE("prefix index: a worker keeps its match through a later chunk when a popular first chunk turns over",
+          "[unit][dispatch]") {
+  PrefixIndex index(1024);
+  const std::string a = "a";
+  const std::vector<const std::string*> workers = {&a};
+  std::vector<int64_t> matched;
+  index.Record({10, 11, 12}, "a");  // a conversation under a popular system prompt (chunk 10)
+  // Other conversations under the same system prompt go to other workers, until chunk 10's entry no longer
+  // lists "a". The chained hash 12 still stands for all three chunks.
+  for (size_t w = 0; w < PrefixIndex::kWorkersPerHash; ++w) index.Record({10}, "w" + std::to_string(w));
+  index.Match({10, 11, 12, 13}, workers, matched);
+  CHECK(matched == std::vector<int64_t>{3});
+  index.Match({10}, workers, matched);
+  CHECK(matched == std::vector<int64_t>{0});
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -177,6 +178,20 @@ TEST_CASE("engine: a KV budget that forces preemption leaves outputs unchanged",
   CHECK(engine->Load().num_preemptions > 0);
   CHECK(engine->Load().num_kv_blocks == 14);
   CHECK(WaitForIdle(*engine));
+}
+
+TEST_CASE("engine: the load reports how fast it computes prompt tokens, and keeps it while idle",
+          "[integration][engine]") {
+  auto engine = StartEngine(SmallOptions());
+  CHECK(engine->Load().prefill_tokens_per_second == 0);  // nothing prefilled yet
+  Run(*engine, Greedy(ExtraPrompt(40, 7), 2));
+  REQUIRE(WaitForIdle(*engine));
+  const double rate = engine->Load().prefill_tokens_per_second;
+  CHECK(rate > 0);
+  CHECK(std::isfinite(rate));
+  // A speed, not recent traffic: idle time does not lower it.
+  absl::SleepFor(absl::Milliseconds(50));
+  CHECK(engine->Load().prefill_tokens_per_second == rate);
 }
 
 TEST_CASE("engine: cancelling mid-stream frees every KV block", "[integration][engine]") {

@@ -86,6 +86,7 @@ double SimWorker::Step(double now, std::vector<SimRequest*>& finished) {
     prefill += chunk;
   }
   const double duration = model_.StepSeconds(decode, prefill);
+  if (prefill > 0) prefill_rate_.Add(static_cast<double>(prefill), duration);
   const double end = now + duration;
   for (SimRequest* request : running_) {
     if (request->prefill_left == 0) ++request->generated;

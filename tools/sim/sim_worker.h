@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/recent_rate.h"
 #include "tools/sim/sim_models.h"
 
 namespace llmc::sim {
@@ -45,6 +46,8 @@ class SimWorker {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   double kv_usage() const;
   int64_t pending_prefill_tokens() const;
+  // Measured as the engine measures it (WorkerLoad.prefill_tokens_per_second).
+  double prefill_tokens_per_second() const { return prefill_rate_.rate(); }
 
  private:
   void Admit();
@@ -56,6 +59,7 @@ class SimWorker {
   const StepModel model_;
   std::deque<SimRequest*> waiting_;
   std::vector<SimRequest*> running_;
+  RecentRate prefill_rate_;
   int64_t private_blocks_ = 0;  // held by running requests beyond the cached ones they share
   std::list<uint64_t> lru_;     // cached block hashes, most recent first
   absl::flat_hash_map<uint64_t, std::list<uint64_t>::iterator> cached_;

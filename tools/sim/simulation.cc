@@ -127,7 +127,8 @@ class Run {
     request.arrival_s = now_;
     const int64_t prompt_blocks = request.prompt_tokens / config_.limits.block_size;
     const absl::Span<const uint64_t> hashes(request.blocks.data(), static_cast<size_t>(prompt_blocks));
-    const size_t chosen = policy_->Choose(candidates_, dispatch::PickRequest{hashes});
+    const size_t chosen =
+        policy_->Choose(candidates_, dispatch::PickRequest{hashes, absl::UnixEpoch() + absl::Seconds(now_)});
     ++views_[chosen].picks_since_heartbeat;
     workers_[chosen].Enqueue(&request);
     if (!stepping_[chosen]) {
@@ -158,6 +159,7 @@ class Run {
       views_[i].load.set_num_running(static_cast<uint32_t>(workers_[i].num_running()));
       views_[i].load.set_kv_cache_usage(static_cast<float>(workers_[i].kv_usage()));
       views_[i].load.set_pending_prefill_tokens(static_cast<uint64_t>(workers_[i].pending_prefill_tokens()));
+      views_[i].load.set_prefill_tokens_per_second(static_cast<float>(workers_[i].prefill_tokens_per_second()));
       views_[i].picks_since_heartbeat = 0;
       views_[i].last_heartbeat = absl::UnixEpoch() + absl::Seconds(now_);
       ++views_[i].heartbeats;

@@ -266,9 +266,12 @@ void ContinuousBatchingEngine::Step() {
   const int64_t sampled_rows = static_cast<int64_t>(step_.sampled.size());  // beams' rows included
   beam_search_.Run(step_);
   emit_.Run(step_);
+  const absl::Duration step_time = absl::Now() - step_.start;
+  if (step_.plan.num_prefill_tokens > 0) {
+    prefill_rate_.Add(static_cast<double>(step_.plan.num_prefill_tokens), absl::ToDoubleSeconds(step_time));
+  }
   if (observer_ != nullptr) {
-    observer_->OnStep(
-        {step_.plan.num_prefill_tokens, step_.plan.num_decode_tokens, absl::Now() - step_.start, step_.model_time});
+    observer_->OnStep({step_.plan.num_prefill_tokens, step_.plan.num_decode_tokens, step_time, step_.model_time});
   }
   PublishLoad(sampled_rows);
 }
@@ -310,6 +313,7 @@ void ContinuousBatchingEngine::PublishLoad(int64_t generated_tokens) {
   load_.num_waiting = scheduler_.num_waiting();
   load_.num_running = scheduler_.num_running();
   load_.pending_prefill_tokens = scheduler_.pending_prefill_tokens();
+  load_.prefill_tokens_per_second = prefill_rate_.rate();
   load_.num_kv_blocks_used = allocator_.num_used();
   load_.num_preemptions = schedule_.num_preemptions();
   load_.prefix_cache_queries = schedule_.prefix_cache_queries();

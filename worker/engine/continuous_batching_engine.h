@@ -8,6 +8,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/recent_rate.h"
 #include "worker/engine/admit_action.h"
 #include "worker/engine/beam_search_action.h"
 #include "worker/engine/block_allocator.h"
@@ -85,6 +86,7 @@ class ContinuousBatchingEngine final : public Engine {
   EmitAction emit_;
   StepData step_;
   int64_t consecutive_failed_steps_ = 0;
+  RecentRate prefill_rate_;    // prompt tokens per second of the steps that computed some
   int64_t window_tokens_ = 0;  // generated since window_start_, for tokens_per_second
   absl::Time window_start_ = absl::InfinitePast();
   std::function<void(const absl::Status&)> unhealthy_listener_;  // set before Start

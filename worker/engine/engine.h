@@ -37,11 +37,12 @@ struct EngineLoad {
   int64_t num_kv_blocks_used = 0;
   int64_t max_running = 0;
   int64_t max_waiting = 0;
-  int64_t num_preemptions = 0;       // since start
-  int64_t pending_prefill_tokens = 0;  // uncomputed tokens of waiting and prefilling sequences
-  int64_t prefix_cache_queries = 0;  // since start: prompt tokens looked up in the prefix cache
-  int64_t prefix_cache_hits = 0;     // since start: of which found cached
-  double tokens_per_second = 0;      // generated tokens, recent
+  int64_t num_preemptions = 0;           // since start
+  int64_t pending_prefill_tokens = 0;    // uncomputed tokens of waiting and prefilling sequences
+  int64_t prefix_cache_queries = 0;      // since start: prompt tokens looked up in the prefix cache
+  int64_t prefix_cache_hits = 0;         // since start: of which found cached
+  double tokens_per_second = 0;          // generated tokens, recent
+  double prefill_tokens_per_second = 0;  // prompt tokens computed per second of recent prefill steps
   double kv_cache_usage() const {
     return num_kv_blocks == 0 ? 0.0 : static_cast<double>(num_kv_blocks_used) / num_kv_blocks;
   }

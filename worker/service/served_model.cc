@@ -71,6 +71,7 @@ v1::WorkerLoad ToWorkerLoad(const engine::EngineLoad& load) {
   out.set_max_waiting(static_cast<uint32_t>(load.max_waiting));
   out.set_tokens_per_second(static_cast<float>(load.tokens_per_second));
   out.set_pending_prefill_tokens(static_cast<uint64_t>(load.pending_prefill_tokens));
+  out.set_prefill_tokens_per_second(static_cast<float>(load.prefill_tokens_per_second));
   return out;
 }
 
