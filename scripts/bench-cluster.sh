@@ -1,6 +1,7 @@
-# Sourced by the bench scripts: start_cluster and stop_cluster for one controller, one worker and one
-# gateway on loopback. The caller sets: bench_name (message prefix), package, port, controller_port,
-# worker_port, threads, logs; it calls `trap stop_cluster EXIT`.
+# Sourced by the bench scripts: start_cluster and stop_cluster for one controller, one or more workers and
+# one gateway on loopback. The caller sets: bench_name (message prefix), package, port, controller_port,
+# worker_port, threads, logs; it calls `trap stop_cluster EXIT`. Optional: cluster_workers (default 1; the
+# workers listen on worker_port, worker_port + 1, ...) and controller_flags (an array).
 pids=()
 
 stop_cluster() {
@@ -23,19 +24,30 @@ stop_cluster() {
 start_cluster() {
   local name=$1
   shift
+  local count=${cluster_workers:-1}
   build/controller/llmc-controller --listen_address="127.0.0.1:$controller_port" \
-    --metrics_address="127.0.0.1:$((controller_port + 80))" >"$logs/$name-controller.log" 2>&1 &
+    --metrics_address="127.0.0.1:$((controller_port + 80))" ${controller_flags[@]+"${controller_flags[@]}"} \
+    >"$logs/$name-controller.log" 2>&1 &
   pids+=($!)
-  build/worker/llmc-worker --model_path="$package" --listen_address="127.0.0.1:$worker_port" \
-    --metrics_address="127.0.0.1:$((worker_port + 80))" --controller_address="127.0.0.1:$controller_port" \
-    --worker_id="bench-worker" --num_threads="$threads" --kv_cache_bytes=$((1 << 30)) "$@" \
-    >"$logs/$name-worker.log" 2>&1 &
-  pids+=($!)
+  local w id
+  for w in $(seq 0 $((count - 1))); do
+    id=bench-worker
+    [ "$count" = 1 ] || id="bench-worker-$w"
+    build/worker/llmc-worker --model_path="$package" --listen_address="127.0.0.1:$((worker_port + w))" \
+      --metrics_address="127.0.0.1:$((worker_port + 80 + w))" --controller_address="127.0.0.1:$controller_port" \
+      --worker_id="$id" --num_threads="$threads" --kv_cache_bytes=$((1 << 30)) "$@" \
+      >"$logs/$name-$id.log" 2>&1 &
+    pids+=($!)
+  done
   build/gateway/llmc-gateway --listen_address="127.0.0.1:$port" \
     --controller_address="127.0.0.1:$controller_port" >"$logs/$name-gateway.log" 2>&1 &
   pids+=($!)
+  local warm
   for _ in $(seq 1 600); do
-    if curl -fsS "http://127.0.0.1:$port/v1/models" 2>/dev/null | grep -q '"id"'; then
+    # Every worker warmed up (each registers once it has), and the gateway lists the model.
+    warm=$(cat "$logs/$name"-bench-worker*.log 2>/dev/null | grep -c "engine warmed up" || true)
+    if [ "$warm" -ge "$count" ] && curl -fsS "http://127.0.0.1:$port/v1/models" 2>/dev/null | grep -q '"id"'; then
+      [ "$count" = 1 ] || sleep 1  # a heartbeat or two, so the tables hold every worker
       return 0
     fi
     for pid in "${pids[@]}"; do
