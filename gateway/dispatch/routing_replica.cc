@@ -8,7 +8,8 @@
 
 namespace llmc::gateway {
 
-RoutingReplica::RoutingReplica(uint64_t gateway_id, uint64_t seed) : gateway_id_(gateway_id), seed_(seed) {
+RoutingReplica::RoutingReplica(uint64_t gateway_id, uint64_t seed, const Clock& clock)
+    : gateway_id_(gateway_id), seed_(seed), clock_(clock) {
   pending_.set_gateway_id(gateway_id);
 }
 
@@ -79,7 +80,7 @@ void RoutingReplica::DropLocalPicks(Predicate drop, absl::flat_hash_set<std::str
 }
 
 bool RoutingReplica::Apply(const v1::RoutingUpdate& update) {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
   if (!update.full() && !has_table_) return false;
   if (update.full()) {
@@ -147,7 +148,7 @@ absl::StatusOr<PickedWorker> RoutingReplica::Pick(const std::string& model,
   const size_t num_hashes = std::min(prefix_hashes.size(), kMaxPrefixChunks);
   const absl::Span<const uint64_t> hashes(prefix_hashes.data(), num_hashes);
   absl::StatusOr<dispatch::RegisteredWorker*> chosen =
-      dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, {hashes, absl::Now()});
+      dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, {hashes, clock_.Now()});
   if (!chosen.ok()) return chosen.status();
   const dispatch::RegisteredWorker& worker = **chosen;
   local_picks_.push_back({next_seq_, worker.worker_id});
@@ -210,7 +211,7 @@ void RoutingReplica::ReportDone(uint64_t seq, bool applied) {
 }
 
 std::vector<v1::WorkerInfo> RoutingReplica::Workers() const {
-  const absl::Time now = absl::Now();
+  const absl::Time now = clock_.Now();
   std::vector<v1::WorkerInfo> result;
   absl::MutexLock lock(&mu_);
   for (const auto& [id, worker] : workers_) result.push_back(dispatch::ToWorkerInfo(worker, now));

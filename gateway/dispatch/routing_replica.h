@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "dispatch/dispatch_policy.h"
 #include "dispatch/worker_pick.h"
 #include "llmc/v1/controller.pb.h"
@@ -32,8 +33,9 @@ struct PickedWorker {
 // controller's counts here, so it is counted exactly once. Thread-safe.
 class RoutingReplica {
  public:
-  // `seed` 0 seeds the policy from the OS.
-  RoutingReplica(uint64_t gateway_id, uint64_t seed);
+  // `seed` 0 seeds the policy from the OS. `clock` (which must outlive the replica) dates the workers'
+  // heartbeats and the picks.
+  RoutingReplica(uint64_t gateway_id, uint64_t seed, const Clock& clock = Clock::Real());
 
   // Applies one update of the stream. Changes before the first full table are ignored. True when the set
   // of workers or of their addresses changed (the gateway then drops channels no worker uses).
@@ -83,6 +85,7 @@ class RoutingReplica {
 
   const uint64_t gateway_id_;
   const uint64_t seed_;
+  const Clock& clock_;
   mutable absl::Mutex mu_;
   bool has_table_ ABSL_GUARDED_BY(mu_) = false;
   std::string settings_ ABSL_GUARDED_BY(mu_);  // the serialized DispatchSettings the policy was made from

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
+
 namespace llmc::gateway {
 namespace {
 
@@ -190,6 +192,33 @@ TEST_CASE("routing replica: a policy it does not know leaves it without a table"
   replica.Apply(Full("lottery", {Worker("w1", 0)}));
   CHECK(replica.has_table());
   CHECK(replica.Pick("qwen", {}, {})->worker_id == "w1");
+}
+
+TEST_CASE("routing replica: prefix_aware drains a worker's queued prefill at the rate it reports", "[unit][routing]") {
+  ManualClock clock;
+  RoutingReplica replica(kGateway, 1, clock);
+  replica.Apply(Full("prefix_aware", {Worker("w1", 0), Worker("w2", 0)}));
+  const std::vector<uint64_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};  // 8 chunks: about 256 tokens
+  const std::string home = replica.Pick("qwen", {}, prompt).value().worker_id;
+  const std::string other = home == "w1" ? "w2" : "w1";
+  // A heartbeat reaches the gateway: 2,000 prompt tokens queued at `home`, computed at 10,000 per second.
+  const auto heartbeat = [&](float rate, uint64_t number) {
+    v1::RoutingUpdate update;
+    v1::WorkerInfo& info = *update.add_workers() = Worker(home, 0);
+    info.mutable_load()->set_pending_prefill_tokens(2000);
+    info.mutable_load()->set_prefill_tokens_per_second(rate);
+    info.set_heartbeats(number);
+    replica.Apply(update);
+  };
+  heartbeat(10000, 2);
+  CHECK(replica.Pick("qwen", {}, {1, 2, 3, 4, 100, 101, 102, 103}).value().worker_id == other);
+  // 0.2 s later the gateway counts that queue as computed, with no heartbeat in between.
+  clock.Advance(absl::Milliseconds(200));
+  CHECK(replica.Pick("qwen", {}, prompt).value().worker_id == home);
+  // Reported without a rate, the queue stands.
+  heartbeat(0, 3);
+  clock.Advance(absl::Milliseconds(200));
+  CHECK(replica.Pick("qwen", {}, prompt).value().worker_id == other);
 }
 
 }  // namespace
