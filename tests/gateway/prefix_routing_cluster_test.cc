@@ -4,6 +4,7 @@
 // workers and gateway as separate processes on loopback.
 #include <catch2/catch.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
@@ -64,6 +65,20 @@ WorkloadResult RunSharedPrefixWorkload(const std::string& policy) {
   const double hits = ScrapeMetric(first.metrics_port(), "llmc:prefix_cache_hits_total").value_or(-1) +
                       ScrapeMetric(second.metrics_port(), "llmc:prefix_cache_hits_total").value_or(-1);
   CHECK(hits == static_cast<double>(result.cached_tokens));
+  // Each worker that computed prompts tells the controller how fast, for prefix_aware's queue estimate.
+  const std::pair<const WorkerProcess*, std::string> workers[] = {{&first, "prefix-a"}, {&second, "prefix-b"}};
+  for (const auto& [worker, id] : workers) {
+    if (ScrapeMetric(worker->metrics_port(), "llmc:prefix_cache_queries_total").value_or(0) <= 0) continue;
+    INFO("worker " << id);
+    CHECK(WaitUntil(
+        [&, id = id] {
+          for (const v1::WorkerInfo& info : controller.ListWorkers()) {
+            if (info.worker_id() == id) return info.load().prefill_tokens_per_second() > 0;
+          }
+          return false;
+        },
+        absl::Seconds(10)));
+  }
   return result;
 }
 

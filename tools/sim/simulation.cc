@@ -91,6 +91,8 @@ class Run {
 
  private:
   void Schedule(const Event& event) { events_.push(event); }
+  // Simulated time as the dispatch policies read it (heartbeats, picks).
+  absl::Time Now() const { return absl::UnixEpoch() + absl::Seconds(now_); }
 
   double NextConversationGap() {
     return std::exponential_distribution<double>(request_rate_ / static_cast<double>(config_.workload.turns))(random_);
@@ -127,8 +129,7 @@ class Run {
     request.arrival_s = now_;
     const int64_t prompt_blocks = request.prompt_tokens / config_.limits.block_size;
     const absl::Span<const uint64_t> hashes(request.blocks.data(), static_cast<size_t>(prompt_blocks));
-    const size_t chosen =
-        policy_->Choose(candidates_, dispatch::PickRequest{hashes, absl::UnixEpoch() + absl::Seconds(now_)});
+    const size_t chosen = policy_->Choose(candidates_, dispatch::PickRequest{hashes, Now()});
     ++views_[chosen].picks_since_heartbeat;
     workers_[chosen].Enqueue(&request);
     if (!stepping_[chosen]) {
@@ -161,7 +162,7 @@ class Run {
       views_[i].load.set_pending_prefill_tokens(static_cast<uint64_t>(workers_[i].pending_prefill_tokens()));
       views_[i].load.set_prefill_tokens_per_second(static_cast<float>(workers_[i].prefill_tokens_per_second()));
       views_[i].picks_since_heartbeat = 0;
-      views_[i].last_heartbeat = absl::UnixEpoch() + absl::Seconds(now_);
+      views_[i].last_heartbeat = Now();
       ++views_[i].heartbeats;
     }
   }
