@@ -127,14 +127,20 @@ class Generation final : public std::enable_shared_from_this<Generation> {
       delta.set_choice_index(static_cast<uint32_t>(prompt * choices_per_prompt_ + delta.choice_index()));
     }
     if (!stream_) return builder_.Accumulate(response, prompt);
-    if (!started_) {
+    // One hand-over per message, so the first token's head and chunks leave in one write.
+    std::vector<std::string> events;
+    const bool start = !started_;
+    if (start) {
       started_ = true;
-      writer_->StartEventStream();
-      for (auto& event : builder_.Start()) writer_->WriteEvent(std::move(event));
+      events = builder_.Start();
     }
-    absl::StatusOr<std::vector<std::string>> events = builder_.OnResponse(response, prompt);
-    if (!events.ok()) return events.status();
-    for (auto& event : *events) writer_->WriteEvent(std::move(event));
+    absl::StatusOr<std::vector<std::string>> more = builder_.OnResponse(response, prompt);
+    if (!more.ok()) {
+      if (start) writer_->WriteEvents(std::move(events), /*start_stream=*/true);
+      return more.status();
+    }
+    for (std::string& event : *more) events.push_back(std::move(event));
+    writer_->WriteEvents(std::move(events), start);
     return absl::OkStatus();
   }
 

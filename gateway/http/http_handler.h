@@ -30,6 +30,12 @@ class ResponseWriter {
   virtual void StartEventStream(HttpHeaders extra_headers = {}) = 0;
   virtual void WriteEvent(std::string data) = 0;
   virtual void EndEventStream() = 0;
+  // StartEventStream (when `start_stream`) and then WriteEvent for each of `events`, handed to the
+  // connection at once, so they reach the client together rather than one wake-up and write each.
+  virtual void WriteEvents(std::vector<std::string> events, bool start_stream = false) {
+    if (start_stream) StartEventStream();
+    for (std::string& event : events) WriteEvent(std::move(event));
+  }
 
   // `callback` runs once, on some thread, if the client goes away (disconnects or the connection fails)
   // before the response ended. Set it before starting work that should be cancelled then.

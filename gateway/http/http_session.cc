@@ -104,6 +104,13 @@ class HttpSession::Writer final : public ResponseWriter {
     });
   }
 
+  void WriteEvents(std::vector<std::string> events, bool start_stream) override {
+    Post([exchange = exchange_, events = std::move(events), start_stream](HttpSession& session) mutable {
+      if (start_stream) session.ApplyStartEventStream(exchange, {});
+      for (std::string& event : events) session.ApplyWriteEvent(exchange, std::move(event));
+    });
+  }
+
   void EndEventStream() override {
     Post([exchange = exchange_](HttpSession& session) { session.ApplyEndEventStream(exchange); });
   }
@@ -252,12 +259,30 @@ void HttpSession::OnReadSome(error_code error, size_t bytes) {
 
 void HttpSession::BeginRead() {
   phase_ = Phase::kReading;
-  ArmDeadline(options_.read_timeout);
   parser_.emplace();
   parser_->header_limit(options_.max_header_bytes);
   parser_->body_limit(options_.max_body_bytes);
+  // A request usually arrives whole in one read: parse it here rather than through the asynchronous read
+  // operations, whose completions each take another turn of the I/O loop.
+  error_code error;
+  ParseBuffered(error);
+  if (error != http::error::need_more) {
+    if (error) return OnReadError(error);
+    if (parser_->is_done()) return OnRequest();
+  }
+  ArmDeadline(options_.read_timeout);
+  if (parser_->is_header_done()) return OnHeader({});
   http::async_read_header(socket_, buffer_, *parser_,
                           [self = shared_from_this()](error_code error, size_t) { self->OnHeader(error); });
+}
+
+void HttpSession::ParseBuffered(error_code& error) {
+  parser_->eager(true);
+  while (!parser_->is_done()) {
+    const size_t used = parser_->put(buffer_.data(), error);
+    buffer_.consume(used);
+    if (error || used == 0) return;
+  }
 }
 
 void HttpSession::OnHeader(error_code error) {
@@ -537,6 +562,9 @@ void HttpSession::ApplyOnClientGone(uint64_t exchange, std::function<void()> cal
 }
 
 void HttpSession::ApplyWhenDrained(uint64_t exchange, std::function<void()> callback) {
+  // The producer asks once it has handed over its output: send that before the producer goes on (for a
+  // stream, before its next gRPC read starts), so the client is not kept waiting behind it.
+  if (phase_ != Phase::kClosed && !writing_ && !outputs_.empty()) WriteNext();
   if (!Accepts(exchange) || queued_bytes_ <= kDrainedBytes) return callback();
   if (on_drained_) RunDrained();  // a producer waits for one callback at a time; never strand one
   on_drained_ = std::move(callback);
@@ -559,18 +587,37 @@ void HttpSession::Enqueue(std::string bytes, bool ends_response) {
   if (phase_ == Phase::kClosed) return;
   CountQueued(static_cast<int64_t>(bytes.size()));
   outputs_.push_back(Output{std::move(bytes), ends_response});
-  if (!writing_) WriteNext();
+  if (writing_ || flush_posted_) return;
+  // The write starts after the handlers already waiting on the strand, so what they add leaves with it: a
+  // first token brings the stream's head and two events, which reach the client in one segment.
+  flush_posted_ = true;
+  asio::post(strand_, [self = shared_from_this()] {
+    self->flush_posted_ = false;
+    if (self->phase_ != Phase::kClosed && !self->writing_ && !self->outputs_.empty()) self->WriteNext();
+  });
 }
 
 void HttpSession::WriteNext() {
   writing_ = true;
+  write_buffers_.clear();
+  size_t bytes = 0;
+  for (const Output& output : outputs_) {
+    if (write_buffers_.size() == kMaxBuffersPerWrite ||
+        (bytes > 0 && bytes + output.bytes.size() > kMaxBytesPerWrite)) {
+      break;
+    }
+    write_buffers_.push_back(asio::buffer(output.bytes));
+    bytes += output.bytes.size();
+    if (output.ends_response) break;
+  }
   const uint64_t generation = ++write_generation_;
   write_timer_.expires_after(ToSteady(options_.write_timeout));
   write_timer_.async_wait([self = shared_from_this(), generation](error_code error) {
     if (error || generation != self->write_generation_ || !self->writing_) return;
     self->ClientGone();  // the client stopped reading
   });
-  asio::async_write(socket_, asio::buffer(outputs_.front().bytes),
+  // The buffers point into outputs_, a deque: adding to its back moves none of them.
+  asio::async_write(socket_, write_buffers_,
                     [self = shared_from_this()](error_code error, size_t) { self->OnWrite(error); });
 }
 
@@ -583,9 +630,13 @@ void HttpSession::OnWrite(error_code error) {
     return;
   }
   if (error) return ClientGone();
-  const bool ends_response = outputs_.front().ends_response;
-  CountQueued(-static_cast<int64_t>(outputs_.front().bytes.size()));
-  outputs_.pop_front();
+  bool ends_response = false;
+  for (size_t written = write_buffers_.size(); written > 0; --written) {
+    ends_response = outputs_.front().ends_response;
+    CountQueued(-static_cast<int64_t>(outputs_.front().bytes.size()));
+    outputs_.pop_front();
+  }
+  write_buffers_.clear();
   if (queued_bytes_ <= kDrainedBytes) RunDrained();
   if (!outputs_.empty()) return WriteNext();
   if (ends_response && phase_ == Phase::kHandling) FinishExchange();

@@ -9,10 +9,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "boost/asio/any_io_executor.hpp"
+#include "boost/asio/buffer.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
@@ -85,6 +87,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void ReadSome();
   void OnReadSome(boost::system::error_code error, size_t bytes);
   void BeginRead();
+  // Feeds what is buffered to the parser; `error` is need_more when the request is not all there.
+  void ParseBuffered(boost::system::error_code& error);
   void OnHeader(boost::system::error_code error);
   void ReadBody();
   void OnBody(boost::system::error_code error);
@@ -113,7 +117,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void CountQueued(int64_t delta);
   bool Accepts(uint64_t exchange) const;
 
-  // Writing: one async_write in flight, the rest queued.
+  // Writing: one async_write in flight, of everything queued up to one response's end (and the limits
+  // below); what comes meanwhile is queued.
   void Enqueue(std::string bytes, bool ends_response);
   void WriteNext();
   void OnWrite(boost::system::error_code error);
@@ -151,8 +156,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // At most this much queued for the client counts as drained (ResponseWriter::WhenDrained).
   static constexpr size_t kDrainedBytes = 16 * 1024;
 
+  static constexpr size_t kMaxBuffersPerWrite = 64;
+  static constexpr size_t kMaxBytesPerWrite = 256 * 1024;
+
   std::deque<Output> outputs_;
-  size_t queued_bytes_ = 0;           // in outputs_
+  size_t queued_bytes_ = 0;  // in outputs_
+  // The write in flight: its first write_buffers_.size() entries of outputs_.
+  std::vector<boost::asio::const_buffer> write_buffers_;
+  bool flush_posted_ = false;
   std::function<void()> on_drained_;  // the producer waiting for the queue to drain
   bool writing_ = false;
   uint64_t write_generation_ = 0;

@@ -12,9 +12,14 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "boost/asio/connect.hpp"
+#include "boost/asio/io_context.hpp"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/write.hpp"
 #include "nlohmann/json.hpp"
 #include "tests/gateway/http_test_client.h"
 #include "tests/support/wait.h"
@@ -102,6 +107,12 @@ struct TestServer {
       writer->StartEventStream({{"X-Stream", "1"}});
       absl::MutexLock lock(&mu);
       pending = writer;
+    });
+    // A first token's worth of output handed over at once: the stream's head and three events.
+    server.Route("POST", "/batch", [](const HttpRequest&, std::shared_ptr<ResponseWriter> writer) {
+      writer->WriteEvents({"a", "b", "c"}, /*start_stream=*/true);
+      writer->WriteEvents({"d"});
+      writer->EndEventStream();
     });
     server.Route("GET", "/pending", [this](const HttpRequest&, std::shared_ptr<ResponseWriter> writer) {
       writer->OnClientGone([this] { ++gone; });
@@ -376,6 +387,50 @@ TEST_CASE("http server: an event stream is chunked SSE, written from another thr
   CHECK(next->result_int() == 200);
   CHECK(next->body() == "hello");
   CHECK(server.gone == 0);
+}
+
+TEST_CASE("http server: events handed over together start the stream and leave in one write", "[unit][http]") {
+  TestServer server;
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::socket socket(io);
+  socket.connect({boost::asio::ip::make_address("127.0.0.1"), server.port});
+  boost::asio::write(socket, boost::asio::buffer(RawRequest("POST", "/batch", {}, "{}")));
+  // One read takes what one send put on the loopback connection: the head and the first hand-over.
+  std::string first(4096, '\0');
+  first.resize(socket.read_some(boost::asio::buffer(first)));
+  CHECK(absl::StartsWith(first, "HTTP/1.1 200"));
+  CHECK(absl::StrContains(first, "data: a\n\n\r\n"));
+  CHECK(absl::StrContains(first, "data: c\n\n\r\n"));
+
+  HttpTestClient client(server.port);
+  REQUIRE(client.Write(RawRequest("POST", "/batch", {}, "{}")));
+  REQUIRE(client.StartStream());
+  CHECK(client.stream_head()[boost::beast::http::field::content_type] == "text/event-stream");
+  client.ReadChunks([](const auto&) { return false; });
+  REQUIRE(client.StreamComplete());
+  const std::vector<std::string> expected = {"data: a\n\n", "data: b\n\n", "data: c\n\n", "data: d\n\n"};
+  CHECK(client.chunks() == expected);
+}
+
+TEST_CASE("http server: a request that arrives in pieces is read whole", "[unit][http]") {
+  TestServer server;
+  HttpTestClient client(server.port);
+  const std::string request = RawRequest("POST", "/echo", {}, "split body");
+  const size_t header_end = request.find("\r\n\r\n") + 4;
+  // Part of the header, the rest of it, then the body: each arrives on its own.
+  REQUIRE(client.Write(request.substr(0, 10)));
+  absl::SleepFor(absl::Milliseconds(50));
+  REQUIRE(client.Write(request.substr(10, header_end - 10)));
+  absl::SleepFor(absl::Milliseconds(50));
+  REQUIRE(client.Write(request.substr(header_end)));
+  auto response = client.Read();
+  REQUIRE(response);
+  CHECK(response->result_int() == 200);
+  CHECK(response->body() == "split body");
+  // The next request on the connection comes whole and is answered too.
+  auto next = client.RoundTrip(RawRequest("GET", "/hello"));
+  REQUIRE(next);
+  CHECK(next->body() == "hello");
 }
 
 TEST_CASE("http server: a quiet stream gets keep-alive comments", "[unit][http]") {
