@@ -140,7 +140,7 @@ class Generation final : public std::enable_shared_from_this<Generation> {
       return more.status();
     }
     for (std::string& event : *more) events.push_back(std::move(event));
-    writer_->WriteEvents(std::move(events), start);
+    if (start || !events.empty()) writer_->WriteEvents(std::move(events), start);
     return absl::OkStatus();
   }
 

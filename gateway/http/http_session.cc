@@ -234,7 +234,10 @@ void HttpSession::OnReadSome(error_code error, size_t bytes) {
       }
       return;
     case Phase::kHandling:
-      if (error && error != asio::error::operation_aborted) {
+      if (error == asio::error::eof && exchange_.ended) {
+        // The client half-closed after its request, and the whole answer is queued: send it, then close.
+        exchange_.keep_alive = false;
+      } else if (error && error != asio::error::operation_aborted) {
         ClientGone();
       } else if (!error && buffer_.size() < kMaxReadAhead) {
         ReadSome();

@@ -87,7 +87,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void ReadSome();
   void OnReadSome(boost::system::error_code error, size_t bytes);
   void BeginRead();
-  // Feeds what is buffered to the parser; `error` is need_more when the request is not all there.
+  // Feeds what is buffered to the parser. When the request is not all there, `error` is need_more, or
+  // clear with the parser not done (a header whose body has not started to arrive).
   void ParseBuffered(boost::system::error_code& error);
   void OnHeader(boost::system::error_code error);
   void ReadBody();

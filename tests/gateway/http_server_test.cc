@@ -427,10 +427,34 @@ TEST_CASE("http server: a request that arrives in pieces is read whole", "[unit]
   REQUIRE(response);
   CHECK(response->result_int() == 200);
   CHECK(response->body() == "split body");
+  // The header with half the body, then the rest.
+  const std::string second = RawRequest("POST", "/echo", {}, "second body");
+  const size_t second_body = second.find("\r\n\r\n") + 4;
+  REQUIRE(client.Write(second.substr(0, second_body + 3)));
+  absl::SleepFor(absl::Milliseconds(50));
+  REQUIRE(client.Write(second.substr(second_body + 3)));
+  auto echoed = client.Read();
+  REQUIRE(echoed);
+  CHECK(echoed->body() == "second body");
   // The next request on the connection comes whole and is answered too.
   auto next = client.RoundTrip(RawRequest("GET", "/hello"));
   REQUIRE(next);
   CHECK(next->body() == "hello");
+}
+
+TEST_CASE("http server: a client that half-closes after its request still gets the whole answer", "[unit][http]") {
+  TestServer server;
+  // The answer is ready at once, so the client's end of input races with it: repeat to meet both orders.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    HttpTestClient client(server.port);
+    REQUIRE(client.Write(attempt % 2 == 0 ? RawRequest("GET", "/hello") : RawRequest("POST", "/echo", {}, "ping")));
+    client.CloseSend();
+    auto response = client.Read();
+    REQUIRE(response);
+    CHECK(response->result_int() == 200);
+    CHECK(response->body() == (attempt % 2 == 0 ? "hello" : "ping"));
+    CHECK(client.PeerCloses(absl::Seconds(5)));
+  }
 }
 
 TEST_CASE("http server: a quiet stream gets keep-alive comments", "[unit][http]") {

@@ -115,6 +115,11 @@ bool HttpTestClient::PeerCloses(absl::Duration timeout) {
   return false;
 }
 
+void HttpTestClient::CloseSend() {
+  error_code ignored;
+  stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+}
+
 void HttpTestClient::Close() {
   error_code ignored;
   stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);

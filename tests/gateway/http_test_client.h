@@ -48,6 +48,8 @@ class HttpTestClient {
   // True when the server closes the connection (EOF or reset) within `timeout`; bytes read first are
   // discarded.
   bool PeerCloses(absl::Duration timeout);
+  // Shuts the sending side only, as `nc -N` does after its request; the answer can still be read.
+  void CloseSend();
   void Close();
 
  private:
