@@ -25,6 +25,12 @@ if [ -n "$sanitize" ]; then
     configure+=(-DLLMC_FUZZ=ON)
     targets+=(llmc_fuzzers)
   fi
+  if [[ "$sanitize" == *thread* ]]; then
+    # TSan must see absl::Mutex lock and unlock: an instrumented build of Debian's own Abseil.
+    absl_tsan="$(realpath -m "$dir/third_party/absl-tsan")"
+    scripts/build-tsan-abseil.sh "$absl_tsan"
+    configure+=(-DCMAKE_PREFIX_PATH="$absl_tsan")
+  fi
 fi
 [ -n "${LLMC_BUILD_TARGETS:-}" ] && read -r -a targets <<<"$LLMC_BUILD_TARGETS"
 # A sanitizer folder configured earlier with GCC keeps GCC forever in its cache: start it over.

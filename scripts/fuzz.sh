@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a libFuzzer target for SECONDS over its corpus, under ASan and UBSan, and prints a summary.
 # Usage: scripts/fuzz.sh TARGET SECONDS     TARGET: one of fuzz/*_fuzzer.cc without the suffix, or "all"
+#   (all targets, as many at a time as there are cores, or LLMC_FUZZ_JOBS)
 # Builds build-asan/ (clang; see scripts/build.sh) when needed. New inputs go to build-asan/fuzz/corpus/TARGET,
 # beside the seeds in fuzz/corpus/TARGET; a crashing input is saved in build-asan/fuzz/artifacts/TARGET/
 # and the script exits non-zero. Fuzzing output is logged in build-asan/fuzz/TARGET.log.
@@ -14,11 +15,27 @@ if [ $# -ne 2 ]; then
 fi
 target="$1"
 seconds="$2"
+export LLMC_SANITIZE=address,undefined
+dir="$(scripts/build-dir.sh)"
 if [ "$target" = all ]; then
+  # Every target is built first, then they run side by side, one per core (LLMC_FUZZ_JOBS), each alone in
+  # its process and folders.
+  LLMC_BUILD_TARGETS=llmc_fuzzers scripts/build.sh >/dev/null
+  scripts/fetch-tokenizers.sh "$dir/third_party/tokenizers" >/dev/null
+  export LLMC_FUZZ_BUILT=1
+  jobs="${LLMC_FUZZ_JOBS:-$(nproc)}"
   status=0
+  running=0
   for source in fuzz/*_fuzzer.cc; do
-    name="$(basename "$source" _fuzzer.cc)"
-    "$repo/scripts/fuzz.sh" "$name" "$seconds" || status=1
+    if [ "$running" -ge "$jobs" ]; then
+      wait -n || status=1
+      running=$((running - 1))
+    fi
+    "$repo/scripts/fuzz.sh" "$(basename "$source" _fuzzer.cc)" "$seconds" &
+    running=$((running + 1))
+  done
+  for ((; running > 0; running--)); do
+    wait -n || status=1
   done
   exit $status
 fi
@@ -27,11 +44,11 @@ if [ ! -f "fuzz/${target}_fuzzer.cc" ]; then
   exit 2
 fi
 
-export LLMC_SANITIZE=address,undefined
-dir="$(scripts/build-dir.sh)"
-LLMC_BUILD_TARGETS="fuzz_$target" scripts/build.sh >/dev/null
-if [ "$target" = tokenizer ]; then
-  scripts/fetch-tokenizers.sh "$dir/third_party/tokenizers" >/dev/null
+if [ -z "${LLMC_FUZZ_BUILT:-}" ]; then
+  LLMC_BUILD_TARGETS="fuzz_$target" scripts/build.sh >/dev/null
+  if [ "$target" = tokenizer ]; then
+    scripts/fetch-tokenizers.sh "$dir/third_party/tokenizers" >/dev/null
+  fi
 fi
 
 work="$dir/fuzz/corpus/$target"

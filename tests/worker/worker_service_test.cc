@@ -2,6 +2,7 @@
 #include "worker/service/worker_service.h"
 
 #include <catch2/catch.hpp>
+#include <string>
 #include <thread>
 
 #include "grpcpp/create_channel.h"
@@ -82,6 +83,7 @@ v1::GenerateRequest IdsRequest(const std::string& request_id, int32_t first, int
 // Each choice's deltas, with the index continuity a receiver checks: index k is the k-th token.
 void CheckEcho(const StreamResult& result, int32_t first, uint32_t expected_tokens, uint32_t n,
                v1::FinishReason reason) {
+  INFO("stream status " << result.status.error_code() << ": " << result.status.error_message());
   REQUIRE(result.status.ok());
   REQUIRE(!result.responses.empty());
   for (uint32_t choice = 0; choice < n; ++choice) {
@@ -133,11 +135,16 @@ TEST_CASE("worker service: a text prompt is tokenized, the prompt ids come back 
   request.set_return_prompt_token_ids(true);
   const StreamResult result = RunStream(*fixture.stub_, request);
   REQUIRE(result.status.ok());
-  REQUIRE(result.responses.size() == 3);
+  // Three tokens, echoed one per step; deltas that queue behind a slow write may leave in one message.
+  REQUIRE(!result.responses.empty());
   CHECK(std::vector<int32_t>(result.responses[0].prompt_token_ids().begin(),
                              result.responses[0].prompt_token_ids().end()) == std::vector<int32_t>{'a', 'b', 'c'});
-  CHECK(result.responses[1].prompt_token_ids().empty());
-  CHECK(result.responses[2].deltas(0).text() == "99 ");
+  std::string text;
+  for (size_t i = 0; i < result.responses.size(); ++i) {
+    if (i > 0) CHECK(result.responses[i].prompt_token_ids().empty());
+    for (const auto& delta : result.responses[i].deltas()) text += delta.text();
+  }
+  CHECK(text == "97 98 99 ");
   // Defaults were resolved before the engine saw the request: max_tokens is the rest of the context.
   REQUIRE(fixture.engine_.submitted().size() == 1);
   CHECK(fixture.engine_.submitted()[0].sampling.max_tokens == 4096 - 3);
