@@ -28,7 +28,7 @@ export LSAN_OPTIONS="suppressions=$repo/tests/sanitizers/lsan.supp:${LSAN_OPTION
 # also leaves out the unit test that runs the process out of file descriptors.
 left_out='Qwen2-0.5B-shaped model in int8'
 runner=()
-serial=()
+serial=''
 if [[ "$LLMC_SANITIZE" == *thread* ]]; then
   # gRPC's own Abseil calls must reach the instrumented copy too (scripts/build-tsan-abseil.sh).
   export LD_LIBRARY_PATH="$PWD/third_party/absl-tsan/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -37,12 +37,12 @@ if [[ "$LLMC_SANITIZE" == *thread* ]]; then
   setarch "$(uname -m)" -R true 2>/dev/null && runner=(setarch "$(uname -m)" -R)
   # TSan slows every thread 5-15x: the fault tests, which time stalls, slow readers and overload, run one
   # at a time after the others (beside another test, one once got a 503 it never gets alone).
-  [ $# -eq 0 ] && serial=('^integration: ?fault:')
+  [ $# -eq 0 ] && serial='^integration: ?fault:'
 fi
 status=0
 "${runner[@]}" ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 600 -R '^(unit|integration):' \
   -E "$left_out${serial:+|$serial}" "$@" || status=$?
-if [ ${#serial[@]} -gt 0 ]; then
-  "${runner[@]}" ctest --output-on-failure -j 1 --timeout 600 -R "${serial[0]}" -E "$left_out" || status=$?
+if [ -n "$serial" ]; then
+  "${runner[@]}" ctest --output-on-failure -j 1 --timeout 600 -R "$serial" -E "$left_out" || status=$?
 fi
 exit $status
