@@ -16,15 +16,16 @@ absl::Status ValidateAtLeast(absl::string_view key, uint64_t value, uint64_t min
 
 absl::Status WorkerConfig::Validate() const {
   if (!dtype.empty()) RETURN_IF_ERROR(ValidateOneOf("dtype", dtype, {"float32", "bfloat16"}));
-  if (!quantization.empty()) RETURN_IF_ERROR(ValidateOneOf("quantization", quantization, {"none", "int8", "w8a8"}));
+  if (!quantization.empty())
+    RETURN_IF_ERROR(ValidateOneOf("quantization", quantization, {"none", "int8", "w8a16", "w8a8"}));
   RETURN_IF_ERROR(ValidateOneOf("metric_names", metric_names, {"llmc", "vllm", "both"}));
   if (quantization_group_size != 0 && quantization_group_size != 32 && quantization_group_size != 64 &&
       quantization_group_size != 128 && quantization_group_size != 256 && quantization_group_size != 512) {
     return absl::InvalidArgumentError(
         absl::StrCat("quantization_group_size must be 0, 32, 64, 128, 256 or 512, got ", quantization_group_size));
   }
-  if (quantization_group_size != 0 && quantization != "int8" && quantization != "w8a8") {
-    return absl::InvalidArgumentError("quantization_group_size applies only with quantization int8 or w8a8");
+  if (quantization_group_size != 0 && quantization != "int8" && quantization != "w8a16" && quantization != "w8a8") {
+    return absl::InvalidArgumentError("quantization_group_size applies only with quantization int8, w8a16 or w8a8");
   }
   if (kv_cache_memory_fraction <= 0 || kv_cache_memory_fraction > 0.95) {
     return absl::InvalidArgumentError(

@@ -16,7 +16,7 @@ struct WorkerConfig {
   std::string model_name;  // empty: the manifest's name
   std::string device = "auto";
   std::string dtype;                     // empty: the package's
-  std::string quantization;              // empty: the package's; "int8"/"w8a8" quantize a bf16/f32 package at load
+  std::string quantization;              // empty: the package's; int8/w8a16/w8a8 quantize a bf16/f32 package at load
   uint32_t quantization_group_size = 0;  // 0: one int8 scale per output row
   uint32_t max_model_len = 0;            // 0: the manifest's max_context_length
 
@@ -51,8 +51,9 @@ struct WorkerConfig {
     v("device", device, "auto (CUDA when available), cpu, cuda or cuda:N");
     v("dtype", dtype, "float32 or bfloat16; empty uses the package's");
     v("quantization", quantization,
-      "none, int8 (weight-only int8, quantized at load unless the package is int8) or w8a8 (int8 weights and "
-      "int8 activations, CPU only); empty uses the package's");
+      "none; int8 (int8 weights, quantized at load unless the package is int8; on the CPU, activations "
+      "quantized to int16 in small batches and to int8 from 8 rows); w8a16 or w8a8 (int8 weights, int16 or "
+      "int8 activations in every batch, CPU only); empty uses the package's");
     v("quantization_group_size", quantization_group_size,
       "int8 quantization at load: 0 for one scale per output row, or inputs per scale (32, 64, 128, 256, 512)");
     v("max_model_len", max_model_len, "context length limit (prompt + completion); 0 uses the manifest's");

@@ -4,7 +4,7 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a8][:small-pages] [<package-dir>[...] ...]
+//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8][:small-pages] [<package-dir>[...] ...]
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -89,7 +89,7 @@ int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
   const int64_t per_layer =
       m.hidden_size * qkv_rows + q_width * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
   const int64_t lm_head = m.vocab_size * m.hidden_size;
-  if (m.quantization != "int8" && m.quantization != "w8a8") {
+  if (m.quantization != "int8" && m.quantization != "w8a16" && m.quantization != "w8a8") {
     const int64_t embeddings = m.tie_word_embeddings ? 0 : lm_head;
     return (m.num_layers * per_layer + lm_head + embeddings) * static_cast<int64_t>(c10::elementSize(dtype));
   }
@@ -150,7 +150,8 @@ int main(int argc, char** argv) {
     }
   }
   if (packages.empty()) {
-    std::fprintf(stderr, "usage: %s [--profile | --bandwidth] <package-dir>[:int8|:w8a8][:small-pages] ...\n", argv[0]);
+    std::fprintf(stderr, "usage: %s [--profile | --bandwidth] <package-dir>[:int8|:w8a16|:w8a8][:small-pages] ...\n",
+                 argv[0]);
     return 2;
   }
   // libtorch defaults to the number of physical cores, which on a 2-vCPU machine can be 1.
@@ -202,7 +203,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
-    // PACKAGE[:QUANTIZATION][:small-pages]: int8 or w8a8 (quantized at load unless the package is int8);
+    // PACKAGE[:QUANTIZATION][:small-pages]: int8, w8a16 or w8a8 (quantized at load unless the package is int8);
     // small-pages keeps the weights and the KV cache off huge pages. Only those suffixes are taken off, so a
     // path may hold colons.
     std::string package = argument;
@@ -213,7 +214,7 @@ int main(int argc, char** argv) {
       return true;
     };
     if (take_suffix(":small-pages")) options.huge_pages = false;
-    for (const char* quantization : {"int8", "w8a8"}) {
+    for (const char* quantization : {"int8", "w8a16", "w8a8"}) {
       if (take_suffix(absl::StrCat(":", quantization))) options.quantization = quantization;
     }
     auto model = llmc::model::LoadedModel::Load(package, options);
@@ -234,8 +235,8 @@ int main(int argc, char** argv) {
   }
   const int64_t vocab = measured.front().model->manifest().vocab_size;
   for (const Shape shape :
-       {Shape{"decode b=1", 1, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=16", 16, 0}, Shape{"decode b=32", 32, 0},
-        Shape{"prefill 512", 1, 512}, Shape{"prefill 2000", 1, 2000}}) {
+       {Shape{"decode b=1", 1, 0}, Shape{"decode b=4", 4, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=16", 16, 0},
+        Shape{"decode b=32", 32, 0}, Shape{"prefill 512", 1, 512}, Shape{"prefill 2000", 1, 2000}}) {
     const auto batch = MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize, vocab);
     const int runs = shape.prefill > 0 ? 2 : 15;
     std::vector<std::array<double, 2>> best_ms(measured.size(), {1e9, 1e9});

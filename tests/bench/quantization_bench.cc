@@ -1,7 +1,10 @@
 // How close int8 weights keep a model to its bfloat16 self: teacher-forced over 512 tokens of real text
 // (this repository's documentation in the package's vocabulary), the mean KL(bf16 || int8) per position and
-// the top-1 agreement, for one scale per output row and for groups of 128 (quantized at load), weight-only
-// (int8) and with int8 activations too (w8a8), and for an exported int8 package when given. Prints figures; judges nothing.
+// the top-1 agreement, for one scale per output row and for groups of 128 (quantized at load), with int16
+// activations (w8a16) and int8 activations (w8a8), and for an exported int8 package when given. The default,
+// int8, runs decode steps of fewer than 8 rows as w8a16 and larger batches and prefill as w8a8: the bench
+// prefills in chunks of 128 (as w8a8) and, for the decode path, one position per step (as w8a16).
+// Prints figures; judges nothing.
 //
 //   llmc_quantization_bench <bf16-package> [<int8-package>]
 #include <ATen/Parallel.h>
@@ -68,17 +71,20 @@ int main(int argc, char** argv) {
     Report("(none: bfloat16 vs float32 activations)",
            llmc::testing::MeasureQuantizationQuality(**float_activations, *reference, tokens));
   }
-  Report("one scale per row, at load",
-         llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "int8", 0), tokens));
-  Report("groups of 128, at load",
-         llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "int8", 128), tokens));
+  Report("w8a16: one scale per row, at load",
+         llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "w8a16", 0), tokens));
+  Report("w8a16: groups of 128, at load",
+         llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "w8a16", 128), tokens));
   Report("w8a8: one scale per row",
          llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "w8a8", 0), tokens));
   Report("w8a8: groups of 128",
          llmc::testing::MeasureQuantizationQuality(*reference, *Load(package, "w8a8", 128), tokens));
   if (argc > 2) {
-    Report("exported int8 package",
-           llmc::testing::MeasureQuantizationQuality(*reference, *Load(argv[2], "", 0), tokens));
+    // The package's own setting, int8: prefill chunks run as w8a8, single decode rows as w8a16.
+    auto exported = Load(argv[2], "", 0);
+    Report("exported int8, prefill chunks", llmc::testing::MeasureQuantizationQuality(*reference, *exported, tokens));
+    Report("exported int8, one row per step",
+           llmc::testing::MeasureQuantizationQuality(*reference, *exported, tokens, /*chunk=*/1));
   }
   return 0;
 }

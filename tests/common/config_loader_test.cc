@@ -203,7 +203,7 @@ TEST_CASE("config: the real process configurations validate their defaults and r
   worker.controller_address = "127.0.0.1:0";
   CHECK_THAT(std::string(worker.Validate().message()), Catch::Contains("controller_address"));
   WorkerConfig quantized;
-  for (const char* method : {"none", "int8", "w8a8"}) {
+  for (const char* method : {"none", "int8", "w8a16", "w8a8"}) {
     quantized.quantization = method;
     CHECK(quantized.Validate().ok());
   }
@@ -214,7 +214,7 @@ TEST_CASE("config: the real process configurations validate their defaults and r
   CHECK(quantized.Validate().ok());
   quantized.quantization = "none";
   CHECK_THAT(std::string(quantized.Validate().message()),
-             Catch::Contains("applies only with quantization int8 or w8a8"));
+             Catch::Contains("applies only with quantization int8, w8a16 or w8a8"));
   GatewayConfig gateway;
   gateway.log_level = "loud";
   CHECK_THAT(std::string(gateway.Validate().message()), Catch::Contains("log_level"));

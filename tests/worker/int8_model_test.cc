@@ -1,6 +1,7 @@
 // int8 packages and quantization at load through the C++ loader: the two ways in give the same model, the
-// composite (CUDA) path agrees with the kernels, w8a8 rounds the activations too, bad combinations are
-// refused, and on the Qwen2-0.5B-shaped model int8 stays close to bfloat16 over 512 positions of real text.
+// composite (CUDA) path agrees with the kernels, w8a8 rounds the activations too and int8 chooses int16 or
+// int8 activations by the batch, bad combinations are refused, and on the Qwen2-0.5B-shaped model int8
+// stays close to bfloat16 over 512 positions of real text.
 // libtorch's headers (through loaded_model.h) define glog's CHECK; Catch's, included after, must win.
 #include "worker/model/loaded_model.h"
 // (keep this order)
@@ -13,6 +14,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/quantization_quality.h"
 #include "tests/support/tokenizer_files.h"
+#include "worker/model/cpu/cpu_isa.h"
 
 namespace llmc::model {
 namespace {
@@ -81,7 +83,8 @@ TEST_CASE("int8 model: an exported int8 package and quantization at load give th
     LoadOptions unpacked{"cpu", ""};
     unpacked.pack_weights = false;
     auto composite = LoadOrFail(int8, unpacked);
-    const auto close = testing::MeasureQuantizationQuality(*composite, *exported, tokens, 8);
+    const auto close =
+        testing::MeasureQuantizationQuality(*composite, *LoadOrFail(int8, {"cpu", "", "w8a16"}), tokens, 8);
     CHECK(close.max_kl < 1e-3);
     // And int8 stays near the bfloat16 weights it came from.
     const auto quality = testing::MeasureQuantizationQuality(*plain, *exported, tokens, 8);
@@ -90,7 +93,7 @@ TEST_CASE("int8 model: an exported int8 package and quantization at load give th
   }
 }
 
-TEST_CASE("int8 model: w8a8 rounds the activations of the same int8 weights, on the CPU kernels only",
+TEST_CASE("int8 model: w8a8 rounds the activations of the same int8 weights, int8 chooses by the batch",
           "[integration][model][int8]") {
   const std::string bf16 = Export("tiny", {});
   const std::string int8 = Export("tiny", {"--quantize", "int8"});
@@ -100,11 +103,20 @@ TEST_CASE("int8 model: w8a8 rounds the activations of the same int8 weights, on 
   auto at_load = LoadOrFail(bf16, {"cpu", "", "w8a8"});
   CHECK(at_load->manifest().quantization == "w8a8");
   CHECK(testing::MeasureQuantizationQuality(*w8a8, *at_load, tokens, 8).max_kl == 0.0);
-  // Against weight-only int8: close, but not the same (the activations did go through int8).
-  auto weight_only = LoadOrFail(int8, {"cpu", ""});
-  const auto against_w8a16 = testing::MeasureQuantizationQuality(*weight_only, *w8a8, tokens, 8);
+  // Against int16 activations: close, but not the same (the activations did go through int8).
+  auto w8a16 = LoadOrFail(int8, {"cpu", "", "w8a16"});
+  CHECK(w8a16->manifest().quantization == "w8a16");
+  const auto against_w8a16 = testing::MeasureQuantizationQuality(*w8a16, *w8a8, tokens, 8);
   CHECK(against_w8a16.mean_kl < 0.01);
   CHECK(against_w8a16.max_kl > 0.0);
+  // Served as int8 (the package's own setting), the kernels choose by the batch: steps of 4 rows run as
+  // w8a16, one step of all 19 rows as w8a8 where a kernel multiplies int8 activations faster (AVX512-VNNI).
+  auto by_batch = LoadOrFail(int8, {"cpu", ""});
+  CHECK(by_batch->manifest().quantization == "int8");
+  CHECK(testing::MeasureQuantizationQuality(*w8a16, *by_batch, tokens, 4).max_kl == 0.0);
+  const bool int8_kernel = cpu::ActiveCpuIsa() >= cpu::CpuIsa::kAvx512Bf16;
+  const int64_t whole = static_cast<int64_t>(tokens.size());
+  CHECK(testing::MeasureQuantizationQuality(int8_kernel ? *w8a8 : *w8a16, *by_batch, tokens, whole).max_kl == 0.0);
   auto plain = LoadOrFail(bf16, {"cpu", ""});
   CHECK(testing::MeasureQuantizationQuality(*plain, *w8a8, tokens, 8).mean_kl < 0.01);
 
@@ -114,6 +126,10 @@ TEST_CASE("int8 model: w8a8 rounds the activations of the same int8 weights, on 
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.status().message()), Catch::Contains("w8a8 (int8 activations) runs on the CPU"));
+  unpacked.quantization = "w8a16";
+  refused = LoadedModel::Load(int8, unpacked);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("w8a16 (int16 activations) runs on the CPU"));
 }
 
 TEST_CASE("int8 model: bad quantization settings and mismatched packages are refused clearly",
@@ -158,7 +174,7 @@ TEST_CASE("int8 model: the Qwen2-0.5B-shaped model in int8 stays close to bfloat
   auto reference = LoadOrFail(bf16, {"cpu", ""});
   const std::vector<int64_t> tokens = RealTextTokens(512);
   for (const auto& [quantization, group_size] :
-       std::vector<std::pair<std::string, int64_t>>{{"int8", 0}, {"int8", 128}, {"w8a8", 0}}) {
+       std::vector<std::pair<std::string, int64_t>>{{"w8a16", 0}, {"w8a16", 128}, {"w8a8", 0}}) {
     auto quantized = LoadOrFail(bf16, {"cpu", "", quantization, group_size});
     const auto quality = testing::MeasureQuantizationQuality(*reference, *quantized, tokens);
     INFO(quantization << ", group size " << group_size << ": mean KL " << quality.mean_kl << " nats, max "

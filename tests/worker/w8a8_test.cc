@@ -189,5 +189,36 @@ TEST_CASE("w8a8: fused operators under int8 activations match the composite on r
   }
 }
 
+TEST_CASE("w8a8: by the batch, small batches run int16 activations and larger ones int8, bit for bit", "[unit][int8]") {
+  at::manual_seed(23);
+  const int64_t k = 256, n = 130;
+  const auto [q, s] = QuantizeInt8(Random({n, k}, at::kFloat, 0.1), 0);
+  const at::Tensor packed = PackWeight(q), scales = PackScales(s);
+  const auto run = [&](Int8Activations activations, const at::Tensor& input, const at::Tensor& residual) {
+    const ScopedInt8Activations scope(activations);
+    return LinearResidual(input, packed, scales, residual);
+  };
+  for (const int64_t m :
+       {int64_t{1}, int64_t{4}, kInt8ActivationMinRows - 1, kInt8ActivationMinRows, int64_t{16}, int64_t{33}}) {
+    const at::Tensor input = Random({m, k}, at::kBFloat16), residual = Random({m, n}, at::kBFloat16);
+    testing::ForEachCpuKernelPath([&] {
+      INFO("m " << m << " path " << CpuIsaName(ActiveCpuIsa()));
+      // Only the AVX512-VNNI and AMX kernels multiply int8 activations faster; elsewhere they would only
+      // lose precision.
+      const bool int8 = m >= kInt8ActivationMinRows && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
+      {
+        const ScopedInt8Activations by_batch(Int8Activations::kByBatch);
+        CHECK(Int8ActivationsForRows(m) == (int8 ? Int8Activations::kInt8 : Int8Activations::kInt16));
+      }
+      const at::Tensor out = run(Int8Activations::kByBatch, input, residual);
+      const at::Tensor w8a16 = run(Int8Activations::kInt16, input, residual);
+      const at::Tensor w8a8 = run(Int8Activations::kInt8, input, residual);
+      CHECK(at::equal(out, int8 ? w8a8 : w8a16));
+      // The two settings do differ on these rows, so the comparison above tells them apart.
+      CHECK_FALSE(at::equal(w8a16, w8a8));
+    });
+  }
+}
+
 }  // namespace
 }  // namespace llmc::model::cpu

@@ -40,7 +40,7 @@ struct BatchConfig {
     v("temperature", temperature, "temperature of each plain prompt's completion (0: greedy)");
     v("device", device, "auto, cpu, cuda or cuda:N");
     v("dtype", dtype, "activations dtype; empty: the package's");
-    v("quantization", quantization, "empty: as the package is; int8 or w8a8 quantizes at load");
+    v("quantization", quantization, "empty: as the package is; int8, w8a16 or w8a8 quantizes at load");
     v("num_threads", num_threads, "CPU threads for the model; 0: every hardware thread (nproc)");
     v("max_running", max_running, "most sequences in the continuous batch");
     v("max_num_batched_tokens", max_num_batched_tokens, "token budget of one engine step");

@@ -266,18 +266,20 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   std::vector<Projection> projections = *std::move(found);
   RETURN_IF_ERROR(Annotate(CheckQuantization(projections, manifest), package_dir));
   const std::string quantization = options.quantization.empty() ? manifest.quantization : options.quantization;
-  if (quantization != "none" && quantization != "int8" && quantization != "w8a8") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown quantization '", quantization, "' (none, int8 or w8a8)"));
+  if (quantization != "none" && quantization != "int8" && quantization != "w8a16" && quantization != "w8a8") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown quantization '", quantization, "' (none, int8, w8a16 or w8a8)"));
   }
   if (quantization == "none" && manifest.quantization == "int8") {
     return absl::InvalidArgumentError(absl::StrCat(
         package_dir, " holds int8 weights; serve it with quantization int8, or export the package without --quantize"));
   }
   const bool int8_activations = quantization == "w8a8";
-  if (int8_activations && (!device.is_cpu() || !options.pack_weights)) {
+  if ((int8_activations || quantization == "w8a16") && (!device.is_cpu() || !options.pack_weights)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("quantization w8a8 (int8 activations) runs on the CPU kernels only, not on ", device.str(),
-                     options.pack_weights ? "" : " without packed weights", "; use int8 (weight-only)"));
+        absl::StrCat("quantization ", quantization, " (", int8_activations ? "int8" : "int16",
+                     " activations) runs on the CPU kernels only, not on ", device.str(),
+                     options.pack_weights ? "" : " without packed weights", "; use int8"));
   }
   const bool quantize_at_load = quantization != "none" && manifest.quantization == "none";
   if (quantize_at_load && !cpu::IsSupportedInt8GroupSize(options.quantization_group_size)) {
@@ -302,7 +304,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
     }
     if (device.is_cpu() && options.pack_weights)
       PackWeightsForCpu(projections, embedding, manifest, options.huge_pages);
-    if (int8_activations) manifest.quantization = "w8a8";
+    // Served as: int8 (the CPU kernels choose int16 or int8 activations by the batch), w8a16 or w8a8.
+    if (quantization == "w8a16" || int8_activations) manifest.quantization = quantization;
     projections.clear();
     embedding = {};
     // Repacking and quantizing freed the original weights piece by piece: the rest of that heap goes back.

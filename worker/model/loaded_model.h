@@ -17,8 +17,9 @@ struct LoadOptions {
   std::string dtype;            // empty: the package's; or "float32" / "bfloat16"
   // Empty: as the package is. "int8": a bfloat16/float32 package's projections are quantized at load
   // (weight-only, one scale per output row, or per group of quantization_group_size inputs); an int8
-  // package stays int8. "w8a8": int8 weights as "int8", and the CPU kernels quantize each activation row to
-  // int8 as well (per group of inputs, at run time). "none" refuses an int8 package.
+  // package stays int8. The CPU kernels quantize each activation row (per group of inputs, at run time) to
+  // int16 for small batches and to int8 for larger ones (cpu/int8_staging.h). "w8a16" and "w8a8": int8
+  // weights as "int8", with int16 or int8 activations for every batch. "none" refuses an int8 package.
   std::string quantization = "";
   int64_t quantization_group_size = 0;
   // On the CPU, repack the projection weights for the fused kernels (worker/model/cpu/). Off only to compare
@@ -94,8 +95,9 @@ class LoadedModel {
         device_(device),
         dtype_(dtype),
         huge_pages_(huge_pages),
-        int8_activations_(manifest_.quantization == "w8a8" ? cpu::Int8Activations::kInt8
-                                                           : cpu::Int8Activations::kInt16) {}
+        int8_activations_(manifest_.quantization == "w8a8"    ? cpu::Int8Activations::kInt8
+                          : manifest_.quantization == "w8a16" ? cpu::Int8Activations::kInt16
+                                                              : cpu::Int8Activations::kByBatch) {}
   std::vector<c10::IValue> Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const;
 
   ModelManifest manifest_;
@@ -103,8 +105,8 @@ class LoadedModel {
   at::Device device_;
   at::ScalarType dtype_;
   bool huge_pages_;
-  // What the CPU kernels' threads are set to for this model's steps (cpu/int8_staging.h): int8 when served
-  // as w8a8.
+  // What the CPU kernels' threads are set to for this model's steps (cpu/int8_staging.h): by the batch when
+  // served as int8, int16 as w8a16, int8 as w8a8.
   cpu::Int8Activations int8_activations_;
 };
 

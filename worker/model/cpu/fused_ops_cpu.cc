@@ -204,7 +204,7 @@ Staged PrepareStaging(int64_t rows, int64_t stride, at::ScalarType dtype) {
 // The staging a projection's input needs: in the activations' dtype, or int16 in groups for int8 weights.
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
   const int64_t k_padded = PackedDepth(weight.packed);
-  const Int8Activations activations = ActiveInt8Activations();
+  const Int8Activations activations = Int8ActivationsForRows(rows);
   const int64_t group_pairs = weight.int8() ? Int8GroupPairs(k, weight.scales.size(1)) : 0;
   const bool amx_int8 = weight.int8() && UsesAmxInt8(rows, activations, group_pairs);
   if (!weight.int8() || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
@@ -694,7 +694,7 @@ void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_col
   const int64_t rows_padded = (max_tokens + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t max_groups = PaddedDepth(max_depth) / 32 + 1;
   CallerBuffer(kActivationScales, rows_padded * max_groups * sizeof(float));
-  if (ActiveInt8Activations() == Int8Activations::kInt8) {
+  if (ActiveInt8Activations() != Int8Activations::kInt16) {
     CallerBuffer(kActivationBytes, rows_padded * max_stride);
     CallerBuffer(kActivationOffsets, rows_padded * max_groups * sizeof(int32_t));
   }

@@ -23,6 +23,13 @@ ScopedInt8Activations::ScopedInt8Activations(Int8Activations activations) : prev
 
 ScopedInt8Activations::~ScopedInt8Activations() { active_int8_activations = previous_; }
 
+Int8Activations Int8ActivationsForRows(int64_t rows) {
+  if (active_int8_activations != Int8Activations::kByBatch) return active_int8_activations;
+  // Elsewhere (AVX2, portable) int8 activations run through the int16 kernels: less exact, no faster.
+  return rows >= kInt8ActivationMinRows && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16 ? Int8Activations::kInt8
+                                                                                 : Int8Activations::kInt16;
+}
+
 void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                            int16_t levels, int16_t* dst, float* scales) {
   const float top = levels;

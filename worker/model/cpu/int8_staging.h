@@ -21,11 +21,18 @@ void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t gr
 void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, int8_t* dst,
                          int32_t* offsets);
 
-// How int8 weights meet the activations: quantized to int16 (W8A16, the default: near the float result) or
-// to int8 (W8A8: twice the arithmetic rate on VNNI, a little less exact). Set per thread for the steps of
+// How int8 weights meet the activations: quantized to int16 (W8A16: near the float result) or to int8
+// (W8A8: twice the arithmetic rate on VNNI, a little less exact), or, the default, by the batch: int16 below
+// kInt8ActivationMinRows rows, where the weights' read sets the pace and both run as fast, and int8 from
+// there on CPUs with an int8 kernel that uses it (AVX512-VNNI, AMX-INT8). Set per thread for the steps of
 // one model (LoadedModel); the fused operators read it on the thread that calls them.
-enum class Int8Activations { kInt16, kInt8 };
+enum class Int8Activations { kInt16, kInt8, kByBatch };
 Int8Activations ActiveInt8Activations();
+// What a projection over `rows` activation rows runs under the active setting: kInt16 or kInt8.
+Int8Activations Int8ActivationsForRows(int64_t rows);
+// From this many rows kByBatch quantizes activations to int8 (AMD EPYC, 2026-11-27: W8A8 steps of 8 rows
+// and more beat W8A16, of 4 rows and fewer match it).
+constexpr int64_t kInt8ActivationMinRows = 8;
 class ScopedInt8Activations {
  public:
   explicit ScopedInt8Activations(Int8Activations activations);
