@@ -2,9 +2,11 @@
 # int8 weights against bfloat16 on the Qwen2-0.5B-shaped random model, in one run on this machine:
 #   1. resident memory of a real llmc-worker (no controller, loopback only) serving the bfloat16 package, the
 #      int8 package, and the bfloat16 package quantized at load (--quantization=int8), once warmed up;
-#   2. forward step times of both packages, and of the int8 package with int8 activations (--quantization=w8a8),
-#      taking turns in every run (llmc_model_bench: decode b=1..32, prefill 512 and 2000);
-#   3. how close int8 and w8a8 stay to bfloat16 over 512 tokens of real text (llmc_quantization_bench: KL, top-1).
+#   2. forward step times of both packages, the int8 one as served by default (int16 activations below 8 rows,
+#      int8 from there) and with int16 or int8 activations throughout (--quantization=w8a16, w8a8), taking
+#      turns in every run (llmc_model_bench: decode b=1..32, prefill 512 and 2000);
+#   3. how close w8a16 and w8a8 stay to bfloat16 over 512 tokens of real text (llmc_quantization_bench: KL,
+#      top-1).
 # Usage: scripts/bench-int8.sh
 # Environment: LLMC_THREADS (worker and bench threads, default all cores), BENCH_SKIP_BUILD=1.
 set -euo pipefail
@@ -55,6 +57,6 @@ awk -v a="$rss_int8" -v b="$rss_bf16" -v c="$rss_int8_at_load" -v d="$rss_w8a8" 
   'BEGIN {printf "resident int8 / bfloat16: %.3f (package), %.3f (quantized at load), %.3f (w8a8)\n", a / b, c / b, d / b}'
 awk -v a="$anon_int8" -v b="$anon_bf16" 'BEGIN {printf "anonymous int8 / bfloat16: %.3f (package)\n", a / b}'
 echo
-build/tests/llmc_model_bench "$bf16" "$int8" "$int8:w8a8"
+build/tests/llmc_model_bench "$bf16" "$int8" "$int8:w8a16" "$int8:w8a8"
 echo
 build/tests/llmc_quantization_bench "$bf16" "$int8"
