@@ -24,7 +24,7 @@ absl::Status WorkerConfig::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrCat("quantization_group_size must be 0, 32, 64, 128, 256 or 512, got ", quantization_group_size));
   }
-  if (quantization_group_size != 0 && quantization != "int8" && quantization != "w8a16" && quantization != "w8a8") {
+  if (quantization_group_size != 0 && (quantization.empty() || quantization == "none")) {
     return absl::InvalidArgumentError("quantization_group_size applies only with quantization int8, w8a16 or w8a8");
   }
   if (kv_cache_memory_fraction <= 0 || kv_cache_memory_fraction > 0.95) {

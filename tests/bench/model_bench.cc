@@ -89,7 +89,7 @@ int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
   const int64_t per_layer =
       m.hidden_size * qkv_rows + q_width * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
   const int64_t lm_head = m.vocab_size * m.hidden_size;
-  if (m.quantization != "int8" && m.quantization != "w8a16" && m.quantization != "w8a8") {
+  if (m.quantization == "none") {
     const int64_t embeddings = m.tie_word_embeddings ? 0 : lm_head;
     return (m.num_layers * per_layer + lm_head + embeddings) * static_cast<int64_t>(c10::elementSize(dtype));
   }

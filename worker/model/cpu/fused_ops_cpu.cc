@@ -91,15 +91,6 @@ using Int8PanelKernel = void (*)(const Int8PanelArgs&);
 // bits and, with the weights' read setting the pace, streams them a little faster.
 constexpr int64_t kByteKernelMinRows = 2;
 
-// Whether W8A8 rows are staged as bytes for PanelW8A8Avx512.
-bool HasByteActivationKernel() {
-#ifdef LLMC_CPU_X86_KERNELS
-  return ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
-#else
-  return false;
-#endif
-}
-
 // W8A8 rows staged as bytes run the vpdpbusd kernel; the other paths take them as int16 of the same values.
 Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS

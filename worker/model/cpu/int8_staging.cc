@@ -23,11 +23,18 @@ ScopedInt8Activations::ScopedInt8Activations(Int8Activations activations) : prev
 
 ScopedInt8Activations::~ScopedInt8Activations() { active_int8_activations = previous_; }
 
+bool HasByteActivationKernel() {
+#ifdef LLMC_CPU_X86_KERNELS
+  return ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
+#else
+  return false;
+#endif
+}
+
 Int8Activations Int8ActivationsForRows(int64_t rows) {
   if (active_int8_activations != Int8Activations::kByBatch) return active_int8_activations;
   // Elsewhere (AVX2, portable) int8 activations run through the int16 kernels: less exact, no faster.
-  return rows >= kInt8ActivationMinRows && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16 ? Int8Activations::kInt8
-                                                                                 : Int8Activations::kInt16;
+  return rows >= kInt8ActivationMinRows && HasByteActivationKernel() ? Int8Activations::kInt8 : Int8Activations::kInt16;
 }
 
 void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,

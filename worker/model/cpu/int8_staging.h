@@ -28,6 +28,9 @@ void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size,
 // one model (LoadedModel); the fused operators read it on the thread that calls them.
 enum class Int8Activations { kInt16, kInt8, kByBatch };
 Int8Activations ActiveInt8Activations();
+// Whether the active kernel path multiplies int8 activations faster than int16 (PanelW8A8Avx512 on
+// AVX512-VNNI, and AMX-INT8 beside it): there W8A8 rows are staged as bytes for it.
+bool HasByteActivationKernel();
 // What a projection over `rows` activation rows runs under the active setting: kInt16 or kInt8.
 Int8Activations Int8ActivationsForRows(int64_t rows);
 // From this many rows kByBatch quantizes activations to int8 (AMD EPYC, 2026-11-27: W8A8 steps of 8 rows
