@@ -130,6 +130,13 @@ TEST_CASE("gateway e2e: a worker serving an int8 package answers the OpenAI SDK 
   CHECK(model["dtype"] == "bfloat16");
 }
 
+TEST_CASE("gateway e2e: a worker quantizing a bfloat16 package at load with int16 activations (w8a16) says w8a16",
+          "[integration][gateway][int8]") {
+  const json model = RunSdkEndToEnd(SmallModelPackage(), {"--quantization=w8a16"});
+  CHECK(model["quantization"] == "w8a16");
+  CHECK(model["dtype"] == "bfloat16");
+}
+
 TEST_CASE("gateway e2e: a worker serving int8 weights with int8 activations (w8a8) answers the SDK and says w8a8",
           "[integration][gateway][int8]") {
   const json model = RunSdkEndToEnd(SmallModelPackage("int8"), {"--quantization=w8a8"});
