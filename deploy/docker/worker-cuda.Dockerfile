@@ -39,7 +39,7 @@ ENV TORCH_CUDA_ARCH_LIST="8.0;8.6;8.9;9.0"
 RUN --mount=type=cache,target=/root/.cache/ccache \
     LLMC_BUILD_JOBS="${LLMC_BUILD_JOBS}" scripts/build.sh \
       -DCMAKE_BUILD_TYPE=Release -DLLMC_BUILD_TESTS=OFF -DLLMC_WERROR=OFF -DLLMC_WITH_CUDA=ON \
-      "-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}" \
+      "-DLLMC_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}" \
       "-DCMAKE_PREFIX_PATH=$(/opt/torch/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 # libtorch and the CUDA libraries of the wheel, flattened into one folder for LD_LIBRARY_PATH.
 RUN mkdir -p /opt/llmc/lib \

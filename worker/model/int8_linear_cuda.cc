@@ -18,14 +18,21 @@ bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, co
          weight.size(1) % weight_scale.size(1) == 0 && (weight.size(1) / weight_scale.size(1)) % 16 == 0;
 }
 
-at::Tensor Int8LinearCuda(const at::Tensor& input_in, const at::Tensor& weight_in, const at::Tensor& scale_in) {
+at::Tensor Int8LinearCuda(const at::Tensor& input_in, const at::Tensor& weight_in, const at::Tensor& scale_in,
+                          const c10::optional<at::Tensor>& bias_in) {
   const at::Tensor input = input_in.contiguous(), weight = weight_in.contiguous();
   const at::Tensor scales = scale_in.to(at::kFloat).contiguous();
-  at::Tensor out = at::empty({input.size(0), weight.size(0)}, input.options().dtype(at::kFloat));
+  at::Tensor bias;
+  if (bias_in.has_value() && bias_in->defined()) {
+    TORCH_CHECK(bias_in->numel() == weight.size(0), "int8 linear: bias needs ", weight.size(0), " values");
+    bias = bias_in->to(input.scalar_type()).contiguous();
+  }
+  at::Tensor out = at::empty({input.size(0), weight.size(0)}, input.options());
   const cuda::Int8LinearParams params{input.data_ptr(),
                                       weight.data_ptr<int8_t>(),
                                       scales.data_ptr<float>(),
-                                      out.data_ptr<float>(),
+                                      bias.defined() ? bias.data_ptr() : nullptr,
+                                      out.data_ptr(),
                                       static_cast<int>(input.size(0)),
                                       static_cast<int>(weight.size(0)),
                                       static_cast<int>(weight.size(1)),

@@ -11,12 +11,14 @@
 
 namespace llmc::model::cuda {
 
-// out[m][n] = sum_k x[m][k] * weight[n][k] * scales[n][k / (k_size / groups)], float32 out.
+// out[m][n] = sum_k x[m][k] * weight[n][k] * scales[n][k / (k_size / groups)] (+ bias[n]), summed in float
+// and stored in x's dtype.
 struct Int8LinearParams {
   const void* x;         // [rows, k_size], float32 or bfloat16 (x_is_bf16)
-  const int8_t* weight;  // [columns, k_size], row-major
+  const int8_t* weight;  // [columns, k_size], row-major, on a 16-byte boundary
   const float* scales;   // [columns, groups]
-  float* out;            // [rows, columns]
+  const void* bias;      // [columns] in x's dtype, or null
+  void* out;             // [rows, columns] in x's dtype
   int rows;              // at most kInt8LinearMaxRows
   int columns;
   int k_size;  // a multiple of 16; k_size / groups a multiple of 16
@@ -27,6 +29,13 @@ struct Int8LinearParams {
 // Rows one launch takes; larger batches dequantize and use cuBLAS.
 inline constexpr int kInt8LinearMaxRows = 32;
 
+// kTensorCores: bfloat16 activations on 16-byte boundaries, sm_80 or later (bfloat16 mma, float sums).
+// kCudaCores: anything else, float arithmetic throughout.
+enum class Int8LinearPath { kTensorCores, kCudaCores };
+Int8LinearPath ChooseInt8LinearPath(const Int8LinearParams& params);
+
+// cudaErrorInvalidValue for shapes outside the contract above, or a path that cannot take these params.
+cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream, Int8LinearPath path);
 cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream);
 
 }  // namespace llmc::model::cuda

@@ -43,9 +43,7 @@ at::Tensor Project(const at::Tensor& input, const at::Tensor& weight, const at::
                    const c10::optional<at::Tensor>& bias = c10::nullopt) {
 #ifdef LLMC_WITH_CUDA
   if (weight_scale.numel() != 0 && Int8LinearCudaApplies(input, weight, weight_scale)) {
-    at::Tensor out = Int8LinearCuda(input, weight, weight_scale);
-    if (bias.has_value() && bias->defined()) out = out + bias->to(at::kFloat);
-    return out.to(input.scalar_type());
+    return Int8LinearCuda(input, weight, weight_scale, bias);
   }
 #endif
   return at::linear(input, Dequantize(weight, weight_scale, input.scalar_type()), bias);
