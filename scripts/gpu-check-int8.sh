@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-build/gpu-check}"
 mkdir -p "$out"
+rm -f "$out/llmc_int8_cuda_tests" "$out/llmc_int8_cuda_bench"
 catch_include="${CATCH2_INCLUDE:-/usr/include}"
 nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
 nvcc --version | tail -1
@@ -25,7 +26,8 @@ test_build=$!
 nvcc "${flags[@]}" -o "$out/llmc_int8_cuda_bench" tests/bench/int8_cuda_bench.cu \
   worker/model/int8_linear_cuda_kernels.cu -lcublas &
 bench_build=$!
-wait "$test_build" && wait "$bench_build"
+wait "$test_build"
+wait "$bench_build"
 status=0
 "$out/llmc_int8_cuda_tests" --durations yes || status=$?
 "$out/llmc_int8_cuda_bench" ${LLMC_GPU_BENCH_ARGS:-} || status=$?

@@ -43,8 +43,8 @@ def check_results(ext):
         (7, 4864, 896, 1, torch.bfloat16, False),
         (32, 896, 4864, 38, torch.bfloat16, False),
         (5, 151936, 896, 1, torch.bfloat16, False),
-        (3, 333, 128, 2, torch.float32, True),
-        (16, 128, 896, 7, torch.float32, False),
+        (1, 333, 128, 2, torch.float32, True),
+        (1, 128, 896, 7, torch.float32, False),
     ]:
         x = torch.randn(rows, k_size, device="cuda", dtype=dtype, generator=generator)
         weight = torch.randint(-128, 128, (columns, k_size), device="cuda", dtype=torch.int8, generator=generator)
@@ -72,6 +72,10 @@ def check_results(ext):
         ("32 rows", (x[:32], weight, scales), True),
         ("weights on the CPU", (x[:4], weight.cpu(), scales), False),
         ("float16 activations", (x[:4].half(), weight, scales), False),
+        ("float32 activations, 1 row", (x[:1].float(), weight, scales), True),
+        ("float32 activations, 2 rows (dequantizing is faster)", (x[:2].float(), weight, scales), False),
+        ("bfloat16 activations off a 16-byte boundary, 2 rows", (x.view(-1)[1:1 + 2 * 896].view(2, 896), weight,
+                                                                  scales), False),
         ("K not a multiple of 16", (x[:4, :40], weight[:, :40], scales), False),
     ]:
         got = ext.applies(*args)

@@ -142,6 +142,22 @@ bool HaveGpu() {
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
+int ComputeCapabilityMajor() {
+  int device = 0, major = 0;
+  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
+  return major;
+}
+
+alignas(16) const uint16_t kAlignedActivations[32] = {};
+
+// Whether this build runs the tensor-core path on this GPU (sm_80 or later with sm_80+ code built; the
+// default LLMC_CUDA_ARCHITECTURES and scripts/gpu-check-int8.sh's -arch=native both have it).
+bool TensorCoresHere() {
+  const Int8LinearParams aligned_bf16{kAlignedActivations, nullptr, nullptr, nullptr, nullptr, 1, 1, 16, 1, true};
+  return ChooseInt8LinearPath(aligned_bf16) == Int8LinearPath::kTensorCores;
+}
+
 TEST_CASE("gpu: CUDA int8 linear equals a float64 reference on both paths", "[gpu]") {
   REQUIRE(HaveGpu());
   std::mt19937 random(7);
@@ -161,11 +177,12 @@ TEST_CASE("gpu: CUDA int8 linear equals a float64 reference on both paths", "[gp
   for (const auto& [columns, k_size] : {std::pair{896, 896}, {128, 896}, {4864, 896}, {896, 4864}}) {
     for (const int rows : {1, 16, 32}) cases.push_back({rows, columns, k_size, 1, true, columns == 128});
   }
-  for (const int rows : {1, 9, 32}) cases.push_back({rows, 151936, 64, 1, true, rows == 9});
+  for (const int rows : {1, 9, 20, 32}) cases.push_back({rows, 151936, 64, 1, true, rows == 9});
   cases.push_back({2, 20000, 128, 2, true});
   // bfloat16 activations off a 16-byte boundary: the CUDA-core path takes them.
   cases.push_back({4, 50, 96, 1, true, true, 2});
 
+  const bool tensor_cores_here = TensorCoresHere();
   int tensor_core_cases = 0;
   for (size_t index = 0; index < cases.size(); ++index) {
     const Case& c = cases[index];
@@ -175,7 +192,7 @@ TEST_CASE("gpu: CUDA int8 linear equals a float64 reference on both paths", "[gp
                    << (c.bf16 ? " bf16" : " float") << (c.bias ? " bias" : "") << " offset " << c.x_byte_offset
                    << (tensor_cores ? " tensor cores" : " CUDA cores"));
       const Outcome outcome = Run(c, path, static_cast<uint32_t>(index));
-      if (tensor_cores && (!c.bf16 || c.x_byte_offset != 0)) {
+      if (tensor_cores && (!c.bf16 || c.x_byte_offset != 0 || !tensor_cores_here)) {
         CHECK(outcome.launch == cudaErrorInvalidValue);
         cudaGetLastError();
         continue;
@@ -185,23 +202,28 @@ TEST_CASE("gpu: CUDA int8 linear equals a float64 reference on both paths", "[gp
       tensor_core_cases += tensor_cores;
     }
   }
-  // The GPUs this is run on (Ampere and later) all have bfloat16 tensor cores.
-  CHECK(tensor_core_cases > 0);
+  CHECK((tensor_core_cases > 0) == tensor_cores_here);
 }
 
 TEST_CASE("gpu: CUDA int8 linear picks tensor cores for aligned bfloat16 activations only", "[gpu]") {
   REQUIRE(HaveGpu());
-  int device = 0, major = 0;
-  REQUIRE(cudaGetDevice(&device) == cudaSuccess);
-  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess);
-  alignas(16) static const uint16_t x[32] = {};
-  Int8LinearParams params{x, nullptr, nullptr, nullptr, nullptr, 1, 1, 16, 1, true};
-  CHECK(ChooseInt8LinearPath(params) == (major >= 8 ? Int8LinearPath::kTensorCores : Int8LinearPath::kCudaCores));
-  params.x = x + 1;
+  // Ampere and later have bfloat16 tensor cores; a build without sm_80 code for them is a build error here.
+  INFO("compute capability " << ComputeCapabilityMajor() << ".x");
+  CHECK(TensorCoresHere() == (ComputeCapabilityMajor() >= 8));
+  Int8LinearParams params{kAlignedActivations, nullptr, nullptr, nullptr, nullptr, 1, 1, 16, 1, true};
+  params.x = kAlignedActivations + 1;
   CHECK(ChooseInt8LinearPath(params) == Int8LinearPath::kCudaCores);
-  params.x = x;
+  params.x = kAlignedActivations;
   params.x_is_bf16 = false;
   CHECK(ChooseInt8LinearPath(params) == Int8LinearPath::kCudaCores);
+}
+
+TEST_CASE("gpu: CUDA int8 linear is worth up to 32 rows on tensor cores and one row on CUDA cores", "[gpu]") {
+  REQUIRE(HaveGpu());
+  CHECK(Int8LinearRowLimit(kAlignedActivations, true) == (TensorCoresHere() ? kInt8LinearMaxRows : 1));
+  CHECK(Int8LinearRowLimit(kAlignedActivations + 1, true) == kInt8LinearCudaCoreRowLimit);
+  CHECK(Int8LinearRowLimit(kAlignedActivations, false) == kInt8LinearCudaCoreRowLimit);
+  CHECK(kInt8LinearCudaCoreRowLimit == 1);
 }
 
 TEST_CASE("gpu: CUDA int8 linear refuses shapes outside its contract", "[gpu]") {

@@ -1,12 +1,14 @@
 #include <cuda_bf16.h>
 
+#include <atomic>
+
 #include "worker/model/int8_linear_cuda_kernels.h"
 
 namespace llmc::model::cuda {
 namespace {
 
 constexpr int kWarpSize = 32;
-constexpr int kWarpsPerBlock = 8;
+constexpr int kCudaCoreWarpsPerBlock = 8;
 
 // Adds the bias and stores in x's dtype.
 __device__ inline void Store(const Int8LinearParams& p, int row, int column, float value) {
@@ -31,14 +33,15 @@ __device__ inline float WarpSum(float value) {
 }
 
 __device__ inline float LoadX(const Int8LinearParams& p, int row, int k) {
-  if (p.x_is_bf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p.x)[row * p.k_size + k]);
-  return static_cast<const float*>(p.x)[row * p.k_size + k];
+  const int64_t index = static_cast<int64_t>(row) * p.k_size + k;
+  if (p.x_is_bf16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p.x)[index]);
+  return static_cast<const float*>(p.x)[index];
 }
 
 // One warp per output column: its lanes stream the column's int8 weights 16 bytes at a time (each chunk of
 // 16 lies in one scale group), every weight read once for all rows of a pass; a warp sum per row at the end.
 __global__ void Int8LinearCudaCoreKernel(Int8LinearParams p) {
-  const int column = blockIdx.x * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int column = blockIdx.x * kCudaCoreWarpsPerBlock + threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   if (column >= p.columns) return;
   const int8_t* weights = p.weight + static_cast<int64_t>(column) * p.k_size;
@@ -82,9 +85,10 @@ __global__ void Int8LinearCudaCoreKernel(Int8LinearParams p) {
 //  - many columns (the LM head, wide MLP projections): 8 warps over two tiles, so lanes reuse their x for
 //    twice the weights; the column blocks alone give every multiprocessor at least one block, whose warps keep
 //    enough loads in flight, at few registers a thread.
-//  - few columns and long K (attention, down projections): one tile and up to 32 warps splitting K, each
-//    loading its next chunk before it multiplies the current one, so that a few dozen blocks still have
-//    most of the matrix in flight at once.
+//  - few columns and long K (attention, down projections): one tile and 4 to 32 / row groups warps
+//    splitting K, as many as bring the grid to kNarrowWarpsPerMultiprocessor, each loading its next chunk
+//    before it multiplies the current one, so that a few dozen blocks still have much of the matrix in
+//    flight at once.
 
 constexpr int kTileColumns = 16;
 constexpr int kChunkK = 64;
@@ -257,28 +261,41 @@ __global__ void __launch_bounds__(MaxWarps(kRowGroups, kTiles) * kWarpSize)
   }
 }
 
+// Properties of the current device (the caller's CUDAGuard picks it), looked up once per device.
+constexpr int kMaxDevices = 64;
+
+int CurrentDevice() {
+  int device = 0;
+  return cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < kMaxDevices ? device : 0;
+}
+
 int MultiprocessorCount() {
-  static const int count = [] {
-    int device = 0, sms = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return 1;
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 1;
-    return sms;
-  }();
+  static std::atomic<int> counts[kMaxDevices] = {};
+  const int device = CurrentDevice();
+  int count = counts[device].load(std::memory_order_relaxed);
+  if (count == 0) {
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count < 1) count = 1;
+    counts[device].store(count, std::memory_order_relaxed);
+  }
   return count;
 }
 
-// Whether the tensor-core kernel runs here as sm_80+ code: a build for older targets only (JIT-compiled
-// from their PTX) leaves the mma out.
+// Whether the tensor-core kernel runs on the current device as sm_80+ code: a build for older targets only
+// (JIT-compiled from their PTX) leaves the mma out.
 bool DeviceHasBf16TensorCores() {
-  static const bool has = [] {
-    int device = 0, major = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  static std::atomic<int> known[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
+  const int device = CurrentDevice();
+  int state = known[device].load(std::memory_order_relaxed);
+  if (state == 0) {
+    int major = 0;
     cudaFuncAttributes attributes{};
-    if (cudaFuncGetAttributes(&attributes, Int8LinearTensorCoreKernel<1, 1>) != cudaSuccess) return false;
-    return major >= 8 && attributes.ptxVersion >= 80;
-  }();
-  return has;
+    const bool has = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                     cudaFuncGetAttributes(&attributes, Int8LinearTensorCoreKernel<1, 1>) == cudaSuccess &&
+                     major >= 8 && attributes.ptxVersion >= 80;
+    state = has ? 2 : 1;
+    known[device].store(state, std::memory_order_relaxed);
+  }
+  return state == 2;
 }
 
 template <int kRowGroups, int kTiles>
@@ -318,6 +335,11 @@ void LaunchTensorCoreRows(const Int8LinearParams& params, cudaStream_t stream) {
 
 }  // namespace
 
+int Int8LinearRowLimit(const void* x, bool x_is_bf16) {
+  const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  return x_is_bf16 && x_aligned && DeviceHasBf16TensorCores() ? kInt8LinearMaxRows : kInt8LinearCudaCoreRowLimit;
+}
+
 Int8LinearPath ChooseInt8LinearPath(const Int8LinearParams& params) {
   const bool x_aligned = reinterpret_cast<uintptr_t>(params.x) % 16 == 0;
   return params.x_is_bf16 && x_aligned && DeviceHasBf16TensorCores() ? Int8LinearPath::kTensorCores
@@ -325,9 +347,9 @@ Int8LinearPath ChooseInt8LinearPath(const Int8LinearParams& params) {
 }
 
 cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream, Int8LinearPath path) {
-  if (params.rows <= 0 || params.rows > kInt8LinearMaxRows || params.columns <= 0 || params.k_size % 16 != 0 ||
-      params.groups <= 0 || params.k_size % params.groups != 0 || (params.k_size / params.groups) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(params.weight) % 16 != 0) {
+  if (params.rows <= 0 || params.rows > kInt8LinearMaxRows || params.columns <= 0 || params.k_size <= 0 ||
+      params.k_size % 16 != 0 || params.groups <= 0 || params.k_size % params.groups != 0 ||
+      (params.k_size / params.groups) % 16 != 0 || reinterpret_cast<uintptr_t>(params.weight) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
   if (path == Int8LinearPath::kTensorCores) {
@@ -343,8 +365,8 @@ cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream
     }
     return cudaGetLastError();
   }
-  const int blocks = (params.columns + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  Int8LinearCudaCoreKernel<<<blocks, kWarpsPerBlock * kWarpSize, 0, stream>>>(params);
+  const int blocks = (params.columns + kCudaCoreWarpsPerBlock - 1) / kCudaCoreWarpsPerBlock;
+  Int8LinearCudaCoreKernel<<<blocks, kCudaCoreWarpsPerBlock * kWarpSize, 0, stream>>>(params);
   return cudaGetLastError();
 }
 

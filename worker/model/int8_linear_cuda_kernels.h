@@ -26,13 +26,21 @@ struct Int8LinearParams {
   bool x_is_bf16;
 };
 
-// Rows one launch takes; larger batches dequantize and use cuBLAS.
+// Rows one launch takes on either path.
 inline constexpr int kInt8LinearMaxRows = 32;
+// Rows worth sending to the CUDA-core path: its time grows with every row. On an H200 a Llama-3-8B step
+// took 8.5 ms at one row and 16.2 at two with bfloat16 activations, 15.8 and 30.6 with float32, against
+// 20.0 for dequantizing every weight for cuBLAS (docs/performance.md): one row wins with both.
+inline constexpr int kInt8LinearCudaCoreRowLimit = 1;
 
 // kTensorCores: bfloat16 activations on 16-byte boundaries, sm_80 or later (bfloat16 mma, float sums).
 // kCudaCores: anything else, float arithmetic throughout.
 enum class Int8LinearPath { kTensorCores, kCudaCores };
 Int8LinearPath ChooseInt8LinearPath(const Int8LinearParams& params);
+
+// The most rows for which the product is worth running here on the current device, on the path these
+// activations get; beyond it the caller dequantizes for cuBLAS.
+int Int8LinearRowLimit(const void* x, bool x_is_bf16);
 
 // cudaErrorInvalidValue for shapes outside the contract above, or a path that cannot take these params.
 cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream, Int8LinearPath path);

@@ -2,6 +2,7 @@
 // plain CUDA kernels (the fused operators' CUDA versions are in cpu/fused_ops_composite.cc). Built only when libtorch
 // has CUDA (LLMC_WITH_CUDA).
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
 #include "worker/model/paged_attention_cuda_kernels.h"
@@ -18,6 +19,8 @@ cuda::ElementType ElementTypeOf(const at::Tensor& tensor) {
 
 void WriteKvCacheCuda(const at::Tensor& key, const at::Tensor& value, at::Tensor& key_cache, at::Tensor& value_cache,
                       const at::Tensor& slot_mapping) {
+  // Custom operators get no device guard from the dispatcher: launch on the caches' device (cuda:N).
+  const c10::cuda::CUDAGuard device_guard(key_cache.device());
   TORCH_CHECK(key_cache.is_contiguous() && value_cache.is_contiguous(), "write_kv_cache: caches must be contiguous");
   TORCH_CHECK(key.dim() == 3 && value.sizes() == key.sizes() && key.size(1) == key_cache.size(2) &&
                   key.size(2) == key_cache.size(3) && slot_mapping.size(0) == key.size(0),
@@ -39,6 +42,7 @@ void WriteKvCacheCuda(const at::Tensor& key, const at::Tensor& value, at::Tensor
 at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_cache_in,
                               const at::Tensor& value_cache_in, const at::Tensor& block_tables_in,
                               const at::Tensor& seq_lens, const at::Tensor& query_start_locs, double scale) {
+  const c10::cuda::CUDAGuard device_guard(query_in.device());
   const at::Tensor query = query_in.contiguous(), key_cache = key_cache_in.contiguous();
   const at::Tensor value_cache = value_cache_in.contiguous(), block_tables = block_tables_in.to(at::kInt).contiguous();
   TORCH_CHECK(query.dim() == 3 && key_cache.dim() == 4 && query.size(1) % key_cache.size(2) == 0,
