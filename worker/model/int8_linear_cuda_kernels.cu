@@ -1,6 +1,6 @@
 #include <cuda_bf16.h>
 
-#include <atomic>
+#include <mutex>
 
 #include "worker/model/int8_linear_cuda_kernels.h"
 
@@ -261,41 +261,39 @@ __global__ void __launch_bounds__(MaxWarps(kRowGroups, kTiles) * kWarpSize)
   }
 }
 
-// Properties of the current device (the caller's CUDAGuard picks it), looked up once per device.
-constexpr int kMaxDevices = 64;
+// What the launches need to know of the current device (the caller's CUDAGuard picks it), looked up once.
+struct DeviceTraits {
+  int multiprocessors = 1;
+  // The tensor-core kernel runs here as sm_80+ code: a build for older targets only (JIT-compiled from
+  // their PTX) leaves the mma out.
+  bool bf16_tensor_cores = false;
+};
 
-int CurrentDevice() {
+const DeviceTraits& CurrentDeviceTraits() {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag looked_up[kMaxDevices];
+  static DeviceTraits traits[kMaxDevices];
   int device = 0;
-  return cudaGetDevice(&device) == cudaSuccess && device >= 0 && device < kMaxDevices ? device : 0;
-}
-
-int MultiprocessorCount() {
-  static std::atomic<int> counts[kMaxDevices] = {};
-  const int device = CurrentDevice();
-  int count = counts[device].load(std::memory_order_relaxed);
-  if (count == 0) {
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || count < 1) count = 1;
-    counts[device].store(count, std::memory_order_relaxed);
-  }
-  return count;
-}
-
-// Whether the tensor-core kernel runs on the current device as sm_80+ code: a build for older targets only
-// (JIT-compiled from their PTX) leaves the mma out.
-bool DeviceHasBf16TensorCores() {
-  static std::atomic<int> known[kMaxDevices] = {};  // 0 unknown, 1 no, 2 yes
-  const int device = CurrentDevice();
-  int state = known[device].load(std::memory_order_relaxed);
-  if (state == 0) {
-    int major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) device = 0;
+  std::call_once(looked_up[device], [device] {
+    DeviceTraits& found = traits[device];
+    int multiprocessors = 0, major = 0;
+    if (cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device) == cudaSuccess &&
+        multiprocessors > 0) {
+      found.multiprocessors = multiprocessors;
+    }
     cudaFuncAttributes attributes{};
-    const bool has = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                     cudaFuncGetAttributes(&attributes, Int8LinearTensorCoreKernel<1, 1>) == cudaSuccess &&
-                     major >= 8 && attributes.ptxVersion >= 80;
-    state = has ? 2 : 1;
-    known[device].store(state, std::memory_order_relaxed);
-  }
-  return state == 2;
+    found.bf16_tensor_cores =
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+        cudaFuncGetAttributes(&attributes, Int8LinearTensorCoreKernel<1, 1>) == cudaSuccess && major >= 8 &&
+        attributes.ptxVersion >= 80;
+  });
+  return traits[device];
+}
+
+// Whether the tensor-core path takes these activations on the current device.
+bool TensorCoresTake(const void* x, bool x_is_bf16) {
+  return x_is_bf16 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && CurrentDeviceTraits().bf16_tensor_cores;
 }
 
 template <int kRowGroups, int kTiles>
@@ -306,7 +304,8 @@ void LaunchTensorCore(const Int8LinearParams& params, cudaStream_t stream) {
   int warps = kMaxWarps;
   if constexpr (kTiles == 1) {
     // About kNarrowWarpsPerMultiprocessor warps over the whole grid.
-    const int wanted = (MultiprocessorCount() * kNarrowWarpsPerMultiprocessor + column_blocks - 1) / column_blocks;
+    const int wanted =
+        (CurrentDeviceTraits().multiprocessors * kNarrowWarpsPerMultiprocessor + column_blocks - 1) / column_blocks;
     warps = wanted < 4 ? 4 : wanted > kMaxWarps ? kMaxWarps : wanted;
   }
   if (warps > chunks) warps = chunks;
@@ -336,14 +335,11 @@ void LaunchTensorCoreRows(const Int8LinearParams& params, cudaStream_t stream) {
 }  // namespace
 
 int Int8LinearRowLimit(const void* x, bool x_is_bf16) {
-  const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  return x_is_bf16 && x_aligned && DeviceHasBf16TensorCores() ? kInt8LinearMaxRows : kInt8LinearCudaCoreRowLimit;
+  return TensorCoresTake(x, x_is_bf16) ? kInt8LinearMaxRows : kInt8LinearCudaCoreRowLimit;
 }
 
 Int8LinearPath ChooseInt8LinearPath(const Int8LinearParams& params) {
-  const bool x_aligned = reinterpret_cast<uintptr_t>(params.x) % 16 == 0;
-  return params.x_is_bf16 && x_aligned && DeviceHasBf16TensorCores() ? Int8LinearPath::kTensorCores
-                                                                     : Int8LinearPath::kCudaCores;
+  return TensorCoresTake(params.x, params.x_is_bf16) ? Int8LinearPath::kTensorCores : Int8LinearPath::kCudaCores;
 }
 
 cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream, Int8LinearPath path) {
@@ -353,12 +349,10 @@ cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream
     return cudaErrorInvalidValue;
   }
   if (path == Int8LinearPath::kTensorCores) {
-    if (!params.x_is_bf16 || reinterpret_cast<uintptr_t>(params.x) % 16 != 0 || !DeviceHasBf16TensorCores()) {
-      return cudaErrorInvalidValue;
-    }
+    if (!TensorCoresTake(params.x, params.x_is_bf16)) return cudaErrorInvalidValue;
     // Wide blocks once there is at least one per multiprocessor (measured on an H200: 4864 x 896 and wider
     // run faster so, 4096 x 4096 and narrower slower).
-    if ((params.columns + 2 * kTileColumns - 1) / (2 * kTileColumns) >= MultiprocessorCount()) {
+    if ((params.columns + 2 * kTileColumns - 1) / (2 * kTileColumns) >= CurrentDeviceTraits().multiprocessors) {
       LaunchTensorCoreRows<2>(params, stream);
     } else {
       LaunchTensorCoreRows<1>(params, stream);
