@@ -274,10 +274,11 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
     return absl::InvalidArgumentError(absl::StrCat(
         package_dir, " holds int8 weights; serve it with quantization int8, or export the package without --quantize"));
   }
-  const bool int8_activations = quantization == "w8a8";
-  if ((int8_activations || quantization == "w8a16") && (!device.is_cpu() || !options.pack_weights)) {
+  // w8a16 and w8a8 fix the activations' precision for every batch, which only the CPU kernels do.
+  const bool fixed_activations = quantization == "w8a16" || quantization == "w8a8";
+  if (fixed_activations && (!device.is_cpu() || !options.pack_weights)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("quantization ", quantization, " (", int8_activations ? "int8" : "int16",
+        absl::StrCat("quantization ", quantization, " (", quantization == "w8a8" ? "int8" : "int16",
                      " activations) runs on the CPU kernels only, not on ", device.str(),
                      options.pack_weights ? "" : " without packed weights", "; use int8"));
   }
@@ -305,7 +306,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
     if (device.is_cpu() && options.pack_weights)
       PackWeightsForCpu(projections, embedding, manifest, options.huge_pages);
     // Served as: int8 (the CPU kernels choose int16 or int8 activations by the batch), w8a16 or w8a8.
-    if (quantization == "w8a16" || int8_activations) manifest.quantization = quantization;
+    if (fixed_activations) manifest.quantization = quantization;
     projections.clear();
     embedding = {};
     // Repacking and quantizing freed the original weights piece by piece: the rest of that heap goes back.
