@@ -6,27 +6,18 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/int8_linear_cuda_kernels.h"
 
 namespace llmc::model::cuda {
 namespace {
 
-uint16_t ToBf16(float value) {  // round to nearest even; test values are finite
-  uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-}
-
-float FromBf16(uint16_t half) {
-  const uint32_t bits = static_cast<uint32_t>(half) << 16;
-  float value;
-  std::memcpy(&value, &bits, 4);
-  return value;
-}
+// The CPU kernels' round-to-nearest-even conversions, header-only.
+using cpu::attention_detail::Bf16ToFloat;
+using cpu::attention_detail::FloatToBf16;
 
 template <typename T>
 struct DeviceBuffer {
@@ -68,14 +59,14 @@ Outcome Run(const Case& c, Int8LinearPath path, uint32_t seed) {
   for (float& v : x) v = normal(random) * 3.f;
   std::vector<uint16_t> x_bf16(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
-    x_bf16[i] = ToBf16(x[i]);
-    if (c.bf16) x[i] = FromBf16(x_bf16[i]);
+    x_bf16[i] = FloatToBf16(x[i]);
+    if (c.bf16) x[i] = Bf16ToFloat(x_bf16[i]);
   }
 
   std::vector<float> bias(c.bias ? c.columns : 0);
-  for (float& b : bias) b = c.bf16 ? FromBf16(ToBf16(normal(random))) : normal(random);
+  for (float& b : bias) b = c.bf16 ? Bf16ToFloat(FloatToBf16(normal(random))) : normal(random);
   std::vector<uint16_t> bias_bf16(bias.size());
-  for (size_t i = 0; i < bias.size(); ++i) bias_bf16[i] = ToBf16(bias[i]);
+  for (size_t i = 0; i < bias.size(); ++i) bias_bf16[i] = FloatToBf16(bias[i]);
 
   DeviceBuffer<int8_t> weight_device(weight);
   DeviceBuffer<float> scales_device(scales);
@@ -107,7 +98,7 @@ Outcome Run(const Case& c, Int8LinearPath path, uint32_t seed) {
   if (c.bf16) {
     std::vector<uint16_t> out_bf16(outputs);
     REQUIRE(cudaMemcpy(out_bf16.data(), out_bf16_device.data, outputs * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
-    for (size_t i = 0; i < outputs; ++i) out[i] = FromBf16(out_bf16[i]);
+    for (size_t i = 0; i < outputs; ++i) out[i] = Bf16ToFloat(out_bf16[i]);
   } else {
     REQUIRE(cudaMemcpy(out.data(), out_float_device.data, outputs * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
   }
