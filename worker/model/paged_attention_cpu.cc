@@ -69,11 +69,13 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
   const int64_t scratch_floats = cpu::AttentionScratchFloats(group, head_dim, block_size);
   const int32_t* tables = block_tables.data_ptr<int32_t>();
   const int64_t max_blocks = block_tables.size(1);
-  cpu::WorkQueue queue(static_cast<int64_t>(tiles.size()));
-  cpu::ThreadTeam::Get().Run([&](cpu::TeamMember&) {
+  // One share that every member takes from the front: the tiles go out longest first, which balances the
+  // members better than contiguous shares would (there is no weight stream to keep contiguous here).
+  cpu::WorkQueue queue(static_cast<int64_t>(tiles.size()), /*members=*/1);
+  cpu::ThreadTeam::Get().Run([&](cpu::TeamMember& member) {
     thread_local std::vector<float> scratch;
     if (static_cast<int64_t>(scratch.size()) < scratch_floats) scratch.resize(scratch_floats);
-    for (auto [i, end] = queue.Claim(1); i < end; std::tie(i, end) = queue.Claim(1)) {
+    for (auto [i, end] = queue.Claim(member, 1); i < end; std::tie(i, end) = queue.Claim(member, 1)) {
       const AttentionTile& tile = tiles[i];
       cpu::AttentionArgs args{query.data_ptr(),
                               out.data_ptr(),

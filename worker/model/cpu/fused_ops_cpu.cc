@@ -329,7 +329,7 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
       dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
   float* c = TeamScratch();
   const int64_t run = std::max<int64_t>(1, panels / (16 * member.size()));
-  for (auto [first, last] = queue.Claim(run); first < last; std::tie(first, last) = queue.Claim(run)) {
+  for (auto [first, last] = queue.Claim(member, run); first < last; std::tie(first, last) = queue.Claim(member, run)) {
     for (int64_t p = first; p < last; ++p) {
       const void* panel = base + p * panel_bytes;
       if (dequantize) {
@@ -394,7 +394,7 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   T* key_data = key_cache.data_ptr<T>();
   T* value_data = value_cache.data_ptr<T>();
   T* q_data = q_out.data_ptr<T>();
-  WorkQueue panel_queue(weight.packed.size(0));
+  WorkQueue panel_queue(weight.packed.size(0), MaxTeamSize());
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -437,7 +437,7 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight
   const T* x = input.data_ptr<T>();
   const T* res = residual.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
-  WorkQueue panel_queue(weight.packed.size(0));
+  WorkQueue panel_queue(weight.packed.size(0), MaxTeamSize());
   InTeam([&](TeamMember& member) {
     StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -464,7 +464,7 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
   const SiluMulKernel silu_mul = SelectSiluMul();
-  WorkQueue panel_queue(weight.packed.size(0));
+  WorkQueue panel_queue(weight.packed.size(0), MaxTeamSize());
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
     MatmulPanels(member, staged, weight, panel_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
@@ -501,7 +501,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
   float* out = logits.data_ptr<float>();
   float* values_out = top_values.data_ptr<float>();
   int64_t* ids_out = top_ids.data_ptr<int64_t>();
-  WorkQueue panel_queue(weight.packed.size(0));
+  WorkQueue panel_queue(weight.packed.size(0), MaxTeamSize());
   InTeam([&](TeamMember& member) {
     TopLogit* own = lists + static_cast<int64_t>(member.index()) * tokens * top_k;
     ClearTopLogits(own, tokens * top_k);

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
+#include <limits>
 
 namespace llmc::model::cpu {
 namespace {
@@ -27,6 +28,37 @@ void TeamMember::Barrier() {
 
 std::pair<int64_t, int64_t> TeamMember::Share(int64_t count) const {
   return {count * index_ / size_, count * (index_ + 1) / size_};
+}
+
+WorkQueue::WorkQueue(int64_t count, int members) : shares_(std::max(1, members)) {
+  // Both bounds must fit 32 bits; a job has at most a few hundred thousand items (panels, attention tiles).
+  count = std::clamp<int64_t>(count, 0, std::numeric_limits<int32_t>::max());
+  const int64_t size = static_cast<int64_t>(shares_.size());
+  for (int64_t i = 0; i < size; ++i) {
+    shares_[i].bounds.store(Pack(count * i / size, count * (i + 1) / size), std::memory_order_relaxed);
+  }
+}
+
+std::pair<int64_t, int64_t> WorkQueue::Claim(const TeamMember& member, int64_t run) {
+  run = std::max<int64_t>(run, 1);
+  const int size = static_cast<int>(shares_.size());
+  const int home = member.index() % size;
+  for (int offset = 0; offset < size; ++offset) {
+    std::atomic<uint64_t>& bounds = shares_[(home + offset) % size].bounds;
+    uint64_t current = bounds.load(std::memory_order_relaxed);
+    while (true) {
+      const int64_t front = static_cast<int64_t>(current >> 32), back = static_cast<int64_t>(current & 0xffffffffu);
+      if (front >= back) break;
+      if (offset == 0) {
+        const int64_t end = std::min(back, front + run);
+        if (bounds.compare_exchange_weak(current, Pack(end, back), std::memory_order_acq_rel)) return {front, end};
+      } else {
+        const int64_t begin = std::max(front, back - run);
+        if (bounds.compare_exchange_weak(current, Pack(front, begin), std::memory_order_acq_rel)) return {begin, back};
+      }
+    }
+  }
+  return {0, 0};
 }
 
 ThreadTeam& ThreadTeam::Get() {

@@ -30,21 +30,29 @@ class TeamMember {
   class ThreadTeam* team_;
 };
 
-// Work items 0..count-1 handed out in runs to whichever member asks next; one per job. A member that the OS
-// preempts (other processes share these cores) leaves its remaining items to the others instead of holding
-// everyone at the next barrier. Runs come out in increasing order, so each member sees its items in order.
+// Work items 0..count-1 for one job. Each member owns a contiguous share (as TeamMember::Share splits them)
+// and takes it in runs from the front, so a member's weight reads stream through adjacent memory, which the
+// hardware prefetchers follow (runs handed out in turn broke every member's stream at each run: on AMD Zen 4
+// the projections of a decode step read 12-15 % slower when the machine had bandwidth to spare). A member
+// whose share is done takes runs from the back of the others' shares, so one that the OS preempts (other
+// processes share these cores) leaves its remaining items to the others instead of holding everyone at the
+// next barrier. Items come out in no particular order across runs.
 class WorkQueue {
  public:
-  explicit WorkQueue(int64_t count) : count_(count) {}
-  // The next run [begin, end) of at most `run` items; empty once all are taken.
-  std::pair<int64_t, int64_t> Claim(int64_t run) {
-    const int64_t begin = std::min(next_.fetch_add(run), count_);
-    return {begin, std::min(begin + run, count_)};
-  }
+  // `members`: the team size the job is expected to run with; any other size still gets every item once.
+  WorkQueue(int64_t count, int members);
+  // The next run [begin, end) of at most `run` items for `member`; empty once all are taken.
+  std::pair<int64_t, int64_t> Claim(const TeamMember& member, int64_t run);
 
  private:
-  const int64_t count_;
-  std::atomic<int64_t> next_{0};
+  // front in the high half, back in the low half, so that owner and thieves agree through one CAS.
+  struct alignas(64) Range {
+    std::atomic<uint64_t> bounds{0};
+  };
+  static uint64_t Pack(int64_t front, int64_t back) {
+    return (static_cast<uint64_t>(front) << 32) | static_cast<uint64_t>(back);
+  }
+  std::vector<Range> shares_;
 };
 
 // The one persistent team the CPU kernels run on: the calling thread plus size - 1 workers that spin

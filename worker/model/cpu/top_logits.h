@@ -19,27 +19,33 @@ inline void ClearTopLogits(TopLogit* list, int64_t k) {
   std::fill(list, list + k, TopLogit{-std::numeric_limits<float>::infinity(), -1});
 }
 
-// Offers values[0..count) with ids first_id.. (increasing, and above every id offered before), so an equal
-// value never displaces one already kept.
+// Whether a ranks above b: the larger value, or of equal values the lower id.
+inline bool RanksAbove(float a_value, int64_t a_id, const TopLogit& b) {
+  return a_value > b.value || (a_value == b.value && a_id < b.id);
+}
+
+// Offers values[0..count) with ids first_id..first_id + count. Offers may come in any order of ids (work
+// stealing hands a member runs from both ends), so an equal value displaces a kept one if its id is lower.
 inline void OfferTopLogits(TopLogit* list, int64_t k, const float* values, int64_t count, int64_t first_id) {
   if (k <= 0) return;
   TopLogit& last = list[k - 1];
   if (last.id >= 0) {
-    // Most panels hold nothing above the k-th value: one vectorized pass rules them out.
+    // Most panels hold nothing up to the k-th value: one vectorized pass rules them out.
     const float bar = last.value;
-    int above = 0;
-    for (int64_t j = 0; j < count; ++j) above |= values[j] > bar;
-    if (above == 0) return;
+    int reaches = 0;
+    for (int64_t j = 0; j < count; ++j) reaches |= values[j] >= bar;
+    if (reaches == 0) return;
   }
   for (int64_t j = 0; j < count; ++j) {
     const float value = values[j];
-    if (value != value || (last.id >= 0 && !(value > last.value))) continue;
+    const int64_t id = first_id + j;
+    if (value != value || (last.id >= 0 && !RanksAbove(value, id, last))) continue;
     int64_t position = k - 1;
-    while (position > 0 && (list[position - 1].id < 0 || list[position - 1].value < value)) {
+    while (position > 0 && (list[position - 1].id < 0 || RanksAbove(value, id, list[position - 1]))) {
       list[position] = list[position - 1];
       --position;
     }
-    list[position] = {value, first_id + j};
+    list[position] = {value, id};
   }
 }
 
@@ -59,7 +65,7 @@ inline void MergeTopLogits(const TopLogit* first, int64_t stride, int lists, int
         continue;
       }
       const TopLogit& current = first[best * stride + heads[best]];
-      if (candidate.value > current.value || (candidate.value == current.value && candidate.id < current.id)) {
+      if (RanksAbove(candidate.value, candidate.id, current)) {
         best = i;
       }
     }
