@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,59 @@ TEST_CASE("int8 weights: activation rows quantize to int16 within half a step; I
   CHECK(scales[0] == 0.0f);
   CHECK(scales[1] == 0.0f);
   CHECK(q[1] == 0);
+}
+
+TEST_CASE("int8 weights: every kernel path quantizes activation rows to the same values, from float32 and bfloat16",
+          "[unit][int8]") {
+  std::mt19937 random(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  struct Shape {
+    int64_t k, stride, group_size;
+  };
+  // Whole and partial vectors and groups, groups past k, a stride beyond k.
+  for (const Shape shape : {Shape{896, 896, 128}, Shape{4864, 4864, 128}, Shape{37, 64, 16}, Shape{130, 160, 64},
+                            Shape{7, 32, 32}, Shape{300, 320, 256}}) {
+    const int64_t groups = (shape.stride + shape.group_size - 1) / shape.group_size;
+    for (int trial = 0; trial < 6; ++trial) {
+      CAPTURE(shape.k, shape.group_size, trial);
+      std::vector<c10::BFloat16> values(shape.k);
+      for (int64_t i = 0; i < shape.k; ++i) {
+        // Magnitudes over many octaves, exact ties of the rounding, subnormals, zeros, Inf and NaN.
+        float v = normal(random) * std::ldexp(1.0f, static_cast<int>(random() % 40) - 20);
+        if (trial == 1 && i % 3 == 0) v = 0.0f;
+        if (trial == 2 && i % 11 == 0) v = std::ldexp(1.0f, -130) * static_cast<float>(i % 5);  // subnormal
+        if (trial == 3 && i == shape.k / 2) v = std::numeric_limits<float>::infinity();
+        if (trial == 4 && i == shape.k - 1) v = -std::numeric_limits<float>::quiet_NaN();
+        if (trial == 5) v = static_cast<float>(static_cast<int>(i % 9) - 4) * 0.5f;
+        values[i] = c10::BFloat16(v);
+      }
+      std::vector<float> floats(values.begin(), values.end());
+      for (const int16_t levels : {int16_t{32767}, int16_t{127}}) {
+        std::vector<std::vector<int16_t>> quantized;
+        std::vector<std::vector<float>> scales;
+        testing::ForEachCpuKernelPath([&] {
+          for (const bool from_bf16 : {false, true}) {
+            quantized.emplace_back(shape.stride, int16_t{99});
+            scales.emplace_back(groups, -1.0f);
+            if (from_bf16) {
+              QuantizeActivationRow(values.data(), shape.k, shape.stride, shape.group_size, groups, levels,
+                                    quantized.back().data(), scales.back().data());
+            } else {
+              QuantizeActivationRow(floats.data(), shape.k, shape.stride, shape.group_size, groups, levels,
+                                    quantized.back().data(), scales.back().data());
+            }
+          }
+        });
+        for (size_t path = 1; path < quantized.size(); ++path) {
+          CHECK(quantized[path] == quantized.front());
+          for (int64_t g = 0; g < groups; ++g) {
+            const float a = scales[path][g], b = scales.front()[g];
+            CHECK((a == b || (std::isnan(a) && std::isnan(b))));
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("int8 weights: a packed int8 weight without matching scales is refused", "[unit][int8]") {

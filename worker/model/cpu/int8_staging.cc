@@ -37,8 +37,18 @@ Int8Activations Int8ActivationsForRows(int64_t rows) {
   return rows >= kInt8ActivationMinRows && HasByteActivationKernel() ? Int8Activations::kInt8 : Int8Activations::kInt16;
 }
 
-void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
-                           int16_t levels, int16_t* dst, float* scales) {
+namespace {
+
+bool HasVectorQuantizer() {
+#ifdef LLMC_CPU_X86_KERNELS
+  return ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
+#else
+  return false;
+#endif
+}
+
+void QuantizeActivationRowPortable(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
+                                   int16_t levels, int16_t* dst, float* scales) {
   const float top = levels;
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t begin = g * group_size, end = std::min(k, begin + group_size);
@@ -70,6 +80,34 @@ void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t gr
     }
   }
   std::fill(dst + std::min(k, stride), dst + stride, int16_t{0});
+}
+
+}  // namespace
+
+void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
+                           int16_t levels, int16_t* dst, float* scales) {
+#ifdef LLMC_CPU_X86_KERNELS
+  if (HasVectorQuantizer()) {
+    QuantizeActivationRowAvx512(x, k, stride, group_size, groups, levels, dst, scales);
+    return;
+  }
+#endif
+  QuantizeActivationRowPortable(x, k, stride, group_size, groups, levels, dst, scales);
+}
+
+void QuantizeActivationRow(const c10::BFloat16* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
+                           int16_t levels, int16_t* dst, float* scales) {
+#ifdef LLMC_CPU_X86_KERNELS
+  if (HasVectorQuantizer()) {
+    QuantizeActivationRowBf16Avx512(reinterpret_cast<const uint16_t*>(x), k, stride, group_size, groups, levels, dst,
+                                    scales);
+    return;
+  }
+#endif
+  thread_local std::vector<float> floats;
+  floats.resize(k);
+  for (int64_t i = 0; i < k; ++i) floats[i] = static_cast<float>(x[i]);
+  QuantizeActivationRowPortable(floats.data(), k, stride, group_size, groups, levels, dst, scales);
 }
 
 void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, int8_t* dst,

@@ -12,8 +12,11 @@ namespace llmc::model::cpu {
 // x[0..k) to dst[0..stride) as int16, symmetric, one scale per group of `group_size` inputs (scales[g]:
 // x ~= dst * scale), round to nearest even, zeros past k. A group holding Inf or NaN gets zeros and a NaN
 // scale, so the operator's output shows it instead of reading garbage.
-// `levels` is the largest magnitude: 32767 for the int16 activations of W8A16, 127 for W8A8.
+// `levels` is the largest magnitude: 32767 for the int16 activations of W8A16, 127 for W8A8. Vectorized where
+// the CPU has AVX512 (the same values on every path); from bfloat16 values as from their float32 values.
 void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
+                           int16_t levels, int16_t* dst, float* scales);
+void QuantizeActivationRow(const c10::BFloat16* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                            int16_t levels, int16_t* dst, float* scales);
 
 // A row quantized with levels 127 as the bytes PanelW8A8Avx512 reads: dst[0..stride) and, per group,

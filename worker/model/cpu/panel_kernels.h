@@ -59,6 +59,11 @@ void DequantizePanelBf16Portable(const int8_t* panel, const float* scales, int64
 void DequantizePanelBf16Avx512(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t group_pairs,
                                int64_t pairs, uint16_t* out);
 
+// QuantizeActivationRow (int8_staging.h) vectorized, from float32 or bfloat16 values: the same results.
+void QuantizeActivationRowAvx512(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
+                                 int16_t levels, int16_t* dst, float* scales);
+void QuantizeActivationRowBf16Avx512(const uint16_t* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
+                                     int16_t levels, int16_t* dst, float* scales);
 void PanelInt8Portable(const Int8PanelArgs& args);
 void PanelInt8Avx2(const Int8PanelArgs& args);
 void PanelInt8Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
