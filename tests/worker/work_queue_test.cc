@@ -91,9 +91,11 @@ TEST_CASE("work queue: a member held up leaves its share to the others, taken fr
   });
   REQUIRE(first_done.load());
   CHECK(runs[1].empty());
-  // Member 0: its own share 0..20 front to back, then member 1's share 20..40 back to front.
-  const std::vector<std::pair<int64_t, int64_t>> expected = {{0, 4},   {4, 8},   {8, 12},  {12, 16}, {16, 20},
-                                                             {36, 40}, {32, 36}, {28, 32}, {24, 28}, {20, 24}};
+  // Member 0: its own share 0..20 front to back, then member 1's share 20..40 back to front; runs of 4 at
+  // most, and of half what is left in the share near its end.
+  const std::vector<std::pair<int64_t, int64_t>> expected = {{0, 4},   {4, 8},   {8, 12},  {12, 16}, {16, 18},
+                                                             {18, 19}, {19, 20}, {36, 40}, {32, 36}, {28, 32},
+                                                             {24, 28}, {22, 24}, {21, 22}, {20, 21}};
   CHECK(runs[0] == expected);
 }
 

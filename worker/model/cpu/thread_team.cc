@@ -49,11 +49,14 @@ std::pair<int64_t, int64_t> WorkQueue::Claim(const TeamMember& member, int64_t r
     while (true) {
       const int64_t front = static_cast<int64_t>(current >> 32), back = static_cast<int64_t>(current & 0xffffffffu);
       if (front >= back) break;
+      // Runs shrink to half of what is left, so that the members' last runs, and the imbalance they leave at
+      // the job's end, are short.
+      const int64_t take = std::min(run, (back - front + 1) / 2);
       if (offset == 0) {
-        const int64_t end = std::min(back, front + run);
+        const int64_t end = front + take;
         if (bounds.compare_exchange_weak(current, Pack(end, back), std::memory_order_acq_rel)) return {front, end};
       } else {
-        const int64_t begin = std::max(front, back - run);
+        const int64_t begin = back - take;
         if (bounds.compare_exchange_weak(current, Pack(front, begin), std::memory_order_acq_rel)) return {begin, back};
       }
     }

@@ -41,7 +41,8 @@ class WorkQueue {
  public:
   // `members`: the team size the job is expected to run with; any other size still gets every item once.
   WorkQueue(int64_t count, int members);
-  // The next run [begin, end) of at most `run` items for `member`; empty once all are taken.
+  // The next run [begin, end) for `member`: at most `run` items and at most half (rounded up) of what is left
+  // in the share it comes from; empty once all are taken.
   std::pair<int64_t, int64_t> Claim(const TeamMember& member, int64_t run);
 
  private:
