@@ -225,6 +225,7 @@ TEST_CASE("int8 weights: activation rows quantize to int16 within half a step; I
 
 TEST_CASE("int8 weights: every kernel path quantizes activation rows to the same values, from float32 and bfloat16",
           "[unit][int8]") {
+  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) WARN("no AVX512 here: only the portable quantizer is compared");
   std::mt19937 random(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   struct Shape {
@@ -234,9 +235,10 @@ TEST_CASE("int8 weights: every kernel path quantizes activation rows to the same
   for (const Shape shape : {Shape{896, 896, 128}, Shape{4864, 4864, 128}, Shape{37, 64, 16}, Shape{130, 160, 64},
                             Shape{7, 32, 32}, Shape{300, 320, 256}}) {
     const int64_t groups = (shape.stride + shape.group_size - 1) / shape.group_size;
-    for (int trial = 0; trial < 6; ++trial) {
+    for (int trial = 0; trial < 7; ++trial) {
       CAPTURE(shape.k, shape.group_size, trial);
       std::vector<c10::BFloat16> values(shape.k);
+      std::vector<float> floats(shape.k);  // full float32 mantissas, not the bfloat16 values
       for (int64_t i = 0; i < shape.k; ++i) {
         // Magnitudes over many octaves, exact ties of the rounding, subnormals, zeros, Inf and NaN.
         float v = normal(random) * std::ldexp(1.0f, static_cast<int>(random() % 40) - 20);
@@ -245,9 +247,11 @@ TEST_CASE("int8 weights: every kernel path quantizes activation rows to the same
         if (trial == 3 && i == shape.k / 2) v = std::numeric_limits<float>::infinity();
         if (trial == 4 && i == shape.k - 1) v = -std::numeric_limits<float>::quiet_NaN();
         if (trial == 5) v = static_cast<float>(static_cast<int>(i % 9) - 4) * 0.5f;
+        // Whole groups of subnormals: a scale below the smallest normal float, which quantizes to zeros.
+        if (trial == 6 && (i / shape.group_size) % 2 == 0) v = std::ldexp(normal(random), -135);
         values[i] = c10::BFloat16(v);
+        floats[i] = v;
       }
-      std::vector<float> floats(values.begin(), values.end());
       for (const int16_t levels : {int16_t{32767}, int16_t{127}}) {
         std::vector<std::vector<int16_t>> quantized;
         std::vector<std::vector<float>> scales;
@@ -264,13 +268,17 @@ TEST_CASE("int8 weights: every kernel path quantizes activation rows to the same
             }
           }
         });
-        for (size_t path = 1; path < quantized.size(); ++path) {
-          CHECK(quantized[path] == quantized.front());
+        // Results alternate float32, bfloat16 inputs; each is compared with the portable path's of its kind.
+        for (size_t result = 2; result < quantized.size(); ++result) {
+          const size_t portable = result % 2;
+          CHECK(quantized[result] == quantized[portable]);
           for (int64_t g = 0; g < groups; ++g) {
-            const float a = scales[path][g], b = scales.front()[g];
+            const float a = scales[result][g], b = scales[portable][g];
             CHECK((a == b || (std::isnan(a) && std::isnan(b))));
           }
         }
+        // From bfloat16 as from the float32 of the same values (trial 5's values are exact in bfloat16).
+        if (trial == 5) CHECK(quantized[1] == quantized[0]);
       }
     }
   }

@@ -10,9 +10,11 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace llmc::model::cpu {

@@ -1,5 +1,7 @@
 // Built with -mavx512f -mavx512bw -mavx512vl -ffp-contract=off (worker/CMakeLists.txt): the products and sums
 // are rounded one at a time, as in the portable QuantizeActivationRow, so both give the same int16 values.
+#include "worker/model/cpu/panel_kernels.h"
+
 // GCC 12's AVX512 intrinsics pass _mm512_undefined_*() as the unused merge source, which -O3 inlining here
 // reports as maybe-uninitialized.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -10,8 +12,6 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-
-#include "worker/model/cpu/panel_kernels.h"
 
 namespace llmc::model::cpu {
 namespace {

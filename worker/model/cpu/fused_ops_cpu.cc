@@ -303,15 +303,15 @@ void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
   // Sixteen running sums, which the vectorizer keeps in registers: one sum is a serial chain of k additions.
   constexpr int64_t kLanes = 16;
   float lanes[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= k; i += kLanes) {
+  const int64_t whole = k / kLanes * kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
     for (int64_t j = 0; j < kLanes; ++j) lanes[j] += static_cast<float>(x[i + j]) * static_cast<float>(x[i + j]);
   }
-  for (; i < k; ++i) lanes[i % kLanes] += static_cast<float>(x[i]) * static_cast<float>(x[i]);
+  for (int64_t i = whole; i < k; ++i) lanes[i - whole] += static_cast<float>(x[i]) * static_cast<float>(x[i]);
   float sum = 0;
   for (const float lane : lanes) sum += lane;
   const float scale = 1.0f / std::sqrt(sum / static_cast<float>(k) + eps);
-  for (i = 0; i < k; ++i) dst[i] = T(static_cast<float>(x[i]) * scale * static_cast<float>(weight[i]));
+  for (int64_t i = 0; i < k; ++i) dst[i] = T(static_cast<float>(x[i]) * scale * static_cast<float>(weight[i]));
 }
 
 // StageRows of RMSNorm(x) * norm, the input of the operators that fold the norm in.

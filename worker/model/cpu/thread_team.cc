@@ -1,6 +1,7 @@
 #include "worker/model/cpu/thread_team.h"
 
 #include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
 
 #include <chrono>
 #include <limits>
@@ -32,7 +33,8 @@ std::pair<int64_t, int64_t> TeamMember::Share(int64_t count) const {
 
 WorkQueue::WorkQueue(int64_t count, int members) : shares_(std::max(1, members)) {
   // Both bounds must fit 32 bits; a job has at most a few hundred thousand items (panels, attention tiles).
-  count = std::clamp<int64_t>(count, 0, std::numeric_limits<int32_t>::max());
+  TORCH_CHECK(count >= 0 && count <= std::numeric_limits<int32_t>::max(), "WorkQueue: ", count,
+              " items do not fit its 32-bit bounds");
   const int64_t size = static_cast<int64_t>(shares_.size());
   for (int64_t i = 0; i < size; ++i) {
     shares_[i].bounds.store(Pack(count * i / size, count * (i + 1) / size), std::memory_order_relaxed);
@@ -47,7 +49,8 @@ std::pair<int64_t, int64_t> WorkQueue::Claim(const TeamMember& member, int64_t r
     std::atomic<uint64_t>& bounds = shares_[(home + offset) % size].bounds;
     uint64_t current = bounds.load(std::memory_order_relaxed);
     while (true) {
-      const int64_t front = static_cast<int64_t>(current >> 32), back = static_cast<int64_t>(current & 0xffffffffu);
+      const int64_t front = static_cast<int64_t>(current >> 32);
+      const int64_t back = static_cast<int64_t>(current & 0xffffffffu);
       if (front >= back) break;
       // Runs shrink to half of what is left, so that the members' last runs, and the imbalance they leave at
       // the job's end, are short.
