@@ -39,14 +39,6 @@ Int8Activations Int8ActivationsForRows(int64_t rows) {
 
 namespace {
 
-bool HasVectorQuantizer() {
-#ifdef LLMC_CPU_X86_KERNELS
-  return ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
-#else
-  return false;
-#endif
-}
-
 void QuantizeActivationRowPortable(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                                    int16_t levels, int16_t* dst, float* scales) {
   const float top = levels;
@@ -87,7 +79,7 @@ void QuantizeActivationRowPortable(const float* x, int64_t k, int64_t stride, in
 void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                            int16_t levels, int16_t* dst, float* scales) {
 #ifdef LLMC_CPU_X86_KERNELS
-  if (HasVectorQuantizer()) {
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
     QuantizeActivationRowAvx512(x, k, stride, group_size, groups, levels, dst, scales);
     return;
   }
@@ -98,7 +90,7 @@ void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t gr
 void QuantizeActivationRow(const c10::BFloat16* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                            int16_t levels, int16_t* dst, float* scales) {
 #ifdef LLMC_CPU_X86_KERNELS
-  if (HasVectorQuantizer()) {
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
     QuantizeActivationRowBf16Avx512(reinterpret_cast<const uint16_t*>(x), k, stride, group_size, groups, levels, dst,
                                     scales);
     return;
