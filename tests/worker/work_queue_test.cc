@@ -49,6 +49,31 @@ Claimed ClaimAll(WorkQueue& queue, int64_t count, int64_t run, int team_size) {
   return claimed;
 }
 
+TEST_CASE("contiguous shares cover every item in order, the larger ones first", "[unit][work_queue]") {
+  for (int64_t size : {1, 2, 3, 8}) {
+    for (int64_t count : {0, 1, 2, 5, 14, 100}) {
+      CAPTURE(size, count);
+      int64_t next = 0, previous_size = count;
+      for (int64_t index = 0; index < size; ++index) {
+        const auto [begin, end] = ContiguousShare(count, index, size);
+        CHECK(begin == next);
+        CHECK(end - begin >= count / size);
+        CHECK(end - begin <= (count + size - 1) / size);
+        CHECK(end - begin <= previous_size);
+        next = end;
+        previous_size = end - begin;
+      }
+      CHECK(next == count);
+    }
+  }
+  // A single item (one decode row) goes to member 0, the caller's thread.
+  CHECK(ContiguousShare(1, 0, 2) == std::make_pair<int64_t, int64_t>(0, 1));
+  CHECK(ContiguousShare(1, 1, 2).first == ContiguousShare(1, 1, 2).second);
+  CHECK(ContiguousShare(5, 0, 3) == std::make_pair<int64_t, int64_t>(0, 2));
+  CHECK(ContiguousShare(5, 1, 3) == std::make_pair<int64_t, int64_t>(2, 4));
+  CHECK(ContiguousShare(5, 2, 3) == std::make_pair<int64_t, int64_t>(4, 5));
+}
+
 TEST_CASE("work queue: every item once, for any count, run and number of shares", "[unit][work_queue]") {
   const TeamSize team(2);
   for (int64_t count : {0, 1, 2, 3, 14, 18, 152, 2374}) {

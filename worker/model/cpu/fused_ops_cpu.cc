@@ -259,19 +259,11 @@ int64_t* MergeCursors() {
       CallerBuffer(kMergeCursors, static_cast<size_t>(MaxTeamSize()) * MaxTeamSize() * sizeof(int64_t)));
 }
 
-// The rows `member` stages: contiguous shares with the remainder to the lowest members, so that a single
-// decode row is staged by the caller's thread, which is already running, and not by a worker that may still be
-// waking up.
-std::pair<int64_t, int64_t> StagingShare(const TeamMember& member, int64_t rows) {
-  const int64_t from_last = member.size() - 1 - member.index();
-  return {rows - rows * (from_last + 1) / member.size(), rows - rows * from_last / member.size()};
-}
-
 // Inside a team job: rows split over the team; row_fn(row, dst) fills the first k elements, the padding is
 // zeroed here. Ends with a barrier: the staged rows are complete for every member.
 template <typename T, typename RowFn>
 void StageRows(TeamMember& member, const Staged& staged, int64_t k, RowFn&& row_fn) {
-  const auto [first, last] = StagingShare(member, staged.rows_staged);
+  const auto [first, last] = member.Share(staged.rows_staged);
   if (staged.int16) {
     thread_local std::vector<T> values;
     values.resize(k);

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 
@@ -27,9 +28,13 @@ void TeamMember::Barrier() {
   if (size_ > 1) team_->BarrierWait();
 }
 
-std::pair<int64_t, int64_t> TeamMember::Share(int64_t count) const {
-  return {count * index_ / size_, count * (index_ + 1) / size_};
+std::pair<int64_t, int64_t> ContiguousShare(int64_t count, int64_t index, int64_t size) {
+  const int64_t base = count / size, larger = count % size;  // the first `larger` shares hold one more
+  const int64_t begin = index * base + std::min(index, larger);
+  return {begin, begin + base + (index < larger ? 1 : 0)};
 }
+
+std::pair<int64_t, int64_t> TeamMember::Share(int64_t count) const { return ContiguousShare(count, index_, size_); }
 
 WorkQueue::WorkQueue(int64_t count, int members) : shares_(std::max(1, members)) {
   // Both bounds must fit 32 bits; a job has at most a few hundred thousand items (panels, attention tiles).
@@ -37,7 +42,8 @@ WorkQueue::WorkQueue(int64_t count, int members) : shares_(std::max(1, members))
               " items do not fit its 32-bit bounds");
   const int64_t size = static_cast<int64_t>(shares_.size());
   for (int64_t i = 0; i < size; ++i) {
-    shares_[i].bounds.store(Pack(count * i / size, count * (i + 1) / size), std::memory_order_relaxed);
+    const auto [front, back] = ContiguousShare(count, i, size);
+    shares_[i].bounds.store(Pack(front, back), std::memory_order_relaxed);
   }
 }
 

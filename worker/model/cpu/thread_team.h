@@ -13,6 +13,11 @@
 
 namespace llmc::model::cpu {
 
+// Share `index` of `size` contiguous shares of 0..count, as even as they can be, the larger ones first: fewer
+// items than members go to the lowest members, so a single item (one decode row, one token) goes to member 0,
+// the caller's thread, which is already running, and not to a worker that may still be waking up.
+std::pair<int64_t, int64_t> ContiguousShare(int64_t count, int64_t index, int64_t size);
+
 // What a job sees: its member index, the team size, and a barrier across the members.
 class TeamMember {
  public:
@@ -20,7 +25,7 @@ class TeamMember {
   int size() const { return size_; }
   // Returns once every member of the job has called it (as often).
   void Barrier();
-  // This member's share [begin, end) of 0..count, split in contiguous ranges.
+  // This member's share [begin, end) of 0..count (ContiguousShare).
   std::pair<int64_t, int64_t> Share(int64_t count) const;
 
  private:
@@ -31,7 +36,7 @@ class TeamMember {
   class ThreadTeam* team_;
 };
 
-// Work items 0..count-1 for one job. Each member owns a contiguous share (as TeamMember::Share splits them)
+// Work items 0..count-1 for one job. Each member owns a contiguous share (ContiguousShare)
 // and takes it in runs from the front, so a member's weight reads stream through adjacent memory, which the
 // hardware prefetchers follow (runs handed out in turn broke every member's stream at each run: on AMD Zen 4
 // the projections of a decode step read 12-15 % slower when the machine had bandwidth to spare). A member
