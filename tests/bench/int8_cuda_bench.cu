@@ -57,14 +57,9 @@ __global__ void FillFloat(float* out, size_t count, float value) {
     out[i] = value;
 }
 
-// What the composite operator does beyond the kernel's rows: weights to bfloat16, then cuBLAS.
-__global__ void DequantizeToBf16(const int8_t* weight, const float* scales, int k_size, size_t count,
-                                 __nv_bfloat16* out) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16(static_cast<float>(weight[i]) * scales[i / k_size]);
-}
-
 constexpr int kMaxRows = llmc::model::cuda::kInt8LinearMaxRows;
+// Prefill-sized batches, which the operator runs as dequantize + cuBLAS.
+constexpr int kMaxPrefillRows = 512;
 
 struct Matrix {
   int columns = 0, k_size = 0;
@@ -111,8 +106,9 @@ void Enqueue(const Context& context, Variant variant, const Matrix& m, int rows)
       return;
     }
     case Variant::kDequantizeCublas:
-      DequantizeToBf16<<<1024, 256, 0, context.stream>>>(
-          m.weight8, m.scales, m.k_size, static_cast<size_t>(m.columns) * m.k_size, context.dequantized);
+      // What the operator does beyond the streamed rows (int8_linear_cuda.cc), here a whole matrix at a time.
+      CHECK_CUDA(llmc::model::cuda::LaunchDequantizeInt8(m.weight8, m.scales, m.columns, m.k_size, 1,
+                                                         context.dequantized, true, context.stream));
       [[fallthrough]];
     case Variant::kBf16Cublas:
       CHECK_CUBLAS(cublasGemmEx(context.cublas, CUBLAS_OP_T, CUBLAS_OP_N, m.columns, rows, m.k_size, &one,
@@ -228,12 +224,12 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&context.workspace, workspace_bytes));
   CHECK_CUBLAS(cublasSetWorkspace(context.cublas, context.workspace, workspace_bytes));
   const size_t max_k = 14336, max_columns = 152064;
-  CHECK_CUDA(cudaMalloc(&context.x16, kMaxRows * max_k * 2));
+  CHECK_CUDA(cudaMalloc(&context.x16, kMaxPrefillRows * max_k * 2));
   CHECK_CUDA(cudaMalloc(&context.x32, kMaxRows * max_k * 4));
   CHECK_CUDA(cudaMalloc(&context.out32, kMaxRows * max_columns * 4));
-  CHECK_CUDA(cudaMalloc(&context.out16, kMaxRows * max_columns * 2));
+  CHECK_CUDA(cudaMalloc(&context.out16, kMaxPrefillRows * max_columns * 2));
   CHECK_CUDA(cudaMalloc(&context.dequantized, max_columns * size_t{4096} * 2));
-  FillBf16<<<256, 256>>>(context.x16, kMaxRows * max_k, 99);
+  FillBf16<<<256, 256>>>(context.x16, kMaxPrefillRows * max_k, 99);
   FillFloat<<<256, 256>>>(context.x32, kMaxRows * max_k, 0.25f);
 
   // The matrices as llmc's exporter lays them out: q, k and v stacked in one, gate and up in one.
@@ -304,6 +300,17 @@ int main(int argc, char** argv) {
       const double int8_limit_us = int8_bytes / (copy_gbps * 1e9) * 1e6;
       std::printf(" %16.2f %17.0f%% %17.0f%%\n", times[3] / times[0], 100 * int8_limit_us / times[0],
                   100 * 2 * int8_limit_us / times[3]);
+    }
+    if (!quick) {
+      std::printf("\n-- %s prefill-sized step, every linear layer and the LM head in one graph (microseconds) --\n",
+                  model.name.c_str());
+      std::printf("%4s %24s %24s %16s\n", "rows", kVariantNames[static_cast<int>(Variant::kDequantizeCublas)],
+                  kVariantNames[static_cast<int>(Variant::kBf16Cublas)], "int8/bf16 time");
+      for (const int rows : {64, 128, kMaxPrefillRows}) {
+        const double dequantized = TimeGraph(context, Variant::kDequantizeCublas, step, rows, replays);
+        const double bf16 = TimeGraph(context, Variant::kBf16Cublas, step, rows, replays);
+        std::printf("%4d %24.1f %24.1f %16.2f\n", rows, dequantized, bf16, dequantized / bf16);
+      }
     }
     for (void* p : built.allocations) CHECK_CUDA(cudaFree(p));
   }

@@ -6,6 +6,10 @@
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("applies", &llmc::model::Int8LinearCudaApplies);
+  module.def("streams", &llmc::model::Int8LinearCudaStreamsWeights);
+  module.def("dequantize", [](const at::Tensor& weight, const at::Tensor& scales, bool to_bf16) {
+    return llmc::model::DequantizeInt8Cuda(weight, scales, to_bf16 ? at::kBFloat16 : at::kFloat);
+  });
   module.def(
       "linear",
       [](const at::Tensor& x, const at::Tensor& weight, const at::Tensor& scales, c10::optional<at::Tensor> bias) {

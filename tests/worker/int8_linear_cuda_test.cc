@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -240,6 +241,72 @@ TEST_CASE("gpu: CUDA int8 linear refuses shapes outside its contract", "[gpu]") 
     mutate(params);
     CHECK(LaunchInt8Linear(params, nullptr) == cudaErrorInvalidValue);
   }
+}
+
+// Every weight * scale rounded once (float32, then to bfloat16 to nearest even), bit for bit, over random shapes
+// and group sizes; NaN until written, so a value left out fails too.
+TEST_CASE("gpu: CUDA int8 dequantize equals weight times scale rounded once", "[gpu]") {
+  REQUIRE(HaveGpu());
+  std::mt19937 random(29);
+  std::uniform_int_distribution<int> byte(-128, 127);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  int cases = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int k_size = 16 * std::uniform_int_distribution<int>(1, 80)(random);
+    std::vector<int> group_counts;
+    for (int g = 1; g <= k_size / 16; ++g)
+      if (k_size % g == 0 && (k_size / g) % 16 == 0) group_counts.push_back(g);
+    const int groups = group_counts[random() % group_counts.size()];
+    const int columns = std::uniform_int_distribution<int>(1, trial < 4 ? 3 : 700)(random);
+    const bool bf16 = trial % 2 == 0;
+    INFO("columns " << columns << " k " << k_size << " groups " << groups << (bf16 ? " bfloat16" : " float32"));
+    std::vector<int8_t> weight(static_cast<size_t>(columns) * k_size);
+    for (int8_t& w : weight) w = static_cast<int8_t>(byte(random));
+    std::vector<float> scales(static_cast<size_t>(columns) * groups);
+    for (float& s : scales) s = std::exp(normal(random)) / 127.f;
+    DeviceBuffer<int8_t> weight_device(weight);
+    DeviceBuffer<float> scales_device(scales);
+    DeviceBuffer<float> out_float(std::vector<float>(weight.size(), NAN));
+    DeviceBuffer<uint16_t> out_bf16(std::vector<uint16_t>(weight.size(), 0x7FC0));
+    void* out = bf16 ? static_cast<void*>(out_bf16.data) : static_cast<void*>(out_float.data);
+    REQUIRE(LaunchDequantizeInt8(weight_device.data, scales_device.data, columns, k_size, groups, out, bf16, nullptr) ==
+            cudaSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    std::vector<float> got_float(bf16 ? 0 : weight.size());
+    std::vector<uint16_t> got_bf16(bf16 ? weight.size() : 0);
+    if (bf16) {
+      REQUIRE(cudaMemcpy(got_bf16.data(), out, weight.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+    } else {
+      REQUIRE(cudaMemcpy(got_float.data(), out, weight.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+    }
+    size_t mismatches = 0;
+    for (size_t i = 0; i < weight.size(); ++i) {
+      const size_t column = i / k_size;
+      const float want = static_cast<float>(weight[i]) * scales[column * groups + (i % k_size) / (k_size / groups)];
+      if (bf16 ? got_bf16[i] != FloatToBf16(want) : std::memcmp(&got_float[i], &want, 4) != 0) ++mismatches;
+    }
+    CHECK(mismatches == 0);
+    ++cases;
+  }
+  CHECK(cases == 24);
+}
+
+TEST_CASE("gpu: CUDA int8 dequantize refuses shapes outside its contract", "[gpu]") {
+  REQUIRE(HaveGpu());
+  DeviceBuffer<int8_t> weight_device(std::vector<int8_t>(64 * 64));
+  DeviceBuffer<float> scales_device(std::vector<float>(64 * 4, 1.f));
+  DeviceBuffer<float> out_device(std::vector<float>(64 * 64));
+  const auto launch = [&](const int8_t* weight, int columns, int k_size, int groups, void* out) {
+    return LaunchDequantizeInt8(weight, scales_device.data, columns, k_size, groups, out, false, nullptr);
+  };
+  REQUIRE(launch(weight_device.data, 64, 64, 4, out_device.data) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(launch(weight_device.data, 0, 64, 1, out_device.data) == cudaErrorInvalidValue);
+  CHECK(launch(weight_device.data, 64, 40, 1, out_device.data) == cudaErrorInvalidValue);
+  CHECK(launch(weight_device.data, 64, 64, 8, out_device.data) == cudaErrorInvalidValue);
+  CHECK(launch(weight_device.data, 64, 64, 3, out_device.data) == cudaErrorInvalidValue);
+  CHECK(launch(weight_device.data + 1, 63, 64, 1, out_device.data) == cudaErrorInvalidValue);
+  CHECK(launch(weight_device.data, 63, 64, 1, out_device.data + 1) == cudaErrorInvalidValue);
 }
 
 }  // namespace

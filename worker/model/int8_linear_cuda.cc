@@ -5,36 +5,42 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 
+#include <algorithm>
+
 #include "worker/model/int8_linear_cuda_kernels.h"
 
 namespace llmc::model {
+namespace {
 
-bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale) {
-  const bool shapes_fit =
-      input.is_cuda() && weight.is_cuda() && input.device() == weight.device() &&
-      weight_scale.device() == weight.device() && weight.scalar_type() == at::kChar && weight.dim() == 2 &&
-      input.dim() == 2 && input.size(1) == weight.size(1) && input.size(0) >= 1 && weight.is_contiguous() &&
-      reinterpret_cast<uintptr_t>(weight.data_ptr()) % 16 == 0 &&
-      (input.scalar_type() == at::kFloat || input.scalar_type() == at::kBFloat16) && weight.size(1) > 0 &&
-      weight.size(1) % 16 == 0 && weight_scale.dim() == 2 && weight_scale.size(0) == weight.size(0) &&
-      weight.size(1) % weight_scale.size(1) == 0 && (weight.size(1) / weight_scale.size(1)) % 16 == 0;
-  if (!shapes_fit) return false;
-  // A contiguous input keeps its address (and so its alignment); another is copied to a fresh one.
-  const void* x = input.is_contiguous() ? input.data_ptr() : nullptr;
-  const c10::cuda::CUDAGuard device_guard(input.device());
-  return input.size(0) <= cuda::Int8LinearRowLimit(x, input.scalar_type() == at::kBFloat16);
+// Weights dequantized at a time beyond the streamed rows: 64 MB as bfloat16, so that a prefill through a large
+// LM head (Llama-3's is 525 M weights) needs a bounded buffer rather than a dequantized copy of the whole head.
+constexpr int64_t kDequantizeSliceWeights = int64_t{32} << 20;
+// Each slice starts its columns of the output on a 128-byte boundary: on an H100, cuBLAS took 80 us for
+// 64 x 896 x 37449 at an odd column offset, where the whole 151936-column product took 109.
+constexpr int64_t kSliceColumnMultiple = 64;
+
+bool WidthsFit(const at::Tensor& weight, const at::Tensor& weight_scale) {
+  return weight.is_cuda() && weight_scale.device() == weight.device() && weight.scalar_type() == at::kChar &&
+         weight.dim() == 2 && weight.is_contiguous() && reinterpret_cast<uintptr_t>(weight.data_ptr()) % 16 == 0 &&
+         weight.size(0) > 0 && weight.size(0) <= INT32_MAX && weight.size(1) > 0 && weight.size(1) <= INT32_MAX &&
+         weight.size(1) % 16 == 0 && weight_scale.dim() == 2 && weight_scale.size(0) == weight.size(0) &&
+         weight_scale.size(1) > 0 && weight.size(1) % weight_scale.size(1) == 0 &&
+         (weight.size(1) / weight_scale.size(1)) % 16 == 0;
 }
 
-at::Tensor Int8LinearCuda(const at::Tensor& input_in, const at::Tensor& weight_in, const at::Tensor& scale_in,
-                          const c10::optional<at::Tensor>& bias_in) {
-  const c10::cuda::CUDAGuard device_guard(input_in.device());
-  const at::Tensor input = input_in.contiguous(), weight = weight_in.contiguous();
-  const at::Tensor scales = scale_in.to(at::kFloat).contiguous();
-  at::Tensor bias;
-  if (bias_in.has_value() && bias_in->defined()) {
-    TORCH_CHECK(bias_in->numel() == weight.size(0), "int8 linear: bias needs ", weight.size(0), " values");
-    bias = bias_in->to(input.options()).contiguous();
-  }
+// Dequantizes weight rows [first, first + count) into the start of `slice` ([>= count, K], 16-byte aligned).
+void DequantizeRows(const at::Tensor& weight, const at::Tensor& scales, int64_t first, int64_t count,
+                    at::Tensor& slice) {
+  const int64_t k_size = weight.size(1), groups = scales.size(1);
+  const cudaError_t error = cuda::LaunchDequantizeInt8(
+      weight.data_ptr<int8_t>() + first * k_size, scales.data_ptr<float>() + first * groups, static_cast<int>(count),
+      static_cast<int>(k_size), static_cast<int>(groups), slice.data_ptr(), slice.scalar_type() == at::kBFloat16,
+      at::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(error == cudaSuccess, "int8 dequantize: ", cudaGetErrorString(error));
+}
+
+at::Tensor StreamWeights(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& scales,
+                         const at::Tensor& bias) {
   at::Tensor out = at::empty({input.size(0), weight.size(0)}, input.options());
   const cuda::Int8LinearParams params{input.data_ptr(),
                                       weight.data_ptr<int8_t>(),
@@ -48,6 +54,68 @@ at::Tensor Int8LinearCuda(const at::Tensor& input_in, const at::Tensor& weight_i
                                       input.scalar_type() == at::kBFloat16};
   const cudaError_t error = cuda::LaunchInt8Linear(params, at::cuda::getCurrentCUDAStream());
   TORCH_CHECK(error == cudaSuccess, "int8 linear: ", cudaGetErrorString(error));
+  return out;
+}
+
+// A slice of the weights at a time, each straight into its columns of the output (cuBLAS writes a column
+// slice of a row-major matrix in place: its leading dimension is the full width).
+at::Tensor DequantizeSlices(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& scales,
+                            const at::Tensor& bias) {
+  const int64_t columns = weight.size(0), k_size = weight.size(1);
+  const int64_t slice_columns = std::min(
+      columns,
+      std::max(kSliceColumnMultiple, kDequantizeSliceWeights / k_size / kSliceColumnMultiple * kSliceColumnMultiple));
+  at::Tensor out = at::empty({input.size(0), columns}, input.options());
+  at::Tensor slice = at::empty({slice_columns, k_size}, input.options());
+  for (int64_t first = 0; first < columns; first += slice_columns) {
+    const int64_t count = std::min(slice_columns, columns - first);
+    DequantizeRows(weight, scales, first, count, slice);
+    at::Tensor out_columns = count == columns ? out : out.narrow(1, first, count);
+    at::mm_out(out_columns, input, slice.narrow(0, 0, count).t());
+  }
+  if (bias.defined()) out.add_(bias);
+  return out;
+}
+
+}  // namespace
+
+bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale) {
+  return WidthsFit(weight, weight_scale) && input.is_cuda() && input.device() == weight.device() && input.dim() == 2 &&
+         input.size(1) == weight.size(1) && input.size(0) >= 1 &&
+         (input.scalar_type() == at::kFloat || input.scalar_type() == at::kBFloat16);
+}
+
+bool Int8LinearCudaStreamsWeights(const at::Tensor& input) {
+  // A contiguous input keeps its address (and so its alignment); another is copied to a fresh one.
+  const void* x = input.is_contiguous() ? input.data_ptr() : nullptr;
+  const c10::cuda::CUDAGuard device_guard(input.device());
+  return input.size(0) <= cuda::Int8LinearRowLimit(x, input.scalar_type() == at::kBFloat16);
+}
+
+at::Tensor Int8LinearCuda(const at::Tensor& input_in, const at::Tensor& weight_in, const at::Tensor& scale_in,
+                          const c10::optional<at::Tensor>& bias_in) {
+  TORCH_CHECK(Int8LinearCudaApplies(input_in, weight_in, scale_in), "int8 linear: shapes or devices it cannot take");
+  const c10::cuda::CUDAGuard device_guard(input_in.device());
+  const bool streamed = Int8LinearCudaStreamsWeights(input_in);
+  const at::Tensor input = input_in.contiguous();
+  const at::Tensor scales = scale_in.to(at::kFloat).contiguous();
+  at::Tensor bias;
+  if (bias_in.has_value() && bias_in->defined()) {
+    TORCH_CHECK(bias_in->numel() == weight_in.size(0), "int8 linear: bias needs ", weight_in.size(0), " values");
+    bias = bias_in->to(input.options()).contiguous();
+  }
+  return streamed ? StreamWeights(input, weight_in, scales, bias) : DequantizeSlices(input, weight_in, scales, bias);
+}
+
+bool DequantizeInt8CudaApplies(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype) {
+  return WidthsFit(weight, weight_scale) && (dtype == at::kFloat || dtype == at::kBFloat16);
+}
+
+at::Tensor DequantizeInt8Cuda(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype) {
+  TORCH_CHECK(DequantizeInt8CudaApplies(weight, weight_scale, dtype), "int8 dequantize: shapes it cannot take");
+  const c10::cuda::CUDAGuard device_guard(weight.device());
+  at::Tensor out = at::empty(weight.sizes(), weight.options().dtype(dtype));
+  DequantizeRows(weight, weight_scale.to(at::kFloat).contiguous(), 0, weight.size(0), out);
   return out;
 }
 

@@ -332,7 +332,62 @@ void LaunchTensorCoreRows(const Int8LinearParams& params, cudaStream_t stream) {
   }
 }
 
+// ---- dequantizing for cuBLAS ----
+
+// Each thread takes 16 weights at a time (one 16-byte load, all in one scale group) and writes 16 values.
+template <bool kBf16>
+__global__ void DequantizeInt8Kernel(const int8_t* weight, const float* scales, int k_size, int group_size, int groups,
+                                     size_t chunks, void* out) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t chunk = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; chunk < chunks; chunk += stride) {
+    const size_t first = chunk * 16;
+    const size_t column = first / k_size;
+    const int k = static_cast<int>(first - column * k_size);
+    const float scale = scales[column * groups + k / group_size];
+    const int4 packed = *reinterpret_cast<const int4*>(weight + first);
+    const int8_t* w = reinterpret_cast<const int8_t*>(&packed);
+    if constexpr (kBf16) {
+      __align__(16) __nv_bfloat16 values[16];
+#pragma unroll
+      for (int i = 0; i < 16; ++i) values[i] = __float2bfloat16_rn(static_cast<float>(w[i]) * scale);
+      uint4* destination = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(out) + first);
+      destination[0] = reinterpret_cast<const uint4*>(values)[0];
+      destination[1] = reinterpret_cast<const uint4*>(values)[1];
+    } else {
+      float4* destination = reinterpret_cast<float4*>(static_cast<float*>(out) + first);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        destination[i] =
+            make_float4(w[4 * i] * scale, w[4 * i + 1] * scale, w[4 * i + 2] * scale, w[4 * i + 3] * scale);
+      }
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchDequantizeInt8(const int8_t* weight, const float* scales, int columns, int k_size, int groups,
+                                 void* out, bool out_is_bf16, cudaStream_t stream) {
+  if (columns <= 0 || k_size <= 0 || k_size % 16 != 0 || groups <= 0 || k_size % groups != 0 ||
+      (k_size / groups) % 16 != 0 || reinterpret_cast<uintptr_t>(weight) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(out) % 16 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  const size_t chunks = static_cast<size_t>(columns) * k_size / 16;
+  constexpr int kThreads = 256;
+  // Enough blocks to fill every multiprocessor several times over; the loop covers the rest.
+  const size_t wanted = (chunks + kThreads - 1) / kThreads;
+  const size_t most = static_cast<size_t>(CurrentDeviceTraits().multiprocessors) * 16;
+  const int blocks = static_cast<int>(wanted < most ? wanted : most);
+  if (out_is_bf16) {
+    DequantizeInt8Kernel<true>
+        <<<blocks, kThreads, 0, stream>>>(weight, scales, k_size, k_size / groups, groups, chunks, out);
+  } else {
+    DequantizeInt8Kernel<false>
+        <<<blocks, kThreads, 0, stream>>>(weight, scales, k_size, k_size / groups, groups, chunks, out);
+  }
+  return cudaGetLastError();
+}
 
 int Int8LinearRowLimit(const void* x, bool x_is_bf16) {
   return TensorCoresTake(x, x_is_bf16) ? kInt8LinearMaxRows : kInt8LinearCudaCoreRowLimit;

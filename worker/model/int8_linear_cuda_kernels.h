@@ -46,6 +46,13 @@ int Int8LinearRowLimit(const void* x, bool x_is_bf16);
 cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream, Int8LinearPath path);
 cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream);
 
+// Beyond the rows the product takes, the caller multiplies dequantized weights with cuBLAS: out[n][k] =
+// weight[n][k] * scales[n][k / (k_size / groups)], rounded once to out's dtype, in one pass over the weights.
+// out is [columns, k_size], bfloat16 (out_is_bf16) or float32, on a 16-byte boundary; weight as for the
+// product, and the same contract on k_size and groups. cudaErrorInvalidValue outside it.
+cudaError_t LaunchDequantizeInt8(const int8_t* weight, const float* scales, int columns, int k_size, int groups,
+                                 void* out, bool out_is_bf16, cudaStream_t stream);
+
 }  // namespace llmc::model::cuda
 
 #endif  // LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_KERNELS_H_

@@ -31,14 +31,17 @@ at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, 
   TORCH_CHECK(weight.scalar_type() == at::kChar && weight.dim() == 2 && weight_scale.dim() == 2 &&
                   weight_scale.size(0) == weight.size(0) && weight.size(1) % weight_scale.size(1) == 0,
               "int8 weight [N, K] needs float32 scales [N, G] with G dividing K");
+#ifdef LLMC_WITH_CUDA
+  if (DequantizeInt8CudaApplies(weight, weight_scale, dtype)) return DequantizeInt8Cuda(weight, weight_scale, dtype);
+#endif
   const int64_t group = weight.size(1) / weight_scale.size(1);
   return (weight.to(at::kFloat) * weight_scale.to(at::kFloat).repeat_interleave(group, 1)).to(dtype);
 }
 
 namespace {
 
-// input @ W^T (+ bias) in input's dtype, W = weight or its dequantized int8: on CUDA, decode-sized batches of
-// int8 weights go through the int8 kernel, which reads each weight once instead of materializing W.
+// input @ W^T (+ bias) in input's dtype, W = weight or its dequantized int8: on CUDA, int8 weights go through
+// Int8LinearCuda, which streams them once for a decode-sized batch and otherwise dequantizes a slice at a time.
 at::Tensor Project(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
                    const c10::optional<at::Tensor>& bias = c10::nullopt) {
 #ifdef LLMC_WITH_CUDA
