@@ -45,6 +45,9 @@ def check_results(ext):
         (5, 151936, 896, 1, torch.bfloat16, False),
         (1, 333, 128, 2, torch.float32, True),
         (1, 128, 896, 7, torch.float32, False),
+        # Two launches of the kernel: a matrix of 16 M weights or more, up to 64 rows.
+        (50, 151936, 896, 1, torch.bfloat16, True),
+        (64, 18725, 896, 7, torch.bfloat16, False),
         # Past the streamed rows: dequantized a slice at a time (the LM head in five slices, the last short).
         (33, 896, 896, 1, torch.bfloat16, True),
         (100, 151936, 896, 1, torch.bfloat16, False),
@@ -57,7 +60,7 @@ def check_results(ext):
         scales = torch.rand(columns, groups, device="cuda", generator=generator) / 100 + 1e-4
         bias = torch.randn(columns, device="cuda", dtype=dtype, generator=generator) if with_bias else None
         assert ext.applies(x, weight, scales)
-        streamed = ext.streams(x)
+        streamed = ext.streams(x, weight)
         out = ext.linear(x, weight, scales, bias)
         got = out.double()
         want = reference(x, weight, scales) + (bias.double() if with_bias else 0)
@@ -72,7 +75,8 @@ def check_results(ext):
             rounding = rounding + (want - bias.double()).abs() / 256
         worst = ((got - want).abs() - magnitude * relative - rounding).max().item()
         ok = (worst <= 1e-6 and out.dtype == dtype and out.shape == (rows, columns)
-              and streamed == (rows <= (32 if dtype == torch.bfloat16 else 1)))
+              and streamed == (rows <= (32 if dtype == torch.bfloat16 else 1) or
+                               (dtype == torch.bfloat16 and rows <= 64 and columns * k_size >= 16 << 20)))
         failures += not ok
         print(f"{'ok  ' if ok else 'FAIL'} rows {rows:3d} {columns}x{k_size} groups {groups:2d} {dtype} "
               f"bias {with_bias} {'streamed' if streamed else 'dequantized'}: "
@@ -103,14 +107,22 @@ def check_results(ext):
         failures += got != want
         print(f"{'ok  ' if got == want else 'FAIL'} applies with {name}: {got}")
     # Which of those stream the weights through the kernel rather than dequantize slices for cuBLAS.
-    for name, rows_x, want in [
-        ("33 rows", x, False),
-        ("32 rows", x[:32], True),
-        ("float32 activations, 1 row", x[:1].float(), True),
-        ("float32 activations, 2 rows (dequantizing is faster)", x[:2].float(), False),
-        ("bfloat16 activations off a 16-byte boundary, 2 rows", x.view(-1)[1:1 + 2 * 896].view(2, 896), False),
+    large = torch.zeros(18725, 896, device="cuda", dtype=torch.int8)  # just over 16 M weights
+    x65 = torch.randn(65, 896, device="cuda", dtype=torch.bfloat16)
+    for name, rows_x, streamed_weight, want in [
+        ("33 rows", x, weight, False),
+        ("32 rows", x[:32], weight, True),
+        ("33 rows, 16 M weights (two launches)", x, large, True),
+        ("64 rows, 16 M weights (two launches)", x65[:64], large, True),
+        ("65 rows, 16 M weights", x65, large, False),
+        ("33 rows, just under 16 M weights", x, large[:18724], False),
+        ("float32 activations, 1 row", x[:1].float(), weight, True),
+        ("float32 activations, 2 rows (dequantizing is faster)", x[:2].float(), weight, False),
+        ("float32 activations, 2 rows, 16 M weights", x[:2].float(), large, False),
+        ("bfloat16 activations off a 16-byte boundary, 2 rows", x.view(-1)[1:1 + 2 * 896].view(2, 896), weight,
+         False),
     ]:
-        got = ext.streams(rows_x)
+        got = ext.streams(rows_x, streamed_weight)
         failures += got != want
         print(f"{'ok  ' if got == want else 'FAIL'} streams weights with {name}: {got}")
     return failures
@@ -137,11 +149,11 @@ def compare_with_torch(ext):
     print(f"\n{torch.cuda.get_device_name()}, torch {torch.__version__}: microseconds per product "
           "(CUDA graph of 10, mean of 50 replays; weights reused, so the smaller ones sit in L2)")
     print(f"{'columns x K':>14} {'rows':>4} {'llmc int8':>10} {'torch bf16 linear':>18} {'ratio':>6}")
-    for columns, k_size in [(151936, 896), (4864, 896), (896, 4864)]:
+    for columns, k_size in [(151936, 896), (6144, 4096), (4864, 896), (896, 4864)]:
         weight = torch.randint(-128, 128, (columns, k_size), device="cuda", dtype=torch.int8)
         scales = torch.rand(columns, 1, device="cuda") / 100
         weight16 = (weight.float() * scales).bfloat16()
-        for rows in (1, 8, 16, 32, 64, 512):
+        for rows in (1, 8, 16, 32, 33, 64, 65, 512):
             x = torch.randn(rows, k_size, device="cuda", dtype=torch.bfloat16)
             int8_us = time_us(lambda: ext.linear(x, weight, scales))
             bf16_us = time_us(lambda: torch.nn.functional.linear(x, weight16))

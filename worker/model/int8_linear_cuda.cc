@@ -18,6 +18,11 @@ constexpr int64_t kDequantizeSliceWeights = int64_t{32} << 20;
 // Each slice starts its columns of the output on a 128-byte boundary: on an H100, cuBLAS took 80 us for
 // 64 x 896 x 37449 at an odd column offset, where the whole 151936-column product took 109.
 constexpr int64_t kSliceColumnMultiple = 64;
+// From this many weights on, up to two launches of the kernel's rows beat dequantizing, which writes and reads
+// twice the bytes that streaming reads. On an H100 one 32-row launch took 18.5 us for 6144 x 4096 and 101 us
+// for 151936 x 896, against 52 and 303 us dequantized at 64 rows; matrices under 10 M weights sit in the 50 MB
+// L2, where dequantizing is cheap (9728 x 896: 11.6 us a launch against 16.6 us at 64 rows).
+constexpr int64_t kTwoLaunchMinWeights = int64_t{16} << 20;
 
 bool WidthsFit(const at::Tensor& weight, const at::Tensor& weight_scale) {
   return weight.is_cuda() && weight_scale.device() == weight.device() && weight.scalar_type() == at::kChar &&
@@ -39,21 +44,27 @@ void DequantizeRows(const at::Tensor& weight, const at::Tensor& scales, int64_t 
   TORCH_CHECK(error == cudaSuccess, "int8 dequantize: ", cudaGetErrorString(error));
 }
 
+// One launch of the kernel per kInt8LinearMaxRows rows, each reading every weight once.
 at::Tensor StreamWeights(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& scales,
                          const at::Tensor& bias) {
   at::Tensor out = at::empty({input.size(0), weight.size(0)}, input.options());
-  const cuda::Int8LinearParams params{input.data_ptr(),
-                                      weight.data_ptr<int8_t>(),
-                                      scales.data_ptr<float>(),
-                                      bias.defined() ? bias.data_ptr() : nullptr,
-                                      out.data_ptr(),
-                                      static_cast<int>(input.size(0)),
-                                      static_cast<int>(weight.size(0)),
-                                      static_cast<int>(weight.size(1)),
-                                      static_cast<int>(scales.size(1)),
-                                      input.scalar_type() == at::kBFloat16};
-  const cudaError_t error = cuda::LaunchInt8Linear(params, at::cuda::getCurrentCUDAStream());
-  TORCH_CHECK(error == cudaSuccess, "int8 linear: ", cudaGetErrorString(error));
+  for (int64_t first = 0; first < input.size(0); first += cuda::kInt8LinearMaxRows) {
+    const int64_t rows = std::min<int64_t>(cuda::kInt8LinearMaxRows, input.size(0) - first);
+    const at::Tensor input_rows = input.narrow(0, first, rows);
+    const at::Tensor out_rows = out.narrow(0, first, rows);
+    const cuda::Int8LinearParams params{input_rows.data_ptr(),
+                                        weight.data_ptr<int8_t>(),
+                                        scales.data_ptr<float>(),
+                                        bias.defined() ? bias.data_ptr() : nullptr,
+                                        out_rows.data_ptr(),
+                                        static_cast<int>(rows),
+                                        static_cast<int>(weight.size(0)),
+                                        static_cast<int>(weight.size(1)),
+                                        static_cast<int>(scales.size(1)),
+                                        input.scalar_type() == at::kBFloat16};
+    const cudaError_t error = cuda::LaunchInt8Linear(params, at::cuda::getCurrentCUDAStream());
+    TORCH_CHECK(error == cudaSuccess, "int8 linear: ", cudaGetErrorString(error));
+  }
   return out;
 }
 
@@ -85,18 +96,22 @@ bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, co
          (input.scalar_type() == at::kFloat || input.scalar_type() == at::kBFloat16);
 }
 
-bool Int8LinearCudaStreamsWeights(const at::Tensor& input) {
+bool Int8LinearCudaStreamsWeights(const at::Tensor& input, const at::Tensor& weight) {
   // A contiguous input keeps its address (and so its alignment); another is copied to a fresh one.
   const void* x = input.is_contiguous() ? input.data_ptr() : nullptr;
   const c10::cuda::CUDAGuard device_guard(input.device());
-  return input.size(0) <= cuda::Int8LinearRowLimit(x, input.scalar_type() == at::kBFloat16);
+  const int64_t limit = cuda::Int8LinearRowLimit(x, input.scalar_type() == at::kBFloat16);
+  if (input.size(0) <= limit) return true;
+  // Every row of a launch on tensor cores starts on a 16-byte boundary too, since K is a multiple of 16.
+  return limit == cuda::kInt8LinearMaxRows && weight.numel() >= kTwoLaunchMinWeights &&
+         input.size(0) <= 2 * cuda::kInt8LinearMaxRows;
 }
 
 at::Tensor Int8LinearCuda(const at::Tensor& input_in, const at::Tensor& weight_in, const at::Tensor& scale_in,
                           const c10::optional<at::Tensor>& bias_in) {
   TORCH_CHECK(Int8LinearCudaApplies(input_in, weight_in, scale_in), "int8 linear: shapes or devices it cannot take");
   const c10::cuda::CUDAGuard device_guard(input_in.device());
-  const bool streamed = Int8LinearCudaStreamsWeights(input_in);
+  const bool streamed = Int8LinearCudaStreamsWeights(input_in, weight_in);
   const at::Tensor input = input_in.contiguous();
   const at::Tensor scales = scale_in.to(at::kFloat).contiguous();
   at::Tensor bias;

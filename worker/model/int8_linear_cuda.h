@@ -11,9 +11,10 @@ namespace llmc::model {
 // dequantizes with torch operators.
 bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale);
 
-// Whether these activations are few enough for the int8 kernel, which reads each weight once; beyond them
-// Int8LinearCuda dequantizes a slice of the weights at a time for cuBLAS.
-bool Int8LinearCudaStreamsWeights(const at::Tensor& input);
+// Whether these activations are few enough for the int8 kernel, which reads each weight once a launch: up to
+// its 32 rows (one row for float32 activations), or two launches for a large matrix on tensor cores. Beyond
+// them Int8LinearCuda dequantizes a slice of the weights at a time for cuBLAS.
+bool Int8LinearCudaStreamsWeights(const at::Tensor& input, const at::Tensor& weight);
 
 // [rows, N] in input's dtype = input [rows, K] @ (weight int8 [N, K] * weight_scale [N, G])^T + bias [N]. Needs
 // Int8LinearCudaApplies. Streamed, it sums in float and rounds once; otherwise the dequantized weights are
