@@ -48,6 +48,41 @@ TEST_CASE("int8 weights: quantize round trip within half a step, zero rows, grou
   CHECK_FALSE(IsSupportedInt8GroupSize(100));
 }
 
+// tools/llmc_export/quantize.py's formula in ATen, which QuantizeInt8 must give bit for bit.
+std::pair<at::Tensor, at::Tensor> ExporterQuantize(const at::Tensor& weight, int64_t group_size) {
+  const int64_t n = weight.size(0), k = weight.size(1), groups = group_size == 0 ? 1 : k / group_size;
+  const at::Tensor grouped = weight.to(at::kFloat).reshape({n, groups, k / groups});
+  const at::Tensor amax = grouped.abs().amax(-1);
+  const at::Tensor scale = at::where(amax == 0, at::ones_like(amax), amax / 127);
+  return {at::round(grouped / scale.unsqueeze(-1)).clamp(-127, 127).to(at::kChar).reshape({n, k}), scale};
+}
+
+TEST_CASE("int8 weights: quantize gives the exporter's values bit for bit, halves rounded to even", "[unit][int8]") {
+  at::manual_seed(12);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16, at::kHalf}) {
+    for (const int64_t group_size : {0, 32, 128}) {
+      INFO("dtype " << dtype << ", group size " << group_size);
+      at::Tensor weight = Random({300, 256}, dtype, 0.05);
+      weight[7].zero_();
+      // Row 9: largest magnitude 127, so the scale is 1 and these land exactly halfway between two steps.
+      weight[9].fill_(0.5);
+      weight[9].narrow(0, 0, 4).copy_(at::tensor({127.f, 2.5f, -3.5f, -0.5f}).to(dtype));
+      if (group_size > 0) {
+        for (int64_t g = 1; g < 256 / group_size; ++g) weight[9][g * group_size] = 127.f;
+      }
+      const auto [q, scales] = QuantizeInt8(weight, group_size);
+      const auto [want_q, want_scales] = ExporterQuantize(weight, group_size);
+      CHECK(at::equal(q, want_q));
+      CHECK(at::equal(scales, want_scales));
+      CHECK(at::equal(q[9].narrow(0, 0, 5), at::tensor({127, 2, -4, 0, 0}, at::kChar)));
+    }
+  }
+  // A strided view is quantized as its values, not its storage.
+  const at::Tensor wide = Random({64, 512}, at::kFloat, 0.1);
+  const at::Tensor view = wide.narrow(1, 128, 256);
+  CHECK(at::equal(QuantizeInt8(view, 128).first, ExporterQuantize(view.contiguous(), 128).first));
+}
+
 struct Int8Weight {
   at::Tensor dequantized;  // float32 [N, K], the reference's matrix
   at::Tensor packed, scales;
