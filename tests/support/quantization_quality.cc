@@ -46,7 +46,13 @@ QuantizationQuality MeasureQuantizationQuality(model::LoadedModel& reference, mo
   quality.positions = kl.size(0);
   quality.mean_kl = kl.mean().item<double>();
   quality.max_kl = kl.max().item<double>();
-  quality.top1_agreement = p_log.argmax(-1).eq(q_log.argmax(-1)).to(at::kDouble).mean().item<double>();
+  const at::Tensor reference_top1 = p_log.argmax(-1);
+  quality.top1_agreement = reference_top1.eq(q_log.argmax(-1)).to(at::kDouble).mean().item<double>();
+  if (tokens.size() > 1) {
+    const at::Tensor next = at::tensor(std::vector<int64_t>(tokens.begin() + 1, tokens.end()), at::kLong);
+    quality.reference_accuracy =
+        reference_top1.narrow(0, 0, next.size(0)).eq(next).to(at::kDouble).mean().item<double>();
+  }
   return quality;
 }
 

@@ -15,6 +15,9 @@ struct QuantizationQuality {
   double mean_kl = 0;  // mean over positions of KL(reference || quantized), in nats
   double max_kl = 0;
   double top1_agreement = 0;  // fraction of positions where both models' most likely token is the same
+  // Fraction of positions (but the last) where the reference's most likely token is the one that follows in
+  // `tokens`: how well the reference itself predicts the text.
+  double reference_accuracy = 0;
 };
 
 // Prefills `tokens` through both models in chunks of `chunk` tokens (as the engine's chunked prefill does),

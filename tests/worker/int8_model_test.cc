@@ -9,6 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/support/child_process.h"
@@ -188,6 +192,86 @@ TEST_CASE("int8 model: the Qwen2-0.5B-shaped model in int8 stays close to bfloat
     // both). The bound below catches a broken quantizer or kernel (agreement near 0, KL of whole nats)
     // without claiming what this model cannot show.
     CHECK(quality.top1_agreement >= 0.75);
+  }
+}
+
+// Qwen3 tokens of `docs`, renumbered through `ids` (each token id the first time it is seen gets the next
+// number), so that a model trained on them needs only the vocabulary the text uses.
+std::vector<int64_t> RenumberedDocTokens(const std::vector<std::string>& docs,
+                                         std::unordered_map<int64_t, int64_t>& ids) {
+  std::vector<int64_t> out;
+  for (const std::string& doc : docs) {
+    std::stringstream text;
+    text << std::ifstream(std::string(LLMC_SOURCE_DIR) + doc).rdbuf();
+    auto encoded = testing::RealTokenizer("qwen3").Encode(text.str());
+    REQUIRE(encoded.ok());
+    for (const int64_t id : *encoded) out.push_back(ids.emplace(id, static_cast<int64_t>(ids.size())).first->second);
+  }
+  return out;
+}
+
+// tests/support/train_text_model.py on `training` for `steps` steps, exported as bfloat16 and int8 packages
+// into `dir`: {bfloat16 package, int8 package}.
+std::pair<std::string, std::string> TrainAndExport(const std::string& dir, const std::vector<int64_t>& training,
+                                                   int64_t vocab_size, int steps) {
+  {
+    std::ofstream tokens_file(dir + "/tokens.txt");
+    for (const int64_t id : training) tokens_file << id << ' ';
+  }
+  const auto trained = testing::RunCommand(
+      LLMC_PYTHON,
+      {std::string(LLMC_SOURCE_DIR) + "/tests/support/train_text_model.py", "--tokens", dir + "/tokens.txt",
+       "--vocab-size", std::to_string(vocab_size), "--tokenizer", testing::TokenizerJsonPath("qwen3"), "--steps",
+       std::to_string(steps), "--out", dir + "/checkpoint"},
+      absl::Seconds(600));
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  const auto export_package = [&](const std::string& name, const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
+                                     "--checkpoint",
+                                     dir + "/checkpoint",
+                                     "--dtype",
+                                     "bfloat16",
+                                     "--out",
+                                     dir + "/" + name};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto result = testing::RunCommand(LLMC_PYTHON, args, absl::Seconds(240));
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    return dir + "/" + name;
+  };
+  return {export_package("bf16", {}), export_package("int8", {"--quantize", "int8"})};
+}
+
+TEST_CASE("int8 model: a model trained on real text keeps 95 % of its top-1 choices in int8", "[integration][int8]") {
+  // The issue's top-1 bound, on a model that predicts text: the Qwen2-0.5B-shaped random model above flips
+  // its choices under any rounding. This one (tests/support/train_text_model.py: Qwen2 architecture, 2 layers
+  // of 128, 300 steps of 8 windows, about 30 s) learns this repository's documentation and is judged on 512 tokens of
+  // a document it did not see. Untrained, it predicts none of them (accuracy 0, measured), so the accuracy
+  // bound shows that the training took.
+  std::unordered_map<int64_t, int64_t> ids;
+  const std::vector<int64_t> training =
+      RenumberedDocTokens({"/docs/architecture.md", "/docs/model-package.md", "/docs/performance.md",
+                           "/docs/endpoints.md", "/docs/configuration.md", "/README.md"},
+                          ids);
+  std::vector<int64_t> held_out = RenumberedDocTokens({"/docs/engine.md"}, ids);
+  REQUIRE(held_out.size() >= 512);
+  held_out.resize(512);
+  const auto [bf16, int8] =
+      TrainAndExport(testing::MakeTempDir("llmc-int8-trained"), training, static_cast<int64_t>(ids.size()), 300);
+  auto reference = LoadOrFail(bf16, {"cpu", ""});
+  for (const std::string quantization : {"w8a16", "w8a8"}) {
+    auto quantized = LoadOrFail(int8, {"cpu", "", quantization});
+    const auto quality = testing::MeasureQuantizationQuality(*reference, *quantized, held_out);
+    INFO(quantization << ": mean KL " << quality.mean_kl << " nats, max " << quality.max_kl << ", top-1 agreement "
+                      << quality.top1_agreement << ", bfloat16's own next-token accuracy " << quality.reference_accuracy
+                      << ", vocabulary " << ids.size());
+    CHECK(quality.positions == 512);
+    CHECK(quality.reference_accuracy >= 0.1);  // it did learn the text; measured 0.16-0.19
+    // measured: mean KL 0.0001 (w8a16), 0.0002 (w8a8); top-1 agreement 97.5-99.4 % (the training is not
+    // bit for bit repeatable, docs/performance.md)
+    CHECK(quality.mean_kl <= 0.01);
+    CHECK(quality.top1_agreement >= 0.95);
   }
 }
 
