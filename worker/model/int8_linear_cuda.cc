@@ -6,22 +6,25 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "worker/model/int8_linear_cuda_kernels.h"
 
 namespace llmc::model {
 namespace {
 
-// Weights dequantized at a time beyond the streamed rows: 64 MB as bfloat16, so that a prefill through a large
-// LM head (Llama-3's is 525 M weights) needs a bounded buffer rather than a dequantized copy of the whole head.
+// Weights dequantized at a time beyond the streamed rows (or 64 columns, where K is larger still): 64 MB as
+// bfloat16, so that a prefill through a large LM head (Llama-3's is 525 M weights) needs a bounded buffer
+// rather than a dequantized copy of the whole head.
 constexpr int64_t kDequantizeSliceWeights = int64_t{32} << 20;
 // Each slice starts its columns of the output on a 128-byte boundary: on an H100, cuBLAS took 80 us for
 // 64 x 896 x 37449 at an odd column offset, where the whole 151936-column product took 109.
 constexpr int64_t kSliceColumnMultiple = 64;
 // From this many weights on, up to two launches of the kernel's rows beat dequantizing, which writes and reads
-// twice the bytes that streaming reads. On an H100 one 32-row launch took 18.5 us for 6144 x 4096 and 101 us
-// for 151936 x 896, against 52 and 303 us dequantized at 64 rows; matrices under 10 M weights sit in the 50 MB
-// L2, where dequantizing is cheap (9728 x 896: 11.6 us a launch against 16.6 us at 64 rows).
+// twice the bytes that streaming reads. Measured on an H100, one 32-row launch against dequantizing for 64
+// rows: 4096 x 4096 (16.8 M weights) 11.2 against over 32 us, 6144 x 4096 18.5 against 52, 151936 x 896 101
+// against 303; but 9728 x 896 (8.7 M, which sits in the 50 MB L2, where dequantizing is cheap) 11.6 against
+// 16.6. Sizes between were not measured.
 constexpr int64_t kTwoLaunchMinWeights = int64_t{16} << 20;
 
 bool WidthsFit(const at::Tensor& weight, const at::Tensor& weight_scale) {
@@ -82,9 +85,13 @@ at::Tensor DequantizeSlices(const at::Tensor& input, const at::Tensor& weight, c
     const int64_t count = std::min(slice_columns, columns - first);
     DequantizeRows(weight, scales, first, count, slice);
     at::Tensor out_columns = count == columns ? out : out.narrow(1, first, count);
-    at::mm_out(out_columns, input, slice.narrow(0, 0, count).t());
+    // With the bias in the product's epilogue, each output is rounded once.
+    if (bias.defined()) {
+      at::addmm_out(out_columns, bias.narrow(0, first, count), input, slice.narrow(0, 0, count).t());
+    } else {
+      at::mm_out(out_columns, input, slice.narrow(0, 0, count).t());
+    }
   }
-  if (bias.defined()) out.add_(bias);
   return out;
 }
 

@@ -1,9 +1,9 @@
 #ifndef LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_KERNELS_H_
 #define LLMC_WORKER_MODEL_INT8_LINEAR_CUDA_KERNELS_H_
 
-// A weight-only int8 matrix product for decode-sized batches on CUDA: raw device pointers, no libtorch
-// types, so nvcc compiles it where libtorch has no CUDA (CI checks it that way). The torch-facing glue is
-// int8_linear_cuda.cc.
+// A weight-only int8 matrix product for decode-sized batches on CUDA, and the dequantizer that larger
+// batches use for cuBLAS: raw device pointers, no libtorch types, so nvcc compiles them where libtorch has no
+// CUDA (CI checks it that way). The torch-facing glue, which picks between them, is int8_linear_cuda.cc.
 
 #include <cuda_runtime.h>
 
@@ -38,8 +38,8 @@ inline constexpr int kInt8LinearCudaCoreRowLimit = 1;
 enum class Int8LinearPath { kTensorCores, kCudaCores };
 Int8LinearPath ChooseInt8LinearPath(const Int8LinearParams& params);
 
-// The most rows for which the product is worth running here on the current device, on the path these
-// activations get; beyond it the caller dequantizes for cuBLAS.
+// The most rows one launch of the product is worth on the current device, on the path these activations
+// get (int8_linear_cuda.cc's Int8LinearCudaStreamsWeights decides what goes beyond).
 int Int8LinearRowLimit(const void* x, bool x_is_bf16);
 
 // cudaErrorInvalidValue for shapes outside the contract above, or a path that cannot take these params.

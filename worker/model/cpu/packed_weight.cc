@@ -112,6 +112,10 @@ std::pair<at::Tensor, at::Tensor> QuantizeInt8(const at::Tensor& weight_in, int6
   TORCH_CHECK(group_size == 0 || k % group_size == 0, "int8 group size ", group_size, " does not divide ", k,
               " inputs");
   const int64_t groups = group_size == 0 ? 1 : k / group_size;
+  if (!weight_in.is_cpu()) {  // a GPU worker quantizing at load: on the host, then back
+    auto [quantized, scales] = QuantizeInt8(weight_in.to(at::kCPU), group_size);
+    return {quantized.to(weight_in.device()), scales.to(weight_in.device())};
+  }
   const at::Tensor weight = weight_in.contiguous();
   at::Tensor quantized = at::empty({n, k}, weight.options().dtype(at::kChar));
   at::Tensor scales = at::empty({n, groups}, weight.options().dtype(at::kFloat));
