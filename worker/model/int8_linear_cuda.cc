@@ -29,11 +29,10 @@ constexpr int64_t kTwoLaunchMinWeights = int64_t{16} << 20;
 
 bool WidthsFit(const at::Tensor& weight, const at::Tensor& weight_scale) {
   return weight.is_cuda() && weight_scale.device() == weight.device() && weight.scalar_type() == at::kChar &&
-         weight.dim() == 2 && weight.is_contiguous() && reinterpret_cast<uintptr_t>(weight.data_ptr()) % 16 == 0 &&
-         weight.size(0) > 0 && weight.size(0) <= INT32_MAX && weight.size(1) > 0 && weight.size(1) <= INT32_MAX &&
-         weight.size(1) % 16 == 0 && weight_scale.dim() == 2 && weight_scale.size(0) == weight.size(0) &&
-         weight_scale.size(1) > 0 && weight.size(1) % weight_scale.size(1) == 0 &&
-         (weight.size(1) / weight_scale.size(1)) % 16 == 0;
+         weight.dim() == 2 && weight.is_contiguous() && weight_scale.dim() == 2 &&
+         weight_scale.size(0) == weight.size(0) &&
+         cuda::Int8WeightsFit(static_cast<const int8_t*>(weight.data_ptr()), weight.size(0), weight.size(1),
+                              weight_scale.size(1));
 }
 
 // Dequantizes weight rows [first, first + count) into the start of `slice` ([>= count, K], 16-byte aligned).

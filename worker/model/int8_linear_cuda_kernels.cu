@@ -368,9 +368,7 @@ __global__ void DequantizeInt8Kernel(const int8_t* weight, const float* scales, 
 
 cudaError_t LaunchDequantizeInt8(const int8_t* weight, const float* scales, int columns, int k_size, int groups,
                                  void* out, bool out_is_bf16, cudaStream_t stream) {
-  if (columns <= 0 || k_size <= 0 || k_size % 16 != 0 || groups <= 0 || k_size % groups != 0 ||
-      (k_size / groups) % 16 != 0 || reinterpret_cast<uintptr_t>(weight) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(out) % 16 != 0) {
+  if (!Int8WeightsFit(weight, columns, k_size, groups) || reinterpret_cast<uintptr_t>(out) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
   const size_t chunks = static_cast<size_t>(columns) * k_size / 16;
@@ -398,9 +396,8 @@ Int8LinearPath ChooseInt8LinearPath(const Int8LinearParams& params) {
 }
 
 cudaError_t LaunchInt8Linear(const Int8LinearParams& params, cudaStream_t stream, Int8LinearPath path) {
-  if (params.rows <= 0 || params.rows > kInt8LinearMaxRows || params.columns <= 0 || params.k_size <= 0 ||
-      params.k_size % 16 != 0 || params.groups <= 0 || params.k_size % params.groups != 0 ||
-      (params.k_size / params.groups) % 16 != 0 || reinterpret_cast<uintptr_t>(params.weight) % 16 != 0) {
+  if (params.rows <= 0 || params.rows > kInt8LinearMaxRows ||
+      !Int8WeightsFit(params.weight, params.columns, params.k_size, params.groups)) {
     return cudaErrorInvalidValue;
   }
   if (path == Int8LinearPath::kTensorCores) {

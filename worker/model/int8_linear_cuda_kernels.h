@@ -26,6 +26,14 @@ struct Int8LinearParams {
   bool x_is_bf16;
 };
 
+// Whether int8 weights [columns, k_size] at `weight`, with `groups` scales per column, meet the contract of
+// both the product and the dequantizer: sizes that fit an int, k_size a multiple of 16 and cut by the groups
+// into multiples of 16 (a 16-byte load never spans two scales), the weights on a 16-byte boundary.
+inline bool Int8WeightsFit(const int8_t* weight, int64_t columns, int64_t k_size, int64_t groups) {
+  return columns > 0 && columns <= INT32_MAX && k_size > 0 && k_size <= INT32_MAX && k_size % 16 == 0 && groups > 0 &&
+         k_size % groups == 0 && (k_size / groups) % 16 == 0 && reinterpret_cast<uintptr_t>(weight) % 16 == 0;
+}
+
 // Rows one launch takes on either path.
 inline constexpr int kInt8LinearMaxRows = 32;
 // Rows worth sending to the CUDA-core path: its time grows with every row. On an H200 a Llama-3-8B step
