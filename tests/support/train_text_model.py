@@ -24,58 +24,45 @@ from torch import nn
 from torch.nn import functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from llmc_export.model import RMSNorm, rotate_half  # noqa: E402  (the served model's own)
 from llmc_export.safetensors import write_safetensors  # noqa: E402
 
 CONFIG = {"hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 2, "num_attention_heads": 2,
           "num_key_value_heads": 1, "head_dim": 64, "rms_norm_eps": 1e-6, "rope_theta": 10000.0}
 
 
-class RmsNorm(nn.Module):
-    def __init__(self, size, eps):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(size))
-        self.eps = eps
-
-    def forward(self, x):
-        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
 class Layer(nn.Module):
-    """Hugging Face's Qwen2 decoder layer: q, k and v with bias, rotary positions, grouped KV heads, SwiGLU."""
+    """Hugging Face's Qwen2 decoder layer: q, k and v with bias, rotary positions, grouped KV heads, SwiGLU. Its
+    parameters carry Hugging Face's names (self_attn.q_proj.weight, mlp.gate_proj.weight, ...)."""
 
     def __init__(self, c):
         super().__init__()
         h, heads, kv_heads, d = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"], c["head_dim"]
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, d
-        self.input_layernorm = RmsNorm(h, c["rms_norm_eps"])
-        self.post_attention_layernorm = RmsNorm(h, c["rms_norm_eps"])
-        self.q_proj = nn.Linear(h, heads * d)
-        self.k_proj = nn.Linear(h, kv_heads * d)
-        self.v_proj = nn.Linear(h, kv_heads * d)
-        self.o_proj = nn.Linear(heads * d, h, bias=False)
-        self.gate_proj = nn.Linear(h, c["intermediate_size"], bias=False)
-        self.up_proj = nn.Linear(h, c["intermediate_size"], bias=False)
-        self.down_proj = nn.Linear(c["intermediate_size"], h, bias=False)
+        self.input_layernorm = RMSNorm(h, c["rms_norm_eps"])
+        self.post_attention_layernorm = RMSNorm(h, c["rms_norm_eps"])
+        self.self_attn = nn.ModuleDict({"q_proj": nn.Linear(h, heads * d), "k_proj": nn.Linear(h, kv_heads * d),
+                                        "v_proj": nn.Linear(h, kv_heads * d),
+                                        "o_proj": nn.Linear(heads * d, h, bias=False)})
+        i = c["intermediate_size"]
+        self.mlp = nn.ModuleDict({"gate_proj": nn.Linear(h, i, bias=False), "up_proj": nn.Linear(h, i, bias=False),
+                                  "down_proj": nn.Linear(i, h, bias=False)})
 
     def forward(self, x, cos, sin, mask):
         batch, length, _ = x.shape
+        attn, mlp = self.self_attn, self.mlp
         y = self.input_layernorm(x)
-        q = self.q_proj(y).view(batch, length, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(y).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(y).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        q = attn["q_proj"](y).view(batch, length, self.heads, self.head_dim).transpose(1, 2)
+        k = attn["k_proj"](y).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = attn["v_proj"](y).view(batch, length, self.kv_heads, self.head_dim).transpose(1, 2)
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
         v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
         scores = (q @ k.transpose(-1, -2)) * self.head_dim ** -0.5 + mask
         attended = (scores.softmax(-1) @ v).transpose(1, 2).reshape(batch, length, -1)
-        x = x + self.o_proj(attended)
+        x = x + attn["o_proj"](attended)
         y = self.post_attention_layernorm(x)
-        return x + self.down_proj(F.silu(self.gate_proj(y)) * self.up_proj(y))
+        return x + mlp["down_proj"](F.silu(mlp["gate_proj"](y)) * mlp["up_proj"](y))
 
 
 class Model(nn.Module):
@@ -84,7 +71,7 @@ class Model(nn.Module):
         self.embed_tokens = nn.Embedding(c["vocab_size"], c["hidden_size"])
         nn.init.normal_(self.embed_tokens.weight, std=0.02)
         self.layers = nn.ModuleList([Layer(c) for _ in range(c["num_hidden_layers"])])
-        self.norm = RmsNorm(c["hidden_size"], c["rms_norm_eps"])
+        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
         d = c["head_dim"]
         self.register_buffer("inv_freq", 1.0 / c["rope_theta"] ** (torch.arange(0, d, 2).float() / d))
 
@@ -100,19 +87,9 @@ class Model(nn.Module):
         return self.norm(x) @ self.embed_tokens.weight.T  # tied LM head
 
 
-def hf_name(name):
-    """layers.0.q_proj.weight -> model.layers.0.self_attn.q_proj.weight (mlp.* for the MLP's)."""
-    parts = name.split(".")
-    if len(parts) == 4 and parts[2] in ("q_proj", "k_proj", "v_proj", "o_proj"):
-        parts.insert(2, "self_attn")
-    elif len(parts) == 4 and parts[2] in ("gate_proj", "up_proj", "down_proj"):
-        parts.insert(2, "mlp")
-    return "model." + ".".join(parts)
-
-
 def hf_tensors(model):
-    """The weights under the names of a Hugging Face Qwen2 checkpoint (tied: no lm_head.weight)."""
-    return {hf_name(name): tensor.detach().clone().contiguous()
+    """The weights of a Hugging Face Qwen2 checkpoint (tied: no lm_head.weight)."""
+    return {"model." + name: tensor.detach().clone().contiguous()
             for name, tensor in model.state_dict().items() if name != "inv_freq"}
 
 

@@ -267,8 +267,8 @@ TEST_CASE("int8 model: a model trained on real text keeps 95 % of its top-1 choi
                       << quality.top1_agreement << ", bfloat16's own next-token accuracy " << quality.reference_accuracy
                       << ", vocabulary " << ids.size());
     CHECK(quality.positions == 512);
-    CHECK(quality.reference_accuracy >= 0.1);  // it did learn the text; measured 0.16
-    // measured: mean KL 0.00005 (w8a16), 0.0001 (w8a8); top-1 agreement 99.8 % and 99.2 %
+    CHECK(quality.reference_accuracy >= 0.1);  // it did learn the text; measured 0.16-0.17
+    // measured: mean KL 0.00005 (w8a16), 0.0001 (w8a8); top-1 agreement 99.4-99.8 % and 99.2 %
     CHECK(quality.mean_kl <= 0.01);
     CHECK(quality.top1_agreement >= 0.95);
   }
