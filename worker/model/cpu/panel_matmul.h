@@ -1,0 +1,102 @@
+#ifndef LLMC_WORKER_MODEL_CPU_PANEL_MATMUL_H_
+#define LLMC_WORKER_MODEL_CPU_PANEL_MATMUL_H_
+
+// What every fused operator (fused_ops_cpu.cc) does before its own epilogue: stage the batch's activations
+// once (normalised, converted or quantized for int8 weights, zero-padded), then let the members of the thread
+// team (thread_team.h) claim runs of the weight's panels and multiply each by the staged rows with the kernel
+// the CPU and the batch call for (panel_kernels.h), handing every block of results to the operator.
+#include <ATen/ATen.h>
+#include <absl/functional/function_ref.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "worker/model/cpu/thread_team.h"
+
+namespace llmc::model::cpu {
+
+// Buffers of the calling thread (the engine thread), grown when a larger batch arrives and kept: steady
+// state allocates nothing. Grown only outside parallel regions.
+enum CallerBufferSlot {
+  kStagedActivations = 0,
+  kQkvResults = 1,
+  kTopLogitLists = 2,
+  kMergeCursors = 3,
+  kActivationScales = 4,
+  kActivationBytes = 5,
+  kActivationOffsets = 6,
+  kCallerBufferSlots
+};
+
+// The calling thread's buffer for `slot`, at least `bytes` long. Left uninitialised (every operator writes
+// what it reads): the engine reserves them for its largest step at start-up, and only the pages steps
+// actually use become resident.
+char* CallerBuffer(CallerBufferSlot slot, size_t bytes);
+
+// A projection's packed weight and, for int8 weights, its packed scales [panels, weight_groups, kPanelWidth].
+struct PanelWeight {
+  const at::Tensor& packed;
+  const at::Tensor& scales;
+  bool int8() const { return packed.scalar_type() == at::kChar; }
+};
+
+// One projection's input rows as its kernel reads them, in the calling thread's buffers.
+struct Staged {
+  char* data;
+  int64_t stride;  // elements
+  int64_t rows;
+  int64_t rows_padded;  // what the buffers hold
+  int64_t rows_staged;  // rows, and the zero rows after them that a tile kernel reads (all, from kAmxMinRows)
+  int64_t element_size;
+  int64_t features = 0;  // the input's width before padding
+  // For int8 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs
+  // (or, for many rows, in the activations' type for dequantized panels). W8A8 rows hold at most `levels`
+  // 127, and on AVX512 are staged as bytes (with their offsets, panel_kernels.h) as well.
+  bool int16 = false;
+  int16_t levels = 32767;
+  float* scales = nullptr;
+  int64_t group_pairs = 0;
+  int64_t groups = 0;
+  int8_t* bytes = nullptr;
+  int32_t* offsets = nullptr;
+  bool amx_int8 = false;  // bytes for PanelW8A8Amx, rows of whole tile steps
+};
+
+// The staging a projection's input needs: in the activations' dtype, or int16 (and bytes) in groups for int8
+// weights, as the batch's size and the CPU decide.
+Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype);
+// Grows the calling thread's staging buffers for batches of up to `max_tokens` rows of up to `max_depth`
+// inputs, in `dtype` or for int8 weights, without touching their pages.
+void ReserveStaging(int64_t max_tokens, int64_t max_depth, at::ScalarType dtype);
+
+// The team has at most this many members (fewer when an operator runs inside another job).
+int MaxTeamSize();
+
+template <typename T>
+using RowFn = absl::FunctionRef<void(int64_t row, T* dst)>;
+// Inside a team job: rows split over the team; row_fn(row, dst) fills the first k elements, the padding is
+// zeroed here. Ends with a barrier: the staged rows are complete for every member. T: float or c10::BFloat16.
+template <typename T>
+void StageRows(TeamMember& member, const Staged& staged, int64_t k, RowFn<T> row_fn);
+// StageRows of RMSNorm(x) * norm, the input of the operators that fold the norm in.
+template <typename T>
+void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, const T* norm, float eps, int64_t k);
+
+using PanelEpilogue = absl::FunctionRef<void(int64_t panel, int64_t first_row, int64_t rows, const float* c)>;
+// Inside a team job: members claim runs of panels from `queue` (one per operator, over the weight's panels);
+// epilogue(panel, first_row, rows, c) sees the float results c[rows][kPanelWidth] of one panel for a block of
+// rows.
+void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight, WorkQueue& queue,
+                  PanelEpilogue epilogue);
+
+template <typename Fn>
+void InTeam(Fn&& fn) {
+  ThreadTeam::Get().Run([&](TeamMember& member) { fn(member); });
+}
+
+// The checks every operator makes of its input and packed weight (at least min_columns output columns).
+void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& weight, int64_t min_columns);
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_PANEL_MATMUL_H_
