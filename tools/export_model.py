@@ -20,6 +20,9 @@ from llmc_export.package import DTYPES, EMBEDDING_POOLINGS, QUANTIZATIONS, build
 PRESETS = {
     # Qwen2-0.5B's shape: the benchmark model.
     "qwen2-0.5b": ModelConfig(),
+    # Qwen2-1.5B's shape: where the weights, not the process's fixed memory, dominate a worker's footprint.
+    "qwen2-1.5b": ModelConfig(hidden_size=1536, intermediate_size=8960, num_layers=28, num_heads=12, num_kv_heads=2,
+                              head_dim=128),
     # The full Qwen2/Qwen3 vocabulary on a small network: the local cluster's default model, and end-to-end
     # tests that send real text.
     "small": ModelConfig(hidden_size=256, intermediate_size=512, num_layers=4, num_heads=4, num_kv_heads=2,
