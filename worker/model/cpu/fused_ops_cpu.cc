@@ -1,6 +1,6 @@
-// CPU kernels of the fused operators: each stages its activations and streams its weight's panels
-// (panel_matmul.h), and a per-panel epilogue finishes the columns they produced (bias, residual, SiLU * up,
-// RoPE and the cache write, the LM head's top-k lists).
+// CPU kernels of the fused operators. Each projection stages its activations and streams its weight's panels
+// (panel_matmul.h); a per-panel epilogue finishes the columns they produced (bias, residual, SiLU * up, the
+// LM head's top-k lists), and rms_norm_qkv_rope applies RoPE and writes the cache in a second pass.
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 

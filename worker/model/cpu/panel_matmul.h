@@ -6,11 +6,11 @@
 // team (thread_team.h) claim runs of the weight's panels and multiply each by the staged rows with the kernel
 // the CPU and the batch call for (panel_kernels.h), handing every block of results to the operator.
 #include <ATen/ATen.h>
-#include <absl/functional/function_ref.h>
 
 #include <cstddef>
 #include <cstdint>
 
+#include "absl/functional/function_ref.h"
 #include "worker/model/cpu/thread_team.h"
 
 namespace llmc::model::cpu {
@@ -46,7 +46,7 @@ struct Staged {
   int64_t stride;  // elements
   int64_t rows;
   int64_t rows_padded;  // what the buffers hold
-  int64_t rows_staged;  // rows, and the zero rows after them that a tile kernel reads (all, from kAmxMinRows)
+  int64_t rows_staged;  // rows, and the zero rows a tile kernel reads after them (all, from 4 rows on)
   int64_t element_size;
   int64_t features = 0;  // the input's width before padding
   // For int8 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs
