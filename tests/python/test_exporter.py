@@ -3,6 +3,7 @@ int8 weight quantization, and the errors it gives for what it cannot export."""
 import contextlib
 import io
 import json
+import math
 import os
 import tempfile
 import unittest
@@ -12,7 +13,7 @@ import torch
 import paged_scenario  # noqa: F401  (puts tools/ on sys.path)
 import export_model
 from llmc_export.config import ExportError, ModelConfig
-from llmc_export.model import CausalLM, hf_state_dict, random_weights
+from llmc_export.model import CausalLM, hf_parameter_shapes, hf_state_dict, random_weights
 from llmc_export.ops import dequantize
 from llmc_export.package import build_model
 from llmc_export.quantize import quantize_int8
@@ -330,6 +331,12 @@ class ExporterTest(unittest.TestCase):
         code, error = export("--checkpoint", checkpoint, "--out", self.path("pkg"))
         self.assertEqual(code, 2)
         self.assertIn("model.safetensors", error)
+
+    def test_qwen2_presets_have_the_published_parameter_counts(self):
+        # The benchmark shapes stand for the real models: Qwen2-0.5B and Qwen2-1.5B as Hugging Face counts them.
+        for preset, count in (("qwen2-0.5b", 494_032_768), ("qwen2-1.5b", 1_543_714_304)):
+            shapes = hf_parameter_shapes(export_model.PRESETS[preset])
+            self.assertEqual(sum(math.prod(shape) for shape in shapes.values()), count, preset)
 
     def test_random_package_is_reproducible(self):
         tokenizer = self.path("tokenizer.json")
