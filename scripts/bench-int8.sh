@@ -58,7 +58,7 @@ awk -v a="$rss_int8" -v b="$rss_bf16" -v c="$rss_int8_at_load" -v d="$rss_w8a8" 
   'BEGIN {printf "resident int8 / bfloat16: %.3f (package), %.3f (quantized at load), %.3f (w8a8)\n", a / b, c / b, d / b}'
 awk -v a="$anon_int8" -v b="$anon_bf16" 'BEGIN {printf "anonymous int8 / bfloat16: %.3f (package)\n", a / b}'
 # The same pair at the next Qwen2 size, where the weights outweigh the process's fixed part (libraries, heap,
-# the 64 MiB KV cache); its packages take 4.6 GB of disk and minutes to export, so only on request.
+# the 64 MiB KV cache); its packages take 4.4 GB of disk and minutes to export, so only on request.
 if [ "${BENCH_LARGER_MODEL:-0}" = 1 ]; then
   worker_memory bf16_1_5b "$(scripts/bench-package.sh bfloat16 none qwen2-1.5b)"
   worker_memory int8_1_5b "$(scripts/bench-package.sh bfloat16 int8 qwen2-1.5b)"
