@@ -12,7 +12,6 @@
 namespace llmc::gateway {
 namespace {
 
-constexpr absl::Duration kControllerDeadline = absl::Seconds(1);
 constexpr absl::Duration kFirstRetry = absl::Milliseconds(50);
 
 uint64_t RandomGatewayId() {
@@ -33,25 +32,27 @@ bool ControllerUnreachable(const grpc::Status& status) {
          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
 }
 
-void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kControllerDeadline));
-}
-
 }  // namespace
 
 WorkerRouter::WorkerRouter(const std::string& controller_address, absl::Duration retry_interval,
-                           std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh)
+                           std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh,
+                           absl::Duration controller_deadline)
     : stub_(v1::Controller::NewStub(MakeClusterChannel(controller_address))),
       retry_interval_(retry_interval),
+      controller_deadline_(controller_deadline),
       on_refresh_(std::move(on_refresh)),
       replica_(RandomGatewayId(), /*seed=*/0) {}
 
 WorkerRouter::~WorkerRouter() { Stop(); }
 
+void WorkerRouter::SetDeadline(grpc::ClientContext& context) const {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + controller_deadline_));
+}
+
 void WorkerRouter::Start() {
   watch_thread_ = std::thread([this] { WatchLoop(); });
   // The first requests find a table when the controller answers promptly; otherwise they ask it.
-  first_table_.WaitForNotificationWithTimeout(kControllerDeadline);
+  first_table_.WaitForNotificationWithTimeout(controller_deadline_);
 }
 
 // A unary call to the controller in flight: its context (for cancellation) and messages.
@@ -77,7 +78,7 @@ void WorkerRouter::Stop() {
     // this object, so the wait is not cut short.
     absl::MutexLock lock(&calls_mu_);
     const auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(calls_mu_) { return calls_.empty(); };
-    while (!calls_mu_.AwaitWithTimeout(absl::Condition(&drained), 5 * kControllerDeadline)) {
+    while (!calls_mu_.AwaitWithTimeout(absl::Condition(&drained), 5 * controller_deadline_)) {
       LLMC_LOG(Warning) << "stopping: waiting for " << calls_.size() << " controller calls to end";
     }
   }

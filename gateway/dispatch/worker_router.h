@@ -39,9 +39,11 @@ class PendingPick {
 class WorkerRouter {
  public:
   // `on_refresh` (may be empty) runs on the watch thread with the table whenever workers leave it.
-  // `retry_interval` bounds the wait before watching again after the stream broke.
+  // `retry_interval` bounds the wait before watching again after the stream broke. `controller_deadline`
+  // bounds each unary call to the controller; past it the cached table answers.
   WorkerRouter(const std::string& controller_address, absl::Duration retry_interval,
-               std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh = {});
+               std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh = {},
+               absl::Duration controller_deadline = absl::Seconds(1));
   ~WorkerRouter();
   WorkerRouter(const WorkerRouter&) = delete;
   WorkerRouter& operator=(const WorkerRouter&) = delete;
@@ -79,8 +81,11 @@ class WorkerRouter {
                                              const std::vector<uint64_t>& prefix_hashes, PickCallback done);
   std::vector<v1::ModelSummary> ModelsFromCache() const;
 
+  void SetDeadline(grpc::ClientContext& context) const;
+
   std::unique_ptr<v1::Controller::Stub> stub_;
   const absl::Duration retry_interval_;
+  const absl::Duration controller_deadline_;
   const std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh_;
   RoutingReplica replica_;
   std::atomic<bool> watching_{false};

@@ -77,6 +77,10 @@ struct DoneRecord {
   }
 };
 
+// Long enough that a pick stays pending on a loaded machine until the test cancels it: with the default
+// second, the first call's connect could outlast it and the pick would end before the controller saw it.
+constexpr absl::Duration kPatientDeadline = absl::Seconds(60);
+
 v1::GenerateRequest Request() {
   v1::GenerateRequest request;
   request.set_model("some-model");
@@ -86,7 +90,7 @@ v1::GenerateRequest Request() {
 
 TEST_CASE("dispatch: cancelling a generation whose pick is in flight cancels the pick", "[unit][gateway]") {
   StalledController controller;
-  WorkerRouter router(controller.address(), absl::Hours(1));
+  WorkerRouter router(controller.address(), absl::Hours(1), {}, kPatientDeadline);
   WorkerChannels channels;
   GenerationDispatcher dispatcher(router, channels, DispatchOptions{});
   DoneRecord done;
@@ -103,7 +107,7 @@ TEST_CASE("dispatch: shutdown returns only after the callbacks of picks in fligh
   StalledController controller;
   DoneRecord done;
   {
-    WorkerRouter router(controller.address(), absl::Hours(1));
+    WorkerRouter router(controller.address(), absl::Hours(1), {}, kPatientDeadline);
     WorkerChannels channels;
     GenerationDispatcher dispatcher(router, channels, DispatchOptions{});
     dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), done.Callbacks());
