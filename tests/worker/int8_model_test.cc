@@ -184,7 +184,7 @@ TEST_CASE("int8 model: the Qwen2-0.5B-shaped model in int8 stays close to bfloat
     INFO(quantization << ", group size " << group_size << ": mean KL " << quality.mean_kl << " nats, max "
                       << quality.max_kl << ", top-1 agreement " << quality.top1_agreement);
     CHECK(quality.positions == 512);
-    // measured: 0.0008 (one scale per row), 0.0005 (groups of 128), 0.0009 (w8a8)
+    // measured: 0.0008 (one scale per row), 0.0005 (groups of 128), 0.0011 (w8a8, one activation scale per row)
     CHECK(quality.mean_kl <= 0.01);
     // The issue asks for 95 %. A random model's next-token distributions are nearly flat (its top two logits
     // are close), so even bfloat16 rounding of the activations alone flips 3 % of its top-1 choices, and int8
@@ -268,7 +268,7 @@ TEST_CASE("int8 model: a model trained on real text keeps 95 % of its top-1 choi
                       << ", vocabulary " << ids.size());
     CHECK(quality.positions == 512);
     CHECK(quality.reference_accuracy >= 0.1);  // it did learn the text; measured 0.16-0.17
-    // measured: mean KL 0.00005 (w8a16), 0.0001 (w8a8); top-1 agreement 99.4-99.8 % and 99.2 %
+    // measured: mean KL 0.00003-0.00005 (w8a16), 0.0001 (w8a8); top-1 agreement 99.4-99.8 % and 98.2-99.2 %
     CHECK(quality.mean_kl <= 0.01);
     CHECK(quality.top1_agreement >= 0.95);
   }

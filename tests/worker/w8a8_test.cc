@@ -42,7 +42,7 @@ TEST_CASE("w8a8: activation rows quantize to 127 levels, with their bytes and gr
 }
 
 // One packed panel of random int8 weights and its scales, `rows` activation rows quantized to 127 levels in
-// groups of `group_pairs` k pairs, staged both as int16 and as bytes.
+// the groups the fused operators use (the weight's groups, or one per row), staged both as int16 and as bytes.
 struct W8A8Case {
   at::Tensor packed, scales;
   std::vector<int16_t> a;
@@ -59,7 +59,7 @@ struct W8A8Case {
     weight_groups = s.size(1);
     k_padded = PackedDepth(packed);
     stride = step > 0 ? (k_padded + step - 1) / step * step : k_padded;
-    group_pairs = group_size == 0 ? 64 : group_size / 2;
+    group_pairs = ActivationGroupPairs(k, weight_groups, Int8Activations::kInt8);
     groups = (k_padded / 2 + group_pairs - 1) / group_pairs;
     const int64_t rows_padded = (rows + kRowAlign - 1) / kRowAlign * kRowAlign;
     a.assign(rows_padded * stride, 0);
@@ -91,7 +91,7 @@ TEST_CASE("w8a8: the vpdpbusd kernel sums exactly the integers the int16 kernels
   }
   at::manual_seed(21);
   for (const int64_t group_size : {0, 32, 128, 512}) {
-    for (const int64_t k : {64, 96, 200, 512, 896, 1024}) {
+    for (const int64_t k : {64, 96, 200, 512, 896, 1024, 4864}) {
       if (group_size > 0 && k % group_size != 0) continue;
       for (const int64_t rows : {1, 2, 5, 6, 7, 16, 17, 33}) {
         INFO("group " << group_size << " k " << k << " rows " << rows);
@@ -163,7 +163,8 @@ TEST_CASE("w8a8: fused operators under int8 activations match the composite on r
       const at::Tensor packed = PackWeight(q), scales = PackScales(s);
       for (const int64_t m : {1, 7, 16, 33, 300}) {
         const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
-        const at::Tensor rounded = FakeQuantizeActivations(input, group_size == 0 ? 128 : group_size);
+        const at::Tensor rounded =
+            FakeQuantizeActivations(input, 2 * ActivationGroupPairs(k, s.size(1), Int8Activations::kInt8));
         const at::Tensor expected = composite::LinearResidual(rounded, dequantized, none, residual.to(at::kFloat));
         const at::Tensor unrounded =
             composite::LinearResidual(input.to(at::kFloat), dequantized, none, residual.to(at::kFloat));
@@ -187,6 +188,32 @@ TEST_CASE("w8a8: fused operators under int8 activations match the composite on r
       }
     }
   }
+}
+
+TEST_CASE("w8a8: activation groups follow the weight's, or span the row up to the exact-sum bound", "[unit][int8]") {
+  CHECK(ActivationGroupPairs(896, 7, Int8Activations::kInt8) == 64);  // groups of 128 inputs
+  CHECK(ActivationGroupPairs(896, 7, Int8Activations::kInt16) == 64);
+  CHECK(ActivationGroupPairs(896, 1, Int8Activations::kInt16) == 64);  // int16: 128 inputs
+  CHECK(ActivationGroupPairs(896, 1, Int8Activations::kInt8) == 448);  // the whole row, 14 steps of 64
+  CHECK(ActivationGroupPairs(200, 1, Int8Activations::kInt8) == 128);  // rounded up to whole steps
+  CHECK(ActivationGroupPairs(200000, 1, Int8Activations::kInt8) == kMaxInt8ActivationGroup / 2);
+}
+
+TEST_CASE("w8a8: the largest products over a long row sum exactly", "[unit][int8]") {
+  // Every weight and activation at its largest level: one group's int32 sum would pass 2^31 after 133,143
+  // inputs. The row is longer than that, so only the bound on a group's length keeps the result right.
+  const int64_t k = 140000, n = 64, m = 16;
+  const auto [q, s] = QuantizeInt8(at::full({n, k}, 0.5f), 0);
+  const at::Tensor packed = PackWeight(q), scales = PackScales(s);
+  const at::Tensor input = at::ones({m, k}), residual = at::zeros({m, n});
+  testing::ForEachCpuKernelPath([&] {
+    for (const auto activations : {Int8Activations::kInt8, Int8Activations::kInt16}) {
+      INFO("path " << CpuIsaName(ActiveCpuIsa()) << " int8 activations " << (activations == Int8Activations::kInt8));
+      const ScopedInt8Activations scope(activations);
+      const at::Tensor out = LinearResidual(input, packed, scales, residual);
+      CHECK(RelativeError(out, at::full({m, n}, 0.5 * k)) < 1e-6);
+    }
+  });
 }
 
 TEST_CASE("w8a8: by the batch, small batches run int16 activations and larger ones int8, bit for bit", "[unit][int8]") {

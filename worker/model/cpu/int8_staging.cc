@@ -37,6 +37,14 @@ Int8Activations Int8ActivationsForRows(int64_t rows) {
   return rows >= kInt8ActivationMinRows && HasByteActivationKernel() ? Int8Activations::kInt8 : Int8Activations::kInt16;
 }
 
+int64_t ActivationGroupPairs(int64_t k, int64_t weight_groups, Int8Activations activations) {
+  if (weight_groups > 1) return k / weight_groups / 2;
+  if (activations != Int8Activations::kInt8) return 64;
+  constexpr int64_t kStepPairs = 32;
+  const int64_t whole_steps = ((k + 1) / 2 + kStepPairs - 1) / kStepPairs * kStepPairs;
+  return std::min(whole_steps, kMaxInt8ActivationGroup / 2);
+}
+
 namespace {
 
 void QuantizeActivationRowPortable(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,

@@ -39,6 +39,16 @@ Int8Activations Int8ActivationsForRows(int64_t rows);
 // From this many rows kByBatch quantizes activations to int8 (AMD EPYC, 2026-11-27: W8A8 steps of 8 rows
 // and more beat W8A16, of 4 rows and fewer match it).
 constexpr int64_t kInt8ActivationMinRows = 8;
+// k pairs per activation group, the inputs that share one activation scale, for an int8 weight with
+// `weight_groups` scale groups over `k` inputs. A weight with several groups lends them. With one scale per
+// output row, int8 activations take one scale per row (per token, as vLLM's W8A8): a single group over k,
+// rounded up to whole AMX-INT8 steps (64 inputs), so each product ends with one epilogue instead of one per
+// group, and split past kMaxInt8ActivationGroup inputs: a group's int32 sum of 127 x 127 products would
+// overflow past 133,143 inputs. int16 activations keep groups of 128 inputs: their products are 258 times
+// larger, and 128 keeps those sums in range with room to spare.
+int64_t ActivationGroupPairs(int64_t k, int64_t weight_groups, Int8Activations activations);
+constexpr int64_t kMaxInt8ActivationGroup = 32768;
+
 class ScopedInt8Activations {
  public:
   explicit ScopedInt8Activations(Int8Activations activations);

@@ -115,10 +115,6 @@ float* TeamScratch() {
   return scratch.data();
 }
 
-// k pairs per activation group of an int8 weight with `weight_groups` scale groups over `k` inputs: the
-// weight's own groups, or 128 inputs for one scale per column.
-int64_t Int8GroupPairs(int64_t k, int64_t weight_groups) { return weight_groups == 1 ? 64 : k / weight_groups / 2; }
-
 Staged PrepareStaging(int64_t rows, int64_t stride, at::ScalarType dtype) {
   const int64_t rows_padded = (rows + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(dtype));
@@ -175,7 +171,7 @@ void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
   const int64_t k_padded = PackedDepth(weight.packed);
   const Int8Activations activations = Int8ActivationsForRows(rows);
-  const int64_t group_pairs = weight.int8() ? Int8GroupPairs(k, weight.scales.size(1)) : 0;
+  const int64_t group_pairs = weight.int8() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
   const bool amx_int8 = weight.int8() && UsesAmxInt8(rows, activations, group_pairs);
   if (!weight.int8() || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
