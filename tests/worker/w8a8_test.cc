@@ -200,20 +200,24 @@ TEST_CASE("w8a8: activation groups follow the weight's, or span the row up to th
 }
 
 TEST_CASE("w8a8: the largest products over a long row sum exactly", "[unit][int8]") {
-  // Every weight and activation at its largest level: one group's int32 sum would pass 2^31 after 133,143
-  // inputs. The row is longer than that, so only the bound on a group's length keeps the result right.
-  const int64_t k = 140000, n = 64, m = 16;
+  // Every weight and activation at its largest level: one group's int32 sum would pass 2^31 after 133,144
+  // inputs. The row is longer than that, so only the bound on a group's length keeps the result right. One
+  // row runs the int16 kernels on int8 activations, 16 rows the byte kernel (or the AMX-INT8 tiles).
+  const int64_t k = 140000, n = 64;
   const auto [q, s] = QuantizeInt8(at::full({n, k}, 0.5f), 0);
   const at::Tensor packed = PackWeight(q), scales = PackScales(s);
-  const at::Tensor input = at::ones({m, k}), residual = at::zeros({m, n});
-  testing::ForEachCpuKernelPath([&] {
-    for (const auto activations : {Int8Activations::kInt8, Int8Activations::kInt16}) {
-      INFO("path " << CpuIsaName(ActiveCpuIsa()) << " int8 activations " << (activations == Int8Activations::kInt8));
-      const ScopedInt8Activations scope(activations);
-      const at::Tensor out = LinearResidual(input, packed, scales, residual);
-      CHECK(RelativeError(out, at::full({m, n}, 0.5 * k)) < 1e-6);
-    }
-  });
+  for (const int64_t m : {1, 16}) {
+    const at::Tensor input = at::ones({m, k}), residual = at::zeros({m, n});
+    testing::ForEachCpuKernelPath([&] {
+      for (const auto activations : {Int8Activations::kInt8, Int8Activations::kInt16}) {
+        INFO("m " << m << " path " << CpuIsaName(ActiveCpuIsa()) << " int8 activations "
+                  << (activations == Int8Activations::kInt8));
+        const ScopedInt8Activations scope(activations);
+        const at::Tensor out = LinearResidual(input, packed, scales, residual);
+        CHECK(RelativeError(out, at::full({m, n}, 0.5 * k)) < 1e-6);
+      }
+    });
+  }
 }
 
 TEST_CASE("w8a8: by the batch, small batches run int16 activations and larger ones int8, bit for bit", "[unit][int8]") {
