@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the folder of the benchmarks' Qwen2-0.5B-shaped random model (seed 1, Qwen3 vocabulary) in DTYPE,
 # int8 weights with QUANTIZE=int8, another of the exporter's shapes with PRESET; exports it first when it is
-# missing or older than the exporter (so the figures are for what the exporter writes now). Needs the tokenizers of scripts/fetch-tokenizers.sh.
+# missing or older than the exporter (so the figures are for what the exporter writes now). Needs the
+# tokenizers of scripts/fetch-tokenizers.sh.
 # Usage: scripts/bench-package.sh DTYPE [QUANTIZE [PRESET]]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -40,9 +40,9 @@ Int8Activations Int8ActivationsForRows(int64_t rows) {
 int64_t ActivationGroupPairs(int64_t k, int64_t weight_groups, Int8Activations activations) {
   if (weight_groups > 1) return k / weight_groups / 2;
   if (activations != Int8Activations::kInt8) return 64;
-  constexpr int64_t kStepPairs = 32;
-  const int64_t whole_steps = ((k + 1) / 2 + kStepPairs - 1) / kStepPairs * kStepPairs;
-  return std::min(whole_steps, kMaxInt8ActivationGroup / 2);
+  static_assert(kMaxInt8ActivationGroup % kAmxInt8StepInputs == 0, "split groups must stay whole tile steps");
+  const int64_t whole_steps = (k + kAmxInt8StepInputs - 1) / kAmxInt8StepInputs * kAmxInt8StepInputs;
+  return std::min(whole_steps, kMaxInt8ActivationGroup) / 2;
 }
 
 namespace {

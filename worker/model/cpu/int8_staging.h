@@ -49,7 +49,6 @@ constexpr int64_t kInt8ActivationMinRows = 8;
 // sums in range with room to spare. `activations` is kInt16 or kInt8 (Int8ActivationsForRows).
 int64_t ActivationGroupPairs(int64_t k, int64_t weight_groups, Int8Activations activations);
 constexpr int64_t kMaxInt8ActivationGroup = 32768;
-static_assert(kMaxInt8ActivationGroup % 64 == 0, "split groups must stay whole AMX-INT8 steps");
 
 class ScopedInt8Activations {
  public:

@@ -71,6 +71,8 @@ void PanelInt8Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
 // The same sums from activations that fit a byte (W8A8), four inputs per vpdpbusd: twice the products per
 // instruction. Reads a8 and a8_offsets instead of a.
 void PanelW8A8Avx512(const Int8PanelArgs& args);
+// Inputs per tdpbssd step of PanelW8A8Amx: the depth of an A tile row in bytes.
+constexpr int64_t kAmxInt8StepInputs = 64;
 // The same sums on AMX-INT8 tiles, sixteen rows at a time. Needs group_pairs a multiple of 32 (64 inputs per
 // tile step) and a8 rows of whole steps: a_stride >= k_padded rounded up to 64, zeros past k_padded.
 void PanelW8A8Amx(const Int8PanelArgs& args);

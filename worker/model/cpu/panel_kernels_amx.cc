@@ -31,8 +31,8 @@ void LoadTileConfig() {
 
 // One k quad of the W8A8 tile panel: 64 columns x 4 bytes.
 constexpr int64_t kQuadBytes = kPanelWidth * 4;
-// One tdpbssd step: 64 inputs (16 quads), the depth of an A tile row.
-constexpr int64_t kInt8StepPairs = 32;
+// One tdpbssd step in k pairs (16 quads).
+constexpr int64_t kInt8StepPairs = kAmxInt8StepInputs / 2;
 
 // The int8 panel ([pairs][kPanelWidth][2]) as tdpbssd's B operand takes it: [quads][kPanelWidth][4], the two k
 // pairs of a quad side by side for each column; zeros past the panel's depth up to a whole step. Rebuilt on

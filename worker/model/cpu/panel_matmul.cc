@@ -60,7 +60,6 @@ constexpr int64_t kAmxInt8MinRows = 16;
 // Batches below kAmxMinRows are staged without padding rows (PrepareStaging): every kernel that reads whole
 // 16-row tiles must start at or above it.
 static_assert(kAmxInt8MinRows >= kAmxMinRows, "AMX-INT8 tiles would read unstaged padding rows");
-constexpr int64_t kAmxInt8StepInputs = 64;
 
 bool UsesAmxInt8(int64_t rows, Int8Activations activations, int64_t group_pairs) {
 #ifdef LLMC_CPU_X86_KERNELS
