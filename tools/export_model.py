@@ -4,6 +4,10 @@
   tools/export_model.py --checkpoint ~/models/Qwen2.5-0.5B-Instruct --out packages/qwen2.5-0.5b --dtype bfloat16
   tools/export_model.py --random --preset qwen2-0.5b --tokenizer path/to/tokenizer.json --out packages/random
   tools/export_model.py --checkpoint ... --out packages/qwen2.5-0.5b-int8 --dtype bfloat16 --quantize int8
+  tools/export_model.py --checkpoint ~/models/Qwen2.5-0.5B-Instruct-W8A8 --out packages/qwen2.5-0.5b-w8a8
+
+A checkpoint already quantized to int8 (compressed-tensors, as llm-compressor writes for vLLM) gives an int8
+package holding its own int8 weights and scales (llmc_export/prequantized.py).
 
 Runs on Debian's python3-torch with no other packages. See docs/model-package.md.
 """
@@ -14,8 +18,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from llmc_export.config import ExportError, ModelConfig  # noqa: E402
-from llmc_export.package import DTYPES, EMBEDDING_POOLINGS, QUANTIZATIONS, build_model, write_package  # noqa: E402
+from llmc_export.config import ExportError, ModelConfig, read_hf_config  # noqa: E402
+from llmc_export.package import (DTYPES, EMBEDDING_POOLINGS, QUANTIZATIONS, build_model, load_checkpoint,  # noqa: E402
+                                 write_package)
+from llmc_export.prequantized import read_scheme  # noqa: E402
 
 PRESETS = {
     # Qwen2-0.5B's shape: the benchmark model.
@@ -65,11 +71,23 @@ def parse_args(argv):
 def main(argv=None):
     args = parse_args(argv)
     try:
+        exact, scheme = None, None
         if args.checkpoint:
-            config = ModelConfig.from_hf_config(os.path.join(args.checkpoint, "config.json"))
+            hf_config = read_hf_config(os.path.join(args.checkpoint, "config.json"))
+            config = ModelConfig.from_hf_config_dict(hf_config)
             config.add_generation_eos(os.path.join(args.checkpoint, "generation_config.json"))
             tokenizer = args.tokenizer or os.path.join(args.checkpoint, "tokenizer.json")
-            model = build_model(config, checkpoint=args.checkpoint)
+            scheme = read_scheme(hf_config)
+            if scheme is not None:
+                # An int8 checkpoint makes an int8 package with its own groups (vLLM reads the scheme the same way).
+                if args.quantize == "none":
+                    args.quantize = "int8"
+                if args.group_size not in (0, scheme.group_size):
+                    raise ExportError(f"the checkpoint's int8 weights have "
+                                      f"{f'groups of {scheme.group_size}' if scheme.group_size else 'one scale per row'}"
+                                      f"; --group-size {args.group_size} cannot regroup them")
+                args.group_size = scheme.group_size
+            model, exact = load_checkpoint(config, args.checkpoint, scheme)
         else:
             overrides = {flag: getattr(args, flag) for flag in SIZE_FLAGS if getattr(args, flag) is not None}
             config = dataclasses.replace(PRESETS[args.preset], **overrides)
@@ -80,7 +98,7 @@ def main(argv=None):
             model = build_model(config, seed=args.seed)
         name = args.name or os.path.basename(os.path.normpath(args.out))
         write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template, args.quantize,
-                      args.group_size, args.embedding_pooling)
+                      args.group_size, args.embedding_pooling, exact)
     except ExportError as error:
         print(f"export_model: {error}", file=sys.stderr)
         return 2
@@ -89,6 +107,8 @@ def main(argv=None):
     else:
         per = f"groups of {args.group_size}" if args.group_size else "channel"
         weights = f"{args.dtype} activations, {args.quantize} weights per {per}"
+        if scheme is not None:
+            weights += f", {len(exact)} matrices as the checkpoint has them"
     print(f"wrote {args.out} ({config.architecture}, {config.num_layers} layers, {weights})")
     return 0
 

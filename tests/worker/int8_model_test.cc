@@ -136,6 +136,42 @@ TEST_CASE("int8 model: w8a8 rounds the activations of the same int8 weights, int
   CHECK_THAT(std::string(refused.status().message()), Catch::Contains("w8a16 (int16 activations) runs on the CPU"));
 }
 
+TEST_CASE("int8 model: a compressed-tensors int8 checkpoint is served with its own int8 weights",
+          "[integration][model][int8]") {
+  // llm-compressor's W8A8 (int8 tensors, a scale per row) and W8A16 (packed, groups of 32) layouts, random
+  // weights, -128 among them (tests/python/int8_checkpoint.py); the exporter keeps them as they are.
+  const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 383, 3, 8, 150, 77, 2, 200, 12, 13, 14, 15, 16, 17, 18};
+  for (const auto& [flags, group_size] : std::vector<std::pair<std::vector<std::string>, int64_t>>{
+           {{}, 0}, {{"--strategy", "group", "--group-size", "32", "--packed", "--w8a16"}, 32}}) {
+    INFO("group size " << group_size);
+    const std::string dir = testing::MakeTempDir("llmc-int8-checkpoint");
+    std::vector<std::string> make = {std::string(LLMC_SOURCE_DIR) + "/tests/python/int8_checkpoint.py", "--out",
+                                     dir + "/checkpoint"};
+    make.insert(make.end(), flags.begin(), flags.end());
+    auto result = testing::RunCommand(LLMC_PYTHON, make, absl::Seconds(240));
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    result = testing::RunCommand(LLMC_PYTHON,
+                                 {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--checkpoint",
+                                  dir + "/checkpoint", "--out", dir + "/package", "--dtype", "bfloat16"},
+                                 absl::Seconds(240));
+    INFO(result.output);
+    REQUIRE(result.exit_code == 0);
+    auto kernels = LoadOrFail(dir + "/package", {"cpu", "", "w8a16"});
+    CHECK(kernels->manifest().quantization == "w8a16");
+    CHECK(kernels->manifest().quantization_group_size == group_size);
+    // The packed kernels against the composite operators on the same int8 weights (what a CUDA worker
+    // runs): equal up to the kernels' int16 activations, -128 included.
+    LoadOptions unpacked{"cpu", ""};
+    unpacked.pack_weights = false;
+    auto composite = LoadOrFail(dir + "/package", unpacked);
+    CHECK(composite->manifest().quantization == "int8");
+    CHECK(testing::MeasureQuantizationQuality(*composite, *kernels, tokens, 8).max_kl < 1e-3);
+    auto w8a8 = LoadOrFail(dir + "/package", {"cpu", "", "w8a8"});
+    CHECK(testing::MeasureQuantizationQuality(*composite, *w8a8, tokens, 8).mean_kl < 0.01);
+  }
+}
+
 TEST_CASE("int8 model: bad quantization settings and mismatched packages are refused clearly",
           "[integration][model][int8]") {
   const std::string bf16 = Export("tiny", {});

@@ -9,6 +9,7 @@
 
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
+#include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
@@ -215,6 +216,31 @@ TEST_CASE("int8 weights: every path sums the same integers", "[unit][int8]") {
   testing::ForEachCpuKernelPath(
       [&] { outputs.push_back(LinearResidual(input, weight.packed, weight.scales, residual)); });
   for (const at::Tensor& out : outputs) CHECK(RelativeError(out, outputs.front()) < 1e-6);
+}
+
+TEST_CASE("int8 weights: weights at -128, as int8 checkpoints have them, sum exactly on every path", "[unit][int8]") {
+  // Symmetric int8 from llm-compressor spans [-128, 127]. The widest sums: groups of 512 inputs (256 pairs)
+  // of int16 activations at 32767, 512 x 32767 x 128 = 2,147,418,112, just inside int32. Columns hold -128,
+  // or -128 and 127 in turn, so a sign or overflow error shows in either.
+  const int64_t k = 1024, n = 64;
+  at::Tensor q = at::full({n, k}, -128, at::kChar);
+  q.slice(0, n / 2).slice(1, 1, k, 2).fill_(127);
+  const at::Tensor packed = PackWeight(q), scales = PackScales(at::ones({n, k / 512}));
+  at::Tensor expected = at::full({n}, -128.0 * k);
+  expected.slice(0, n / 2).fill_(-0.5 * k);
+  // 1 row: decode kernels; 16: the byte kernel (or AMX tiles); 300: prefill-sized, dequantized panels.
+  for (const int64_t m : {1, 16, 300}) {
+    const at::Tensor input = at::ones({m, k}), residual = at::zeros({m, n});
+    testing::ForEachCpuKernelPath([&] {
+      for (const auto activations : {Int8Activations::kInt16, Int8Activations::kInt8}) {
+        INFO("m " << m << " path " << CpuIsaName(ActiveCpuIsa()) << " int8 activations "
+                  << (activations == Int8Activations::kInt8));
+        const ScopedInt8Activations scope(activations);
+        const at::Tensor out = LinearResidual(input, packed, scales, residual);
+        CHECK(RelativeError(out, expected.unsqueeze(0).expand({m, n})) < 1e-6);
+      }
+    });
+  }
 }
 
 TEST_CASE("int8 weights: activation rows quantize to int16 within half a step; Inf and NaN are marked",

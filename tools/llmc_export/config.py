@@ -11,6 +11,20 @@ class ExportError(Exception):
     """A checkpoint or request the exporter cannot turn into a package; the message says why."""
 
 
+def read_hf_config(path) -> dict:
+    """A Hugging Face config.json as a dict."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            hf = json.load(f)
+    except FileNotFoundError:
+        raise ExportError(f"{path} not found") from None
+    except ValueError as error:
+        raise ExportError(f"{path} is not JSON ({error})") from None
+    if not isinstance(hf, dict):
+        raise ExportError(f"{path} is not a JSON object")
+    return hf
+
+
 @dataclasses.dataclass
 class ModelConfig:
     architecture: str = "qwen2"
@@ -75,14 +89,7 @@ class ModelConfig:
 
     @staticmethod
     def from_hf_config(path):
-        try:
-            with open(path, encoding="utf-8") as f:
-                hf = json.load(f)
-        except FileNotFoundError:
-            raise ExportError(f"{path} not found") from None
-        except ValueError as error:
-            raise ExportError(f"{path} is not JSON ({error})") from None
-        return ModelConfig.from_hf_config_dict(hf)
+        return ModelConfig.from_hf_config_dict(read_hf_config(path))
 
     @staticmethod
     def from_hf_config_dict(hf):

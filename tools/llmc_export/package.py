@@ -2,11 +2,13 @@
 import json
 import os
 import shutil
+from typing import Optional
 
 import torch
 
 from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
+from .prequantized import Int8Scheme, by_module, take_int8_weights
 from .quantize import check_group_size, quantize_model
 from .safetensors import read_checkpoint
 
@@ -88,12 +90,20 @@ def read_tokenizer_config(tokenizer_path: str) -> tuple:
 
 
 def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> CausalLM:
-    """The network with weights from a checkpoint folder, or random ones from `seed`."""
-    model = CausalLM(config)
+    """The network with weights from an unquantized checkpoint folder, or random ones from `seed`."""
     if checkpoint is None:
+        model = CausalLM(config)
         random_weights(model, seed)
         return model
+    return load_checkpoint(config, checkpoint, None)[0]
+
+
+def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8Scheme]) -> tuple:
+    """(the network with a checkpoint folder's weights, {module name: (int8, scales)} for the projections an
+    int8 checkpoint (scheme, prequantized.py) holds quantized: quantize_model's `exact`)."""
+    model = CausalLM(config)
     tensors = read_checkpoint(checkpoint)
+    exact = take_int8_weights(tensors, scheme) if scheme is not None else {}
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
     expected = hf_parameter_shapes(config)
@@ -108,15 +118,16 @@ def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> C
     if unexpected:
         raise ExportError(f"checkpoint has tensors this architecture does not use: {', '.join(unexpected[:8])}")
     load_hf_tensors(model, config, tensors)
-    return model
+    return model, by_module(exact, config.tie_word_embeddings)
 
 
 def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str, dtype: str,
                   tokenizer_path: str, chat_template: str = None, quantize: str = None, group_size: int = 0,
-                  embedding_pooling: str = "last") -> str:
+                  embedding_pooling: str = "last", exact: Optional[dict] = None) -> str:
     """Writes the package; quantize="int8" stores the projection weights as int8 with float32 scales per
-    output row (group_size 0) or per group_size input columns, and the activations stay in dtype. The model
-    is converted (and quantized) in place."""
+    output row (group_size 0) or per group_size input columns, and the activations stay in dtype; `exact`
+    (load_checkpoint) gives modules their int8 weights as an int8 checkpoint has them. The model is converted
+    (and quantized) in place."""
     quantization = quantize or "none"
     if dtype not in DTYPES:
         raise ExportError(f"unsupported dtype '{dtype}' (supported: {', '.join(DTYPES)})")
@@ -128,6 +139,8 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
                           f"(supported: {', '.join(EMBEDDING_POOLINGS)})")
     if quantization == "none" and group_size != 0:
         raise ExportError("a quantization group size needs --quantize int8")
+    if quantization == "none" and exact:
+        raise ExportError("the checkpoint's weights are int8: the package must be int8 too")
     if tokenizer_path is None or not os.path.exists(tokenizer_path):
         raise ExportError(f"tokenizer.json not found at {tokenizer_path}")
     model = model.to(DTYPES[dtype]).eval()
@@ -138,7 +151,7 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
             module.weight_scale = module.weight_scale.float()
     if quantization == "int8":
         # From the weights in the package dtype: what the worker gets quantizing a package of that dtype at load.
-        quantize_model(model, group_size)
+        quantize_model(model, group_size, exact)
     scripted = torch.jit.script(model)
     os.makedirs(out_dir, exist_ok=True)
     scripted.save(os.path.join(out_dir, "model.pt"))

@@ -4,7 +4,7 @@ or per group of input columns, while activations keep the package dtype (see ops
 The worker implements the same rounding when it quantizes a package at load, and the two are compared, so
 quantize_int8 must not change without the C++ loader.
 """
-from typing import Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import nn
@@ -44,17 +44,33 @@ def quantize_int8(weight: torch.Tensor, group_size: int, name: str = "weight") -
     return q.reshape(rows, in_features), scale
 
 
-def quantize_model(model: CausalLM, group_size: int) -> None:
+def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, Tuple[torch.Tensor, torch.Tensor]]] = None
+                   ) -> None:
     """Quantizes every layer's projections and the LM head in place (weight becomes int8, weight_scale its
-    scales). A tied embedding shares the LM head's int8 weight and scales; an untied one stays as it is."""
+    scales). A tied embedding shares the LM head's int8 weight and scales; an untied one stays as it is.
+    `exact` gives some modules (by name) their int8 weights and scales as a checkpoint has them
+    (prequantized.py) instead."""
     check_group_size(group_size)
+    exact = exact or {}
     modules = [(name, module) for name, module in model.named_modules() if name.endswith(QUANTIZED_MODULES)]
+    unknown = sorted(set(exact) - {name for name, _ in modules})
+    if unknown:
+        raise ExportError(f"int8 weights for modules this model does not quantize: {', '.join(unknown[:4])}")
     for name, module in modules:  # all checked before any is changed
         check_divides(name + ".weight", module.weight, group_size)
+        if name in exact:
+            q, scale = exact[name]
+            groups = 1 if group_size == 0 else module.weight.shape[1] // group_size
+            if q.dtype != torch.int8 or q.shape != module.weight.shape or scale.shape != (q.shape[0], groups):
+                raise ExportError(f"{name}: int8 weight {tuple(q.shape)} with scales {tuple(scale.shape)} does not "
+                                  f"fit a {tuple(module.weight.shape)} matrix in {groups} group(s) per row")
     embed_tokens = model.model.embed_tokens
     tied = model.lm_head.weight is embed_tokens.weight
     for name, module in modules:
-        q, scale = quantize_int8(module.weight.detach(), group_size, name + ".weight")
+        if name in exact:
+            q, scale = exact[name][0], exact[name][1].float()
+        else:
+            q, scale = quantize_int8(module.weight.detach(), group_size, name + ".weight")
         module.weight = nn.Parameter(q, requires_grad=False)
         module.weight_scale = scale
     if tied:

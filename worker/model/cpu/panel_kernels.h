@@ -30,7 +30,7 @@ struct PanelArgs {
 // int8 weights (packed_weight.h, int8_staging.h): the panel is [k_padded / 2][kPanelWidth][2] int8 and its scales
 // [weight_groups][kPanelWidth] float32; the activations were quantized to int16 per row and per group of
 // `group_pairs` k pairs, with one float scale each. Within a group the products are summed exactly in int32
-// (|w| <= 127, and |a| <= 32767 over at most 256 pairs, or |a| <= 127 over at most kMaxInt8ActivationGroup
+// (|w| <= 128, and |a| <= 32767 over at most 256 pairs, or |a| <= 127 over at most kMaxInt8ActivationGroup
 // inputs, int8_staging.h: no overflow); at the group's end the sum is scaled by
 // the row's activation scale and the columns' weight scales (group min(g, weight_groups - 1)) and added in
 // float32. So every path computes the same integer sums.
