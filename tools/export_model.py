@@ -48,8 +48,9 @@ def parse_args(argv):
     source.add_argument("--random", action="store_true", help="random weights (tests and benchmarks)")
     parser.add_argument("--out", required=True, help="package folder to write")
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES), help="weights and activations")
-    parser.add_argument("--quantize", default="none", choices=QUANTIZATIONS,
-                        help="int8: projection weights as int8 with float32 scales, activations in --dtype")
+    parser.add_argument("--quantize", choices=QUANTIZATIONS,
+                        help="int8: projection weights as int8 with float32 scales, activations in --dtype (default: "
+                        "none, or int8 for a checkpoint quantized to int8)")
     parser.add_argument("--group-size", type=int, default=0,
                         help="int8 input columns per scale (32, 64, 128, 256, 512; default 0: one per output row)")
     parser.add_argument("--name", help="model name clients use (default: the output folder's name)")
@@ -81,11 +82,13 @@ def main(argv=None):
             if scheme is not None:
                 # An int8 checkpoint makes an int8 package with its own groups (vLLM reads the scheme the same way).
                 if args.quantize == "none":
-                    args.quantize = "int8"
+                    raise ExportError("the checkpoint's weights are int8 (compressed-tensors), so its package is "
+                                      "int8: leave out --quantize none")
+                args.quantize = "int8"
                 if args.group_size not in (0, scheme.group_size):
-                    raise ExportError(f"the checkpoint's int8 weights have "
-                                      f"{f'groups of {scheme.group_size}' if scheme.group_size else 'one scale per row'}"
-                                      f"; --group-size {args.group_size} cannot regroup them")
+                    grouping = f"groups of {scheme.group_size}" if scheme.group_size else "one scale per row"
+                    raise ExportError(f"--group-size {args.group_size} does not match the checkpoint's int8 weights, "
+                                      f"which have {grouping}: leave --group-size out")
                 args.group_size = scheme.group_size
             model, exact = load_checkpoint(config, args.checkpoint, scheme)
         else:
@@ -96,6 +99,7 @@ def main(argv=None):
             config.validate()
             tokenizer = args.tokenizer
             model = build_model(config, seed=args.seed)
+        args.quantize = args.quantize or "none"
         name = args.name or os.path.basename(os.path.normpath(args.out))
         write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template, args.quantize,
                       args.group_size, args.embedding_pooling, exact)
@@ -109,6 +113,8 @@ def main(argv=None):
         weights = f"{args.dtype} activations, {args.quantize} weights per {per}"
         if scheme is not None:
             weights += f", {len(exact)} matrices as the checkpoint has them"
+            if scheme.activations == "none":
+                weights += "; a W8A16 checkpoint: serve with --quantization=w8a16 to keep 16-bit activations"
     print(f"wrote {args.out} ({config.architecture}, {config.num_layers} layers, {weights})")
     return 0
 

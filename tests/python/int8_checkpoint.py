@@ -51,18 +51,21 @@ def pack_int8(q):
 
 
 def make_int8_checkpoint(folder, strategy="channel", group_size=0, packed=False, activations=True, seed=3,
-                         hf_overrides=None, edit=None):
+                         hf_overrides=None, edit=None, quantize_lm_head=False):
     """A compressed-tensors checkpoint of the test architecture: every layer's projections int8, the LM head
-    (ignored, as llm-compressor's recipes do) and embeddings in float. Returns {weight name: (int8, scale)}."""
+    (ignored, as llm-compressor's recipes do, unless quantize_lm_head with untied embeddings) and embeddings
+    in float. Returns ({weight name: (int8, scale)}, ModelConfig)."""
     hf_config = dict(HF_CONFIG, **(hf_overrides or {}))
     config = ModelConfig.from_hf_config_dict(hf_config)
     model = CausalLM(config)
     random_weights(model, seed)
     tensors = hf_state_dict(model, config)
-    tensors.pop("lm_head.weight", None)
+    if config.tie_word_embeddings:
+        tensors.pop("lm_head.weight", None)
     quantized = {}
     for name in sorted(tensors):
-        if not name.endswith(".weight") or not any(part in name for part in LINEAR_PARTS):
+        lm_head = quantize_lm_head and name == "lm_head.weight"
+        if not name.endswith(".weight") or not (lm_head or any(part in name for part in LINEAR_PARTS)):
             continue
         q, scale = compressed_int8(tensors[name].float(), strategy, group_size)
         quantized[name] = (q, scale)
@@ -70,7 +73,7 @@ def make_int8_checkpoint(folder, strategy="channel", group_size=0, packed=False,
         if packed:
             del tensors[name]
             tensors[base + ".weight_packed"] = pack_int8(q)
-            tensors[base + ".weight_shape"] = torch.tensor(list(q.shape), dtype=torch.int32)
+            tensors[base + ".weight_shape"] = torch.tensor(list(q.shape))  # int64, as compressed-tensors saves it
         else:
             tensors[name] = q
         tensors[base + ".weight_scale"] = scale.to(torch.bfloat16)
@@ -82,7 +85,8 @@ def make_int8_checkpoint(folder, strategy="channel", group_size=0, packed=False,
     inputs = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "token", "dynamic": True}
     hf_config["quantization_config"] = {
         "quant_method": "compressed-tensors", "format": "pack-quantized" if packed else "int-quantized",
-        "quantization_status": "compressed", "ignore": ["lm_head"], "kv_cache_scheme": None,
+        "quantization_status": "compressed", "ignore": [] if quantize_lm_head else ["lm_head"],
+        "kv_cache_scheme": None,
         "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights,
                                       "input_activations": inputs if activations else None,
                                       "output_activations": None}}}

@@ -9,7 +9,9 @@ import unittest
 import torch
 
 import test_exporter
-from int8_checkpoint import make_int8_checkpoint
+from int8_checkpoint import compressed_int8, make_int8_checkpoint, pack_int8
+from llmc_export.config import ExportError
+from llmc_export.prequantized import Int8Scheme, _unpack, take_int8_weights
 from test_exporter import dequantized_copy, export, scenario_logits
 
 
@@ -76,6 +78,56 @@ class Int8CheckpointTest(unittest.TestCase):
     def test_one_scale_per_tensor_becomes_one_per_row(self):
         self.check_keeps_checkpoint_weights(0, strategy="tensor")
 
+    def test_untied_lm_head_quantized_by_the_checkpoint_is_kept(self):
+        code, error, out, quantized, config = self.export_checkpoint(
+            hf_overrides={"tie_word_embeddings": False}, quantize_lm_head=True)
+        self.assertEqual(code, 0, error)
+        loaded = torch.jit.load(os.path.join(out, "model.pt"))
+        q, scale = quantized["lm_head.weight"]
+        self.assertTrue(torch.equal(loaded.lm_head.weight, q))
+        self.assertTrue(torch.equal(loaded.lm_head.weight_scale, scale))
+        self.assertEqual(loaded.model.embed_tokens.weight.dtype, torch.float32)
+
+    def test_config_groups_of_two_sizes_keep_the_finer_one(self):
+        """A second config group with groups of 64 (here the down projections): its scales repeat over the
+        package's groups of 32, and a trivial weight_g_idx is accepted."""
+        coarse = {}
+
+        def edit(hf, tensors):
+            hf["quantization_config"]["config_groups"]["group_1"] = {
+                "targets": ["re:.*down_proj"], "weights": {"num_bits": 8, "type": "int", "symmetric": True,
+                                                          "strategy": "group", "group_size": 64}}
+            for layer in range(2):
+                base = f"model.layers.{layer}.mlp.down_proj"
+                q, scale = compressed_int8(torch.randn(64, 128, generator=torch.Generator().manual_seed(layer)),
+                                           "group", 64)
+                coarse[base] = (q, scale.to(torch.bfloat16))
+                tensors[base + ".weight"], tensors[base + ".weight_scale"] = q, scale.to(torch.bfloat16)
+                tensors[base + ".weight_g_idx"] = torch.arange(128, dtype=torch.int32) // 64
+
+        code, error, out, _, _ = self.export_checkpoint(strategy="group", group_size=32, edit=edit)
+        self.assertEqual(code, 0, error)
+        with open(os.path.join(out, "llmc-model.json")) as f:
+            self.assertEqual(json.load(f)["quantization_group_size"], 32)
+        loaded = torch.jit.load(os.path.join(out, "model.pt"))
+        for layer in range(2):
+            q, scale = coarse[f"model.layers.{layer}.mlp.down_proj"]
+            down = getattr(loaded.model.layers, str(layer)).mlp.down_proj
+            self.assertTrue(torch.equal(down.weight, q))
+            self.assertTrue(torch.equal(down.weight_scale, scale.float().repeat_interleave(2, dim=1)))
+
+    def test_packed_rows_of_any_width_unpack(self):
+        q = torch.tensor([[-128, 127, 0, -1, 5, -7, 100], [1, 2, 3, 4, -128, -128, 127], [0] * 7], dtype=torch.int8)
+        for shape in (torch.tensor([3, 7]), torch.tensor([[3, 7]], dtype=torch.int32)):
+            self.assertTrue(torch.equal(_unpack(pack_int8(q), shape, "w"), q))
+        with self.assertRaisesRegex(ExportError, "beside two integers"):
+            _unpack(pack_int8(q), torch.tensor([3.0, 7.0]), "w")
+        tensors = {"w.weight_packed": pack_int8(q), "w.weight_shape": torch.tensor([3, 7]),
+                   "w.weight_scale": torch.ones(3, 1)}
+        exact = take_int8_weights(tensors, Int8Scheme(group_size=0, packed=True, activations="none"))
+        self.assertTrue(torch.equal(exact["w.weight"][0], q))
+        self.assertEqual(sorted(tensors), ["w.weight"])  # only the placeholder the model loads is left
+
     def check_refused(self, message, *extra, **checkpoint_args):
         code, error, _, _, _ = self.export_checkpoint(*extra, **checkpoint_args)
         self.assertEqual(code, 2, error)
@@ -110,13 +162,35 @@ class Int8CheckpointTest(unittest.TestCase):
                              tensors["model.layers.0.self_attn.k_proj.weight"].float()})),
             ("holds a NaN or infinite scale",
              lambda hf, tensors: tensors["model.layers.1.mlp.up_proj.weight_scale"].fill_(float("inf"))),
+            ("input_activations True is not an object",
+             config_edit(lambda q: q["config_groups"]["group_0"].update(input_activations=True))),
+            ("format ['int-quantized'] is not a name", config_edit(lambda q: q.update(format=["int-quantized"]))),
+            ("sparse checkpoints (dense) are not supported", config_edit(lambda q: q.update(sparsity_config="dense"))),
+            ("weight group size 32.0 is not supported", weights_edit(strategy="group", group_size=32.0)),
+            ("model.layers.0.mlp.up_proj.weight_scale is torch.float64; scales must be",
+             lambda hf, tensors: tensors.update({"model.layers.0.mlp.up_proj.weight_scale":
+                                                 tensors["model.layers.0.mlp.up_proj.weight_scale"].double()})),
+            ("model.layers.0.mlp.up_proj.weight_scale has shape (128, 0), which is not one scale per tensor",
+             lambda hf, tensors: tensors.update({"model.layers.0.mlp.up_proj.weight_scale": torch.zeros(128, 0)})),
+            ("checkpoint tensors model.layers.1.self_attn.o_proj.weight are torch.int8 without a quantization scale",
+             lambda hf, tensors: [tensors.pop("model.layers.1.self_attn.o_proj" + suffix)
+                                  for suffix in (".weight_scale", ".weight_zero_point", ".input_scale")]),
         ]
         for message, edit in cases:
             with self.subTest(message=message):
                 self.check_refused(message, edit=edit)
         with self.subTest("regrouping"):
-            self.check_refused("the checkpoint's int8 weights have one scale per row; --group-size 32 cannot regroup",
-                               "--group-size", "32")
+            self.check_refused("--group-size 32 does not match the checkpoint's int8 weights, which have one scale "
+                               "per row: leave --group-size out", "--group-size", "32")
+        with self.subTest("not int8"):
+            self.check_refused("the checkpoint's weights are int8 (compressed-tensors), so its package is int8: leave "
+                               "out --quantize none", "--quantize", "none")
+        with self.subTest("a scale on columns no declared group covers"):
+            # 4 scales over 64 columns: groups of 16, which the config (groups of 32) never declared.
+            self.check_refused("has shape (64, 4), which is not one scale per tensor, per row or per group of 32 whole "
+                               "columns", strategy="group", group_size=32,
+                               edit=lambda hf, tensors: tensors.update(
+                                   {"model.layers.0.self_attn.o_proj.weight_scale": torch.ones(64, 4)}))
         with self.subTest("activation order"):
             self.check_refused("reorders the input columns (activation order)", strategy="group", group_size=32,
                                edit=lambda hf, tensors: tensors.update({"model.layers.1.self_attn.o_proj.weight_g_idx":

@@ -111,6 +111,10 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
     if missing:
         raise ExportError(f"checkpoint is missing tensors: {', '.join(missing[:8])}"
                           + (f" and {len(missing) - 8} more" if len(missing) > 8 else ""))
+    integers = sorted(name for name in expected if not tensors[name].is_floating_point())
+    if integers:
+        raise ExportError(f"checkpoint tensors {', '.join(integers[:4])} are {tensors[integers[0]].dtype} without "
+                          "a quantization scale (an int8 checkpoint needs quantization_config and *.weight_scale)")
     for name, shape in expected.items():
         if tuple(tensors[name].shape) != tuple(shape):
             raise ExportError(f"tensor {name} has shape {tuple(tensors[name].shape)}, config implies {tuple(shape)}")

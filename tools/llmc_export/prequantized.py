@@ -32,6 +32,7 @@ class Int8Scheme:
     group_size: int  # input columns per scale in the package; 0: one scale per output row
     packed: bool  # pack-quantized: weight_packed int32 words instead of int8 weight tensors
     activations: str  # "none" (W8A16) or "int8" (W8A8)
+    group_sizes: tuple = ()  # the group sizes the checkpoint's config groups declare
 
 
 def _check_weight_args(group: str, weights) -> int:
@@ -52,7 +53,7 @@ def _check_weight_args(group: str, weights) -> int:
     if strategy != "group":
         return 0
     group_size = weights.get("group_size")
-    if group_size not in GROUP_SIZES[1:]:
+    if type(group_size) is not int or group_size not in GROUP_SIZES[1:]:
         raise ExportError(f"quantization config group {group}: weight group size {group_size} is not supported "
                           f"(supported: {', '.join(map(str, GROUP_SIZES[1:]))})")
     return group_size
@@ -76,8 +77,8 @@ def read_scheme(hf_config: dict) -> Optional[Int8Scheme]:
     if config.get("kv_cache_scheme"):
         raise ExportError("a quantized KV cache (kv_cache_scheme) is not supported")
     sparsity = config.get("sparsity_config") or {}
-    if sparsity.get("format", "dense") != "dense":
-        raise ExportError(f"sparse checkpoints ({sparsity.get('format')}) are not supported")
+    if not isinstance(sparsity, dict) or sparsity.get("format", "dense") != "dense":
+        raise ExportError(f"sparse checkpoints ({sparsity}) are not supported")
     groups = config.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         raise ExportError("quantization_config has no config_groups")
@@ -86,18 +87,23 @@ def read_scheme(hf_config: dict) -> Optional[Int8Scheme]:
         if not isinstance(group, dict):
             raise ExportError(f"quantization config group {name} is not an object")
         group_sizes.add(_check_weight_args(name, group.get("weights")))
-        formats.add(group.get("format") or config.get("format"))
+        format_ = group.get("format") or config.get("format")
+        if not isinstance(format_, str):
+            raise ExportError(f"quantization config group {name}: format {format_!r} is not a name")
+        formats.add(format_)
         if group.get("output_activations"):
             raise ExportError(f"quantization config group {name}: quantized outputs are not supported")
         inputs = group.get("input_activations")
         if inputs:
+            if not isinstance(inputs, dict):
+                raise ExportError(f"quantization config group {name}: input_activations {inputs!r} is not an object")
             if inputs.get("type", "int") != "int" or inputs.get("num_bits") != 8:
                 raise ExportError(f"quantization config group {name}: {inputs.get('num_bits')}-bit "
                                   f"{inputs.get('type')} activations are not supported (llmc runs int8 or 16-bit)")
             activations.add("int8")
         else:
             activations.add("none")
-    unsupported = sorted(str(f) for f in formats if f not in INT8_FORMATS + (PACKED_FORMAT,))
+    unsupported = sorted(f for f in formats if f not in INT8_FORMATS + (PACKED_FORMAT,))
     if unsupported:
         raise ExportError(f"compressed-tensors format {', '.join(unsupported)} is not supported (supported: "
                           f"{', '.join(INT8_FORMATS)}, and {PACKED_FORMAT} with 8 bits)")
@@ -107,33 +113,43 @@ def read_scheme(hf_config: dict) -> Optional[Int8Scheme]:
     if any(size % grouped[0] for size in grouped[1:]):
         raise ExportError(f"weight group sizes {', '.join(map(str, grouped))} do not share one group size")
     return Int8Scheme(group_size=grouped[0] if grouped else 0, packed=PACKED_FORMAT in formats,
-                      activations="int8" if activations == {"int8"} else "none")
+                      activations="int8" if activations == {"int8"} else "none", group_sizes=tuple(grouped))
 
 
 def _unpack(words: torch.Tensor, shape: torch.Tensor, name: str) -> torch.Tensor:
     """int8 [rows, columns] from pack-quantized int32 words: weight k of a row is byte k % 4 (lowest first) of
     word k // 4, stored as weight + 128."""
-    if words.dtype != torch.int32 or words.dim() != 2 or shape.numel() != 2:
-        raise ExportError(f"{name}{PACKED} must be int32 [rows, columns / 4] beside a two-value {name}{PACKED_SHAPE}")
-    rows, columns = (int(v) for v in shape.tolist())
+    if (words.dtype != torch.int32 or words.dim() != 2 or shape.numel() != 2 or shape.is_floating_point()
+            or shape.dtype == torch.bool):
+        raise ExportError(f"{name}{PACKED} must be int32 [rows, columns / 4] beside two integers in {name}{PACKED_SHAPE}")
+    rows, columns = (int(v) for v in shape.reshape(-1).tolist())
     if rows != words.shape[0] or (columns + 3) // 4 != words.shape[1]:
         raise ExportError(f"{name}{PACKED} is {tuple(words.shape)}, which does not hold a [{rows}, {columns}] weight")
     bytes_ = torch.stack([(words >> (8 * i)) & 0xFF for i in range(4)], dim=-1).reshape(rows, -1)[:, :columns]
     return (bytes_ - 128).to(torch.int8)
 
 
-def _scales(scale: torch.Tensor, rows: int, columns: int, group_size: int, name: str) -> torch.Tensor:
-    """float32 [rows, groups] for the package's group size, from a scale per tensor, per row or per group: a
-    coarser scale repeats over the finer groups it covers, exactly."""
+def _scales(scale: torch.Tensor, rows: int, columns: int, scheme: Int8Scheme, name: str) -> torch.Tensor:
+    """float32 [rows, groups] for the package's group size, from a scale per tensor, per row or per group of
+    one of the sizes the checkpoint declares: a coarser scale repeats over the finer groups it covers, exactly."""
+    group_size = scheme.group_size
     groups = 1 if group_size == 0 else columns // group_size
     if group_size and columns % group_size:
         raise ExportError(f"{name}.weight has {columns} input columns, not a multiple of the group size {group_size}")
+    if scale.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise ExportError(f"{name}{SCALE} is {scale.dtype}; scales must be float32, bfloat16 or float16 to be kept "
+                          "exactly")
     scale = scale.float()
     if scale.numel() == 1:
         scale = scale.reshape(1, 1).expand(rows, 1)
-    if scale.dim() != 2 or scale.shape[0] != rows or groups % scale.shape[1] != 0:
-        raise ExportError(f"{name}{SCALE} has shape {tuple(scale.shape)}, which fits no grouping of a "
-                          f"[{rows}, {columns}] weight into {groups} group(s) per row")
+    # The width each stored scale covers must be the whole row or a declared group size: a last, shorter
+    # group (compressed-tensors allows one) or an undeclared width would put scales on the wrong columns.
+    widths = (columns,) + tuple(scheme.group_sizes)
+    if (scale.dim() != 2 or scale.shape[0] != rows or scale.shape[1] == 0 or columns % scale.shape[1]
+            or columns // scale.shape[1] not in widths or groups % scale.shape[1]):
+        raise ExportError(f"{name}{SCALE} has shape {tuple(scale.shape)}, which is not one scale per tensor, per "
+                          f"row or per group of {' or '.join(map(str, scheme.group_sizes)) or 'any declared size'} "
+                          f"whole columns of a [{rows}, {columns}] weight")
     if not bool(torch.isfinite(scale).all()):
         raise ExportError(f"{name}{SCALE} holds a NaN or infinite scale")
     return scale.repeat_interleave(groups // scale.shape[1], dim=1).contiguous()
@@ -162,22 +178,24 @@ def take_int8_weights(tensors: dict, scheme: Int8Scheme) -> Dict[str, Tuple[torc
         rows, columns = weight.shape
         if zero_point is not None and bool((zero_point != 0).any()):
             raise ExportError(f"{base}{ZERO_POINT} is not zero: asymmetric weights are not supported")
-        scales = _scales(scale, rows, columns, scheme.group_size, base)
+        scales = _scales(scale, rows, columns, scheme, base)
         if group_index is not None:
             width = columns // scale.shape[-1] if scale.dim() == 2 else columns
             if not torch.equal(group_index.long(), torch.arange(columns) // width):
                 raise ExportError(f"{base}{GROUP_INDEX} reorders the input columns (activation order), which is "
                                   "not supported")
-        group_width = columns if scheme.group_size == 0 else scheme.group_size
-        tensors[base + ".weight"] = weight.float() * scales.repeat_interleave(group_width, dim=1)
+        # A placeholder of the right shape for load_hf_tensors' checks: the exact values replace it
+        # (quantize_model), so no float copy of the matrix is made.
+        tensors[base + ".weight"] = torch.zeros(()).expand(rows, columns)
         exact[base + ".weight"] = (weight.contiguous(), scales)
     return exact
 
 
 def by_module(exact: Dict[str, Tuple[torch.Tensor, torch.Tensor]], tied: bool) -> Dict[str, tuple]:
     """The exact int8 weights under model.py's module names, q/k/v and gate/up stacked as its matrices are.
-    A stacked matrix must come whole from the checkpoint or not at all; with tied embeddings the LM head is
-    the embedding matrix, which the exporter quantizes itself."""
+    A stacked matrix must come whole from the checkpoint or not at all. With tied embeddings the LM head is
+    the embedding matrix, which the exporter quantizes itself: an int8 lm_head in a tied checkpoint is left
+    out, as Hugging Face and vLLM tie the LM head to the embedding."""
     modules = {}
     for name in exact:
         module = name[:-len(".weight")]

@@ -45,7 +45,8 @@ constexpr int64_t kInt8ActivationMinRows = 8;
 // rounded up to whole AMX-INT8 steps (64 inputs), so each product ends with one epilogue instead of one per
 // group, and split past kMaxInt8ActivationGroup inputs: in int32, a group's sum of 128 x 127 products
 // (weights run from -128, as int8 checkpoints hold them, to 127) overflows past 132,104 inputs, and so does
-// the W8A8 kernel's offset (128 x the activations' sum).
+// the W8A8 kernel's offset (128 x the activations' sum); that kernel's biased sum of (w + 128) x a would
+// pass 2^31 after 66,311 inputs.
 // int16 activations keep groups of 128 inputs: their products are 258 times larger, and 128 keeps those
 // sums in range with room to spare. `activations` is kInt16 or kInt8 (Int8ActivationsForRows).
 int64_t ActivationGroupPairs(int64_t k, int64_t weight_groups, Int8Activations activations);
