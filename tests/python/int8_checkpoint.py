@@ -14,10 +14,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import paged_scenario  # noqa: F401,E402  (puts tools/ on sys.path)
-from llmc_export.config import ModelConfig  # noqa: E402
-from llmc_export.model import CausalLM, hf_state_dict, random_weights  # noqa: E402
 from llmc_export.safetensors import write_safetensors  # noqa: E402
-from test_exporter import HF_CONFIG  # noqa: E402
+from test_exporter import HF_CONFIG, random_hf_tensors  # noqa: E402
 
 LINEAR_PARTS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
                 "mlp.up_proj", "mlp.down_proj")
@@ -56,12 +54,7 @@ def make_int8_checkpoint(folder, strategy="channel", group_size=0, packed=False,
     (ignored, as llm-compressor's recipes do, unless quantize_lm_head with untied embeddings) and embeddings
     in float. Returns ({weight name: (int8, scale)}, ModelConfig)."""
     hf_config = dict(HF_CONFIG, **(hf_overrides or {}))
-    config = ModelConfig.from_hf_config_dict(hf_config)
-    model = CausalLM(config)
-    random_weights(model, seed)
-    tensors = hf_state_dict(model, config)
-    if config.tie_word_embeddings:
-        tensors.pop("lm_head.weight", None)
+    _, config, tensors = random_hf_tensors(hf_config, seed)
     quantized = {}
     for name in sorted(tensors):
         lm_head = quantize_lm_head and name == "lm_head.weight"

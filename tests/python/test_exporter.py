@@ -27,14 +27,21 @@ HF_CONFIG = {
 }
 
 
-def make_checkpoint(folder, hf_config=HF_CONFIG, shards=1, drop=None, seed=5):
-    """A Hugging Face style checkpoint folder with random weights; returns the source model."""
+def random_hf_tensors(hf_config, seed):
+    """(model, config, its weights under Hugging Face's names) for random weights of a config.json; a tied LM
+    head is left out, as checkpoints leave it."""
     config = ModelConfig.from_hf_config_dict(hf_config)
     model = CausalLM(config)
     random_weights(model, seed)
     tensors = hf_state_dict(model, config)
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
+    return model, config, tensors
+
+
+def make_checkpoint(folder, hf_config=HF_CONFIG, shards=1, drop=None, seed=5):
+    """A Hugging Face style checkpoint folder with random weights; returns the source model."""
+    model, config, tensors = random_hf_tensors(hf_config, seed)
     if drop:
         tensors.pop(drop)
     with open(os.path.join(folder, "config.json"), "w") as f:
