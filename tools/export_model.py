@@ -101,8 +101,10 @@ def main(argv=None):
             model = build_model(config, seed=args.seed)
         args.quantize = args.quantize or "none"
         name = args.name or os.path.basename(os.path.normpath(args.out))
+        # A W8A16 checkpoint was quantized to run with 16-bit activations: the worker serves it so by default.
+        served = "w8a16" if scheme is not None and scheme.activations == "none" else "int8"
         write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template, args.quantize,
-                      args.group_size, args.embedding_pooling, exact)
+                      args.group_size, args.embedding_pooling, exact, served)
     except ExportError as error:
         print(f"export_model: {error}", file=sys.stderr)
         return 2
@@ -114,7 +116,7 @@ def main(argv=None):
         if scheme is not None:
             weights += f", {len(exact)} matrices as the checkpoint has them"
             if scheme.activations == "none":
-                weights += "; a W8A16 checkpoint: serve with --quantization=w8a16 to keep 16-bit activations"
+                weights += "; a W8A16 checkpoint, served with 16-bit activations unless the worker is told otherwise"
     print(f"wrote {args.out} ({config.architecture}, {config.num_layers} layers, {weights})")
     return 0
 

@@ -38,6 +38,9 @@ class Int8CheckpointTest(unittest.TestCase):
         with open(os.path.join(out, "llmc-model.json")) as f:
             manifest = json.load(f)
         self.assertEqual((manifest["quantization"], manifest["quantization_group_size"]), ("int8", group_size))
+        # A W8A16 checkpoint asks to be served with 16-bit activations; W8A8 leaves the worker its default.
+        w8a16 = checkpoint_args.get("activations") is False
+        self.assertEqual(manifest.get("served_quantization"), "w8a16" if w8a16 else None)
         loaded = torch.jit.load(os.path.join(out, "model.pt"))
         self.assertTrue(any(bool((q == -128).any()) for q, _ in quantized.values()), "the checkpoint holds -128")
         for layer_index in range(config.num_layers):

@@ -160,6 +160,11 @@ TEST_CASE("int8 model: a compressed-tensors int8 checkpoint is served with its o
     auto kernels = LoadOrFail(dir + "/package", {"cpu", "", "w8a16"});
     CHECK(kernels->manifest().quantization == "w8a16");
     CHECK(kernels->manifest().quantization_group_size == group_size);
+    // A W8A16 checkpoint's package is served with 16-bit activations unless the worker is told otherwise;
+    // a W8A8 one as int8, by the batch.
+    const bool w8a16 = group_size != 0;
+    CHECK(LoadOrFail(dir + "/package", {"cpu", ""})->manifest().quantization == (w8a16 ? "w8a16" : "int8"));
+    CHECK(LoadOrFail(dir + "/package", {"cpu", "", "int8"})->manifest().quantization == "int8");
     // The packed kernels against the composite operators on the same int8 weights (what a CUDA worker
     // runs): equal up to the kernels' int16 activations, -128 included.
     LoadOptions unpacked{"cpu", ""};

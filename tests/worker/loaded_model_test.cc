@@ -116,6 +116,14 @@ TEST_CASE("loaded model: corrupt or mismatched packages give the expected error"
   EditManifest(dir, [](nlohmann::json& m) { m["embedding_pooling"] = "max"; });
   CHECK_THAT(std::string(error(dir).message()), Catch::Contains("embedding_pooling 'max' is not supported"));
 
+  // served_quantization names how an int8 package is served by default; this package's weights are float.
+  dir = CopyPackage(good);
+  EditManifest(dir, [](nlohmann::json& m) { m["served_quantization"] = "w4a16"; });
+  CHECK_THAT(std::string(error(dir).message()), Catch::Contains("served_quantization 'w4a16' is not supported"));
+  dir = CopyPackage(good);
+  EditManifest(dir, [](nlohmann::json& m) { m["served_quantization"] = "w8a16"; });
+  CHECK_THAT(std::string(error(dir).message()), Catch::Contains("served_quantization 'w8a16' needs int8 weights"));
+
   // Older packages call per-projection operators the fused kernels replaced (2), have no top-logits step
   // (3) or pass no weight scales (4): a clear re-export hint.
   for (const int old_version : {2, 3, 4}) {

@@ -31,7 +31,7 @@ def default_chat_template(config: ModelConfig) -> str:
 
 
 def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str, quantization: str = "none",
-                 group_size: int = 0, embedding_pooling: str = "last") -> dict:
+                 group_size: int = 0, embedding_pooling: str = "last", served_quantization: str = "int8") -> dict:
     return {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -40,6 +40,7 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
         "dtype": dtype,
         "quantization": quantization,
         "quantization_group_size": group_size,
+        **({"served_quantization": served_quantization} if served_quantization != "int8" else {}),
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "intermediate_size": config.intermediate_size,
@@ -127,11 +128,13 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
 
 def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str, dtype: str,
                   tokenizer_path: str, chat_template: str = None, quantize: str = None, group_size: int = 0,
-                  embedding_pooling: str = "last", exact: Optional[dict] = None) -> str:
+                  embedding_pooling: str = "last", exact: Optional[dict] = None,
+                  served_quantization: str = "int8") -> str:
     """Writes the package; quantize="int8" stores the projection weights as int8 with float32 scales per
     output row (group_size 0) or per group_size input columns, and the activations stay in dtype; `exact`
-    (load_checkpoint) gives modules their int8 weights as an int8 checkpoint has them. The model is converted
-    (and quantized) in place."""
+    (load_checkpoint) gives modules their int8 weights as an int8 checkpoint has them, and served_quantization
+    ("w8a16" for a W8A16 checkpoint) how the worker serves them unless told. The model is converted (and
+    quantized) in place."""
     quantization = quantize or "none"
     if dtype not in DTYPES:
         raise ExportError(f"unsupported dtype '{dtype}' (supported: {', '.join(DTYPES)})")
@@ -145,6 +148,10 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
         raise ExportError("a quantization group size needs --quantize int8")
     if quantization == "none" and exact:
         raise ExportError("the checkpoint's weights are int8: the package must be int8 too")
+    if served_quantization not in ("int8", "w8a16", "w8a8") or (
+            quantization == "none" and served_quantization != "int8"):
+        raise ExportError(f"served quantization '{served_quantization}' needs int8 weights and is int8, w8a16 "
+                          "or w8a8")
     if tokenizer_path is None or not os.path.exists(tokenizer_path):
         raise ExportError(f"tokenizer.json not found at {tokenizer_path}")
     model = model.to(DTYPES[dtype]).eval()
@@ -161,7 +168,7 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     scripted.save(os.path.join(out_dir, "model.pt"))
     shutil.copyfile(tokenizer_path, os.path.join(out_dir, "tokenizer.json"))
     manifest = manifest_for(config, name, dtype, chat_template or default_chat_template(config), quantization,
-                            group_size, embedding_pooling)
+                            group_size, embedding_pooling, served_quantization)
     # The model's own template comes with it, unless a built-in one was asked for by name.
     jinja_template, special_tokens = read_tokenizer_config(tokenizer_path)
     if special_tokens:

@@ -100,6 +100,18 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
     return absl::InvalidArgumentError(absl::StrCat(path, ": quantization '", manifest.quantization,
                                                    "' is not supported by this llmc (none or int8)"));
   }
+  if (root.contains("served_quantization")) {
+    RETURN_IF_ERROR(ReadString(root, path, "served_quantization", &manifest.served_quantization));
+  }
+  if (manifest.served_quantization != "int8" && manifest.served_quantization != "w8a16" &&
+      manifest.served_quantization != "w8a8") {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": served_quantization '", manifest.served_quantization,
+                                                   "' is not supported by this llmc (int8, w8a16 or w8a8)"));
+  }
+  if (manifest.served_quantization != "int8" && manifest.quantization != "int8") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": served_quantization '", manifest.served_quantization, "' needs int8 weights"));
+  }
   if (root.contains("embedding_pooling")) {
     RETURN_IF_ERROR(ReadString(root, path, "embedding_pooling", &manifest.embedding_pooling));
   }

@@ -28,6 +28,10 @@ struct ModelManifest {
   // one per output row (quantization_group_size 0) or per group of that many inputs.
   std::string quantization = "none";
   int64_t quantization_group_size = 0;
+  // How an int8 package is served unless the worker is told (--quantization): "int8" (activations chosen by
+  // the batch, also what packages without the field mean), or "w8a16" / "w8a8". The exporter writes "w8a16"
+  // for a W8A16 checkpoint, which was quantized to run with 16-bit activations.
+  std::string served_quantization = "int8";
   // How an embedding pools the final normalized hidden states of its tokens before L2 normalization: "last",
   // "mean", or "none" (no embeddings; also what packages without the field mean).
   std::string embedding_pooling = "none";
