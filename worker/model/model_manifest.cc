@@ -1,6 +1,9 @@
 #include "worker/model/model_manifest.h"
 
+#include <algorithm>
 #include <fstream>
+#include <initializer_list>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -30,6 +33,20 @@ absl::Status ReadString(const json& root, const std::string& path, const char* f
     return Missing(path, field, "a non-empty string");
   }
   *out = it->get<std::string>();
+  return absl::OkStatus();
+}
+
+// An optional string field that must be one of `choices` (named in the error as `listed`); where the field
+// is absent, *out keeps its default.
+absl::Status ReadChoice(const json& root, const std::string& path, const char* field,
+                        std::initializer_list<std::string_view> choices, const char* listed, std::string* out) {
+  if (root.contains(field)) {
+    RETURN_IF_ERROR(ReadString(root, path, field, out));
+  }
+  if (std::find(choices.begin(), choices.end(), *out) == choices.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", field, " '", *out, "' is not supported by this llmc (", listed, ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -93,33 +110,15 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   if (manifest.num_heads % manifest.num_kv_heads != 0) {
     return Missing(path, "num_heads", "a multiple of num_kv_heads");
   }
-  if (root.contains("quantization")) {
-    RETURN_IF_ERROR(ReadString(root, path, "quantization", &manifest.quantization));
-  }
-  if (manifest.quantization != "none" && manifest.quantization != "int8") {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": quantization '", manifest.quantization,
-                                                   "' is not supported by this llmc (none or int8)"));
-  }
-  if (root.contains("served_quantization")) {
-    RETURN_IF_ERROR(ReadString(root, path, "served_quantization", &manifest.served_quantization));
-  }
-  if (manifest.served_quantization != "int8" && manifest.served_quantization != "w8a16" &&
-      manifest.served_quantization != "w8a8") {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": served_quantization '", manifest.served_quantization,
-                                                   "' is not supported by this llmc (int8, w8a16 or w8a8)"));
-  }
+  RETURN_IF_ERROR(ReadChoice(root, path, "quantization", {"none", "int8"}, "none or int8", &manifest.quantization));
+  RETURN_IF_ERROR(ReadChoice(root, path, "served_quantization", {"int8", "w8a16", "w8a8"}, "int8, w8a16 or w8a8",
+                             &manifest.served_quantization));
   if (manifest.served_quantization != "int8" && manifest.quantization != "int8") {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": served_quantization '", manifest.served_quantization, "' needs int8 weights"));
   }
-  if (root.contains("embedding_pooling")) {
-    RETURN_IF_ERROR(ReadString(root, path, "embedding_pooling", &manifest.embedding_pooling));
-  }
-  if (manifest.embedding_pooling != "none" && manifest.embedding_pooling != "last" &&
-      manifest.embedding_pooling != "mean") {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": embedding_pooling '", manifest.embedding_pooling,
-                                                   "' is not supported by this llmc (last, mean or none)"));
-  }
+  RETURN_IF_ERROR(ReadChoice(root, path, "embedding_pooling", {"none", "last", "mean"}, "last, mean or none",
+                             &manifest.embedding_pooling));
   if (root.contains("quantization_group_size")) {
     const json& group = root["quantization_group_size"];
     if (!group.is_number_integer() || group.get<int64_t>() < 0) {
