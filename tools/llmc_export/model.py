@@ -215,13 +215,16 @@ def hf_parameter_shapes(config: ModelConfig) -> dict:
     return shapes
 
 
+# The stacked matrices and the checkpoint's matrices each is made of, in row order.
+STACKED_PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
+
+
 def load_hf_tensors(model: CausalLM, config: ModelConfig, tensors: dict) -> None:
     """Copies a checkpoint's tensors (Hugging Face names) into the model, stacking q/k/v and gate/up."""
     def stacked(name: str) -> torch.Tensor:
-        if ".qkv_proj." in name:
-            return torch.cat([tensors[name.replace("qkv_proj", p)] for p in ("q_proj", "k_proj", "v_proj")])
-        if ".gate_up_proj." in name:
-            return torch.cat([tensors[name.replace("gate_up_proj", p)] for p in ("gate_proj", "up_proj")])
+        for matrix, parts in STACKED_PARTS.items():
+            if f".{matrix}." in name:
+                return torch.cat([tensors[name.replace(matrix, part)] for part in parts])
         return tensors[name]
 
     with torch.no_grad():

@@ -17,6 +17,8 @@ FORMAT_VERSION = 6
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 QUANTIZATIONS = ("none", "int8")
+# How the worker serves an int8 package unless told (the manifest's served_quantization; int8 is the default).
+SERVED_QUANTIZATIONS = ("int8", "w8a16", "w8a8")
 # How an embedding request pools the final normalized hidden states of its prompt (then L2-normalized);
 # "none": the package serves no embeddings.
 EMBEDDING_POOLINGS = ("last", "mean", "none")
@@ -148,10 +150,9 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
         raise ExportError("a quantization group size needs --quantize int8")
     if quantization == "none" and exact:
         raise ExportError("the checkpoint's weights are int8: the package must be int8 too")
-    if served_quantization not in ("int8", "w8a16", "w8a8") or (
-            quantization == "none" and served_quantization != "int8"):
-        raise ExportError(f"served quantization '{served_quantization}' needs int8 weights and is int8, w8a16 "
-                          "or w8a8")
+    if served_quantization not in SERVED_QUANTIZATIONS or (quantization == "none" and served_quantization != "int8"):
+        raise ExportError(f"served quantization '{served_quantization}' needs int8 weights and is one of "
+                          f"{', '.join(SERVED_QUANTIZATIONS)}")
     if tokenizer_path is None or not os.path.exists(tokenizer_path):
         raise ExportError(f"tokenizer.json not found at {tokenizer_path}")
     model = model.to(DTYPES[dtype]).eval()

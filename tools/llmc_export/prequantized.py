@@ -14,6 +14,7 @@ from typing import Dict, Optional, Tuple
 import torch
 
 from .config import ExportError
+from .model import STACKED_PARTS
 from .quantize import GROUP_SIZES
 
 INT8_FORMATS = ("int-quantized", "naive-quantized")
@@ -23,8 +24,6 @@ WEIGHT_STRATEGIES = ("tensor", "channel", "group")
 SCALE, ZERO_POINT, GROUP_INDEX = ".weight_scale", ".weight_zero_point", ".weight_g_idx"
 PACKED, PACKED_SHAPE = ".weight_packed", ".weight_shape"
 UNUSED_SUFFIXES = (".input_scale", ".input_zero_point")
-# The stacked projections of model.py and the checkpoint's matrices they are made of, in row order.
-STACKED_PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")}
 
 
 @dataclasses.dataclass
@@ -156,8 +155,8 @@ def _scales(scale: torch.Tensor, rows: int, columns: int, scheme: Int8Scheme, na
 
 
 def take_int8_weights(tensors: dict, scheme: Int8Scheme) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
-    """Takes every quantized projection out of `tensors` (Hugging Face names) and puts its dequantized float32
-    matrix in its place, so the model loads and checks shapes as from any checkpoint. Returns
+    """Takes every quantized projection out of `tensors` (Hugging Face names) and leaves a zero placeholder of
+    its shape in its place, so the model loads and checks shapes as from any checkpoint. Returns
     {weight name: (int8 [rows, columns], float32 scales [rows, groups])} with the checkpoint's exact values."""
     exact = {}
     for base in sorted(name[:-len(SCALE)] for name in tensors if name.endswith(SCALE)):

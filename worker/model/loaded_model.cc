@@ -265,11 +265,13 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   if (!found.ok()) return Annotate(found.status(), package_dir);
   std::vector<Projection> projections = *std::move(found);
   RETURN_IF_ERROR(Annotate(CheckQuantization(projections, manifest), package_dir));
-  std::string quantization = options.quantization.empty() ? manifest.quantization : options.quantization;
-  // An int8 package may ask for fixed activations (a W8A16 checkpoint's); only the CPU kernels fix them, so
-  // elsewhere it is served as int8.
-  if (options.quantization.empty() && manifest.quantization == "int8" && device.is_cpu() && options.pack_weights) {
-    quantization = manifest.served_quantization;
+  std::string quantization = options.quantization;
+  if (quantization.empty()) {
+    // An int8 package may ask for fixed activations (a W8A16 checkpoint's); only the CPU kernels fix them, so
+    // elsewhere it is served as int8.
+    const bool kernels_fix_activations = device.is_cpu() && options.pack_weights;
+    quantization = manifest.quantization == "int8" && kernels_fix_activations ? manifest.served_quantization
+                                                                              : manifest.quantization;
   }
   if (quantization != "none" && quantization != "int8" && quantization != "w8a16" && quantization != "w8a8") {
     return absl::InvalidArgumentError(
