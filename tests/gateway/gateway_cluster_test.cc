@@ -143,6 +143,14 @@ TEST_CASE("gateway e2e: a worker serving int8 weights with int8 activations (w8a
   CHECK(model["quantization"] == "w8a8");
 }
 
+TEST_CASE("gateway e2e: a W8A16 checkpoint from llm-compressor, exported as it is, answers the SDK and says w8a16",
+          "[integration][gateway][int8]") {
+  // No --quantization flag: the package's manifest asks for 16-bit activations, as vLLM serves W8A16.
+  const json model = RunSdkEndToEnd(SmallW8A16CheckpointPackage());
+  CHECK(model["quantization"] == "w8a16");
+  CHECK(model["dtype"] == "bfloat16");
+}
+
 TEST_CASE("gateway e2e: a client that disconnects mid-stream frees the worker's sequence", "[integration][gateway]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "cut-worker"));

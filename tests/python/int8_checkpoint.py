@@ -4,10 +4,11 @@ from random weights: for the exporter's tests (test_int8_checkpoint.py) and the 
 (tests/worker/int8_model_test.cc).
 
   int8_checkpoint.py --out DIR [--strategy channel|group|tensor] [--group-size N] [--packed] [--w8a16]
-                     [--qwen2-0.5b --seed N --plain DIR2]
+                     [--shape tiny|small|qwen2-0.5b] [--seed N] [--plain DIR2]
 
---qwen2-0.5b gives the benchmark model's shape instead of the tests' tiny one; --plain also writes the same
-random weights unquantized, as the bfloat16 reference for llmc_quantization_bench.
+--shape: the exporter tests' tiny network (default), the end-to-end tests' small one with the Qwen
+vocabulary (export_model.py's "small" preset), or the benchmark model's. --plain also writes the same random
+weights unquantized, as the bfloat16 reference for llmc_quantization_bench.
 """
 import argparse
 import json
@@ -21,9 +22,15 @@ import paged_scenario  # noqa: F401,E402  (puts tools/ on sys.path)
 from llmc_export.safetensors import write_safetensors  # noqa: E402
 from test_exporter import HF_CONFIG, make_checkpoint, random_hf_tensors  # noqa: E402
 
-QWEN2_0_5B = {"vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
-              "num_attention_heads": 14, "num_key_value_heads": 2, "rope_theta": 1000000.0,
-              "max_position_embeddings": 32768}
+SHAPES = {
+    "tiny": {},
+    "small": {"vocab_size": 151936, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "rope_theta": 1000000.0,
+              "max_position_embeddings": 4096, "eos_token_id": 151645},
+    "qwen2-0.5b": {"vocab_size": 151936, "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
+                   "num_attention_heads": 14, "num_key_value_heads": 2, "rope_theta": 1000000.0,
+                   "max_position_embeddings": 32768},
+}
 
 LINEAR_PARTS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
                 "mlp.up_proj", "mlp.down_proj")
@@ -109,11 +116,11 @@ def main(argv=None):
     parser.add_argument("--group-size", type=int, default=0)
     parser.add_argument("--packed", action="store_true", help="pack-quantized (W8A16) instead of int-quantized")
     parser.add_argument("--w8a16", action="store_true", help="no activation quantization in the config")
-    parser.add_argument("--qwen2-0.5b", dest="qwen2_0_5b", action="store_true", help="Qwen2-0.5B's shape")
+    parser.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
     parser.add_argument("--seed", type=int, default=3)
     parser.add_argument("--plain", help="also write the same weights unquantized into this folder")
     args = parser.parse_args(argv)
-    shape = QWEN2_0_5B if args.qwen2_0_5b else {}
+    shape = SHAPES[args.shape]
     os.makedirs(args.out, exist_ok=True)
     quantized, _ = make_int8_checkpoint(args.out, args.strategy, args.group_size, args.packed, not args.w8a16,
                                         seed=args.seed, hf_overrides=shape)

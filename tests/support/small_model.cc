@@ -3,6 +3,8 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "tests/support/child_process.h"
 #include "tests/support/tokenizer_files.h"
@@ -38,6 +40,28 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
 
 std::string SmallModelPackage(const std::string& quantize) {
   return ExportOnce(quantize, kSmallModelName, "qwen3", "1", "151645", quantize);
+}
+
+std::string SmallW8A16CheckpointPackage() {
+  static std::mutex mu;
+  static std::string* package = new std::string();
+  std::lock_guard<std::mutex> lock(mu);
+  if (package->empty()) {
+    const std::string dir = MakeTempDir("llmc-small-w8a16-checkpoint");
+    const std::vector<std::vector<std::string>> steps = {
+        {std::string(LLMC_SOURCE_DIR) + "/tests/python/int8_checkpoint.py", "--shape", "small", "--seed", "1",
+         "--strategy", "group", "--group-size", "32", "--packed", "--w8a16", "--out", dir + "/checkpoint"},
+        {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--checkpoint", dir + "/checkpoint", "--dtype",
+         "bfloat16", "--name", kSmallModelName, "--tokenizer", TokenizerJsonPath("qwen3"), "--out",
+         dir + "/" + kSmallModelName}};
+    for (const auto& step : steps) {
+      const CommandResult result = RunCommand(LLMC_PYTHON, step, absl::Seconds(240));
+      if (result.exit_code != 0)
+        throw std::runtime_error("making the W8A16 checkpoint package failed:\n" + result.output);
+    }
+    *package = dir + "/" + kSmallModelName;
+  }
+  return *package;
 }
 
 std::string SecondSmallModelPackage() {

@@ -15,6 +15,12 @@ inline constexpr char kSmallModelName[] = "llmc-small";
 // `quantize` "int8": the same weights exported with --quantize int8 (one scale per output row).
 std::string SmallModelPackage(const std::string& quantize = "none");
 
+// The small package's network (seed 1) under the same name, exported from a W8A16 checkpoint as llm-compressor
+// writes it for vLLM (compressed-tensors, int8 weights packed four to an int32 in groups of 32;
+// tests/python/int8_checkpoint.py): an int8 package holding the checkpoint's own weights, which asks to be
+// served as w8a16.
+std::string SmallW8A16CheckpointPackage();
+
 // The name the second small package serves under, and the package: the same shape with other random
 // weights (seed 2) and the 128k-token Llama 3 vocabulary, for tests that serve two different models; its
 // embeddings pool the mean (the first package's the last token).
