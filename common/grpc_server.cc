@@ -1,6 +1,7 @@
 #include "common/grpc_server.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_callback_pool.h"
 #include "common/message_limits.h"
 #include "common/status_codes.h"
 #include "common/status_macros.h"
@@ -12,6 +13,7 @@ namespace llmc {
 
 absl::StatusOr<StartedGrpcServer> StartGrpcServer(const std::string& listen_address, grpc::Service& service) {
   ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(listen_address, /*allow_port_zero=*/true));
+  KeepGrpcCallbackPoolUntilExit();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;

@@ -1,5 +1,6 @@
 #include "gateway/dispatch/worker_channels.h"
 
+#include "common/grpc_callback_pool.h"
 #include "common/message_limits.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -8,6 +9,7 @@
 namespace llmc::gateway {
 
 std::shared_ptr<grpc::Channel> MakeClusterChannel(const std::string& address) {
+  KeepGrpcCallbackPoolUntilExit();
   grpc::ChannelArguments arguments;
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20'000);
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10'000);
