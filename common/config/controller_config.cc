@@ -16,7 +16,8 @@ absl::Status ControllerConfig::Validate() const {
   if (expiry_missed_heartbeats == 0) {
     return absl::InvalidArgumentError("expiry_missed_heartbeats must be at least 1");
   }
-  RETURN_IF_ERROR(ValidateOneOf("dispatch_policy", dispatch_policy, {"shortest_queue", "lottery", "power_of_two", "prefix_aware"}));
+  RETURN_IF_ERROR(
+      ValidateOneOf("dispatch_policy", dispatch_policy, {"shortest_queue", "lottery", "power_of_two", "prefix_aware"}));
   for (const auto& [name, weight] : {std::pair<const char*, double>{"prefix_weight", prefix_weight},
                                      {"load_weight", load_weight},
                                      {"kv_weight", kv_weight}}) {

@@ -43,10 +43,11 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       }
     }
     if (!cancelled.ok()) return Finish(cancelled);
-    std::shared_ptr<PendingPick> pick = dispatcher_.router_.Pick(
-        request_.model(), excluded, prefix_hashes_, [self = shared_from_this(), round](absl::StatusOr<PickedWorker> picked) {
-          self->OnPicked(round, std::move(picked));
-        });
+    std::shared_ptr<PendingPick> pick =
+        dispatcher_.router_.Pick(request_.model(), excluded, prefix_hashes_,
+                                 [self = shared_from_this(), round](absl::StatusOr<PickedWorker> picked) {
+                                   self->OnPicked(round, std::move(picked));
+                                 });
     bool cancel = false;
     {
       absl::MutexLock lock(&mu_);

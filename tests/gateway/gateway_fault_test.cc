@@ -98,9 +98,7 @@ TEST_CASE("fault: the gateway drops its channel to a worker that left the cluste
   // The gateway process picked from the table the controller streams and reported every pick; it never
   // had to ask the controller to pick.
   CHECK(WaitUntil(
-      [&] {
-        return ScrapeMetric(controller.metrics_port(), "llmc_controller_gateway_picks_total").value_or(0) == 12;
-      },
+      [&] { return ScrapeMetric(controller.metrics_port(), "llmc_controller_gateway_picks_total").value_or(0) == 12; },
       absl::Seconds(10)));
   CHECK_FALSE(ScrapeMetric(controller.metrics_port(), "llmc_controller_picks_total").has_value());
 

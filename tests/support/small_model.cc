@@ -23,13 +23,28 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
   std::string& package = (*packages)[key];
   if (package.empty()) {
     const std::string out = MakeTempDir("llmc-small-model-" + key) + "/" + name;
-    const CommandResult result =
-        RunCommand(LLMC_PYTHON,
-                   {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--random", "--preset", "small", "--seed",
-                    seed, "--dtype", "bfloat16", "--eos-token-id", eos, "--name", name, "--tokenizer",
-                    TokenizerJsonPath(tokenizer), "--quantize", quantize, "--embedding-pooling", embedding_pooling,
-                    "--out", out},
-                   absl::Seconds(240));
+    const CommandResult result = RunCommand(LLMC_PYTHON,
+                                            {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
+                                             "--random",
+                                             "--preset",
+                                             "small",
+                                             "--seed",
+                                             seed,
+                                             "--dtype",
+                                             "bfloat16",
+                                             "--eos-token-id",
+                                             eos,
+                                             "--name",
+                                             name,
+                                             "--tokenizer",
+                                             TokenizerJsonPath(tokenizer),
+                                             "--quantize",
+                                             quantize,
+                                             "--embedding-pooling",
+                                             embedding_pooling,
+                                             "--out",
+                                             out},
+                                            absl::Seconds(240));
     if (result.exit_code != 0) throw std::runtime_error("exporting " + name + " failed:\n" + result.output);
     package = out;
   }

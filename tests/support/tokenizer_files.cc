@@ -14,7 +14,8 @@ namespace {
 
 std::string HexToBytes(const std::string& hex) {
   std::string bytes;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return bytes;
 }
 
@@ -63,8 +64,9 @@ std::vector<CorpusEntry> LoadTokenizerCorpus() {
 
 std::vector<std::vector<int32_t>> ReferenceEncodings(const std::string& model) {
   const CommandResult result =
-      RunCommand("/usr/bin/env", {"node", std::string(LLMC_SOURCE_DIR) + "/tests/tokenizer/reference_encode.mjs", model,
-                                  std::string(LLMC_SOURCE_DIR) + "/tests/tokenizer/corpus.jsonl", LLMC_TOKENIZER_MODULES},
+      RunCommand("/usr/bin/env",
+                 {"node", std::string(LLMC_SOURCE_DIR) + "/tests/tokenizer/reference_encode.mjs", model,
+                  std::string(LLMC_SOURCE_DIR) + "/tests/tokenizer/corpus.jsonl", LLMC_TOKENIZER_MODULES},
                  absl::Seconds(120));
   if (result.exit_code != 0) throw std::runtime_error("reference encoder failed:\n" + result.output);
   std::vector<std::vector<int32_t>> encodings;

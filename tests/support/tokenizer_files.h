@@ -17,7 +17,7 @@ const tokenizer::Tokenizer& RealTokenizer(const std::string& model);
 
 struct CorpusEntry {
   std::string name;
-  std::string text;     // the text, or the raw bytes for invalid entries
+  std::string text;      // the text, or the raw bytes for invalid entries
   bool invalid = false;  // given as hex: not valid UTF-8
 };
 

@@ -46,9 +46,8 @@ TEST_CASE("paged attention CPU kernel equals the reference on random shapes, on 
           "[unit][paged_attention]") {
   std::mt19937 random(42);
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    for (const Case c :
-         {Case{4, 4, 64, 16}, Case{8, 4, 128, 32}, Case{14, 2, 64, 16}, Case{7, 1, 128, 32}, Case{2, 1, 64, 32},
-          Case{14, 2, 128, 16}, Case{8, 8, 96, 16}}) {
+    for (const Case c : {Case{4, 4, 64, 16}, Case{8, 4, 128, 32}, Case{14, 2, 64, 16}, Case{7, 1, 128, 32},
+                         Case{2, 1, 64, 32}, Case{14, 2, 128, 16}, Case{8, 8, 96, 16}}) {
       at::manual_seed(c.heads * 1000 + c.head_dim + c.block_size);
       const int64_t num_blocks = 40;
       const auto options = at::TensorOptions().dtype(dtype);

@@ -29,7 +29,7 @@ struct ServedModel {
   // else text parts are joined into one string first, as vLLM does for string-based templates.
   bool template_reads_content_parts = false;
   bool trust_request_chat_template = false;  // render a request's own chat_template
-  int64_t embedding_size = 0;                 // the model's hidden size: the length of its embeddings
+  int64_t embedding_size = 0;                // the model's hidden size: the length of its embeddings
 
   const std::string& name() const { return info.name(); }
   int64_t max_model_len() const { return info.max_context_length(); }
