@@ -2,39 +2,25 @@
 
 #include <catch2/catch.hpp>
 #include <memory>
-#include <string>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/generic/generic_stub.h"
-#include "grpcpp/security/credentials.h"
 
 namespace llmc {
 namespace {
 
-// A callback call whose state, the only holder of its channel, is freed by its own callback: the channel
-// goes on one of gRPC's callback threads.
-struct SelfFreeingCall {
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateChannel("ipv4:", grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub{channel};
-  grpc::ClientContext context;
-  grpc::Slice empty{std::string()};
-  grpc::ByteBuffer request{&empty, 1};
-  grpc::ByteBuffer response;
-};
-
 grpc::StatusCode CallFreeingItsChannelInTheCallback() {
-  auto* call = new SelfFreeingCall;
+  // The call, the only holder of its channel, is freed by its own callback: the channel goes on one of
+  // gRPC's callback threads.
+  auto* call = new AddresslessCallbackCall;
   call->context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   auto answered = std::make_shared<absl::Notification>();
   auto code = std::make_shared<grpc::StatusCode>(grpc::StatusCode::UNKNOWN);
-  call->stub.UnaryCall(&call->context, "/llmc.Test/Nothing", grpc::StubOptions(), &call->request, &call->response,
-                       [call, answered, code](const grpc::Status& status) {
-                         *code = status.error_code();
-                         delete call;
-                         answered->Notify();
-                       });
+  call->Start([call, answered, code](const grpc::Status& status) {
+    *code = status.error_code();
+    delete call;
+    answered->Notify();
+  });
   REQUIRE(answered->WaitForNotificationWithTimeout(absl::Seconds(10)));
   return *code;
 }
