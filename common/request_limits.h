@@ -36,6 +36,7 @@ inline constexpr FloatLimit kPresencePenalty{"presence_penalty", -2, 2};
 inline constexpr FloatLimit kFrequencyPenalty{"frequency_penalty", -2, 2};
 inline constexpr FloatLimit kLengthPenalty{"length_penalty", -10, 10};
 inline constexpr FloatLimit kRepetitionPenalty{"repetition_penalty", 0, FLT_MAX, /*min_exclusive=*/true};
+inline constexpr FloatLimit kLogitBias{"logit_bias", -100, 100};  // each entry's value
 
 inline constexpr int64_t kMinTopK = -1;               // -1 (or 0) disables top-k
 inline constexpr int64_t kMaxChoices = 16;            // n, and best_of (the beam width of beam search)
@@ -45,6 +46,15 @@ inline constexpr int64_t kMaxPrompts = 256;           // entries of a completion
 inline constexpr int64_t kMaxTotalChoices = 1024;     // prompts × n in one completions request
 inline constexpr int64_t kMaxTopLogprobs = 20;        // chat's top_logprobs, and what a worker returns
 inline constexpr int64_t kMaxCompletionLogprobs = 5;  // the legacy completions API's logprobs (OpenAI's bound)
+// Structured outputs and token restrictions. Multi-prompt completions copy them into every prompt's request.
+inline constexpr size_t kMaxConstraintTextBytes = 256 << 10;  // a JSON schema (compact), regex or grammar
+inline constexpr int64_t kMaxChoiceStrings = 1024;            // entries of a `choice` constraint
+inline constexpr size_t kMaxChoiceStringBytes = 4 << 10;      // each of them
+inline constexpr int64_t kMaxLogitBiasEntries = 300;          // OpenAI's bound
+// allowed_token_ids: the largest vocabularies in use (Gemma's 262,144 tokens); a longer list must repeat ids.
+inline constexpr int64_t kMaxAllowedTokenIds = 1 << 18;
+inline constexpr int64_t kMaxBadWords = 1024;
+inline constexpr size_t kMaxBadWordBytes = 1 << 10;
 // The shape of a request body's JSON: deeper nesting would make copying and printing it recurse that deep,
 // more keys in one object would make the order-keeping parse quadratic.
 inline constexpr size_t kMaxJsonDepth = 64;

@@ -20,7 +20,7 @@ if [ -n "$sanitize" ]; then
   # clang compiles about three times faster than GCC under the sanitizers, and has libFuzzer.
   configure+=(-DLLMC_SANITIZE="$sanitize" -DLLMC_COMPILE_CUDA_SOURCES=OFF
     -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++)
-  targets=(llmc_unit_tests llmc_integration_tests)
+  targets=(llmc_unit_tests llmc_integration_tests llmc_grammar_tests)
   if [[ "$sanitize" == *address* ]]; then
     configure+=(-DLLMC_FUZZ=ON)
     targets+=(llmc_fuzzers)

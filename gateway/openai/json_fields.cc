@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/request_limits.h"
 #include "gateway/openai/openai_error.h"
 
 namespace llmc::gateway {
@@ -31,6 +33,69 @@ std::string DescribeJsonType(const nlohmann::json& value) {
     default:
       return "a number";
   }
+}
+
+absl::Status CheckJsonShape(std::string_view text, std::string_view param, std::string_view what) {
+  std::vector<uint32_t> keys_per_level;  // one entry per open array or object; keys counted for objects
+  std::vector<bool> is_object;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        break;
+      case '{':
+      case '[':
+        if (keys_per_level.size() == limits::kMaxJsonDepth) {
+          return InvalidParameter(
+              param, absl::StrCat(std::string(what), " nests JSON deeper than ", limits::kMaxJsonDepth, " levels"));
+        }
+        keys_per_level.push_back(0);
+        is_object.push_back(c == '{');
+        break;
+      case '}':
+      case ']':
+        if (!keys_per_level.empty()) {
+          keys_per_level.pop_back();
+          is_object.pop_back();
+        }
+        break;
+      case ':':
+        if (!is_object.empty() && is_object.back() && ++keys_per_level.back() > limits::kMaxJsonObjectKeys) {
+          return InvalidParameter(param, absl::StrCat(std::string(what), " has a JSON object with more than ",
+                                                      limits::kMaxJsonObjectKeys, " keys"));
+        }
+        break;
+      default:
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string JsonParseErrorDetail(const nlohmann::json::exception& error) {
+  constexpr size_t kMaxDetail = 300;
+  std::string_view detail = error.what();
+  if (const size_t end = detail.find("] "); !detail.empty() && detail[0] == '[' && end != std::string_view::npos) {
+    detail.remove_prefix(end + 2);
+  }
+  std::string out(detail.substr(0, kMaxDetail));
+  if (detail.size() > kMaxDetail) out += "...";
+  return out;
+}
+
+const nlohmann::ordered_json& OrderedBody::Get() {
+  if (!parsed_.has_value()) parsed_ = nlohmann::ordered_json::parse(text_.begin(), text_.end());
+  return *parsed_;
 }
 
 FieldReader::FieldReader(const nlohmann::json& object, std::string prefix)

@@ -44,6 +44,29 @@ class FieldReader {
 // "a string", "an array", ... for error messages.
 std::string DescribeJsonType(const nlohmann::json& value);
 
+// Copying or printing JSON recurses once per level, and the order-keeping parse inserts keys with a linear
+// search: a text nested thousands deep, or an object with a million keys, would crash or stall the gateway.
+// INVALID_ARGUMENT naming `param` when `text` (`what` in the message, e.g. "the request body") nests deeper
+// than limits::kMaxJsonDepth or has an object with more than limits::kMaxJsonObjectKeys keys.
+absl::Status CheckJsonShape(std::string_view text, std::string_view param, std::string_view what);
+
+// Why nlohmann's parser refused a text, for an error message: its "[json.exception...] " prefix dropped, and
+// cut short, since it quotes what was last read (which can be most of a huge unterminated string).
+std::string JsonParseErrorDetail(const nlohmann::json::exception& error);
+
+// The request body parsed a second time, keeping the client's key order (nlohmann::json sorts object keys),
+// on first use only. The text must have passed ParseRequestBody, and must outlive this.
+class OrderedBody {
+ public:
+  explicit OrderedBody(std::string_view text) : text_(text) {}
+
+  const nlohmann::ordered_json& Get();
+
+ private:
+  std::string_view text_;
+  std::optional<nlohmann::ordered_json> parsed_;
+};
+
 }  // namespace llmc::gateway
 
 #endif  // LLMC_GATEWAY_OPENAI_JSON_FIELDS_H_

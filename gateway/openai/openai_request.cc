@@ -15,6 +15,7 @@
 #include "gateway/openai/chat_input.h"
 #include "gateway/openai/json_fields.h"
 #include "gateway/openai/openai_error.h"
+#include "gateway/openai/structured_output_request.h"
 #include "nlohmann/json.hpp"
 
 namespace llmc::gateway {
@@ -27,57 +28,6 @@ using limits::kMaxCompletionLogprobs;
 using limits::kMaxStopStrings;
 constexpr int64_t kMaxTokenCount = std::numeric_limits<int32_t>::max();
 constexpr int64_t kMaxTokenId = std::numeric_limits<int32_t>::max();
-constexpr size_t kMaxErrorDetail = 300;
-
-// Copying or printing JSON recurses once per level, and the order-keeping parse inserts keys with a
-// linear search: a body nested thousands deep, or an object with a million keys, would crash or stall
-// the gateway. One pass over the text, strings skipped, bounds both.
-absl::Status CheckJsonShape(std::string_view body) {
-  std::vector<uint32_t> keys_per_level;  // one entry per open array or object; keys counted for objects
-  std::vector<bool> is_object;
-  bool in_string = false;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const char c = body[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        in_string = true;
-        break;
-      case '{':
-      case '[':
-        if (keys_per_level.size() == limits::kMaxJsonDepth) {
-          return InvalidParameter(
-              "", absl::StrCat("the request body nests JSON deeper than ", limits::kMaxJsonDepth, " levels"));
-        }
-        keys_per_level.push_back(0);
-        is_object.push_back(c == '{');
-        break;
-      case '}':
-      case ']':
-        if (!keys_per_level.empty()) {
-          keys_per_level.pop_back();
-          is_object.pop_back();
-        }
-        break;
-      case ':':
-        if (!is_object.empty() && is_object.back() && ++keys_per_level.back() > limits::kMaxJsonObjectKeys) {
-          return InvalidParameter("", absl::StrCat("the request body has a JSON object with more than ",
-                                                   limits::kMaxJsonObjectKeys, " keys"));
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 
@@ -86,21 +36,13 @@ absl::StatusOr<json> ParseRequestBody(std::string_view body) {
     return InvalidParameter("",
                             absl::StrCat("the request body is not valid UTF-8 (first bad byte at offset ", *bad, ")"));
   }
-  RETURN_IF_ERROR(CheckJsonShape(body));
+  RETURN_IF_ERROR(CheckJsonShape(body, "", "the request body"));
   json parsed;
   try {
     parsed = json::parse(body.begin(), body.end());
   } catch (const json::exception& e) {
-    // Drop nlohmann's "[json.exception.parse_error.101] " prefix; the rest says where and why.
-    std::string_view detail = e.what();
-    if (const size_t end = detail.find("] "); !detail.empty() && detail[0] == '[' && end != std::string_view::npos) {
-      detail.remove_prefix(end + 2);
-    }
-    // The detail quotes what was last read, which can be most of a huge unterminated string.
-    std::string message =
-        absl::StrCat("could not parse the JSON body of the request: ", std::string(detail.substr(0, kMaxErrorDetail)));
-    if (detail.size() > kMaxErrorDetail) message += "...";
-    return InvalidParameter("", message);
+    return InvalidParameter("",
+                            absl::StrCat("could not parse the JSON body of the request: ", JsonParseErrorDetail(e)));
   }
   if (!parsed.is_object()) {
     return InvalidParameter("", absl::StrCat("the request body must be a JSON object, not ", DescribeJsonType(parsed)));
@@ -364,19 +306,7 @@ absl::Status ParseBeamSearch(const FieldReader& fields, OpenAiRequest& request) 
 
 // Parameters with a meaning this server does not implement: refusing beats silently ignoring them.
 absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint32_t num_choices, bool beam_search) {
-  if (const json* bias = fields.Find("logit_bias"); bias != nullptr) {
-    if (!bias->is_object()) return fields.WrongType("logit_bias", *bias, "an object");
-    if (!bias->empty()) return InvalidParameter("logit_bias", "'logit_bias' is not supported by this server");
-  }
   if (kind == OpenAiKind::kChat) {
-    if (const json* format = fields.Find("response_format"); format != nullptr) {
-      if (!format->is_object()) return fields.WrongType("response_format", *format, "an object");
-      ASSIGN_OR_RETURN(const std::optional<std::string> type, FieldReader(*format, "response_format.").String("type"));
-      if (type.value_or("text") != "text") {
-        return InvalidParameter("response_format",
-                                absl::StrCat("response_format type '", *type, "' is not supported; only 'text' is"));
-      }
-    }
     // Chat has no best_of in OpenAI's API; one that asks for more than n choices is refused, not ignored. With
     // beam search it is the beam width (ParseBeamSearch).
     ASSIGN_OR_RETURN(const std::optional<int64_t> best_of, fields.Int("best_of", 1, kMaxChoices));
@@ -394,13 +324,14 @@ absl::Status RejectUnsupported(const FieldReader& fields, OpenAiKind kind, uint3
   return absl::OkStatus();
 }
 
-absl::Status ParseCommon(const json& body, OpenAiKind kind, OpenAiRequest& request) {
+absl::Status ParseCommon(const json& body, OrderedBody& ordered, OpenAiKind kind, OpenAiRequest& request) {
   const FieldReader fields(body);
   request.kind = kind;
   RETURN_IF_ERROR(ParseModel(fields, request));
   RETURN_IF_ERROR(ParseStreaming(fields, request));
   RETURN_IF_ERROR(ParseSampling(fields, kind, *request.generate.mutable_sampling()));
   RETURN_IF_ERROR(ParseBeamSearch(fields, request));
+  RETURN_IF_ERROR(ParseStructuredOutput(body, ordered, *request.generate.mutable_sampling()));
   RETURN_IF_ERROR(RejectUnsupported(fields, kind, request.num_choices(), request.beam_search()));
   ASSIGN_OR_RETURN(std::optional<std::string> user, fields.String("user"));
   if (user.has_value()) request.generate.set_user(*std::move(user));
@@ -563,10 +494,10 @@ absl::Status ParseBestOf(const FieldReader& fields, OpenAiRequest& request) {
 absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) {
   ASSIGN_OR_RETURN(const json parsed, ParseRequestBody(body));
   OpenAiRequest request;
-  RETURN_IF_ERROR(ParseCommon(parsed, OpenAiKind::kChat, request));
-  // Parsed again keeping the client's key order, which the chat template's tojson shows the model.
-  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(body.begin(), body.end());
-  RETURN_IF_ERROR(ParseChatInput(parsed, ordered, *request.generate.mutable_chat()));
+  OrderedBody ordered(body);
+  RETURN_IF_ERROR(ParseCommon(parsed, ordered, OpenAiKind::kChat, request));
+  // The client's key order, which the chat template's tojson shows the model.
+  RETURN_IF_ERROR(ParseChatInput(parsed, ordered.Get(), *request.generate.mutable_chat()));
   RETURN_IF_ERROR(ParseChatLogprobs(FieldReader(parsed), request));
   RETURN_IF_ERROR(ParsePromptLogprobs(FieldReader(parsed), request));
   return request;
@@ -575,7 +506,8 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) 
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body) {
   ASSIGN_OR_RETURN(const json parsed, ParseRequestBody(body));
   OpenAiRequest request;
-  RETURN_IF_ERROR(ParseCommon(parsed, OpenAiKind::kCompletion, request));
+  OrderedBody ordered(body);
+  RETURN_IF_ERROR(ParseCommon(parsed, ordered, OpenAiKind::kCompletion, request));
   const FieldReader fields(parsed);
   RETURN_IF_ERROR(ParsePrompt(fields, request));
   RETURN_IF_ERROR(ParseCompletionOptions(fields, request));

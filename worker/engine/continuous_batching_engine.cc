@@ -84,6 +84,7 @@ ContinuousBatchingEngine::ContinuousBatchingEngine(std::unique_ptr<model::Loaded
       admit_(inbox_, table_),
       schedule_(scheduler_, table_, observer),
       forward_(*model_, kv_cache_, output_, scheduler_, Limits(options), options.max_running),
+      sample_(observer),
       prompt_logprobs_(output_),
       pool_(table_),
       beam_search_(output_, table_, scheduler_, options_.max_model_len, observer),

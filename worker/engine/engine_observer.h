@@ -25,6 +25,8 @@ class EngineObserver {
   virtual void OnFirstToken(absl::Duration time_to_first_token) {}
   virtual void OnInterToken(absl::Duration inter_token_latency) {}
   virtual void OnPreemption() {}
+  // A structured-output row's allowed-token mask took this long to fill.
+  virtual void OnGrammarMask(absl::Duration fill_time) {}
   // A step's admissions with prefix caching on: tokens looked up, and those found cached.
   virtual void OnPrefixCacheLookup(int64_t queried_tokens, int64_t hit_tokens) {}
   // One per request, when it ends for any reason.

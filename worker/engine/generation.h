@@ -2,6 +2,7 @@
 #define LLMC_WORKER_ENGINE_GENERATION_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,17 +10,29 @@
 #include "absl/time/time.h"
 #include "llmc/v1/worker.pb.h"
 #include "worker/engine/sampling_options.h"
+#include "worker/grammar/automaton.h"
+#include "worker/grammar/vocabulary.h"
 
 namespace llmc::engine {
 
 // What an embedding request makes of its prompt's final normalized hidden states (then L2-normalized).
 enum class Pooling { kNone, kLast, kMean };
 
+// A compiled structured-output constraint (docs/structured-outputs.md): every choice's tokens must spell a
+// sentence of `grammar`, over the model's vocabulary as `vocabulary` indexes it. Both null: unconstrained.
+struct OutputConstraint {
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  std::shared_ptr<const grammar::VocabularyIndex> vocabulary;
+
+  explicit operator bool() const { return grammar != nullptr && vocabulary != nullptr; }
+};
+
 // One generation request as the engine takes it: already tokenized, sampling options resolved.
 struct GenerationRequest {
   std::string request_id;  // for logs
   std::vector<int32_t> prompt_token_ids;
   SamplingOptions sampling;
+  OutputConstraint constraint;
   // Not kNone: an embedding request. The engine prefills the prompt in its batches and answers with one
   // response carrying the embedding and usage; sampling options other than n = 1 are not read.
   Pooling pooling = Pooling::kNone;

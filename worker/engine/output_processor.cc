@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "worker/engine/constraint_state.h"
 
 namespace llmc::engine {
 namespace {
@@ -22,9 +23,22 @@ OutputProcessor::OutputProcessor(const tokenizer::Tokenizer& tokenizer, const mo
 void OutputProcessor::SuppressedTokens(const Sequence& sequence, std::vector<int32_t>& out) const {
   out.clear();
   const SamplingOptions& options = sequence.group.request.sampling;
+  BannedWordEnds(sequence, out);
   if (sequence.num_output() >= options.min_tokens) return;
-  if (!options.ignore_eos) out.insert(out.end(), eos_token_ids_.begin(), eos_token_ids_.end());
+  // A grammar that may end here wins over min_tokens: its mask may allow nothing but the end.
+  const ConstraintState* constraint = sequence.group.constraint.get();
+  const bool grammar_may_end = constraint != nullptr && constraint->matcher(sequence.choice_index).CanEnd();
+  if (!options.ignore_eos && !grammar_may_end) out.insert(out.end(), eos_token_ids_.begin(), eos_token_ids_.end());
   out.insert(out.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
+}
+
+void OutputProcessor::BannedWordEnds(const Sequence& sequence, std::vector<int32_t>& out) const {
+  const absl::Span<const int32_t> output = sequence.output();
+  for (const std::vector<int32_t>& word : sequence.group.request.sampling.bad_words) {
+    const size_t before = word.size() - 1;
+    if (before > output.size()) continue;
+    if (std::equal(word.begin(), word.end() - 1, output.end() - before)) out.push_back(word.back());
+  }
 }
 
 std::string OutputProcessor::Flush(Sequence& sequence) const {
@@ -57,6 +71,24 @@ v1::TokenDelta OutputProcessor::Append(Sequence& sequence, const SampledToken& s
     delta.set_finish_reason(reason);
     delta.set_stop_reason(std::move(stop_reason));
   };
+  if (ConstraintState* constraint = sequence.group.constraint.get(); constraint != nullptr) {
+    grammar::GrammarMatcher& matcher = constraint->matcher(sequence.choice_index);
+    // Only a draw from an empty mask (no token could continue) brings a token the grammar refuses; the
+    // answer ends there, without it.
+    if (!matcher.AcceptToken(token)) {
+      delta.set_text(Flush(sequence));
+      finish(v1::FINISH_REASON_STOP, "");
+      return delta;
+    }
+    if (matcher.IsTerminated() && !eos_token_ids_.contains(token)) {
+      // Complete, and nothing may follow: the answer is whole without waiting for the model's EOS.
+      tokenizer::StopStringMatcher::Result text = sequence.stop_matcher.Add(sequence.detokenizer.Add(token));
+      text.text += text.stopped ? "" : Flush(sequence);
+      delta.set_text(std::move(text.text));
+      finish(v1::FINISH_REASON_STOP, text.stopped ? text.matched : "");
+      return delta;
+    }
+  }
   const bool past_min_tokens = sequence.num_output() > options.min_tokens;
   const bool is_eos = !options.ignore_eos && eos_token_ids_.contains(token);
   if (past_min_tokens && (is_eos || Contains(options.stop_token_ids, token))) {

@@ -28,7 +28,8 @@ class OutputProcessor {
 
   bool IsEos(int32_t token) const { return eos_token_ids_.contains(token); }
 
-  // Token ids the sampler must not pick for `sequence` this step: EOS and stop ids before min_tokens.
+  // Token ids the sampler must not pick for `sequence` this step: EOS and stop ids before min_tokens (EOS
+  // only while its grammar, if any, may not end), and the last token of each bad word its output leads into.
   void SuppressedTokens(const Sequence& sequence, std::vector<int32_t>& out) const;
 
   // Sets the id, text and bytes of token `id` on a v1::TokenLogprob or v1::TopLogprob.
@@ -41,6 +42,7 @@ class OutputProcessor {
   }
 
  private:
+  void BannedWordEnds(const Sequence& sequence, std::vector<int32_t>& out) const;
   void FillLogprob(const SampledToken& sampled, const SamplingOptions& options, v1::TokenLogprob& out) const;
   // Releases whatever the detokenizer and the stop matcher still hold.
   std::string Flush(Sequence& sequence) const;

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "worker/engine/constraint_state.h"
 
 namespace llmc::engine {
 
@@ -11,6 +12,7 @@ void RequestTable::Add(std::unique_ptr<RequestGroup> group) {
   // Beam search starts from one beam; its first selection forks the others off it.
   if (group->request.sampling.beam_search()) group->beam = std::make_unique<BeamSearchState>();
   const uint32_t n = group->beam != nullptr ? 1 : group->request.sampling.n;
+  if (group->request.constraint) group->constraint = std::make_unique<ConstraintState>(group->request.constraint, n);
   for (uint32_t choice = 0; choice < n; ++choice) {
     group->sequences.push_back(std::make_unique<Sequence>(*group, choice, tokenizer_));
     scheduler_.AddWaiting(group->sequences.back().get());

@@ -293,10 +293,32 @@ SampledToken SampleFromTop(const SamplerRow& row, int64_t vocab, Scratch& scratc
   return result;
 }
 
+// The allowed mask, the suppressed ids, then logit_bias: what the draw may pick, and how it leans.
+void RestrictAndBias(const SamplerRow& row, float* logits, int64_t vocab, RawLogits* raw) {
+  if (row.allowed != nullptr) {
+    // Disallowed tokens never become the draw, so their raw values need no keeping for logprobs.
+    const int64_t words = (vocab + 63) / 64;
+    for (int64_t w = 0; w < words; ++w) {
+      uint64_t blocked = ~row.allowed[w];
+      if (blocked == 0) continue;
+      const int64_t base = w * 64;
+      if (base + 64 > vocab) blocked &= (uint64_t{1} << (vocab - base)) - 1;
+      while (blocked != 0) {
+        logits[base + __builtin_ctzll(blocked)] = kNegativeInfinity;
+        blocked &= blocked - 1;
+      }
+    }
+  }
+  for (const int32_t id : row.suppressed_token_ids) LogitAt(logits, vocab, id, raw) = kNegativeInfinity;
+  for (const auto& [id, bias] : row.options->logit_bias) {
+    if (id < vocab) LogitAt(logits, vocab, id, raw) += bias;
+  }
+}
+
 // A beam's proposals: the likeliest tokens of the processed distribution; the first is its "sample".
 SampledToken ProposeBeamTokens(const SamplerRow& row, float* logits, int64_t vocab, Scratch& scratch) {
   const SamplingOptions& options = *row.options;
-  for (const int32_t id : row.suppressed_token_ids) LogitAt(logits, vocab, id, nullptr) = kNegativeInfinity;
+  RestrictAndBias(row, logits, vocab, nullptr);
   ApplyPenalties(row, logits, vocab, scratch.counts, nullptr);
   const double log_normalizer = LogSumExp(logits, vocab, scratch.weights);
   SampledToken result;
@@ -322,7 +344,7 @@ SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scra
   }
   RawLogits* const raw_or_null = with_logprobs ? &raw : nullptr;
 
-  for (const int32_t id : row.suppressed_token_ids) LogitAt(logits, vocab, id, raw_or_null) = kNegativeInfinity;
+  RestrictAndBias(row, logits, vocab, raw_or_null);
   ApplyPenalties(row, logits, vocab, scratch.counts, raw_or_null);
 
   if (options.greedy()) {
@@ -342,8 +364,9 @@ SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scra
 }  // namespace
 
 int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens, int64_t vocab) {
-  if (suppresses_tokens || options.beam_search() || options.logprobs || options.top_logprobs > 0 ||
-      options.repetition_penalty != 1.0f || options.presence_penalty != 0.0f || options.frequency_penalty != 0.0f) {
+  if (suppresses_tokens || options.masks_logits() || options.beam_search() || options.logprobs ||
+      options.top_logprobs > 0 || options.repetition_penalty != 1.0f || options.presence_penalty != 0.0f ||
+      options.frequency_penalty != 0.0f) {
     return 0;
   }
   if (options.greedy()) return 1;

@@ -20,6 +20,9 @@ struct SamplerRow {
   absl::Span<const int32_t> prompt_token_ids;      // for the repetition penalty
   absl::Span<const int32_t> output_token_ids;      // for repetition, presence and frequency penalties
   absl::Span<const int32_t> suppressed_token_ids;  // never sampled this step (EOS / stop ids before min_tokens)
+  // When set, one bit per token id over the logits' width: only ids whose bit is set may be drawn (a grammar's
+  // mask, allowed_token_ids). Applied first, with the suppressed ids; logprobs stay those of the raw logits.
+  const uint64_t* allowed = nullptr;
   // When set, the row's TopLogitsNeeded() largest logits (largest first, equal ones by lower id) and their ids,
   // which is all its sampling reads; the row then has no full logits.
   const float* top_values = nullptr;
@@ -43,7 +46,8 @@ struct SampledToken {
   std::vector<std::pair<int32_t, float>> beam_candidates;
 };
 
-// Turns one step's logits into one token per row: penalties, then greedy argmax, or temperature, top-k,
+// Turns one step's logits into one token per row: the allowed mask and suppressed ids, logit_bias, penalties,
+// then greedy argmax, or temperature, top-k,
 // min-p, top-p and a draw from the row's generator. Logprobs are those of the raw model distribution,
 // computed only when asked. Runs on the engine thread; rows are processed in parallel.
 // Both ways a row can arrive draw the same token from the same generator state (sampler.cc: DrawFromTop has

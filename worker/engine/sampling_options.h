@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "llmc/v1/types.pb.h"
@@ -38,9 +39,19 @@ struct SamplingOptions {
   uint32_t beam_width = 0;
   float length_penalty = 1.0f;
   v1::BeamEarlyStopping early_stopping = v1::BEAM_EARLY_STOPPING_HEURISTIC;
+  // Structured output: a grammar (GenerationRequest::constraint) masks each draw.
+  bool constrained = false;
+  // OpenAI's logit_bias: (token id, bias) sorted by id, added to the logits before sampling.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // vLLM's allowed_token_ids as one bit per id over the model's vocabulary; empty: no restriction.
+  std::vector<uint64_t> allowed_token_mask;
+  // vLLM's bad_words, tokenized: a word's last token is banned wherever the output ends with its other tokens.
+  std::vector<std::vector<int32_t>> bad_words;
 
   bool greedy() const { return temperature == 0.0f; }
   bool beam_search() const { return beam_width > 0; }
+  // Some tokens are masked or biased before the draw, so the draw needs the row's full logits.
+  bool masks_logits() const { return constrained || !logit_bias.empty() || !allowed_token_mask.empty(); }
 };
 
 }  // namespace llmc::engine

@@ -1,8 +1,12 @@
 #include "worker/engine/sequence.h"
 
+#include "worker/engine/constraint_state.h"
 #include "worker/engine/sampler.h"
 
 namespace llmc::engine {
+
+RequestGroup::RequestGroup() = default;
+RequestGroup::~RequestGroup() = default;
 
 Sequence::Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::Tokenizer& tokenizer)
     : group(group),

@@ -19,6 +19,7 @@
 namespace llmc::engine {
 
 struct RequestGroup;
+class ConstraintState;
 
 // One choice of a request. Engine thread only; every field has one writer:
 //   tokens, detokenizer, stop_matcher, last_token_time: the emit action (emit_action.h);
@@ -105,7 +106,11 @@ struct RequestGroup {
   std::vector<std::unique_ptr<Sequence>> sequences;
   absl::Time arrival_time;
   bool running = false;  // a choice has been scheduled, so the request no longer counts against max_waiting
-  std::unique_ptr<BeamSearchState> beam;  // set for beam search
+  std::unique_ptr<BeamSearchState> beam;        // set for beam search
+  std::unique_ptr<ConstraintState> constraint;  // set for structured output (constraint_state.h)
+
+  RequestGroup();
+  ~RequestGroup();
 
   int64_t prompt_tokens() const { return static_cast<int64_t>(request.prompt_token_ids.size()); }
   int64_t cached_prompt_tokens() const;

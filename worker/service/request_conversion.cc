@@ -4,6 +4,7 @@
 #include "common/request_limits.h"
 #include "common/status_macros.h"
 #include "worker/service/chat_rendering.h"
+#include "worker/service/token_restrictions.h"
 
 namespace llmc::worker {
 namespace {
@@ -208,6 +209,7 @@ absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingPara
   options.skip_special_tokens = !params.has_skip_special_tokens() || params.skip_special_tokens();
   options.include_stop_str_in_output = params.include_stop_str_in_output();
   RETURN_IF_ERROR(ResolveBeamSearch(params, options));
+  RETURN_IF_ERROR(ResolveTokenRestrictions(params, model, options));
   return options;
 }
 

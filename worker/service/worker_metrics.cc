@@ -21,6 +21,10 @@ const Histogram::BucketBoundaries kTokenCountBuckets = {1,   2,    5,    10,   2
                                                         500, 1000, 2000, 5000, 10000, 20000, 50000, 100000};
 const Histogram::BucketBoundaries kIterationTokenBuckets = {1,   8,    16,   32,   64,   128,  256,
                                                             512, 1024, 2048, 4096, 8192, 16384};
+const Histogram::BucketBoundaries kGrammarCompileBuckets = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+                                                            0.1,    0.2,   0.5,   1.0,   2.0,  5.0};
+const Histogram::BucketBoundaries kGrammarMaskBuckets = {0.000005, 0.00001, 0.00002, 0.00005, 0.0001, 0.0002,
+                                                         0.0005,   0.001,   0.002,   0.005,   0.01,   0.05};
 const Histogram::BucketBoundaries kStepDurationBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                                           0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
 
@@ -64,6 +68,11 @@ WorkerMetrics::WorkerMetrics(const std::string& model_name, MetricNames names)
   iteration_tokens_ = Histogram("iteration_tokens_total", "Tokens (prefill and decode) processed per engine step",
                                 kIterationTokenBuckets);
   step_duration_ = Histogram("iteration_duration_seconds", "Wall time of one engine step", kStepDurationBuckets);
+  grammar_compile_ = Histogram("grammar_compile_seconds",
+                               "Time to compile a structured-output constraint (JSON Schema, regex, choice, grammar)",
+                               kGrammarCompileBuckets);
+  grammar_mask_ = Histogram("grammar_mask_seconds", "Time to fill one structured-output row's allowed-token mask",
+                            kGrammarMaskBuckets);
   step_host_duration_ = Histogram("iteration_host_duration_seconds",
                                   "Wall time of one engine step outside the model (scheduling, batch, sampling, "
                                   "detokenizing, queueing the output)",
@@ -158,6 +167,14 @@ void WorkerMetrics::OnStep(const engine::StepStats& step) {
 
 void WorkerMetrics::OnFirstToken(absl::Duration time_to_first_token) {
   ObserveAll(time_to_first_token_, absl::ToDoubleSeconds(time_to_first_token));
+}
+
+void WorkerMetrics::OnGrammarCompile(absl::Duration compile_time) {
+  for (prometheus::Histogram* metric : grammar_compile_) metric->Observe(absl::ToDoubleSeconds(compile_time));
+}
+
+void WorkerMetrics::OnGrammarMask(absl::Duration fill_time) {
+  for (prometheus::Histogram* metric : grammar_mask_) metric->Observe(absl::ToDoubleSeconds(fill_time));
 }
 
 void WorkerMetrics::OnInterToken(absl::Duration inter_token_latency) {

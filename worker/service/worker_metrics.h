@@ -42,6 +42,9 @@ class WorkerMetrics final : public engine::EngineObserver {
   void OnFirstToken(absl::Duration time_to_first_token) override;
   void OnInterToken(absl::Duration inter_token_latency) override;
   void OnPreemption() override;
+  void OnGrammarMask(absl::Duration fill_time) override;
+  // A structured-output constraint compiled (on the compile thread, not the engine's).
+  void OnGrammarCompile(absl::Duration compile_time);
   void OnPrefixCacheLookup(int64_t queried_tokens, int64_t hit_tokens) override;
   void OnRequestFinished(int64_t prompt_tokens, int64_t generation_tokens, v1::FinishReason reason,
                          absl::Duration end_to_end) override;
@@ -78,6 +81,8 @@ class WorkerMetrics final : public engine::EngineObserver {
   Named<prometheus::Histogram> request_generation_tokens_;
   Named<prometheus::Histogram> iteration_tokens_;
   Named<prometheus::Histogram> step_duration_;
+  Named<prometheus::Histogram> grammar_compile_;
+  Named<prometheus::Histogram> grammar_mask_;
   Named<prometheus::Histogram> step_host_duration_;
 };
 

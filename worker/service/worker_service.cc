@@ -37,6 +37,7 @@ WorkerService::WorkerService(engine::Engine& engine, ServedModel model, std::str
       worker_id_(std::move(worker_id)),
       request_timeout_(request_timeout),
       started_(absl::Now()),
+      constraints_(*model_.tokenizer, engine.manifest().eos_token_ids),
       large_requests_(kLargeRequestThreads, kLargeRequestQueue) {}
 
 void WorkerService::Convert(size_t request_bytes, const std::string& request_id, std::function<void()> convert,
@@ -85,7 +86,19 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
     }
     converted->request_id = request_id;
     converted->deadline = deadline;
-    reactor->Submit(*std::move(converted), request->return_prompt_token_ids());
+    const bool echo_prompt = request->return_prompt_token_ids();
+    if (!request->sampling().has_constraint()) return reactor->Submit(*std::move(converted), echo_prompt);
+    // The grammar compiles off this thread (or comes from the cache); the engine never waits for it.
+    auto pending = std::make_shared<engine::GenerationRequest>(*std::move(converted));
+    constraints_.Compile(request->sampling().constraint(),
+                         [reactor, pending, echo_prompt](absl::StatusOr<engine::OutputConstraint> constraint) {
+                           if (!constraint.ok()) {
+                             LLMC_LOG(Debug) << "constraint refused: " << constraint.status();
+                             return reactor->Refuse(constraint.status());
+                           }
+                           pending->constraint = *std::move(constraint);
+                           reactor->Submit(std::move(*pending), echo_prompt);
+                         });
   };
   Convert(request->ByteSizeLong(), request_id, std::move(convert),
           [reactor](const absl::Status& status) { reactor->Refuse(status); });

@@ -10,6 +10,7 @@
 #include "common/bounded_executor.h"
 #include "llmc/v1/worker.grpc.pb.h"
 #include "worker/engine/engine.h"
+#include "worker/service/constraint_compiler.h"
 #include "worker/service/served_model.h"
 
 namespace llmc::worker {
@@ -26,6 +27,8 @@ class WorkerService final : public v1::Worker::CallbackService {
   void SetState(v1::WorkerState state) { state_.store(state); }
   v1::WorkerState state() const { return state_.load(); }
   const ServedModel& model() const { return model_; }
+  // Structured-output constraints are compiled here before their request reaches the engine.
+  ConstraintCompiler& constraints() { return constraints_; }
   // Generate and Embed calls not yet done (their last message or status may still be on its way).
   int64_t live_streams() const { return live_streams_.load() + live_embed_calls_.load(); }
 
@@ -60,6 +63,7 @@ class WorkerService final : public v1::Worker::CallbackService {
   std::atomic<uint64_t> unnamed_requests_{0};
   std::atomic<int64_t> live_streams_{0};
   std::atomic<int64_t> live_embed_calls_{0};
+  ConstraintCompiler constraints_;
   BoundedExecutor large_requests_;  // last: destroyed (and drained) first, while the rest is alive
 };
 

@@ -1,0 +1,279 @@
+// Strings: JSON string characters, minLength/maxLength, pattern, format, and object keys that exclude a set
+// of listed keys.
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/grammar/json_schema_internal.h"
+#include "worker/grammar/regex_compiler.h"
+
+namespace llmc::grammar::json_schema {
+namespace {
+
+// Bounded repetitions of a character longer than this go through a rule: each unrolled copy of an inline
+// character costs the automaton some twenty states.
+constexpr uint32_t kInlineRepeat = 32;
+
+// Raw characters a JSON string may hold unescaped.
+std::vector<CodePointRange> SpecialCharacters() { return {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}; }
+
+Expr RawStringChar() { return Expr::NegatedCharClass(SpecialCharacters()); }
+
+// What follows the backslash of an escape nlohmann::json writes.
+Expr CanonicalEscapeTail() {
+  const Expr low = Alt({Seq({Lit("0"), Alt({Range('0', '7'), Chars("bef")})}),
+                        Seq({Lit("1"), Expr::CharClass({{'0', '9'}, {'a', 'f'}})})});
+  return Alt({Chars("\"\\bfnrt"), Seq({Lit("u00"), low})});
+}
+
+// The escapes CanonicalStringChar allows, each as its full text.
+std::vector<std::string> CanonicalEscapes() {
+  std::vector<std::string> escapes = {"\\\"", "\\\\", "\\b", "\\f", "\\n", "\\r", "\\t"};
+  static const char kHex[] = "0123456789abcdef";
+  for (int c = 0; c < 0x20; ++c) {
+    if (c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') continue;
+    escapes.push_back(absl::StrCat("\\u00", std::string(1, kHex[c >> 4]), std::string(1, kHex[c & 15])));
+  }
+  return escapes;
+}
+
+// Splits an encoded string (JSON string content) into its characters: one code point's UTF-8 bytes or one
+// escape sequence each.
+std::vector<std::string> SplitUnits(const std::string& encoded) {
+  std::vector<std::string> units;
+  for (size_t i = 0; i < encoded.size();) {
+    size_t length = 1;
+    const auto byte = static_cast<unsigned char>(encoded[i]);
+    if (encoded[i] == '\\') {
+      length = i + 1 < encoded.size() && encoded[i + 1] == 'u' ? 6 : 2;
+    } else if (byte >= 0xF0) {
+      length = 4;
+    } else if (byte >= 0xE0) {
+      length = 3;
+    } else if (byte >= 0xC0) {
+      length = 2;
+    }
+    units.push_back(encoded.substr(i, length));
+    i += length;
+  }
+  return units;
+}
+
+uint32_t DecodeCodePoint(const std::string& unit) {
+  const auto byte = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(unit[i])); };
+  if (unit.size() == 1) return byte(0);
+  if (unit.size() == 2) return ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
+  if (unit.size() == 3) return ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
+  return ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) | ((byte(2) & 0x3F) << 6) | (byte(3) & 0x3F);
+}
+
+struct TrieNode {
+  bool key_end = false;
+  std::map<std::string, std::unique_ptr<TrieNode>> children;  // by character (encoded unit)
+};
+
+// The rest of a key from `node` on, through the closing quote, that is not one of the keys.
+Expr TrieExpr(const TrieNode& node, const std::vector<std::string>& escapes) {
+  std::vector<Expr> choices;
+  if (!node.key_end) choices.push_back(Lit("\""));
+  // A character no key continues with here: then anything.
+  std::vector<CodePointRange> taken = SpecialCharacters();
+  std::vector<Expr> others;
+  for (const auto& [unit, child] : node.children) {
+    if (unit[0] != '\\') taken.push_back({DecodeCodePoint(unit), DecodeCodePoint(unit)});
+  }
+  others.push_back(Expr::NegatedCharClass(taken));
+  bool escaped_child = false;
+  for (const auto& [unit, child] : node.children) escaped_child |= unit[0] == '\\';
+  if (!escaped_child) {
+    others.push_back(Seq({Lit("\\"), CanonicalEscapeTail()}));
+  } else {
+    for (const std::string& escape : escapes) {
+      if (node.children.count(escape) == 0) others.push_back(Lit(escape));
+    }
+  }
+  choices.push_back(Seq({Alt(std::move(others)), Expr::Star(CanonicalStringChar()), Lit("\"")}));
+  for (const auto& [unit, child] : node.children) choices.push_back(Seq({Lit(unit), TrieExpr(*child, escapes)}));
+  return Alt(std::move(choices));
+}
+
+LengthBounds Add(LengthBounds a, LengthBounds b) {
+  const auto sum = [](uint32_t x, uint32_t y) {
+    return x == kUnbounded || y == kUnbounded || uint64_t{x} + y >= kUnbounded ? kUnbounded : x + y;
+  };
+  return {sum(a.min, b.min), sum(a.max, b.max)};
+}
+
+uint32_t Times(uint32_t x, uint32_t count) {
+  if (x == 0 || count == 0) return 0;
+  if (x == kUnbounded || count == kUnbounded || uint64_t{x} * count >= kUnbounded) return kUnbounded;
+  return x * count;
+}
+
+// The JSON string content of `count` characters of class `ranges` (code points): raw where JSON allows, the
+// escapes nlohmann::json writes otherwise.
+Expr EscapedClass(const std::vector<CodePointRange>& ranges) {
+  std::vector<Expr> choices;
+  std::vector<CodePointRange> raw;
+  for (const CodePointRange& range : ranges) {
+    for (const CodePointRange& special : SpecialCharacters()) {
+      for (uint32_t c = std::max(range.first, special.first); c <= std::min(range.last, special.last); ++c) {
+        const std::string text = nlohmann::json(std::string(1, static_cast<char>(c))).dump();
+        choices.push_back(Lit(text.substr(1, text.size() - 2)));
+      }
+    }
+    raw.push_back(range);
+  }
+  Expr raw_class = Expr::CharClass(raw);
+  std::vector<CodePointRange> allowed;
+  for (const CodePointRange& range : RawStringChar().ranges) {
+    for (const CodePointRange& r : raw_class.ranges) {
+      const uint32_t first = std::max(range.first, r.first);
+      const uint32_t last = std::min(range.last, r.last);
+      if (first <= last) allowed.push_back({first, last});
+    }
+  }
+  choices.push_back(Expr::CharClass(std::move(allowed)));
+  return Alt(std::move(choices));
+}
+
+// Length bounds beside pattern or format: implied by the content's own lengths, or intersected with a
+// repetition of one class, or refused.
+absl::StatusOr<Expr> WithLength(Expr content, const Expr& unescaped, uint32_t min, uint32_t max,
+                                absl::string_view pointer, absl::string_view content_keyword) {
+  const LengthBounds bounds = ExprLengthBounds(unescaped);
+  if (bounds.min >= min && bounds.max <= max) return content;
+  if (bounds.min > max || bounds.max < min) return Expr::Nothing();
+  if (unescaped.kind == Expr::Kind::kRepeat && unescaped.children[0].kind == Expr::Kind::kCharClass) {
+    const uint32_t low = std::max(min, unescaped.min);
+    const uint32_t high = std::min(max, unescaped.max);
+    if (low > high) return Expr::Nothing();
+    return Expr::Repeat(EscapedClass(unescaped.children[0].ranges), low, high);
+  }
+  if (unescaped.kind == Expr::Kind::kCharClass) return min <= 1 && max >= 1 ? content : Expr::Nothing();
+  return Unsupported(min > bounds.min ? "minLength" : "maxLength", pointer,
+                     absl::StrCat("cannot be combined with this ", content_keyword));
+}
+
+}  // namespace
+
+Expr JsonStringChar() {
+  const Expr hex = HexDigit();
+  const Expr not_surrogate = Alt({Seq({Expr::CharClass({{'0', '9'}, {'A', 'C'}, {'a', 'c'}}), hex, hex, hex}),
+                                  Seq({Chars("Dd"), Range('0', '7'), hex, hex}),
+                                  Seq({Chars("EFef"), hex, hex, hex})});
+  const Expr pair = Seq({Chars("Dd"), Chars("89ABab"), hex, hex, Lit("\\u"), Chars("Dd"),
+                         Expr::CharClass({{'C', 'F'}, {'c', 'f'}}), hex, hex});
+  return Alt({RawStringChar(),
+              Seq({Lit("\\"), Alt({Chars("\"\\/bfnrt"), Seq({Lit("u"), Alt({not_surrogate, pair})})})})});
+}
+
+Expr CanonicalStringChar() { return Alt({RawStringChar(), Seq({Lit("\\"), CanonicalEscapeTail()})}); }
+
+size_t CodePointCount(absl::string_view utf8) {
+  size_t count = 0;
+  for (const char c : utf8) count += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return count;
+}
+
+LengthBounds ExprLengthBounds(const Expr& expr) {
+  switch (expr.kind) {
+    case Expr::Kind::kEmpty:
+      return {0, 0};
+    case Expr::Kind::kLiteral: {
+      const auto length = static_cast<uint32_t>(CodePointCount(expr.literal));
+      return {length, length};
+    }
+    case Expr::Kind::kCharClass:
+      return {1, 1};
+    case Expr::Kind::kRuleRef:
+      return {0, kUnbounded};
+    case Expr::Kind::kSequence: {
+      LengthBounds total{0, 0};
+      for (const Expr& child : expr.children) total = Add(total, ExprLengthBounds(child));
+      return total;
+    }
+    case Expr::Kind::kChoice: {
+      LengthBounds total{kUnbounded, 0};
+      for (const Expr& child : expr.children) {
+        const LengthBounds bounds = ExprLengthBounds(child);
+        total.min = std::min(total.min, bounds.min);
+        total.max = std::max(total.max, bounds.max);
+      }
+      return total;
+    }
+    case Expr::Kind::kRepeat: {
+      const LengthBounds child = ExprLengthBounds(expr.children[0]);
+      return {Times(child.min, expr.min), Times(child.max, expr.max)};
+    }
+  }
+  return {0, kUnbounded};
+}
+
+Expr SchemaCompiler::KeyExcluding(const std::vector<std::string>& excluded) {
+  if (excluded.empty()) return Seq({Lit("\""), Expr::Star(CanonicalStringChar()), Lit("\"")});
+  TrieNode root;
+  for (const std::string& key : excluded) {
+    const std::string encoded = nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    TrieNode* node = &root;
+    for (const std::string& unit : SplitUnits(encoded.substr(1, encoded.size() - 2))) {
+      std::unique_ptr<TrieNode>& child = node->children[unit];
+      if (!child) child = std::make_unique<TrieNode>();
+      node = child.get();
+    }
+    node->key_end = true;
+  }
+  return Seq({Lit("\""), TrieExpr(root, CanonicalEscapes())});
+}
+
+absl::StatusOr<Expr> SchemaCompiler::CompileString(const Json& schema, const std::string& pointer, int depth) {
+  (void)depth;
+  uint32_t min = 0;
+  uint32_t max = kUnbounded;
+  if (schema.contains("minLength")) {
+    ASSIGN_OR_RETURN(min, CountKeyword(schema, "minLength", pointer));
+  }
+  if (schema.contains("maxLength")) {
+    ASSIGN_OR_RETURN(max, CountKeyword(schema, "maxLength", pointer));
+  }
+  if (min > max) return Expr::Nothing();
+  const bool has_pattern = schema.contains("pattern");
+  const bool has_format = schema.contains("format");
+  if (has_pattern && has_format) return Unsupported("format", pointer, "together with pattern");
+  if (has_format) {
+    const Json& format = schema.at("format");
+    if (!format.is_string()) return InvalidValue("format", pointer, "not a string");
+    absl::StatusOr<Expr> content = FormatContent(format.get<std::string>());
+    if (!content.ok()) {
+      return Unsupported("format", pointer, absl::StrCat("unknown format '", format.get<std::string>(), "'"));
+    }
+    ASSIGN_OR_RETURN(Expr bounded, WithLength(*content, *content, min, max, pointer, "format"));
+    return Intern(absl::StrCat("format-", format.get<std::string>()), Seq({Lit("\""), std::move(bounded), Lit("\"")}));
+  }
+  if (has_pattern) {
+    const Json& pattern = schema.at("pattern");
+    if (!pattern.is_string()) return InvalidValue("pattern", pointer, "not a string");
+    RegexOptions options;
+    options.full_match = false;
+    options.json_string_content = true;
+    absl::StatusOr<Expr> content = CompileRegex(pattern.get<std::string>(), options);
+    if (!content.ok()) return Unsupported("pattern", pointer, content.status().message());
+    Expr bounded = *std::move(content);
+    if (min > 0 || max != kUnbounded) {
+      options.json_string_content = false;
+      ASSIGN_OR_RETURN(Expr unescaped, CompileRegex(pattern.get<std::string>(), options));
+      ASSIGN_OR_RETURN(bounded, WithLength(std::move(bounded), unescaped, min, max, pointer, "pattern"));
+    }
+    return Intern("pattern", Seq({Lit("\""), std::move(bounded), Lit("\"")}));
+  }
+  if (min == 0 && max == kUnbounded) return AnyString();
+  Expr character = JsonStringChar();
+  if (min > kInlineRepeat || (max != kUnbounded && max > kInlineRepeat)) character = Intern("char", character);
+  return Seq({Lit("\""), Expr::Repeat(std::move(character), min, max), Lit("\"")});
+}
+
+}  // namespace llmc::grammar::json_schema

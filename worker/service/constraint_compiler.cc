@@ -1,0 +1,165 @@
+#include "worker/service/constraint_compiler.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "nlohmann/json.hpp"
+#include "worker/grammar/gbnf_parser.h"
+#include "worker/grammar/json_schema_compiler.h"
+#include "worker/grammar/regex_compiler.h"
+
+namespace llmc::worker {
+namespace {
+
+absl::Status Named(const absl::Status& status, const std::string& source) {
+  return absl::Status(status.code(), absl::StrCat(source, ": ", status.message()));
+}
+
+absl::StatusOr<grammar::Grammar> OneRule(absl::StatusOr<grammar::Expr> body) {
+  if (!body.ok()) return body.status();
+  grammar::Grammar out;
+  out.root = out.AddRule("root", *std::move(body));
+  return out;
+}
+
+absl::StatusOr<grammar::Grammar> KindGrammar(const v1::OutputConstraint& constraint) {
+  switch (constraint.kind_case()) {
+    case v1::OutputConstraint::kJsonSchema: {
+      nlohmann::ordered_json schema;
+      try {
+        schema = nlohmann::ordered_json::parse(constraint.json_schema());
+      } catch (const nlohmann::json::exception& error) {
+        return absl::InvalidArgumentError(absl::StrCat("the JSON schema is not valid JSON: ", error.what()));
+      }
+      grammar::JsonSchemaOptions options;
+      options.strict = constraint.strict();
+      return grammar::CompileJsonSchema(schema, options);
+    }
+    case v1::OutputConstraint::kJsonObject:
+      return grammar::JsonObjectGrammar(grammar::JsonSchemaOptions());
+    case v1::OutputConstraint::kRegex: {
+      grammar::RegexOptions options;
+      options.full_match = true;
+      return OneRule(grammar::CompileRegex(constraint.regex(), options));
+    }
+    case v1::OutputConstraint::kChoice: {
+      if (constraint.choice().choices().empty()) return absl::InvalidArgumentError("the choice list is empty");
+      std::vector<grammar::Expr> choices;
+      for (const std::string& choice : constraint.choice().choices()) choices.push_back(grammar::Expr::Literal(choice));
+      return OneRule(grammar::Expr::Choice(std::move(choices)));
+    }
+    case v1::OutputConstraint::kGrammar:
+      return grammar::ParseGbnf(constraint.grammar());
+    case v1::OutputConstraint::KIND_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("the constraint has no kind (json_schema, json_object, regex, choice, grammar)");
+}
+
+}  // namespace
+
+absl::StatusOr<grammar::Grammar> ConstraintGrammar(const v1::OutputConstraint& constraint) {
+  absl::StatusOr<grammar::Grammar> out = KindGrammar(constraint);
+  if (!out.ok()) return Named(out.status(), constraint.source().empty() ? "constraint" : constraint.source());
+  return out;
+}
+
+ConstraintCompiler::ConstraintCompiler(const tokenizer::Tokenizer& tokenizer, std::vector<int32_t> end_token_ids,
+                                       ConstraintCompilerOptions options)
+    : tokenizer_(tokenizer),
+      end_token_ids_(std::move(end_token_ids)),
+      options_(options),
+      executor_(options.threads, options.max_queued) {}
+
+std::shared_ptr<const grammar::VocabularyIndex> ConstraintCompiler::Vocabulary() {
+  absl::MutexLock lock(&vocabulary_mu_);
+  if (vocabulary_ == nullptr) {
+    const size_t size = tokenizer_.vocab_size();
+    std::vector<std::string> bytes(size);
+    std::vector<bool> special(size, false);
+    for (size_t id = 0; id < size; ++id) {
+      bytes[id] = std::string(tokenizer_.TokenBytes(static_cast<int32_t>(id)));
+      special[id] = tokenizer_.IsSpecial(static_cast<int32_t>(id));
+    }
+    vocabulary_ = std::make_shared<const grammar::VocabularyIndex>(bytes, special, end_token_ids_);
+  }
+  return vocabulary_;
+}
+
+std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Find(const std::string& key) {
+  absl::MutexLock lock(&mu_);
+  const auto it = index_.find(key);
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void ConstraintCompiler::Store(const std::string& key, std::shared_ptr<const Compiled> compiled) {
+  absl::MutexLock lock(&mu_);
+  if (index_.contains(key)) return;
+  lru_.emplace_front(key, std::move(compiled));
+  index_[key] = lru_.begin();
+  while (lru_.size() > options_.cache_entries) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
+
+std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Build(const v1::OutputConstraint& constraint) {
+  const absl::Time start = absl::Now();
+  absl::StatusOr<grammar::Grammar> source = ConstraintGrammar(constraint);
+  std::shared_ptr<const Compiled> compiled;
+  if (!source.ok()) {
+    compiled = std::make_shared<const Compiled>(source.status());
+  } else {
+    grammar::CompileLimits limits;
+    limits.max_cache_bytes = options_.max_grammar_cache_bytes;
+    Compiled automaton = grammar::CompileGrammar(*source, limits);
+    if (!automaton.ok()) {
+      automaton = Named(automaton.status(), constraint.source().empty() ? "constraint" : constraint.source());
+    }
+    compiled = std::make_shared<const Compiled>(std::move(automaton));
+  }
+  if (observer_) observer_(absl::Now() - start);
+  return compiled;
+}
+
+absl::StatusOr<engine::OutputConstraint> ConstraintCompiler::Finish(const Compiled& compiled) {
+  if (!compiled.ok()) return compiled.status();
+  return engine::OutputConstraint{*compiled, Vocabulary()};
+}
+
+absl::StatusOr<engine::OutputConstraint> ConstraintCompiler::CompileNow(const v1::OutputConstraint& constraint) {
+  v1::OutputConstraint keyed = constraint;
+  keyed.clear_source();
+  const std::string key = keyed.SerializeAsString();
+  std::shared_ptr<const Compiled> compiled = Find(key);
+  if (compiled == nullptr) {
+    compiled = Build(constraint);
+    Store(key, compiled);
+  }
+  return Finish(*compiled);
+}
+
+void ConstraintCompiler::Compile(const v1::OutputConstraint& constraint, Done done) {
+  v1::OutputConstraint keyed = constraint;
+  keyed.clear_source();
+  std::string key = keyed.SerializeAsString();
+  if (std::shared_ptr<const Compiled> compiled = Find(key); compiled != nullptr) {
+    return done(Finish(*compiled));
+  }
+  auto shared_done = std::make_shared<Done>(std::move(done));
+  const bool queued = executor_.TrySubmit([this, constraint, key = std::move(key), shared_done] {
+    std::shared_ptr<const Compiled> compiled = Find(key);
+    if (compiled == nullptr) {
+      compiled = Build(constraint);
+      Store(key, compiled);
+    }
+    (*shared_done)(Finish(*compiled));
+  });
+  if (!queued) {
+    (*shared_done)(absl::ResourceExhaustedError(
+        "this worker is busy compiling other structured-output constraints; try another worker"));
+  }
+}
+
+}  // namespace llmc::worker
