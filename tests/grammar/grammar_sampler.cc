@@ -2,6 +2,7 @@
 // test_schema_corpus.py to check against python3-jsonschema (the proof that the grammars are sound).
 //
 //   llmc_grammar_sampler [--corpus FILE] [--samples K] [--seed N] [--budget BYTES] [--cap BYTES]
+//                        [--whitespace N]
 //
 // For each corpus schema that is not marked refused: compile it, then K bounded random walks over the
 // matcher's allowed bytes. A walk ends with some probability wherever the grammar may end, prefers closing
@@ -34,6 +35,7 @@ struct Flags {
   uint32_t seed = 20240601;
   size_t budget = 160;
   size_t cap = 4096;
+  uint32_t whitespace = 0;  // JsonSchemaOptions::max_whitespace
 };
 
 // Printable ASCII is what models mostly write; other bytes (UTF-8 lead bytes) stay possible but rare.
@@ -44,11 +46,17 @@ double ByteWeight(int byte, bool past_budget) {
   return 0.02;
 }
 
-// One walk; false if it was discarded (dead end or past the cap).
-bool Walk(const std::shared_ptr<const CompiledGrammar>& compiled, const Flags& flags, std::mt19937& random,
-          std::string* text) {
+// One walk, starting with `prefix` (a piece of a valid instance, so that walks also reach what random bytes
+// rarely would, like the text an unanchored pattern needs); false if it was discarded (dead end or past the
+// cap).
+bool Walk(const std::shared_ptr<const CompiledGrammar>& compiled, const Flags& flags, const std::string& prefix,
+          std::mt19937& random, std::string* text) {
   GrammarMatcher matcher(compiled, nullptr);
   text->clear();
+  for (const char byte : prefix) {
+    if (!matcher.AcceptBytes(std::string(1, byte))) break;
+    *text += byte;
+  }
   std::uniform_real_distribution<double> unit(0.0, 1.0);
   while (true) {
     const bool past_budget = text->size() > flags.budget;
@@ -90,6 +98,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       flags->budget = std::strtoul(value.c_str(), nullptr, 10);
     } else if (arg == "--cap") {
       flags->cap = std::strtoul(value.c_str(), nullptr, 10);
+    } else if (arg == "--whitespace") {
+      flags->whitespace = static_cast<uint32_t>(std::strtoul(value.c_str(), nullptr, 10));
     } else {
       return false;
     }
@@ -103,7 +113,7 @@ int main(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, &flags)) {
     std::cerr << "usage: llmc_grammar_sampler [--corpus FILE] [--samples K] [--seed N] [--budget BYTES] "
-                 "[--cap BYTES]\n";
+                 "[--cap BYTES] [--whitespace N]\n";
     return 2;
   }
   std::ifstream file(flags.corpus);
@@ -119,6 +129,7 @@ int main(int argc, char** argv) {
     const std::string name = entry.at("name").get<std::string>();
     llmc::grammar::JsonSchemaOptions options;
     options.strict = entry.value("strict", false);
+    options.max_whitespace = flags.whitespace;
     absl::StatusOr<llmc::grammar::Grammar> grammar = llmc::grammar::CompileJsonSchema(entry.at("schema"), options);
     absl::StatusOr<std::shared_ptr<const CompiledGrammar>> compiled =
         grammar.ok() ? llmc::grammar::CompileGrammar(*grammar)
@@ -128,10 +139,18 @@ int main(int argc, char** argv) {
       ++failures;
       continue;
     }
+    std::vector<std::string> valid;
+    for (const Json& instance : entry.value("valid", Json::array())) valid.push_back(instance.dump());
     int produced = 0;
     std::string text;
     for (int attempt = 0; produced < flags.samples && attempt < flags.samples * 20; ++attempt) {
-      if (!Walk(*compiled, flags, random, &text)) continue;
+      // Every other walk continues from a random prefix of a valid instance.
+      std::string prefix;
+      if (!valid.empty() && attempt % 2 == 1) {
+        const std::string& instance = valid[random() % valid.size()];
+        prefix = instance.substr(0, random() % (instance.size() + 1));
+      }
+      if (!Walk(*compiled, flags, prefix, random, &text)) continue;
       Json line = Json::object();
       line["name"] = name;
       line["text"] = text;

@@ -5,10 +5,12 @@
 #include "worker/grammar/json_schema_compiler.h"
 
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -74,7 +76,7 @@ TEST_CASE("json schema primitive types and type arrays", "[grammar][json_schema]
         {"01", "1.0", "1e3", "+1", "-", "", " 1"});
   Check(Json::parse(R"({"type":"number"})"), {"0", "-1.5", "3.25e-7", "1E+9", "10", "0.0"},
         {"01", ".5", "1.", "1e", "--1", "NaN", "Infinity"});
-  Check(Json::parse(R"({"type":"string"})"), {R"("")", R"("abc")", R"("a\"b\\c\/\n\t\r\b\f")"},
+  Check(Json::parse(R"({"type":"string"})"), {R"("")", R"("abc")", R"("a\"b\\c/\n\t\r\b\f")"},
         {"abc", R"("a)", "\"a\nb\"", R"("\x")"});
   Check(Json::parse(R"({"type":["string","null"]})"), {R"("x")", "null"}, {"1", "{}"});
   Check(Json::parse(R"({"type":["integer","number"]})"), {"1", "1.5"}, {"\"1\""});
@@ -88,18 +90,42 @@ TEST_CASE("json schema true, false and empty schemas", "[grammar][json_schema]")
   CHECK(Refusal(Json::parse(R"({"type":"integer","minimum":5,"maximum":4})")).find("no value") != std::string::npos);
 }
 
-TEST_CASE("json schema strings: escapes, surrogate pairs, lengths in code points", "[grammar][json_schema]") {
-  Check(Json::parse(R"({"type":"string"})"),
-        {R"("\u00e9\u0041")", R"("\ud83d\ude00")", "\"\xC3\xA9\xF0\x9F\x98\x80\"", R"("\u001f")"},
-        {R"("\ud83d")", R"("\ude00\ud83d")", R"("\u12")", "\"\x01\""});
+TEST_CASE("json schema strings: canonical escapes only, lengths in code points", "[grammar][json_schema]") {
+  // Generated strings spell every character one way: raw UTF-8, or the escape JSON requires (\u00XX only for
+  // controls without a short escape). Other escapes are valid JSON a model never needs, so they are not offered.
+  Check(Json::parse(R"({"type":"string"})"), {"\"\xC3\xA9\xF0\x9F\x98\x80\"", R"("\u001f")", R"("\u0000")"},
+        {R"("\u00e9\u0041")", R"("\ud83d\ude00")", R"("\/")", R"("\ud83d")", R"("\u12")", "\"\x01\""});
   const Json bounded = Json::parse(R"({"type":"string","minLength":2,"maxLength":3})");
-  Check(bounded, {R"("ab")", R"("abc")", R"("\n\"")", "\"\xC3\xA9\xC3\xA9\"", R"("\ud83d\ude00a")"},
-        {R"("a")", R"("abcd")", R"("\ud83d\ude00")", "\"\xF0\x9F\x98\x80\"", R"("")"});
+  Check(bounded,
+        {R"("ab")", R"("abc")", R"("\n\"")", "\"\xC3\xA9\xC3\xA9\"",
+         "\"\xF0\x9F\x98\x80"
+         "a\""},
+        {R"("a")", R"("abcd")", "\"\xF0\x9F\x98\x80\"", R"("")"});
   Check(Json::parse(R"({"type":"string","maxLength":0})"), {R"("")"}, {R"("a")"});
   Check(Json::parse(R"({"type":"string","minLength":100})"), {"\"" + std::string(100, 'x') + "\""},
         {"\"" + std::string(99, 'x') + "\""});
   Check(Json::parse(R"({"type":"string","maxLength":300})"), {"\"" + std::string(300, 'x') + "\""},
         {"\"" + std::string(301, 'x') + "\""});
+}
+
+// Long lengths count through chunk rules: every length around the chunk boundaries.
+TEST_CASE("json schema string lengths at every count", "[grammar][json_schema]") {
+  const std::vector<std::pair<uint32_t, uint32_t>> bounds = {{0, 33}, {21, 37}, {16, 16}, {17, 100}, {40, kUnbounded}};
+  for (const auto& [min, max] : bounds) {
+    Json schema = Json::parse(R"({"type":"string"})");
+    schema["minLength"] = min;
+    if (max != kUnbounded) schema["maxLength"] = max;
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> compiled = CompileGrammar(MustCompile(schema));
+    REQUIRE(compiled.ok());
+    for (uint32_t length = 0; length <= 120; ++length) {
+      std::string text = "\"";
+      for (uint32_t i = 0; i < length; ++i) text += i % 7 == 3 ? "\\n" : i % 11 == 5 ? "\xC3\xA9" : "a";
+      text += "\"";
+      GrammarMatcher matcher(*compiled, nullptr);
+      INFO(schema.dump() << " length " << length);
+      CHECK((matcher.AcceptBytes(text) && matcher.CanEnd()) == (length >= min && length <= max));
+    }
+  }
 }
 
 // Every integer in [-300, 300] against the bounds, for many bound combinations.
@@ -147,14 +173,12 @@ TEST_CASE("json schema integer ranges match brute force", "[grammar][json_schema
 }
 
 TEST_CASE("json schema number bounds, with fractions decided digit by digit", "[grammar][json_schema]") {
-  Check(Json::parse(R"({"type":"number","minimum":0,"maximum":1})"),
-        {"0", "0.0", "0.5", "0.999", "1", "1.0", "1.000"},
+  Check(Json::parse(R"({"type":"number","minimum":0,"maximum":1})"), {"0", "0.0", "0.5", "0.999", "1", "1.0", "1.000"},
         {"1.0001", "-0.1", "2", "-1", "1e-3", "10"});
-  Check(Json::parse(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})"),
-        {"0.5", "0.00001", "0.99999"}, {"0", "0.0", "1", "1.0", "-0.5", "0.000000000000000001"});
+  Check(Json::parse(R"({"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1})"), {"0.5", "0.00001", "0.99999"},
+        {"0", "0.0", "1", "1.0", "-0.5", "0.000000000000000001"});
   Check(Json::parse(R"({"type":"number","minimum":-2.5,"maximum":3.75})"),
-        {"-2.5", "-2.49", "-2", "-0.1", "0", "3", "3.75", "3.7500", "3.7"},
-        {"-2.51", "-3", "3.751", "3.8", "4"});
+        {"-2.5", "-2.49", "-2", "-0.1", "0", "3", "3.75", "3.7500", "3.7"}, {"-2.51", "-3", "3.751", "3.8", "4"});
   Check(Json::parse(R"({"type":"number","minimum":0.01})"), {"0.01", "0.011", "0.1", "1", "1000.5"},
         {"0.0099", "0.001", "0", "-1"});
   Check(Json::parse(R"({"type":"number","maximum":-0.5})"), {"-0.5", "-0.50", "-1", "-1000.25"},
@@ -193,9 +217,9 @@ TEST_CASE("json schema objects: order, required and optional members, commas", "
 TEST_CASE("json schema additional properties exclude the listed keys", "[grammar][json_schema]") {
   const Json open = Json::parse(
       R"({"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},"required":["id"]})");
-  Check(open, {R"({"id":1})", R"({"id":1,"extra":[1]})", R"({"id":1,"name":"n","x":null,"y":{}})",
-               R"({"id":1,"i":1})", R"({"id":1,"ids":1})", R"({"id":1,"nam":2})", R"({"id":1,"names":2})",
-               R"({"id":1,"":2})"},
+  Check(open,
+        {R"({"id":1})", R"({"id":1,"extra":[1]})", R"({"id":1,"name":"n","x":null,"y":{}})", R"({"id":1,"i":1})",
+         R"({"id":1,"ids":1})", R"({"id":1,"nam":2})", R"({"id":1,"names":2})", R"({"id":1,"":2})"},
         {R"({"id":1,"id":2})", R"({"id":1,"x":1,"name":"n"})", R"({"id":1,"\u0069d":2})"});
   const Json typed = Json::parse(R"({"type":"object","additionalProperties":{"type":"integer"}})");
   Check(typed, {"{}", R"({"a":1,"b":2})"}, {R"({"a":"x"})"});
@@ -230,8 +254,8 @@ TEST_CASE("json schema patternProperties and propertyNames", "[grammar][json_sch
 TEST_CASE("json schema arrays: items, prefixItems, minItems and maxItems", "[grammar][json_schema]") {
   Check(Json::parse(R"({"type":"array","items":{"type":"integer"}})"), {"[]", "[1]", "[1,2,3]"},
         {"[1,]", "[,1]", R"([1,"a"])", "[1 2]"});
-  Check(Json::parse(R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})"),
-        {"[1,2]", "[1,2,3]"}, {"[]", "[1]", "[1,2,3,4]"});
+  Check(Json::parse(R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})"), {"[1,2]", "[1,2,3]"},
+        {"[]", "[1]", "[1,2,3,4]"});
   const Json tuple = Json::parse(
       R"({"type":"array","prefixItems":[{"type":"string"},{"type":"integer"}],"items":false,"minItems":1})");
   Check(tuple, {R"(["a"])", R"(["a",1])"}, {"[]", R"(["a",1,2])", "[1]", R"(["a","b"])"});
@@ -263,13 +287,30 @@ TEST_CASE("json schema formats produce only valid values", "[grammar][json_schem
         {R"("-a.com")", R"("a-.com")", R"("a..b")", R"("")"});
   Check(format("ipv4"), {R"("192.168.0.1")", R"("0.0.0.0")", R"("255.255.255.255")"},
         {R"("256.1.1.1")", R"("01.2.3.4")", R"("1.2.3")"});
-  Check(format("ipv6"), {R"("::1")", R"("::")", R"("2001:db8::8a2e:370:7334")", R"("::ffff:192.0.2.1")",
-                         R"("1:2:3:4:5:6:7:8")"},
+  Check(format("ipv6"),
+        {R"("::1")", R"("::")", R"("2001:db8::8a2e:370:7334")", R"("::ffff:192.0.2.1")", R"("1:2:3:4:5:6:7:8")"},
         {R"("1:2:3:4:5:6:7:8:9")", R"("1::2::3")", R"(":1")", R"("12345::")"});
-  Check(format("uri"), {R"("https://example.com/a/b?x=1#frag")", R"("mailto:a@b.c")", R"("urn:isbn:123")",
-                        R"("http://[::1]:8080/")", R"("file:///etc/hosts")"},
+  Check(format("uri"),
+        {R"("https://example.com/a/b?x=1#frag")", R"("mailto:a@b.c")", R"("urn:isbn:123")", R"("http://[::1]:8080/")",
+         R"("file:///etc/hosts")"},
         {R"("example.com")", R"("http://exa mple.com")", R"("1http://x")", R"("http://x/%zz")"});
   CHECK(Refusal(format("color")).find("'format'") != std::string::npos);
+  // Every day of the months of some leap and common years, centuries included.
+  const Grammar dates = MustCompile(format("date"));
+  for (const int year : {1900, 1996, 2000, 2023, 2024, 2100, 2400}) {
+    const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    for (int month = 1; month <= 12; ++month) {
+      const int days = month == 2                                                ? (leap ? 29 : 28)
+                       : (month == 4 || month == 6 || month == 9 || month == 11) ? 30
+                                                                                 : 31;
+      for (int day = 1; day <= 31; ++day) {
+        char text[16];
+        std::snprintf(text, sizeof(text), "\"%04d-%02d-%02d\"", year, month, day);
+        INFO(text);
+        CHECK(Matches(dates, text) == (day <= days));
+      }
+    }
+  }
   Check(Json::parse(R"({"type":"string","format":"uuid","maxLength":36})"),
         {R"("123e4567-e89b-12d3-a456-426614174000")"}, {});
   CHECK(Refusal(Json::parse(R"({"type":"string","format":"email","maxLength":50})")).find("'maxLength'") !=
@@ -299,15 +340,18 @@ TEST_CASE("json schema anyOf, oneOf and allOf", "[grammar][json_schema]") {
       {"properties":{"b":{"type":"string"}},"required":["b"]},
       {"properties":{"a":{"minimum":0}}}]})");
   Check(merged, {R"({"a":1,"b":"x"})"}, {R"({"a":-1,"b":"x"})", R"({"a":1})", R"({"b":"x"})"});
-  Check(Json::parse(R"({"allOf":[{"type":"integer","minimum":0},{"maximum":10},{"exclusiveMaximum":5}]})"),
-        {"0", "4"}, {"5", "-1"});
+  Check(Json::parse(R"({"allOf":[{"type":"integer","minimum":0},{"maximum":10},{"exclusiveMaximum":5}]})"), {"0", "4"},
+        {"5", "-1"});
   // Siblings of anyOf apply to every branch.
   Check(Json::parse(R"({"type":"object","properties":{"id":{"type":"integer"}},"required":["id"],
                         "anyOf":[{"properties":{"a":{"type":"string"}},"required":["a"]},
                                  {"properties":{"b":{"type":"string"}},"required":["b"]}]})"),
         {R"({"id":1,"a":"x"})", R"({"id":2,"b":"y"})"}, {R"({"id":1})", R"({"a":"x"})"});
-  CHECK(Refusal(Json::parse(R"({"allOf":[{"pattern":"a"},{"pattern":"b"}]})")).find("'pattern'") !=
-        std::string::npos);
+  // One side's items cover the other's prefixItems positions.
+  Check(Json::parse(R"({"type":"array","allOf":[{"items":{"type":"integer"}},
+                        {"prefixItems":[{"minimum":5}],"items":{"maximum":9}}]})"),
+        {"[]", "[5]", "[5,9]"}, {"[4]", "[\"a\"]", "[5,10]", "[5.5]"});
+  CHECK(Refusal(Json::parse(R"({"allOf":[{"pattern":"a"},{"pattern":"b"}]})")).find("'pattern'") != std::string::npos);
 }
 
 TEST_CASE("json schema $ref: definitions, recursion, pointer escapes", "[grammar][json_schema]") {
@@ -318,8 +362,7 @@ TEST_CASE("json schema $ref: definitions, recursion, pointer escapes", "[grammar
         {R"({"value":1,"children":[{}]})", "{}"});
   const Json list = Json::parse(R"({"type":"object","properties":{"head":{"type":"string"},
       "tail":{"anyOf":[{"$ref":"#"},{"type":"null"}]}},"required":["head","tail"]})");
-  Check(list, {R"({"head":"a","tail":null})", R"({"head":"a","tail":{"head":"b","tail":null}})"},
-        {R"({"head":"a"})"});
+  Check(list, {R"({"head":"a","tail":null})", R"({"head":"a","tail":{"head":"b","tail":null}})"}, {R"({"head":"a"})"});
   const Json escaped = Json::parse(R"({"definitions":{"a/b":{"type":"integer"},"c~d":{"type":"string"},
       "e f":{"type":"null"}},"type":"array","prefixItems":[{"$ref":"#/definitions/a~1b"},
       {"$ref":"#/definitions/c~0d"},{"$ref":"#/definitions/e%20f"}]})");
@@ -349,6 +392,18 @@ TEST_CASE("json schema refusals name the keyword and where it is", "[grammar][js
         std::string::npos);
   CHECK(Refusal(Json::parse(R"({"type":"integer","multipleOf":3})")).find("'multipleOf'") != std::string::npos);
   CHECK(Refusal(Json::parse(R"({"type":"strin"})")).find("'type'") != std::string::npos);
+  CHECK(Refusal(Json::parse(R"({"$defs":{"x":{"$id":"https://e.com/x","$ref":"#/$defs/y","$defs":{"y":{}}}},
+      "$ref":"#/$defs/x"})")) ==
+        "unsupported JSON Schema keyword '$id' at /$defs/x: an embedded resource's own "
+        "'#' references");
+  CHECK(Refusal(Json::parse(R"({"type":"object","patternProperties":{"^a":{}},"propertyNames":{"maxLength":2},
+      "additionalProperties":false})"))
+            .find("'propertyNames'") != std::string::npos);
+  // Cycles of references that consume nothing terminate (and the oneOf cannot be proven disjoint).
+  CHECK(Refusal(Json::parse(R"({"$defs":{"e":{"anyOf":[{"$ref":"#/$defs/e"},{"$ref":"#/$defs/e"}]}},
+      "oneOf":[{"$ref":"#/$defs/e"},{"type":"null"}]})"))
+            .find("'oneOf'") != std::string::npos);
+  CHECK(Refusal(Json::parse(R"({"allOf":[{"$ref":"#"}]})")).find("'allOf'") != std::string::npos);
   // Metadata is ignored; uniqueItems false asserts nothing.
   MustCompile(Json::parse(R"({"$schema":"https://json-schema.org/draft/2020-12/schema","$id":"x","title":"t",
       "description":"d","$comment":"c","examples":[1],"default":1,"deprecated":false,"readOnly":true,

@@ -1,6 +1,7 @@
 #include "worker/grammar/automaton.h"
 
 #include <algorithm>
+#include <bitset>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -44,16 +45,31 @@ class AutomatonBuilder {
   void Closure(std::vector<int32_t>& states);
   absl::Status CheckLeftRecursion();
   void CollectRanges(const Expr& expr, std::vector<std::pair<int, int>>& boundaries) const;
+  void ComputeNullable();
+  void ComputeExitFilters();
+  void FindInlinedRules();
+  size_t InlinedSize(const Expr& expr, std::vector<int>& visiting);
 
   const Grammar& grammar_;
   const CompileLimits limits_;
   std::vector<NfaState> nfa_;
+  std::vector<bool> inlined_;      // per rule: small and free of calls, so copied into its callers
+  std::vector<size_t> rule_size_;  // per rule, once known: its size with inlined rules copied in
+  std::vector<bool> completes_;    // per state: can finish its rule without a byte
+  std::vector<bool> nullable_;     // per rule
   std::vector<uint32_t> closure_mark_;
   uint32_t closure_generation_ = 0;
   std::shared_ptr<CompiledGrammar> out_ = std::make_shared<CompiledGrammar>();
 };
 
 namespace {
+
+// Rules up to this size with no calls left and no unbounded repetition (a character, an escape, a keyword) are
+// copied into their callers: a call is where a token's future stops depending on the state alone
+// (token_masks.h), so a call per JSON character would leave almost every token to be checked against the stack.
+// Rules that loop (a string's body, digits) stay rules, so that every use shares their states and tables.
+constexpr size_t kMaxInlinedSize = 256;
+constexpr size_t kNotInlined = ~size_t{0};
 
 // Bounds the Thompson automata, which repetitions unroll, before determinization.
 constexpr size_t kMaxNfaStates = 4'000'000;
@@ -64,6 +80,51 @@ absl::Status TooLarge(size_t limit, absl::string_view what) {
 }
 
 }  // namespace
+
+// Sizes weighted the way repetition unrolls them; kNotInlined for an expression that keeps a call.
+size_t AutomatonBuilder::InlinedSize(const Expr& expr, std::vector<int>& visiting) {
+  const auto add = [](size_t a, size_t b) { return a == kNotInlined || b == kNotInlined ? kNotInlined : a + b; };
+  switch (expr.kind) {
+    case Expr::Kind::kEmpty:
+      return 1;
+    case Expr::Kind::kLiteral:
+      return expr.literal.size();
+    case Expr::Kind::kCharClass:
+      return 1 + 3 * expr.ranges.size();
+    case Expr::Kind::kRuleRef: {
+      const int32_t rule = expr.rule;
+      if (rule < 0 || static_cast<size_t>(rule) >= grammar_.rules.size()) return kNotInlined;
+      if (rule_size_[rule] != 0) return inlined_[rule] ? rule_size_[rule] : kNotInlined;
+      if (visiting[rule] != 0) return kNotInlined;  // recursive: stays a call
+      visiting[rule] = 1;
+      const size_t size = InlinedSize(grammar_.rules[rule].body, visiting);
+      visiting[rule] = 0;
+      inlined_[rule] = size != kNotInlined && size <= kMaxInlinedSize && rule != grammar_.root;
+      rule_size_[rule] = size == kNotInlined ? kNotInlined : std::max<size_t>(size, 1);
+      return inlined_[rule] ? rule_size_[rule] : kNotInlined;
+    }
+    case Expr::Kind::kSequence:
+    case Expr::Kind::kChoice: {
+      size_t total = 1;
+      for (const Expr& child : expr.children) total = add(total, InlinedSize(child, visiting));
+      return total;
+    }
+    case Expr::Kind::kRepeat: {
+      const size_t child = InlinedSize(expr.children.front(), visiting);
+      if (child == kNotInlined || expr.max == kUnbounded) return kNotInlined;
+      const size_t copies = expr.max == kUnbounded ? expr.min + 1 : expr.max;
+      return copies > kMaxInlinedSize ? kMaxInlinedSize + 1 : child * copies;
+    }
+  }
+  return kNotInlined;
+}
+
+void AutomatonBuilder::FindInlinedRules() {
+  inlined_.assign(grammar_.rules.size(), false);
+  rule_size_.assign(grammar_.rules.size(), 0);
+  std::vector<int> visiting(grammar_.rules.size(), 0);
+  for (size_t r = 0; r < grammar_.rules.size(); ++r) InlinedSize(Expr::RuleRef(static_cast<int32_t>(r)), visiting);
+}
 
 absl::Status AutomatonBuilder::CheckRules() {
   if (grammar_.rules.empty()) return absl::InvalidArgumentError("grammar has no rules");
@@ -155,6 +216,7 @@ absl::StatusOr<int32_t> AutomatonBuilder::Emit(const Expr& expr, int32_t start) 
       if (expr.rule < 0 || static_cast<size_t>(expr.rule) >= grammar_.rules.size()) {
         return absl::InvalidArgumentError(absl::StrCat("grammar refers to an undefined rule (", expr.rule, ")"));
       }
+      if (inlined_[expr.rule]) return Emit(grammar_.rules[expr.rule].body, start);
       const int32_t end = NewNfaState();
       nfa_[start].calls.push_back({expr.rule, end});
       return end;
@@ -287,35 +349,88 @@ absl::Status AutomatonBuilder::Determinize(int32_t rule, int32_t nfa_start, int3
 
 // Left recursion would let a matcher push frames forever without reading a byte: a rule must not reach
 // itself through calls made before any byte (through nullable rules).
-absl::Status AutomatonBuilder::CheckLeftRecursion() {
+void AutomatonBuilder::ComputeNullable() {
   const size_t num_rules = out_->rules_.size();
   const size_t num_states = out_->states_.size();
   // A state completes its rule without a byte when it accepts or calls a nullable rule that returns to such
   // a state; iterate to the fixed point.
-  std::vector<bool> completes(num_states, false);
-  std::vector<bool> nullable(num_rules, false);
+  completes_.assign(num_states, false);
+  nullable_.assign(num_rules, false);
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t s = 0; s < num_states; ++s) {
-      if (completes[s]) continue;
+      if (completes_[s]) continue;
       const CompiledGrammar::State& state = out_->states_[s];
       bool done = state.accepting;
       for (uint32_t c = state.calls_begin; c < state.calls_end && !done; ++c) {
         const CompiledGrammar::Call& call = out_->calls_[c];
-        done = nullable[call.rule] && completes[call.return_state];
+        done = nullable_[call.rule] && completes_[call.return_state];
       }
       if (done) {
-        completes[s] = true;
+        completes_[s] = true;
         changed = true;
       }
     }
     for (size_t r = 0; r < num_rules; ++r) {
-      if (!nullable[r] && completes[out_->rules_[r].start]) {
-        nullable[r] = true;
+      if (!nullable_[r] && completes_[out_->rules_[r].start]) {
+        nullable_[r] = true;
         changed = true;
       }
     }
   }
+}
+
+// FIRST of each state (the bytes that can come next from it within its rule and its callees) and FOLLOW of
+// each rule (the bytes that can come right after it returns), to the fixed point; then each state's exit
+// filter (token_masks.h).
+void AutomatonBuilder::ComputeExitFilters() {
+  const size_t num_rules = out_->rules_.size();
+  const size_t num_states = out_->states_.size();
+  std::vector<std::bitset<256>> first(num_states), follow(num_rules);
+  for (size_t s = 0; s < num_states; ++s) {
+    for (int byte = 0; byte < 256; ++byte) {
+      if (out_->Next(static_cast<int32_t>(s), static_cast<uint8_t>(byte)) != kDeadState) first[s].set(byte);
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t s = 0; s < num_states; ++s) {
+      const CompiledGrammar::State& state = out_->states_[s];
+      std::bitset<256> bytes = first[s];
+      for (uint32_t c = state.calls_begin; c < state.calls_end; ++c) {
+        const CompiledGrammar::Call& call = out_->calls_[c];
+        bytes |= first[out_->rules_[call.rule].start];
+        if (nullable_[call.rule]) bytes |= first[call.return_state];
+        // What may follow the callee: what its return state starts with, or, when that state can complete,
+        // what follows this rule.
+        std::bitset<256> after = first[call.return_state];
+        if (completes_[call.return_state]) after |= follow[state.rule];
+        if ((follow[call.rule] | after) != follow[call.rule]) {
+          follow[call.rule] |= after;
+          changed = true;
+        }
+      }
+      if (bytes != first[s]) {
+        first[s] = bytes;
+        changed = true;
+      }
+    }
+  }
+  out_->exit_filters_.resize(num_states);
+  for (size_t s = 0; s < num_states; ++s) {
+    const CompiledGrammar::State& state = out_->states_[s];
+    std::bitset<256> filter = completes_[s] ? follow[state.rule] : std::bitset<256>();
+    if (state.calls_begin != state.calls_end) filter |= first[s];
+    out_->exit_filters_[s] = filter;
+  }
+}
+
+// Left recursion would let a matcher push frames forever without reading a byte: a rule must not reach
+// itself through calls made before any byte (through nullable rules).
+absl::Status AutomatonBuilder::CheckLeftRecursion() {
+  const size_t num_rules = out_->rules_.size();
+  const size_t num_states = out_->states_.size();
+  const std::vector<bool>& nullable = nullable_;
   // Rules each rule may call before any byte: from its start, through returns from nullable calls.
   std::vector<std::vector<int32_t>> first_calls(num_rules);
   for (size_t r = 0; r < num_rules; ++r) {
@@ -366,6 +481,7 @@ absl::Status AutomatonBuilder::CheckLeftRecursion() {
 absl::StatusOr<std::shared_ptr<const CompiledGrammar>> AutomatonBuilder::Build() {
   if (absl::Status status = CheckRules(); !status.ok()) return status;
   ComputeByteClasses();
+  FindInlinedRules();
   out_->root_ = grammar_.root;
   out_->rules_.resize(grammar_.rules.size());
   for (size_t r = 0; r < grammar_.rules.size(); ++r) {
@@ -379,9 +495,13 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> AutomatonBuilder::Build()
     }
   }
   for (CompiledGrammar::State& state : out_->states_) {
+    out_->plain_flags_.push_back(!state.accepting && state.calls_begin == state.calls_end);
     state.final_only = state.accepting && !state.has_bytes && state.calls_begin == state.calls_end;
+    state.plain = !state.accepting && state.calls_begin == state.calls_end;
   }
+  ComputeNullable();
   if (absl::Status status = CheckLeftRecursion(); !status.ok()) return status;
+  ComputeExitFilters();
   out_->mask_cache_ = std::make_unique<MaskCache>(limits_.max_cache_bytes);
   return std::shared_ptr<const CompiledGrammar>(std::move(out_));
 }

@@ -2,6 +2,7 @@
 #define LLMC_WORKER_GRAMMAR_AUTOMATON_H_
 
 #include <array>
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -51,6 +52,9 @@ class CompiledGrammar {
     // Accepting with nothing after: a call that returns here needs no frame (the callee returns straight
     // to the caller's caller).
     bool final_only = false;
+    // No calls and not accepting: the only way on is a byte within this rule, whatever the stack holds, so
+    // what a token does from here depends on this state alone until it reaches a state that is not plain.
+    bool plain = false;
     uint32_t calls_begin = 0, calls_end = 0;  // calls_ range
   };
 
@@ -66,6 +70,17 @@ class CompiledGrammar {
   const Call* calls_end(int32_t state) const { return calls_.data() + states_[state].calls_end; }
   bool HasByteTransitions(int32_t state) const { return states_[state].has_bytes; }
   bool InTerminal(int32_t state) const { return !rules_[states_[state].rule].has_calls; }
+  bool IsPlain(int32_t state) const { return states_[state].plain; }
+  // The transition table as the hot loops read it: Next(s, b) is rows()[s * num_classes() + byte_classes()[b]],
+  // and plain_flags()[s] is IsPlain(s).
+  const int32_t* rows() const { return transitions_.data(); }
+  const uint8_t* byte_classes() const { return byte_class_.data(); }
+  size_t num_classes() const { return num_classes_; }
+  const uint8_t* plain_flags() const { return plain_flags_.data(); }
+  // For a state that is not plain: the bytes a token may go on with past it, other than by this rule's own
+  // bytes when it has no calls (what may follow the rule when it can end here; and, with calls, what this
+  // state and its callees may read next). A superset; a token whose next byte is outside it stops here.
+  const std::bitset<256>& ExitFilter(int32_t state) const { return exit_filters_[state]; }
   const std::vector<Call>& all_calls() const { return calls_; }
   MaskCache& mask_cache() const { return *mask_cache_; }
 
@@ -78,6 +93,8 @@ class CompiledGrammar {
   std::array<uint8_t, 256> byte_class_{};
   size_t num_classes_ = 1;
   std::vector<int32_t> transitions_;  // [state][class]
+  std::vector<std::bitset<256>> exit_filters_;
+  std::vector<uint8_t> plain_flags_;
   std::unique_ptr<MaskCache> mask_cache_;
 };
 

@@ -1,6 +1,7 @@
-// JSON Schema to grammar: the entry points, keyword checks, $ref rules, enum/const and the applicators.
+// JSON Schema to grammar: the entry points, $ref rules, enum/const, anyOf/oneOf and the dispatch by type.
 // Objects and arrays are in json_schema_objects.cc, strings in json_schema_strings.cc and
-// json_schema_formats.cc, numbers in json_schema_numbers.cc, allOf merging in json_schema_merge.cc.
+// json_schema_formats.cc, numbers in json_schema_numbers.cc, allOf merging in json_schema_merge.cc, keyword
+// sets, types and errors in json_schema_keywords.cc.
 #include "worker/grammar/json_schema_compiler.h"
 
 #include <algorithm>
@@ -9,8 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
 #include "worker/grammar/json_schema_internal.h"
 
@@ -21,43 +22,6 @@ namespace {
 constexpr int kMaxDepth = 200;
 // anyOf x oneOf cross products beyond this many branches are refused rather than built.
 constexpr size_t kMaxBranches = 64;
-
-bool Contains(const std::vector<absl::string_view>& set, absl::string_view key) {
-  return std::find(set.begin(), set.end(), key) != set.end();
-}
-
-const std::vector<absl::string_view>& MetadataKeywords() {
-  static const auto* const keywords = new std::vector<absl::string_view>{
-      "description", "title",   "$schema",    "$id",       "$comment", "examples",
-      "default",     "deprecated", "readOnly", "writeOnly", "$defs",    "definitions"};
-  return *keywords;
-}
-
-const std::vector<absl::string_view>& SupportedKeywords() {
-  static const auto* const keywords = new std::vector<absl::string_view>{
-      "type",          "enum",          "const",           "$ref",
-      "allOf",         "anyOf",         "oneOf",           "properties",
-      "required",      "additionalProperties", "minProperties", "maxProperties",
-      "patternProperties", "propertyNames", "unevaluatedProperties", "items",
-      "prefixItems",   "minItems",      "maxItems",        "uniqueItems",
-      "minLength",     "maxLength",     "pattern",         "format",
-      "minimum",       "maximum",       "exclusiveMinimum", "exclusiveMaximum",
-      "multipleOf"};
-  return *keywords;
-}
-
-const std::vector<absl::string_view>& ObjectKeywords() {
-  static const auto* const keywords = new std::vector<absl::string_view>{
-      "properties",    "required",          "additionalProperties", "minProperties",
-      "maxProperties", "patternProperties", "propertyNames",        "unevaluatedProperties"};
-  return *keywords;
-}
-
-const std::vector<absl::string_view>& ArrayKeywords() {
-  static const auto* const keywords =
-      new std::vector<absl::string_view>{"items", "prefixItems", "minItems", "maxItems", "uniqueItems"};
-  return *keywords;
-}
 
 // A rule name from a JSON pointer: its last tokens, with characters other than [A-Za-z0-9_-] dropped.
 std::string RuleNameFromPointer(absl::string_view prefix, absl::string_view pointer) {
@@ -74,152 +38,23 @@ std::string RuleNameFromPointer(absl::string_view prefix, absl::string_view poin
   return name;
 }
 
+// Whether a "$ref" starting with '#' is anywhere inside `json`: below a nested $id, such a reference means
+// the embedded resource, not the document.
+bool ContainsLocalRef(const Json& json) {
+  if (json.is_object()) {
+    for (const auto& [key, value] : json.items()) {
+      if (key == "$ref" && value.is_string() && absl::StartsWith(value.get<std::string>(), "#")) return true;
+      if (ContainsLocalRef(value)) return true;
+    }
+  } else if (json.is_array()) {
+    for (const Json& value : json) {
+      if (ContainsLocalRef(value)) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
-
-// ---- Expressions ----
-
-bool IsNothing(const Expr& expr) { return expr.kind == Expr::Kind::kCharClass && expr.ranges.empty(); }
-
-Expr Seq(std::vector<Expr> children) {
-  for (const Expr& child : children) {
-    if (IsNothing(child)) return Expr::Nothing();
-  }
-  return Expr::Sequence(std::move(children));
-}
-
-Expr Alt(std::vector<Expr> children) {
-  std::vector<Expr> kept;
-  for (Expr& child : children) {
-    if (!IsNothing(child)) kept.push_back(std::move(child));
-  }
-  return Expr::Choice(std::move(kept));
-}
-
-Expr Lit(absl::string_view bytes) { return Expr::Literal(bytes); }
-
-Expr Chars(absl::string_view members) {
-  std::vector<CodePointRange> ranges;
-  for (const char c : members) ranges.push_back({static_cast<uint32_t>(c), static_cast<uint32_t>(c)});
-  return Expr::CharClass(std::move(ranges));
-}
-
-Expr Range(char first, char last) {
-  return Expr::CharClass({{static_cast<uint32_t>(first), static_cast<uint32_t>(last)}});
-}
-
-Expr Digit() { return Range('0', '9'); }
-
-Expr HexDigit() { return Expr::CharClass({{'0', '9'}, {'A', 'F'}, {'a', 'f'}}); }
-
-// ---- Errors and locations ----
-
-std::string PointerAppend(absl::string_view pointer, absl::string_view token) {
-  return absl::StrCat(pointer, "/", absl::StrReplaceAll(token, {{"~", "~0"}, {"/", "~1"}}));
-}
-
-std::string PointerAppend(absl::string_view pointer, size_t index) { return absl::StrCat(pointer, "/", index); }
-
-std::string DisplayPointer(absl::string_view pointer) {
-  return pointer.empty() ? std::string("the root") : std::string(pointer);
-}
-
-absl::Status Unsupported(absl::string_view keyword, absl::string_view pointer, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat("unsupported JSON Schema keyword '", keyword, "' at ",
-                                                 DisplayPointer(pointer), why.empty() ? "" : ": ", why));
-}
-
-absl::Status InvalidValue(absl::string_view keyword, absl::string_view pointer, absl::string_view why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("invalid JSON Schema keyword '", keyword, "' at ", DisplayPointer(pointer), ": ", why));
-}
-
-absl::StatusOr<uint32_t> CountKeyword(const Json& schema, absl::string_view keyword, absl::string_view pointer) {
-  const Json& value = schema.at(std::string(keyword));
-  if (value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0)) {
-    return static_cast<uint32_t>(std::min<uint64_t>(value.get<uint64_t>(), kUnbounded - 1));
-  }
-  if (value.is_number_float() && value.get<double>() >= 0 && value.get<double>() == static_cast<int64_t>(value)) {
-    return static_cast<uint32_t>(std::min<double>(value.get<double>(), kUnbounded - 1));
-  }
-  return InvalidValue(keyword, pointer, "not a non-negative integer");
-}
-
-// ---- Types and keywords ----
-
-absl::StatusOr<uint32_t> DeclaredTypes(const Json& schema, absl::string_view pointer) {
-  if (!schema.contains("type")) return kAllTypes;
-  const Json& type = schema.at("type");
-  std::vector<Json> names;
-  if (type.is_string()) {
-    names.push_back(type);
-  } else if (type.is_array()) {
-    names.assign(type.begin(), type.end());
-  } else {
-    return InvalidValue("type", pointer, "not a string or an array of strings");
-  }
-  uint32_t types = 0;
-  for (const Json& name : names) {
-    const std::string text = name.is_string() ? name.get<std::string>() : "";
-    if (text == "null") {
-      types |= kNullBit;
-    } else if (text == "boolean") {
-      types |= kBooleanBit;
-    } else if (text == "object") {
-      types |= kObjectBit;
-    } else if (text == "array") {
-      types |= kArrayBit;
-    } else if (text == "string") {
-      types |= kStringBit;
-    } else if (text == "integer") {
-      types |= kIntegerBit;
-    } else if (text == "number") {
-      types |= kIntegerBit | kFractionalBit;
-    } else {
-      return InvalidValue("type", pointer, absl::StrCat("unknown type ", name.dump()));
-    }
-  }
-  return types;
-}
-
-uint32_t TypeOfValue(const Json& value) {
-  switch (value.type()) {
-    case Json::value_t::null:
-      return kNullBit;
-    case Json::value_t::boolean:
-      return kBooleanBit;
-    case Json::value_t::object:
-      return kObjectBit;
-    case Json::value_t::array:
-      return kArrayBit;
-    case Json::value_t::string:
-      return kStringBit;
-    case Json::value_t::number_integer:
-    case Json::value_t::number_unsigned:
-      return kIntegerBit;
-    case Json::value_t::number_float: {
-      const double number = value.get<double>();
-      return number == static_cast<double>(static_cast<int64_t>(number)) ? kIntegerBit : kFractionalBit;
-    }
-    default:
-      return 0;
-  }
-}
-
-bool IsMetadataKeyword(absl::string_view keyword) { return Contains(MetadataKeywords(), keyword); }
-
-bool IsAssertionKeyword(absl::string_view keyword) { return !IsMetadataKeyword(keyword); }
-
-absl::Status SchemaCompiler::CheckKeywords(const Json& schema, absl::string_view pointer) {
-  for (const auto& [key, value] : schema.items()) {
-    if (IsMetadataKeyword(key)) continue;
-    if (!Contains(SupportedKeywords(), key)) return Unsupported(key, pointer);
-    if (key == "uniqueItems") {
-      if (!value.is_boolean()) return InvalidValue(key, pointer, "not a boolean");
-      if (value.get<bool>()) return Unsupported(key, pointer, "a grammar cannot enforce distinct items");
-    }
-  }
-  return absl::OkStatus();
-}
 
 // ---- The compiler ----
 
@@ -261,14 +96,12 @@ Expr SchemaCompiler::AnyValue() {
   const Expr separator = Seq({Ws(), Lit(","), Ws()});
   const Expr member = Seq({key, Ws(), Lit(":"), Ws(), value});
   grammar_.rules[object].body =
-      Seq({Lit("{"), Ws(),
-           Expr::Optional(Seq({member, Expr::Star(Seq({separator, member})), Ws()})), Lit("}")});
+      Seq({Lit("{"), Ws(), Expr::Optional(Seq({member, Expr::Star(Seq({separator, member})), Ws()})), Lit("}")});
   grammar_.rules[array].body =
       Seq({Lit("["), Ws(), Expr::Optional(Seq({value, Expr::Star(Seq({separator, value})), Ws()})), Lit("]")});
   absl::StatusOr<Expr> number = NumberExpr(Json::object(), "", /*integer=*/false);
-  grammar_.rules[value_rule_].body =
-      Alt({Expr::RuleRef(object), Expr::RuleRef(array), string, std::move(number).value(), Lit("true"),
-           Lit("false"), Lit("null")});
+  grammar_.rules[value_rule_].body = Alt({Expr::RuleRef(object), Expr::RuleRef(array), string,
+                                          std::move(number).value(), Lit("true"), Lit("false"), Lit("null")});
   return Expr::RuleRef(value_rule_);
 }
 
@@ -291,19 +124,14 @@ absl::StatusOr<Expr> SchemaCompiler::CompileSchema(const Json& schema, const std
         absl::StrCat("a JSON Schema must be an object or a boolean at ", DisplayPointer(pointer)));
   }
   RETURN_IF_ERROR(CheckKeywords(schema, pointer));
-  if (schema.contains("$ref")) {
-    bool siblings = false;
-    for (const auto& [key, value] : schema.items()) siblings |= key != "$ref" && IsAssertionKeyword(key);
-    if (!siblings) return CompileRef(schema.at("$ref"), pointer, depth);
-    // Draft 2020-12: $ref applies alongside its sibling keywords, as if both were in an allOf.
-    Json rest = schema;
-    rest.erase("$ref");
-    Json ref_only = Json::object();
-    ref_only["$ref"] = schema.at("$ref");
-    ASSIGN_OR_RETURN(Json merged, MergeAll({ref_only, rest}, pointer, depth + 1));
-    return CompileSchema(merged, pointer, depth + 1);
+  if (!pointer.empty() && schema.contains("$id") && ContainsLocalRef(schema)) {
+    return Unsupported("$id", pointer, "an embedded resource's own '#' references");
   }
-  if (schema.contains("allOf")) {
+  bool ref_siblings = false;
+  for (const auto& [key, value] : schema.items()) ref_siblings |= key != "$ref" && IsAssertionKeyword(key);
+  if (schema.contains("$ref") && !ref_siblings) return CompileRef(schema.at("$ref"), pointer, depth);
+  // Draft 2020-12: $ref applies alongside its sibling keywords, as if both were in an allOf.
+  if (schema.contains("$ref") || schema.contains("allOf")) {
     ASSIGN_OR_RETURN(Json merged, MergeAll({schema}, pointer, depth + 1));
     return CompileSchema(merged, pointer, depth + 1);
   }
@@ -335,12 +163,13 @@ absl::StatusOr<Expr> SchemaCompiler::CompileApplicators(const Json& schema, cons
       return InvalidValue(keyword, pointer, "not a non-empty array of schemas");
     }
   }
-  if (schema.contains("oneOf")) {
-    RETURN_IF_ERROR(CheckOneOfDisjoint(schema.at("oneOf"), PointerAppend(pointer, "oneOf"), depth + 1));
-  }
   Json siblings = schema;
   siblings.erase("anyOf");
   siblings.erase("oneOf");
+  if (schema.contains("oneOf")) {
+    ASSIGN_OR_RETURN(uint32_t context_types, PossibleTypes(siblings, pointer, depth + 1));
+    RETURN_IF_ERROR(CheckOneOfDisjoint(schema.at("oneOf"), PointerAppend(pointer, "oneOf"), depth + 1, context_types));
+  }
   bool has_siblings = false;
   for (const auto& [key, value] : siblings.items()) has_siblings |= IsAssertionKeyword(key);
 
@@ -406,24 +235,20 @@ absl::StatusOr<bool> SchemaCompiler::EnumValueAllowed(const Json& value, const J
     return true;
   }
   if (type == kIntegerBit || type == kFractionalBit) return NumberSatisfies(value, schema, pointer);
-  if (type == kArrayBit) {
-    for (const absl::string_view keyword : ArrayKeywords()) {
-      if (keyword == "minItems" || keyword == "maxItems" || !schema.contains(std::string(keyword))) continue;
+  // Object and array values would need the structural keywords checked; only the counts are.
+  for (const auto& [keyword, unused] : schema.items()) {
+    if (type == kArrayBit && IsArrayKeyword(keyword) && keyword != "minItems" && keyword != "maxItems") {
       return Unsupported(keyword, pointer, "alongside enum or const");
     }
-    if (schema.contains("minItems")) {
-      ASSIGN_OR_RETURN(uint32_t min, CountKeyword(schema, "minItems", pointer));
-      if (value.size() < min) return false;
-    }
-    if (schema.contains("maxItems")) {
-      ASSIGN_OR_RETURN(uint32_t max, CountKeyword(schema, "maxItems", pointer));
-      if (value.size() > max) return false;
-    }
+    if (type == kObjectBit && IsObjectKeyword(keyword)) return Unsupported(keyword, pointer, "alongside enum or const");
   }
-  if (type == kObjectBit) {
-    for (const absl::string_view keyword : ObjectKeywords()) {
-      if (schema.contains(std::string(keyword))) return Unsupported(keyword, pointer, "alongside enum or const");
-    }
+  if (type == kArrayBit && schema.contains("minItems")) {
+    ASSIGN_OR_RETURN(uint32_t min, CountKeyword(schema, "minItems", pointer));
+    if (value.size() < min) return false;
+  }
+  if (type == kArrayBit && schema.contains("maxItems")) {
+    ASSIGN_OR_RETURN(uint32_t max, CountKeyword(schema, "maxItems", pointer));
+    if (value.size() > max) return false;
   }
   return true;
 }
@@ -474,7 +299,7 @@ absl::StatusOr<Expr> SchemaCompiler::CompileTypes(const Json& schema, const std:
     choices.push_back(std::move(array));
   }
   if (types & kStringBit) {
-    ASSIGN_OR_RETURN(Expr string, CompileString(schema, pointer, depth));
+    ASSIGN_OR_RETURN(Expr string, CompileString(schema, pointer));
     choices.push_back(std::move(string));
   }
   if (types & (kIntegerBit | kFractionalBit)) {

@@ -25,8 +25,8 @@ Expr Year() {
 
 // Years divisible by 4, except centuries not divisible by 400.
 Expr LeapYear() {
-  const Expr multiple_of_four = Alt({Seq({Lit("0"), Chars("48")}), Seq({Chars("2468"), Chars("048")}),
-                                     Seq({Chars("13579"), Chars("26")})});
+  const Expr multiple_of_four =
+      Alt({Seq({Lit("0"), Chars("48")}), Seq({Chars("2468"), Chars("048")}), Seq({Chars("13579"), Chars("26")})});
   return Alt({Seq({Digit(), Digit(), multiple_of_four}), Seq({multiple_of_four, Lit("00")})});
 }
 
@@ -76,8 +76,8 @@ Expr Uuid() {
 // Dotted quad without leading zeros.
 Expr Ipv4() {
   const Expr d = Digit();
-  const Expr octet = Alt({Seq({Lit("25"), Range('0', '5')}), Seq({Lit("2"), Range('0', '4'), d}),
-                          Seq({Lit("1"), d, d}), Seq({Range('1', '9'), d}), d});
+  const Expr octet = Alt({Seq({Lit("25"), Range('0', '5')}), Seq({Lit("2"), Range('0', '4'), d}), Seq({Lit("1"), d, d}),
+                          Seq({Range('1', '9'), d}), d});
   return Seq({octet, Exactly(Seq({Lit("."), octet}), 3)});
 }
 
@@ -100,25 +100,34 @@ Expr Ipv6() {
 // the name within 253 characters without counting.
 Expr Hostname() {
   const Expr label =
-      Seq({Alnum(), Expr::Optional(Seq({Expr::Repeat(Expr::CharClass({{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'-', '-'}}),
-                                                     0, 39),
-                                        Alnum()}))});
+      Seq({Alnum(),
+           Expr::Optional(Seq(
+               {Expr::Repeat(Expr::CharClass({{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'-', '-'}}), 0, 39), Alnum()}))});
   return Seq({label, Expr::Repeat(Seq({Lit("."), label}), 0, 5)});
 }
 
 // RFC 5321's dot-atom local part @ a hostname.
 Expr Email() {
-  const Expr atext =
-      Expr::CharClass({{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'!', '!'}, {'#', '\''}, {'*', '+'}, {'-', '-'},
-                       {'/', '/'}, {'=', '='}, {'?', '?'}, {'^', '`'}, {'{', '~'}});
+  const Expr atext = Expr::CharClass({{'0', '9'},
+                                      {'A', 'Z'},
+                                      {'a', 'z'},
+                                      {'!', '!'},
+                                      {'#', '\''},
+                                      {'*', '+'},
+                                      {'-', '-'},
+                                      {'/', '/'},
+                                      {'=', '='},
+                                      {'?', '?'},
+                                      {'^', '`'},
+                                      {'{', '~'}});
   const Expr atom = Expr::Plus(atext);
   return Seq({atom, Expr::Star(Seq({Lit("."), atom})), Lit("@"), Hostname()});
 }
 
 // RFC 3986's URI (without IPvFuture literals).
 Expr Uri() {
-  const std::vector<CodePointRange> unreserved = {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'-', '.'}, {'_', '_'},
-                                                  {'~', '~'}};
+  const std::vector<CodePointRange> unreserved = {{'0', '9'}, {'A', 'Z'}, {'a', 'z'},
+                                                  {'-', '.'}, {'_', '_'}, {'~', '~'}};
   const std::vector<CodePointRange> sub_delims = {{'!', '!'}, {'$', '$'}, {'&', ','}, {';', ';'}, {'=', '='}};
   const auto with = [&](std::vector<CodePointRange> extra) {
     std::vector<CodePointRange> ranges = unreserved;
@@ -133,12 +142,12 @@ Expr Uri() {
   const Expr userinfo = Expr::Star(Alt({with({{':', ':'}}), percent}));
   const Expr reg_name = Expr::Star(Alt({with({}), percent}));
   const Expr host = Alt({Seq({Lit("["), Ipv6(), Lit("]")}), reg_name});
-  const Expr authority = Seq({Expr::Optional(Seq({userinfo, Lit("@")})), host,
-                              Expr::Optional(Seq({Lit(":"), Expr::Star(Digit())}))});
+  const Expr authority =
+      Seq({Expr::Optional(Seq({userinfo, Lit("@")})), host, Expr::Optional(Seq({Lit(":"), Expr::Star(Digit())}))});
   const Expr segments = Expr::Star(Seq({Lit("/"), Expr::Star(pchar)}));
   const Expr rootless = Seq({Expr::Plus(pchar), segments});
-  const Expr hier = Alt({Seq({Lit("//"), authority, segments}), Seq({Lit("/"), Expr::Optional(rootless)}), rootless,
-                         Expr::Empty()});
+  const Expr hier =
+      Alt({Seq({Lit("//"), authority, segments}), Seq({Lit("/"), Expr::Optional(rootless)}), rootless, Expr::Empty()});
   const Expr query = Expr::Star(Alt({pchar, Chars("/?")}));
   return Seq({scheme, Lit(":"), hier, Expr::Optional(Seq({Lit("?"), query})), Expr::Optional(Seq({Lit("#"), query}))});
 }

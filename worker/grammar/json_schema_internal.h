@@ -18,7 +18,7 @@ namespace llmc::grammar::json_schema {
 
 using Json = nlohmann::ordered_json;
 
-// ---- Expressions (json_schema_compiler.cc) ----
+// ---- Expressions (json_schema_keywords.cc, like the keyword sets, types and errors below) ----
 
 bool IsNothing(const Expr& expr);
 // Sequence and Choice that fold contradictions: a sequence with a Nothing is Nothing, a choice drops them.
@@ -79,7 +79,8 @@ size_t CodePointCount(absl::string_view utf8);
 
 // ---- Numbers (json_schema_numbers.cc) ----
 
-// JSON number grammars. `bounds` are the schema's minimum/maximum/exclusive* (read from `schema`).
+// The JSON numbers (integers only if `integer`) within the schema's minimum/maximum/exclusive*, exactly where
+// the bounds are; multipleOf other than 1 on integers is refused.
 absl::StatusOr<Expr> NumberExpr(const Json& schema, absl::string_view pointer, bool integer);
 // Whether a numeric enum/const value satisfies the schema's bounds and multipleOf.
 absl::StatusOr<bool> NumberSatisfies(const Json& value, const Json& schema, absl::string_view pointer);
@@ -89,6 +90,10 @@ absl::StatusOr<bool> NumberSatisfies(const Json& value, const Json& schema, absl
 bool IsMetadataKeyword(absl::string_view keyword);
 // Keywords that assert something about the instance (everything but metadata and $defs).
 bool IsAssertionKeyword(absl::string_view keyword);
+bool IsObjectKeyword(absl::string_view keyword);
+bool IsArrayKeyword(absl::string_view keyword);
+// INVALID_ARGUMENT for the first keyword the compiler does not enforce (uniqueItems true among them).
+absl::Status CheckKeywords(const Json& schema, absl::string_view pointer);
 
 class SchemaCompiler {
  public:
@@ -116,12 +121,12 @@ class SchemaCompiler {
   absl::StatusOr<Json> MergeAll(const std::vector<Json>& schemas, const std::string& pointer, int depth);
   // Possible types of a schema's instances, refs and applicators followed.
   absl::StatusOr<uint32_t> PossibleTypes(const Json& schema, absl::string_view pointer, int depth);
-  // Whether oneOf's branches can never both match (so oneOf is anyOf).
-  absl::Status CheckOneOfDisjoint(const Json& branches, const std::string& pointer, int depth);
+  // Whether oneOf's branches can never both match (so oneOf is anyOf), for instances of `context_types` (what
+  // the keywords beside the oneOf allow).
+  absl::Status CheckOneOfDisjoint(const Json& branches, const std::string& pointer, int depth, uint32_t context_types);
 
  private:
   // ---- json_schema_compiler.cc ----
-  absl::Status CheckKeywords(const Json& schema, absl::string_view pointer);
   absl::StatusOr<Expr> CompileRef(const Json& ref, const std::string& pointer, int depth);
   absl::StatusOr<Expr> CompileApplicators(const Json& schema, const std::string& pointer, int depth);
   absl::StatusOr<Expr> CompileEnum(const Json& schema, const std::string& pointer, uint32_t types);
@@ -131,15 +136,18 @@ class SchemaCompiler {
   absl::StatusOr<Expr> CompileObject(const Json& schema, const std::string& pointer, int depth);
   absl::StatusOr<Expr> CompileArray(const Json& schema, const std::string& pointer, int depth);
   // ---- json_schema_strings.cc ----
-  absl::StatusOr<Expr> CompileString(const Json& schema, const std::string& pointer, int depth);
+  absl::StatusOr<Expr> CompileString(const Json& schema, const std::string& pointer);
+  // Between min and max string characters (max may be kUnbounded).
+  Expr RepeatCharacters(uint32_t min, uint32_t max);
   // A quoted string of canonical encoding whose content is none of `excluded` (raw, unencoded keys).
   Expr KeyExcluding(const std::vector<std::string>& excluded);
 
   const Json& root_;
   JsonSchemaOptions options_;
   Grammar grammar_;
-  absl::flat_hash_map<std::string, int32_t> ref_rules_;  // target pointer -> rule
-  absl::flat_hash_map<std::string, int32_t> interned_;   // body text -> rule
+  absl::flat_hash_map<std::string, int32_t> ref_rules_;   // target pointer -> rule
+  absl::flat_hash_map<std::string, int32_t> interned_;    // body text -> rule
+  absl::flat_hash_map<std::string, uint32_t> ref_types_;  // target pointer -> PossibleTypes
   int32_t value_rule_ = -1;
   int32_t string_rule_ = -1;
 };

@@ -88,12 +88,12 @@ bool IsUpperBound(absl::string_view key) {
 }  // namespace
 
 absl::StatusOr<const Json*> SchemaCompiler::ResolveRef(const Json& ref, absl::string_view pointer,
-                                                        std::string* target_pointer) {
+                                                       std::string* target_pointer) {
   if (!ref.is_string()) return InvalidValue("$ref", pointer, "not a string");
   const std::string text = ref.get<std::string>();
   if (text.empty() || text[0] != '#') {
-    return Unsupported("$ref", pointer, absl::StrCat("only references within the document are supported, not '",
-                                                     text, "'"));
+    return Unsupported("$ref", pointer,
+                       absl::StrCat("only references within the document are supported, not '", text, "'"));
   }
   absl::StatusOr<std::string> fragment = PercentDecode(absl::string_view(text).substr(1));
   if (!fragment.ok()) return InvalidValue("$ref", pointer, absl::StrCat("bad percent escape in '", text, "'"));
@@ -124,9 +124,9 @@ absl::StatusOr<const Json*> SchemaCompiler::ResolveRef(const Json& ref, absl::st
   return node;
 }
 
-absl::StatusOr<Json> SchemaCompiler::MergeAll(const std::vector<Json>& schemas, const std::string& pointer,
-                                              int depth) {
-  if (depth > kMaxMergeDepth) return Unsupported("allOf", pointer, "nested or recursive too deeply");
+absl::StatusOr<Json> SchemaCompiler::MergeAll(const std::vector<Json>& schemas, const std::string& pointer, int depth) {
+  const char* keyword = schemas.size() == 1 && !schemas[0].contains("allOf") ? "$ref" : "allOf";
+  if (depth > kMaxMergeDepth) return Unsupported(keyword, pointer, "nested or recursive too deeply");
   // The parts to merge, in order: $ref targets and allOf branches expanded. `base` parts are the schemas
   // themselves (their unevaluatedProperties sees the branches' properties); the others are branches.
   std::vector<std::pair<Json, bool>> parts;
@@ -142,7 +142,7 @@ absl::StatusOr<Json> SchemaCompiler::MergeAll(const std::vector<Json>& schemas, 
     }
     if (!schema.is_object()) return InvalidValue("allOf", pointer, "a branch is not a schema");
     RETURN_IF_ERROR(CheckKeywords(schema, pointer));
-    if (++expansions > 256) return Unsupported("allOf", pointer, "too many schemas to merge");
+    if (++expansions > 256) return Unsupported(keyword, pointer, "too many schemas to merge (recursive?)");
     if (schema.contains("$ref") || schema.contains("allOf")) {
       std::vector<std::pair<Json, bool>> expanded;
       if (schema.contains("$ref")) {
@@ -170,9 +170,10 @@ absl::StatusOr<Json> SchemaCompiler::MergeAll(const std::vector<Json>& schemas, 
   for (auto& [part, base] : parts) {
     if (part.contains("oneOf")) {
       // Proven disjoint, oneOf is anyOf; with an anyOf beside it, the two lists' cross product.
-      RETURN_IF_ERROR(CheckOneOfDisjoint(part.at("oneOf"), PointerAppend(pointer, "oneOf"), depth + 1));
       Json one_of = part.at("oneOf");
       part.erase("oneOf");
+      ASSIGN_OR_RETURN(uint32_t context_types, PossibleTypes(part, pointer, depth + 1));
+      RETURN_IF_ERROR(CheckOneOfDisjoint(one_of, PointerAppend(pointer, "oneOf"), depth + 1, context_types));
       if (part.contains("anyOf")) {
         const Json& any_of = part.at("anyOf");
         if (!any_of.is_array() || any_of.size() * one_of.size() > kMaxBranches) {
@@ -214,7 +215,9 @@ absl::StatusOr<Json> SchemaCompiler::MergeAll(const std::vector<Json>& schemas, 
       const bool b_add = part.contains("additionalProperties");
       Json properties = Json::object();
       for (const auto& [key, value] : a_props.items()) {
-        const Json other = b_props.contains(key) ? b_props.at(key) : b_add ? part.at("additionalProperties") : Json(true);
+        const Json other = b_props.contains(key) ? b_props.at(key)
+                           : b_add               ? part.at("additionalProperties")
+                                                 : Json(true);
         properties[key] = AllOf2(value, other);
       }
       for (const auto& [key, value] : b_props.items()) {
@@ -229,6 +232,25 @@ absl::StatusOr<Json> SchemaCompiler::MergeAll(const std::vector<Json>& schemas, 
       if (!properties.empty()) merged["properties"] = std::move(properties);
       part.erase("properties");
       part.erase("additionalProperties");
+    }
+    // Likewise items: a position one side's prefixItems covers and the other's does not falls under the
+    // other's items.
+    if (part.contains("prefixItems") || merged.contains("prefixItems")) {
+      const Json none = Json::array();
+      const Json& a_prefix = merged.contains("prefixItems") ? merged.at("prefixItems") : none;
+      const Json& b_prefix = part.contains("prefixItems") ? part.at("prefixItems") : none;
+      if (!a_prefix.is_array() || !b_prefix.is_array()) return InvalidValue("prefixItems", pointer, "not an array");
+      const Json a_items = merged.contains("items") ? merged.at("items") : Json(true);
+      const Json b_items = part.contains("items") ? part.at("items") : Json(true);
+      Json prefix = Json::array();
+      for (size_t i = 0; i < std::max(a_prefix.size(), b_prefix.size()); ++i) {
+        prefix.push_back(
+            AllOf2(i < a_prefix.size() ? a_prefix[i] : a_items, i < b_prefix.size() ? b_prefix[i] : b_items));
+      }
+      merged["prefixItems"] = std::move(prefix);
+      if (merged.contains("items") || part.contains("items")) merged["items"] = AllOf2(a_items, b_items);
+      part.erase("prefixItems");
+      part.erase("items");
     }
     for (const auto& [key, value] : part.items()) {
       if (!merged.contains(key)) {
@@ -298,8 +320,15 @@ absl::StatusOr<uint32_t> SchemaCompiler::PossibleTypes(const Json& schema, absl:
   if (schema.contains("$ref")) {
     std::string target_pointer;
     ASSIGN_OR_RETURN(const Json* target, ResolveRef(schema.at("$ref"), pointer, &target_pointer));
-    ASSIGN_OR_RETURN(uint32_t target_types, PossibleTypes(*target, target_pointer, depth + 1));
-    types &= target_types;
+    // Once per definition; a cycle sees all types (which can only refuse more).
+    const auto [known, inserted] = ref_types_.emplace(target_pointer, kAllTypes);
+    if (inserted) {
+      ASSIGN_OR_RETURN(uint32_t target_types, PossibleTypes(*target, target_pointer, depth + 1));
+      ref_types_[target_pointer] = target_types;
+      types &= target_types;
+    } else {
+      types &= known->second;
+    }
   }
   for (const char* keyword : {"allOf", "anyOf", "oneOf"}) {
     if (!schema.contains(keyword) || !schema.at(keyword).is_array()) continue;
@@ -313,7 +342,8 @@ absl::StatusOr<uint32_t> SchemaCompiler::PossibleTypes(const Json& schema, absl:
   return types;
 }
 
-absl::Status SchemaCompiler::CheckOneOfDisjoint(const Json& branches, const std::string& pointer, int depth) {
+absl::Status SchemaCompiler::CheckOneOfDisjoint(const Json& branches, const std::string& pointer, int depth,
+                                                uint32_t context_types) {
   if (!branches.is_array() || branches.empty()) return InvalidValue("oneOf", pointer, "not a non-empty array");
   std::vector<uint32_t> types;
   std::vector<Json> flattened;  // allOf and $ref merged away: where a discriminating property shows
@@ -328,33 +358,47 @@ absl::Status SchemaCompiler::CheckOneOfDisjoint(const Json& branches, const std:
     absl::StatusOr<Json> property = MergeAll({schema.at("properties").at(name)}, pointer, depth + 1);
     return property.ok() && property->is_object() ? EnumValues(*property) : std::vector<Json>{};
   };
-  const auto required = [](const Json& schema, const std::string& name) {
-    if (!schema.is_object() || !schema.contains("required") || !schema.at("required").is_array()) return false;
-    const Json& list = schema.at("required");
-    return std::find(list.begin(), list.end(), Json(name)) != list.end();
+  // An object with a member named `name` never matches `schema`: closed, and not listing it.
+  const auto excludes = [&](const Json& schema, const std::string& name) {
+    if (!schema.is_object() || schema.contains("patternProperties")) return false;
+    if (schema.contains("properties") && schema.at("properties").is_object() &&
+        schema.at("properties").contains(name)) {
+      return schema.at("properties").at(name) == Json(false);
+    }
+    for (const char* keyword : {"additionalProperties", "unevaluatedProperties"}) {
+      if (schema.contains(keyword)) return schema.at(keyword) == Json(false);
+    }
+    return options_.strict && (schema.contains("type") || schema.contains("properties"));
   };
-  // Two branches are disjoint when their types are, or when both are objects and a property one of them
-  // requires takes values from two lists with nothing in common.
+  // Two object branches are disjoint when a property one requires is one the other excludes, or takes
+  // values from two lists with nothing in common.
   const auto discriminated = [&](const Json& a, const Json& b) {
-    if (!a.is_object() || !a.contains("properties") || !a.at("properties").is_object()) return false;
-    for (const auto& [name, unused] : a.at("properties").items()) {
-      if (!required(a, name) && !required(b, name)) continue;
-      const std::vector<Json> a_values = values_of(a, name);
-      const std::vector<Json> b_values = values_of(b, name);
-      if (a_values.empty() || b_values.empty()) continue;
-      bool overlap = false;
-      for (const Json& value : a_values) overlap |= std::find(b_values.begin(), b_values.end(), value) != b_values.end();
-      if (!overlap) return true;
+    for (const Json* side : {&a, &b}) {
+      const Json& other = side == &a ? b : a;
+      if (!side->is_object() || !side->contains("required") || !side->at("required").is_array()) continue;
+      for (const Json& name : side->at("required")) {
+        if (!name.is_string()) continue;
+        if (excludes(other, name.get<std::string>())) return true;
+        const std::vector<Json> a_values = values_of(*side, name.get<std::string>());
+        const std::vector<Json> b_values = values_of(other, name.get<std::string>());
+        if (a_values.empty() || b_values.empty()) continue;
+        bool overlap = false;
+        for (const Json& value : a_values) {
+          overlap |= std::find(b_values.begin(), b_values.end(), value) != b_values.end();
+        }
+        if (!overlap) return true;
+      }
     }
     return false;
   };
   for (size_t i = 0; i < types.size(); ++i) {
     for (size_t j = i + 1; j < types.size(); ++j) {
-      const uint32_t common = types[i] & types[j];
+      const uint32_t common = types[i] & types[j] & context_types;
       if (common == 0) continue;
       if (common == kObjectBit && discriminated(flattened[i], flattened[j])) continue;
       return Unsupported("oneOf", pointer,
-                         absl::StrCat("branches ", i, " and ", j, " are not provably disjoint (oneOf needs exactly "
+                         absl::StrCat("branches ", i, " and ", j,
+                                      " are not provably disjoint (oneOf needs exactly "
                                       "one to match; give them different types or a required property with "
                                       "different const/enum values)"));
     }

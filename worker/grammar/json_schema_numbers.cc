@@ -58,7 +58,9 @@ struct Decimal {
 };
 
 // Magnitudes of unsigned digit strings.
-int CompareDigits(const std::string& a, const std::string& b) {
+int CompareDigits(absl::string_view a, absl::string_view b) {
+  while (a.size() > 1 && a[0] == '0') a.remove_prefix(1);
+  while (b.size() > 1 && b[0] == '0') b.remove_prefix(1);
   if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
   return a < b ? -1 : a > b ? 1 : 0;
 }
@@ -163,14 +165,15 @@ Decimal ParseDecimal(absl::string_view text) {
   return out;
 }
 
-// Integers exactly; a fractional double as its shortest decimal that reads back as the same double, which
-// is what the double was written as and compares with any decimal as the double does.
+// Integers exactly (an integral double too: validators compare integers with it exactly); a fractional double
+// (below 2^52, so no integer lies between it and its text) as its shortest decimal that reads back as the
+// same double, which is what the schema wrote.
 Decimal FromJson(const Json& number) {
   if (number.is_number_unsigned()) return ParseDecimal(std::to_string(number.get<uint64_t>()));
   if (number.is_number_integer()) return ParseDecimal(std::to_string(number.get<int64_t>()));
   const double value = number.get<double>();
   char buffer[512];
-  if (std::isfinite(value) && std::floor(value) == value && std::fabs(value) < 1e300) {
+  if (std::isfinite(value) && std::floor(value) == value) {
     std::snprintf(buffer, sizeof(buffer), "%.0f", value);
     return ParseDecimal(buffer);
   }
@@ -195,7 +198,9 @@ Decimal Ceil(const Decimal& value) {
 
 // ---- Grammars ----
 
-Expr DigitsExpr(size_t count) { return Expr::Repeat(Digit(), static_cast<uint32_t>(count), static_cast<uint32_t>(count)); }
+Expr DigitsExpr(size_t count) {
+  return Expr::Repeat(Digit(), static_cast<uint32_t>(count), static_cast<uint32_t>(count));
+}
 
 Expr DigitRange(int first, int last) { return Range(static_cast<char>('0' + first), static_cast<char>('0' + last)); }
 
@@ -296,8 +301,8 @@ Expr SignedRange(const std::optional<Decimal>& lo, const std::optional<Decimal>&
   if (!lo || lo->negative) {
     // Negative integers start at magnitude 1 (0 is the other branch's); fractions need magnitude 0.x.
     Decimal smallest = hi && hi->negative ? hi->Negated() : integer ? PowerOfTen(0) : zero;
-    choices.push_back(Seq({Lit("-"), MagnitudeRange(smallest, lo ? std::optional<Decimal>(lo->Negated())
-                                                                  : std::nullopt, integer)}));
+    choices.push_back(
+        Seq({Lit("-"), MagnitudeRange(smallest, lo ? std::optional<Decimal>(lo->Negated()) : std::nullopt, integer)}));
   }
   return Alt(std::move(choices));
 }

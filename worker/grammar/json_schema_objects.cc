@@ -70,12 +70,16 @@ absl::StatusOr<Expr> SchemaCompiler::CompileObject(const Json& schema, const std
   }
 
   // Additional members: any key but the listed ones, or those of patternProperties / propertyNames.
+  if (schema.contains("propertyNames") && !listed.empty()) {
+    return Unsupported("propertyNames", pointer, "together with properties");
+  }
   Expr additional_key = Expr::Nothing();
   Expr additional_value = Expr::Nothing();
   if (schema.contains("patternProperties")) {
     const Json& patterns = schema.at("patternProperties");
     const std::string patterns_pointer = PointerAppend(pointer, "patternProperties");
     if (!patterns.is_object()) return InvalidValue("patternProperties", pointer, "not an object");
+    if (schema.contains("propertyNames")) return Unsupported("propertyNames", pointer, "with patternProperties");
     if (patterns.size() > 1 || !listed.empty() || !(additional.is_boolean() && !additional.get<bool>()) ||
         !required.empty()) {
       return Unsupported("patternProperties", pointer,
@@ -94,7 +98,6 @@ absl::StatusOr<Expr> SchemaCompiler::CompileObject(const Json& schema, const std
     ASSIGN_OR_RETURN(additional_value, CompileValue(additional, additional_pointer, depth + 1));
     if (schema.contains("propertyNames")) {
       const std::string names_pointer = PointerAppend(pointer, "propertyNames");
-      if (!listed.empty()) return Unsupported("propertyNames", pointer, "together with properties");
       Json string_only = Json::object();
       string_only["type"] = "string";
       ASSIGN_OR_RETURN(Json names, MergeAll({schema.at("propertyNames"), string_only}, names_pointer, depth + 1));
@@ -106,7 +109,7 @@ absl::StatusOr<Expr> SchemaCompiler::CompileObject(const Json& schema, const std
   // Required names no property describes are additional members every instance has.
   for (const Json& name : required) {
     const std::string key = name.get<std::string>();
-    if (properties.contains(key)) continue;
+    if (std::find(listed.begin(), listed.end(), key) != listed.end()) continue;
     if (IsNothing(additional_value) || schema.contains("patternProperties") || schema.contains("propertyNames")) {
       if (schema.contains("patternProperties") || schema.contains("propertyNames")) {
         return Unsupported(schema.contains("patternProperties") ? "patternProperties" : "propertyNames", pointer,
@@ -118,10 +121,9 @@ absl::StatusOr<Expr> SchemaCompiler::CompileObject(const Json& schema, const std
     listed.push_back(key);
     additional_key = KeyExcluding(listed);
   }
-  const Expr additional_member =
-      IsNothing(additional_key) || IsNothing(additional_value)
-          ? Expr::Nothing()
-          : Intern("member", Seq({additional_key, Ws(), Lit(":"), Ws(), additional_value}));
+  const Expr additional_member = IsNothing(additional_key) || IsNothing(additional_value)
+                                     ? Expr::Nothing()
+                                     : Intern("member", Seq({additional_key, Ws(), Lit(":"), Ws(), additional_value}));
   const bool open = !IsNothing(additional_member);
 
   uint32_t min_properties = 0;
@@ -142,8 +144,8 @@ absl::StatusOr<Expr> SchemaCompiler::CompileObject(const Json& schema, const std
   }
   const size_t n = members.size();
   const Expr separator = Seq({Ws(), Lit(","), Ws()});
-  const bool counted = min_properties > required_count ||
-                       (max_properties != kUnbounded && (open || max_properties < n));
+  const bool counted =
+      min_properties > required_count || (max_properties != kUnbounded && (open || max_properties < n));
 
   if (!counted) {
     // after[i]: members i.. when one precedes; first(i): when none does.

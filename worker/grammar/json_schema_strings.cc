@@ -14,9 +14,10 @@
 namespace llmc::grammar::json_schema {
 namespace {
 
-// Bounded repetitions of a character longer than this go through a rule: each unrolled copy of an inline
-// character costs the automaton some twenty states.
-constexpr uint32_t kInlineRepeat = 32;
+// Length bounds up to this are spelled out character by character (a few states each, and every position
+// of a string keeps its own token-mask table, shared across schemas); longer ones count in chunks.
+constexpr uint32_t kInlineRepeat = 1024;
+constexpr uint32_t kChunk = 16;
 
 // Raw characters a JSON string may hold unescaped.
 std::vector<CodePointRange> SpecialCharacters() { return {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}; }
@@ -161,16 +162,10 @@ absl::StatusOr<Expr> WithLength(Expr content, const Expr& unescaped, uint32_t mi
 
 }  // namespace
 
-Expr JsonStringChar() {
-  const Expr hex = HexDigit();
-  const Expr not_surrogate = Alt({Seq({Expr::CharClass({{'0', '9'}, {'A', 'C'}, {'a', 'c'}}), hex, hex, hex}),
-                                  Seq({Chars("Dd"), Range('0', '7'), hex, hex}),
-                                  Seq({Chars("EFef"), hex, hex, hex})});
-  const Expr pair = Seq({Chars("Dd"), Chars("89ABab"), hex, hex, Lit("\\u"), Chars("Dd"),
-                         Expr::CharClass({{'C', 'F'}, {'c', 'f'}}), hex, hex});
-  return Alt({RawStringChar(),
-              Seq({Lit("\\"), Alt({Chars("\"\\/bfnrt"), Seq({Lit("u"), Alt({not_surrogate, pair})})})})});
-}
+// One character of a generated string: raw UTF-8, or the one canonical escape of a character JSON must escape
+// (\" \\ \b \f \n \r \t, \u00XX for other controls). Every JSON string can be written so, and a model has
+// no other escapes to wander through; the automaton needs a few states per character, not dozens.
+Expr JsonStringChar() { return CanonicalStringChar(); }
 
 Expr CanonicalStringChar() { return Alt({RawStringChar(), Seq({Lit("\\"), CanonicalEscapeTail()})}); }
 
@@ -230,8 +225,7 @@ Expr SchemaCompiler::KeyExcluding(const std::vector<std::string>& excluded) {
   return Seq({Lit("\""), TrieExpr(root, CanonicalEscapes())});
 }
 
-absl::StatusOr<Expr> SchemaCompiler::CompileString(const Json& schema, const std::string& pointer, int depth) {
-  (void)depth;
+absl::StatusOr<Expr> SchemaCompiler::CompileString(const Json& schema, const std::string& pointer) {
   uint32_t min = 0;
   uint32_t max = kUnbounded;
   if (schema.contains("minLength")) {
@@ -271,9 +265,30 @@ absl::StatusOr<Expr> SchemaCompiler::CompileString(const Json& schema, const std
     return Intern("pattern", Seq({Lit("\""), std::move(bounded), Lit("\"")}));
   }
   if (min == 0 && max == kUnbounded) return AnyString();
-  Expr character = JsonStringChar();
-  if (min > kInlineRepeat || (max != kUnbounded && max > kInlineRepeat)) character = Intern("char", character);
-  return Seq({Lit("\""), Expr::Repeat(std::move(character), min, max), Lit("\"")});
+  return Seq({Lit("\""), RepeatCharacters(min, max), Lit("\"")});
+}
+
+Expr SchemaCompiler::RepeatCharacters(uint32_t min, uint32_t max) {
+  const Expr character = JsonStringChar();
+  if (min <= kInlineRepeat && (max == kUnbounded || max <= kInlineRepeat)) return Expr::Repeat(character, min, max);
+  // Long bounds count in chunks: a rule of kChunk characters (too big for the automaton to copy into its
+  // callers, so its states exist once) repeated, then up to kChunk - 1 single characters. A length L is
+  // kChunk * q + r; the first and last q take only the r that keep L within bounds.
+  const Expr chunk = Intern("chars-16", Expr::Repeat(character, kChunk, kChunk));
+  const auto chunks = [&](uint32_t first, uint32_t last) { return Expr::Repeat(chunk, first, last); };
+  const uint32_t q_min = min / kChunk;
+  if (max == kUnbounded) {
+    return Seq({chunks(q_min, q_min), Expr::Repeat(character, min - q_min * kChunk, kUnbounded)});
+  }
+  const uint32_t q_max = max / kChunk;
+  if (q_min == q_max) {
+    return Seq({chunks(q_min, q_min), Expr::Repeat(character, min - q_min * kChunk, max - q_max * kChunk)});
+  }
+  std::vector<Expr> choices;
+  choices.push_back(Seq({chunks(q_min, q_min), Expr::Repeat(character, min - q_min * kChunk, kChunk - 1)}));
+  if (q_min + 1 < q_max) choices.push_back(Seq({chunks(q_min + 1, q_max - 1), Expr::Repeat(character, 0, kChunk - 1)}));
+  choices.push_back(Seq({chunks(q_max, q_max), Expr::Repeat(character, 0, max - q_max * kChunk)}));
+  return Alt(std::move(choices));
 }
 
 }  // namespace llmc::grammar::json_schema

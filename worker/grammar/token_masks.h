@@ -57,6 +57,10 @@ class MaskCache {
   absl::flat_hash_map<std::vector<int32_t>, std::shared_ptr<const TokenBits>> stacks_ ABSL_GUARDED_BY(mu_);
 };
 
+// The terminal table of plain state `state` (what ComputeStackMask looks up or builds): one walk of the trie.
+std::shared_ptr<const TerminalTable> BuildTerminalTable(const CompiledGrammar& grammar, int32_t state,
+                                                        const VocabularyIndex& vocabulary);
+
 // The tokens whose first byte one stack (a member of a closed set) reads, over the whole vocabulary.
 TokenBits ComputeStackMask(StackArena& arena, int32_t stack, const VocabularyIndex& vocabulary, MaskCache& cache);
 
