@@ -50,7 +50,8 @@ class BatchJob : public std::enable_shared_from_this<BatchJob> {
   }
 
   // The engine requests, or the error the worker would answer with.
-  absl::StatusOr<std::vector<engine::GenerationRequest>> Convert(const worker::ServedModel& model) {
+  absl::StatusOr<std::vector<engine::GenerationRequest>> Convert(const worker::ServedModel& model,
+                                                                 worker::ConstraintCompiler& constraints) {
     std::vector<engine::GenerationRequest> requests;
     if (request_.embedding.has_value()) {
       request_.embedding->embed.set_request_id(absl::StrCat("batch-", index_));
@@ -62,6 +63,12 @@ class BatchJob : public std::enable_shared_from_this<BatchJob> {
       generates[i]->set_request_id(absl::StrCat("batch-", index_, "-", i));
       absl::StatusOr<engine::GenerationRequest> converted = worker::ToGenerationRequest(*generates[i], model);
       if (!converted.ok()) return converted.status();
+      if (generates[i]->sampling().has_constraint()) {
+        absl::StatusOr<engine::OutputConstraint> constraint =
+            constraints.CompileNow(generates[i]->sampling().constraint());
+        if (!constraint.ok()) return constraint.status();
+        converted->constraint = *std::move(constraint);
+      }
       requests.push_back(*std::move(converted));
     }
     return requests;
@@ -182,7 +189,13 @@ class JobSink final : public engine::GenerationSink {
 
 BatchRunner::BatchRunner(engine::Engine& engine, const worker::ServedModel& model, int64_t window, std::ostream& out,
                          std::ostream* progress)
-    : engine_(engine), model_(model), window_(window), out_(out), progress_(progress), start_(absl::Now()) {}
+    : engine_(engine),
+      model_(model),
+      constraints_(*model.tokenizer, engine.manifest().eos_token_ids),
+      window_(window),
+      out_(out),
+      progress_(progress),
+      start_(absl::Now()) {}
 
 BatchRunner::~BatchRunner() = default;
 
@@ -207,7 +220,7 @@ void BatchRunner::Add(BatchLine line) {
                    true, 0, 0);
   }
   auto job = std::make_shared<BatchJob>(*this, index, line.custom_id, *std::move(line.request), model_.name());
-  absl::StatusOr<std::vector<engine::GenerationRequest>> requests = job->Convert(model_);
+  absl::StatusOr<std::vector<engine::GenerationRequest>> requests = job->Convert(model_, constraints_);
   if (!requests.ok()) {
     job->Expect(1);
     return job->PartRefused(requests.status());

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "tools/batch/batch_input.h"
 #include "worker/engine/engine.h"
+#include "worker/service/constraint_compiler.h"
 #include "worker/service/served_model.h"
 
 namespace llmc::batch {
@@ -57,6 +58,7 @@ class BatchRunner {
 
   engine::Engine& engine_;
   const worker::ServedModel& model_;
+  worker::ConstraintCompiler constraints_;  // structured outputs compile on the reading thread
   const int64_t window_;
   std::ostream& out_;
   std::ostream* const progress_;

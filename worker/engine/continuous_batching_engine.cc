@@ -142,6 +142,20 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
           absl::StrCat("stop token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
     }
   }
+  if (sampling.constrained != static_cast<bool>(request.constraint)) {
+    // The worker service compiles a request's constraint before submitting it; running without it would
+    // silently ignore the client's schema.
+    return absl::InvalidArgumentError("a structured-output request reached the engine without its compiled grammar");
+  }
+  if (request.constraint && sampling.beam_search()) {
+    return absl::InvalidArgumentError("structured outputs are not available with beam search");
+  }
+  for (const auto& [id, bias] : sampling.logit_bias) {
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit_bias token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
   if (request.pooling != Pooling::kNone) {
     if (!model_->serves_embeddings()) {
       return absl::FailedPreconditionError(absl::StrCat(
