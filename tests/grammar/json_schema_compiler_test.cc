@@ -471,5 +471,12 @@ TEST_CASE("json schema corpus", "[grammar][json_schema]") {
   CHECK(refused * 20 <= corpus.size());
 }
 
+TEST_CASE("json schema: OpenAPI's nullable adds null", "[grammar][json_schema]") {
+  Check(Json::parse(R"({"type":"object","properties":{"a":{"type":"integer","nullable":true}},"required":["a"]})"),
+        {R"({"a":1})", R"({"a":null})"}, {R"({"a":"x"})", R"({})"});
+  Check(Json::parse(R"({"type":"string","nullable":false})"), {R"("x")"}, {"null"});
+  CHECK(Refusal(Json::parse(R"({"type":"string","nullable":"yes"})")).find("'nullable'") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace llmc::grammar

@@ -21,7 +21,6 @@ class ConstraintState {
   grammar::GrammarMatcher& matcher(uint32_t choice_index) { return *matchers_[choice_index]; }
   const grammar::GrammarMatcher& matcher(uint32_t choice_index) const { return *matchers_[choice_index]; }
   // Fills `mask` (one bit per token id over the logits' width) with the tokens choice `choice_index` may draw.
-  // Timed for the engine's mask metric.
   void FillMask(uint32_t choice_index, absl::Span<uint64_t> mask);
 
  private:

@@ -73,14 +73,21 @@ v1::TokenDelta OutputProcessor::Append(Sequence& sequence, const SampledToken& s
   };
   if (ConstraintState* constraint = sequence.group.constraint.get(); constraint != nullptr) {
     grammar::GrammarMatcher& matcher = constraint->matcher(sequence.choice_index);
-    // Only a draw from an empty mask (no token could continue) brings a token the grammar refuses; the
-    // answer ends there, without it.
+    // Only a draw from an empty mask (nothing may continue: allowed_token_ids or bad_words exclude every
+    // token the grammar allows) brings a token the grammar refuses. Like an end token, it ends the answer and
+    // its text is not part of it.
     if (!matcher.AcceptToken(token)) {
       delta.set_text(Flush(sequence));
       finish(v1::FINISH_REASON_STOP, "");
       return delta;
     }
-    if (matcher.IsTerminated() && !eos_token_ids_.contains(token)) {
+    if (eos_token_ids_.contains(token)) {
+      // The grammar took the end token: the answer is complete, whatever min_tokens and ignore_eos ask.
+      delta.set_text(Flush(sequence));
+      finish(v1::FINISH_REASON_STOP, "");
+      return delta;
+    }
+    if (matcher.IsTerminated()) {
       // Complete, and nothing may follow: the answer is whole without waiting for the model's EOS.
       tokenizer::StopStringMatcher::Result text = sequence.stop_matcher.Add(sequence.detokenizer.Add(token));
       text.text += text.stopped ? "" : Flush(sequence);

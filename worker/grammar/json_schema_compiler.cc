@@ -123,6 +123,16 @@ absl::StatusOr<Expr> SchemaCompiler::CompileSchema(const Json& schema, const std
     return absl::InvalidArgumentError(
         absl::StrCat("a JSON Schema must be an object or a boolean at ", DisplayPointer(pointer)));
   }
+  if (schema.contains("nullable")) {
+    // OpenAPI 3.0's nullable (what zod-to-json-schema writes for .nullable(), as OpenAI's SDKs use it): the
+    // schema, or null.
+    const Json& nullable = schema.at("nullable");
+    if (!nullable.is_boolean()) return Unsupported("nullable", pointer, "not a boolean");
+    Json rest = schema;
+    rest.erase("nullable");
+    ASSIGN_OR_RETURN(Expr expr, CompileSchema(rest, pointer, depth + 1));
+    return nullable.get<bool>() ? Alt({std::move(expr), Lit("null")}) : expr;
+  }
   RETURN_IF_ERROR(CheckKeywords(schema, pointer));
   if (!pointer.empty() && schema.contains("$id") && ContainsLocalRef(schema)) {
     return Unsupported("$id", pointer, "an embedded resource's own '#' references");

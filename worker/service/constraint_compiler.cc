@@ -104,27 +104,25 @@ void ConstraintCompiler::Store(const std::string& key, std::shared_ptr<const Com
   }
 }
 
+// Errors are cached without the field name, which the request that hits the cache supplies (Finish).
 std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Build(const v1::OutputConstraint& constraint) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<grammar::Grammar> source = ConstraintGrammar(constraint);
+  absl::StatusOr<grammar::Grammar> source = KindGrammar(constraint);
   std::shared_ptr<const Compiled> compiled;
   if (!source.ok()) {
     compiled = std::make_shared<const Compiled>(source.status());
   } else {
     grammar::CompileLimits limits;
     limits.max_cache_bytes = options_.max_grammar_cache_bytes;
-    Compiled automaton = grammar::CompileGrammar(*source, limits);
-    if (!automaton.ok()) {
-      automaton = Named(automaton.status(), constraint.source().empty() ? "constraint" : constraint.source());
-    }
-    compiled = std::make_shared<const Compiled>(std::move(automaton));
+    compiled = std::make_shared<const Compiled>(grammar::CompileGrammar(*source, limits));
   }
   if (observer_) observer_(absl::Now() - start);
   return compiled;
 }
 
-absl::StatusOr<engine::OutputConstraint> ConstraintCompiler::Finish(const Compiled& compiled) {
-  if (!compiled.ok()) return compiled.status();
+absl::StatusOr<engine::OutputConstraint> ConstraintCompiler::Finish(const Compiled& compiled,
+                                                                    const std::string& source) {
+  if (!compiled.ok()) return Named(compiled.status(), source.empty() ? "constraint" : source);
   return engine::OutputConstraint{*compiled, Vocabulary()};
 }
 
@@ -137,7 +135,7 @@ absl::StatusOr<engine::OutputConstraint> ConstraintCompiler::CompileNow(const v1
     compiled = Build(constraint);
     Store(key, compiled);
   }
-  return Finish(*compiled);
+  return Finish(*compiled, constraint.source());
 }
 
 void ConstraintCompiler::Compile(const v1::OutputConstraint& constraint, Done done) {
@@ -145,7 +143,7 @@ void ConstraintCompiler::Compile(const v1::OutputConstraint& constraint, Done do
   keyed.clear_source();
   std::string key = keyed.SerializeAsString();
   if (std::shared_ptr<const Compiled> compiled = Find(key); compiled != nullptr) {
-    return done(Finish(*compiled));
+    return done(Finish(*compiled, constraint.source()));
   }
   auto shared_done = std::make_shared<Done>(std::move(done));
   const bool queued = executor_.TrySubmit([this, constraint, key = std::move(key), shared_done] {
@@ -154,7 +152,7 @@ void ConstraintCompiler::Compile(const v1::OutputConstraint& constraint, Done do
       compiled = Build(constraint);
       Store(key, compiled);
     }
-    (*shared_done)(Finish(*compiled));
+    (*shared_done)(Finish(*compiled, constraint.source()));
   });
   if (!queued) {
     (*shared_done)(absl::ResourceExhaustedError(

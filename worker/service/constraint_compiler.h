@@ -54,7 +54,7 @@ class ConstraintCompiler {
   std::shared_ptr<const grammar::VocabularyIndex> Vocabulary();
   std::shared_ptr<const Compiled> Find(const std::string& key);
   void Store(const std::string& key, std::shared_ptr<const Compiled> compiled);
-  absl::StatusOr<engine::OutputConstraint> Finish(const Compiled& compiled);
+  absl::StatusOr<engine::OutputConstraint> Finish(const Compiled& compiled, const std::string& source);
   std::shared_ptr<const Compiled> Build(const v1::OutputConstraint& constraint);
 
   const tokenizer::Tokenizer& tokenizer_;
