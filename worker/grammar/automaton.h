@@ -83,6 +83,11 @@ class CompiledGrammar {
   const std::bitset<256>& ExitFilter(int32_t state) const { return exit_filters_[state]; }
   const std::vector<Call>& all_calls() const { return calls_; }
   MaskCache& mask_cache() const { return *mask_cache_; }
+  // The automaton's own memory (its mask cache, bounded apart, not included).
+  size_t memory_bytes() const {
+    return states_.size() * (sizeof(State) + sizeof(std::bitset<256>) + 1) + calls_.size() * sizeof(Call) +
+           transitions_.size() * sizeof(int32_t);
+  }
 
  private:
   friend class AutomatonBuilder;

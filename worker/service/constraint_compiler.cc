@@ -90,16 +90,19 @@ std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Find(con
   const auto it = index_.find(key);
   if (it == index_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->second;
+  return it->second->compiled;
 }
 
 void ConstraintCompiler::Store(const std::string& key, std::shared_ptr<const Compiled> compiled) {
   absl::MutexLock lock(&mu_);
   if (index_.contains(key)) return;
-  lru_.emplace_front(key, std::move(compiled));
+  const size_t bytes = 2 * key.size() + (compiled->ok() ? (**compiled)->memory_bytes() : 0);
+  lru_.push_front(Entry{key, std::move(compiled), bytes});
   index_[key] = lru_.begin();
-  while (lru_.size() > options_.cache_entries) {
-    index_.erase(lru_.back().first);
+  cached_bytes_ += bytes;
+  while (lru_.size() > 1 && (lru_.size() > options_.cache_entries || cached_bytes_ > options_.cache_bytes)) {
+    cached_bytes_ -= lru_.back().bytes;
+    index_.erase(lru_.back().key);
     lru_.pop_back();
   }
 }

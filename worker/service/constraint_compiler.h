@@ -25,7 +25,8 @@ namespace llmc::worker {
 struct ConstraintCompilerOptions {
   int threads = 1;                                   // compile threads, beside the engine's
   size_t max_queued = 64;                            // compiles waiting beyond this are refused (RESOURCE_EXHAUSTED)
-  size_t cache_entries = 32;                         // compiled grammars kept, least recently used out first
+  size_t cache_entries = 64;                         // compiled grammars kept, least recently used out first,
+  size_t cache_bytes = size_t{256} << 20;            // and their automata and constraint texts within this many bytes
   size_t max_grammar_cache_bytes = size_t{8} << 20;  // each grammar's token-mask cache
 };
 
@@ -66,8 +67,14 @@ class ConstraintCompiler {
   std::shared_ptr<const grammar::VocabularyIndex> vocabulary_ ABSL_GUARDED_BY(vocabulary_mu_);
 
   absl::Mutex mu_;
-  std::list<std::pair<std::string, std::shared_ptr<const Compiled>>> lru_ ABSL_GUARDED_BY(mu_);  // newest first
-  absl::flat_hash_map<std::string, decltype(lru_)::iterator> index_ ABSL_GUARDED_BY(mu_);
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const Compiled> compiled;
+    size_t bytes;
+  };
+  std::list<Entry> lru_ ABSL_GUARDED_BY(mu_);  // newest first
+  absl::flat_hash_map<std::string, std::list<Entry>::iterator> index_ ABSL_GUARDED_BY(mu_);
+  size_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 
   BoundedExecutor executor_;  // last: joined before the rest goes
 };
