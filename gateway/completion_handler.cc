@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "gateway/openai/openai_error.h"
@@ -13,6 +15,27 @@
 
 namespace llmc::gateway {
 namespace {
+
+// A worker's INVALID_ARGUMENT names the field it refuses first ("response_format: ...", "guided_regex: ...",
+// "sampling.logit_bias names token ..."): that field becomes the envelope's `param`.
+absl::Status WithWorkerParameter(absl::Status status) {
+  if (status.code() != absl::StatusCode::kInvalidArgument || !ParameterOf(status).empty()) return status;
+  const absl::string_view message = status.message();
+  absl::string_view param;
+  absl::string_view rest = message;
+  if (absl::ConsumePrefix(&rest, "sampling.")) {
+    param = rest.substr(0, rest.find_first_not_of("abcdefghijklmnopqrstuvwxyz_"));
+  } else if (const size_t colon = message.find(": "); colon != absl::string_view::npos && colon < 64) {
+    const absl::string_view field = message.substr(0, colon);
+    if (absl::StartsWith(field, "response_format") || absl::StartsWith(field, "structured_outputs") ||
+        absl::StartsWith(field, "guided_")) {
+      param = field;
+    }
+  }
+  if (param.empty()) return status;
+  return InvalidParameter(std::string_view(param.data(), param.size()),
+                          std::string_view(message.data(), message.size()));
+}
 
 constexpr char kJson[] = "application/json";
 
@@ -164,6 +187,7 @@ class Generation final : public std::enable_shared_from_this<Generation> {
     metrics_.ObserveEndToEnd(absl::Now() - start_);
     if (client_gone_) return;  // nobody to answer
     if (status.code() == absl::StatusCode::kNotFound) status = WithErrorCode(status, "model_not_found");
+    status = WithWorkerParameter(std::move(status));
     if (!status.ok()) {
       LLMC_LOG(Info).With("request_id", writer_->request_id()) << "generation failed: " << status.message();
       if (status.code() == absl::StatusCode::kResourceExhausted) metrics_.CountRejection("queue_full");

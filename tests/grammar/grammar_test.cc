@@ -2,6 +2,7 @@
 // against accepting every token one by one.
 #include "worker/grammar/grammar.h"
 
+#include <bitset>
 #include <catch2/catch.hpp>
 #include <memory>
 #include <random>
@@ -138,6 +139,50 @@ TEST_CASE("left recursion and undefined rules are refused by name", "[grammar][u
   Grammar undefined;
   undefined.AddRule("root", Expr::RuleRef(7));
   CHECK_FALSE(CompileGrammar(undefined).ok());
+}
+
+// The bytes AllowedNextBytes() lists, as a string (for messages), after checking that AcceptBytes takes each.
+std::string AllowedAndAccepted(GrammarMatcher& matcher) {
+  std::string allowed;
+  const std::bitset<256> bytes = matcher.AllowedNextBytes();
+  for (int b = 0; b < 256; ++b) {
+    if (!bytes[b]) continue;
+    allowed += static_cast<char>(b);
+    INFO("byte " << b);
+    REQUIRE(matcher.AcceptBytes(std::string(1, static_cast<char>(b))));
+    matcher.Rollback(1);
+  }
+  return allowed;
+}
+
+// Found by fuzz/grammar_fuzzer.cc (a regex with an empty class after a character, "C[]", and a JSON Schema
+// "pattern": "^-za[]+\\d?$"): a byte into a state that cannot complete its rule was allowed, then refused.
+TEST_CASE("bytes that lead only into dead ends are not allowed", "[grammar][unit]") {
+  Grammar dead_branch;  // "ab" [] | "ac" | "d"
+  dead_branch.AddRule("root", Expr::Choice({Expr::Sequence({Expr::Literal("ab"), Expr::Nothing()}), Expr::Literal("ac"),
+                                            Expr::Literal("d")}));
+  GrammarMatcher matcher(MustCompile(dead_branch), nullptr);
+  CHECK(AllowedAndAccepted(matcher) == "ad");
+  REQUIRE(matcher.AcceptBytes("a"));
+  CHECK(AllowedAndAccepted(matcher) == "c");
+  CHECK_FALSE(matcher.AcceptBytes("b"));
+
+  Grammar endless;  // root ::= "x" forever | "y";  forever ::= "a" forever  (never completes)
+  const int32_t root = endless.AddRule("root");
+  const int32_t forever = endless.AddRule("forever");
+  endless.rules[forever].body = Expr::Sequence({Expr::Literal("a"), Expr::RuleRef(forever)});
+  endless.rules[root].body =
+      Expr::Choice({Expr::Sequence({Expr::Literal("x"), Expr::RuleRef(forever)}), Expr::Literal("y")});
+  endless.root = root;
+  GrammarMatcher endless_matcher(MustCompile(endless), nullptr);
+  CHECK(AllowedAndAccepted(endless_matcher) == "y");
+
+  Grammar nothing;  // matches no text at all
+  nothing.AddRule("root", Expr::Sequence({Expr::Literal("a"), Expr::Nothing()}));
+  GrammarMatcher nothing_matcher(MustCompile(nothing), nullptr);
+  CHECK(nothing_matcher.AllowedNextBytes().none());
+  CHECK_FALSE(nothing_matcher.CanEnd());
+  CHECK(nothing_matcher.IsTerminated());
 }
 
 TEST_CASE("a grammar beyond the state limit is refused, not built", "[grammar][unit]") {

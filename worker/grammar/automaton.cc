@@ -45,6 +45,7 @@ class AutomatonBuilder {
   void Closure(std::vector<int32_t>& states);
   absl::Status CheckLeftRecursion();
   void CollectRanges(const Expr& expr, std::vector<std::pair<int, int>>& boundaries) const;
+  void RemoveDeadEnds();
   void ComputeNullable();
   void ComputeExitFilters();
   void FindInlinedRules();
@@ -347,6 +348,84 @@ absl::Status AutomatonBuilder::Determinize(int32_t rule, int32_t nfa_start, int3
   return absl::OkStatus();
 }
 
+// A state is live when its rule can still complete from it: it accepts, a byte leads to a live state, or it
+// calls a rule that can complete (from its start) and returns to a live state. Transitions and calls into
+// anything else are dead ends (an empty class after a byte, a contradiction inside a JSON schema, a rule
+// that matches nothing) and are removed, so that every byte a matcher allows leads somewhere it can go on
+// or end: AllowedNextBytes() agrees with AcceptBytes, and a mask never leads into a dead end. A worklist
+// over the reversed edges, linear in the table.
+void AutomatonBuilder::RemoveDeadEnds() {
+  const size_t num_states = out_->states_.size();
+  const size_t num_rules = out_->rules_.size();
+  const size_t classes = out_->num_classes_;
+  std::vector<std::vector<int32_t>> byte_preds(num_states);
+  std::vector<std::vector<uint32_t>> calls_by_return(num_states), calls_by_rule(num_rules);
+  std::vector<int32_t> call_owner(out_->calls_.size());
+  std::vector<int32_t> rule_of_start(num_states, -1);
+  for (size_t r = 0; r < num_rules; ++r) rule_of_start[out_->rules_[r].start] = static_cast<int32_t>(r);
+  std::vector<bool> live(num_states, false), productive(num_rules, false);
+  std::vector<int32_t> pending;
+  for (size_t s = 0; s < num_states; ++s) {
+    const CompiledGrammar::State& state = out_->states_[s];
+    for (size_t c = 0; c < classes; ++c) {
+      const int32_t next = out_->transitions_[s * classes + c];
+      if (next != kDeadState && (byte_preds[next].empty() || byte_preds[next].back() != static_cast<int32_t>(s))) {
+        byte_preds[next].push_back(static_cast<int32_t>(s));
+      }
+    }
+    for (uint32_t c = state.calls_begin; c < state.calls_end; ++c) {
+      call_owner[c] = static_cast<int32_t>(s);
+      calls_by_return[out_->calls_[c].return_state].push_back(c);
+      calls_by_rule[out_->calls_[c].rule].push_back(c);
+    }
+    if (state.accepting) {
+      live[s] = true;
+      pending.push_back(static_cast<int32_t>(s));
+    }
+  }
+  const auto mark = [&](int32_t s) {
+    if (!live[s]) {
+      live[s] = true;
+      pending.push_back(s);
+    }
+  };
+  while (!pending.empty()) {
+    const int32_t s = pending.back();
+    pending.pop_back();
+    for (const int32_t pred : byte_preds[s]) mark(pred);
+    for (const uint32_t c : calls_by_return[s]) {
+      if (productive[out_->calls_[c].rule]) mark(call_owner[c]);
+    }
+    if (const int32_t rule = rule_of_start[s]; rule >= 0) {
+      productive[rule] = true;
+      for (const uint32_t c : calls_by_rule[rule]) {
+        if (live[out_->calls_[c].return_state]) mark(call_owner[c]);
+      }
+    }
+  }
+
+  std::vector<CompiledGrammar::Call> calls;
+  for (RuleAutomaton& rule : out_->rules_) rule.has_calls = false;
+  for (size_t s = 0; s < num_states; ++s) {
+    CompiledGrammar::State& state = out_->states_[s];
+    state.has_bytes = false;
+    for (size_t c = 0; c < classes; ++c) {
+      int32_t& next = out_->transitions_[s * classes + c];
+      if (next != kDeadState && !live[next]) next = kDeadState;
+      state.has_bytes = state.has_bytes || next != kDeadState;
+    }
+    const uint32_t begin = static_cast<uint32_t>(calls.size());
+    for (uint32_t c = state.calls_begin; c < state.calls_end; ++c) {
+      const CompiledGrammar::Call& call = out_->calls_[c];
+      if (productive[call.rule] && live[call.return_state]) calls.push_back(call);
+    }
+    state.calls_begin = begin;
+    state.calls_end = static_cast<uint32_t>(calls.size());
+    if (state.calls_end != begin) out_->rules_[state.rule].has_calls = true;
+  }
+  out_->calls_ = std::move(calls);
+}
+
 // Left recursion would let a matcher push frames forever without reading a byte: a rule must not reach
 // itself through calls made before any byte (through nullable rules).
 void AutomatonBuilder::ComputeNullable() {
@@ -494,13 +573,14 @@ absl::StatusOr<std::shared_ptr<const CompiledGrammar>> AutomatonBuilder::Build()
       return status;
     }
   }
+  ComputeNullable();
+  if (absl::Status status = CheckLeftRecursion(); !status.ok()) return status;
+  RemoveDeadEnds();  // after the check: a left-recursive rule is refused even where it matches nothing
   for (CompiledGrammar::State& state : out_->states_) {
     out_->plain_flags_.push_back(!state.accepting && state.calls_begin == state.calls_end);
     state.final_only = state.accepting && !state.has_bytes && state.calls_begin == state.calls_end;
     state.plain = !state.accepting && state.calls_begin == state.calls_end;
   }
-  ComputeNullable();
-  if (absl::Status status = CheckLeftRecursion(); !status.ok()) return status;
   ComputeExitFilters();
   out_->mask_cache_ = std::make_unique<MaskCache>(limits_.max_cache_bytes);
   return std::shared_ptr<const CompiledGrammar>(std::move(out_));
