@@ -36,6 +36,10 @@ absl::Status WorkerConfig::Validate() const {
   }
   RETURN_IF_ERROR(ValidateAtLeast("max_num_batched_tokens", max_num_batched_tokens, 16));
   RETURN_IF_ERROR(ValidateAtLeast("max_running", max_running, 1));
+  if (json_max_whitespace > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("json_max_whitespace must be at most 16, got ", json_max_whitespace));
+  }
   RETURN_IF_ERROR(ValidateAtLeast("max_waiting", max_waiting, 1));
   RETURN_IF_ERROR(ValidateAtLeast("max_consecutive_failed_steps", max_consecutive_failed_steps, 1));
   if (max_running > max_num_batched_tokens) {

@@ -32,6 +32,7 @@ struct WorkerConfig {
   uint32_t num_threads = 0;                   // intra-op threads for CPU kernels; 0 keeps libtorch's default
   absl::Duration request_timeout = absl::ZeroDuration();  // 0: no deadline beyond the caller's
   bool trust_request_chat_template = false;               // render a request's own chat_template
+  uint32_t json_max_whitespace = 0;  // structured outputs: whitespace allowed at each place JSON allows it
 
   // Network
   std::string listen_address = "0.0.0.0:21002";
@@ -73,6 +74,9 @@ struct WorkerConfig {
     v("trust_request_chat_template", trust_request_chat_template,
       "render the Jinja chat_template a request sends (vLLM's --trust-request-chat-template); off, such "
       "requests get 400");
+    v("json_max_whitespace", json_max_whitespace,
+      "structured outputs: 0 generates compact JSON (no whitespace a model can loop in); N > 0 allows up to N "
+      "spaces, tabs or newlines wherever JSON allows whitespace (at most 16)");
     v("listen_address", listen_address, "host:port of the Worker gRPC server (port 0 picks a free one)");
     v("advertised_address", advertised_address, "host:port gateways dial; empty derives it from listen_address");
     v("controller_address", controller_address, "host:port of the controller; empty runs without one");

@@ -84,6 +84,26 @@ TEST_CASE("constraint compiler: refusals name the request's field, also from the
   CHECK_FALSE(compiler.CompileNow(v1::OutputConstraint()).ok());
 }
 
+TEST_CASE("constraint compiler: JSON is compact unless the worker allows whitespace", "[unit]") {
+  const auto tokenizer = testing::MakeByteTokenizer();
+  v1::OutputConstraint schema;
+  schema.set_json_schema(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})");
+  ConstraintCompiler compact(*tokenizer, {testing::kImEnd});
+  const absl::StatusOr<engine::OutputConstraint> tight = compact.CompileNow(schema);
+  REQUIRE(tight.ok());
+  CHECK(grammar::GrammarMatcher(tight->grammar, nullptr).AcceptBytes("{\"a\":1}"));
+  CHECK_FALSE(grammar::GrammarMatcher(tight->grammar, nullptr).AcceptBytes("{ \"a\":1}"));
+  ConstraintCompilerOptions options;
+  options.json_max_whitespace = 2;
+  ConstraintCompiler spaced(*tokenizer, {testing::kImEnd}, options);
+  const absl::StatusOr<engine::OutputConstraint> loose = spaced.CompileNow(schema);
+  REQUIRE(loose.ok());
+  grammar::GrammarMatcher matcher(loose->grammar, nullptr);
+  CHECK(matcher.AcceptBytes("{ \"a\" :\n\t1 }"));
+  CHECK(matcher.CanEnd());
+  CHECK_FALSE(grammar::GrammarMatcher(loose->grammar, nullptr).AcceptBytes("{   \"a\":1}"));
+}
+
 TEST_CASE("constraint compiler: asynchronous compiles answer every caller", "[unit]") {
   const auto tokenizer = testing::MakeByteTokenizer();
   ConstraintCompiler compiler(*tokenizer, {testing::kImEnd});

@@ -21,7 +21,7 @@ absl::StatusOr<grammar::Grammar> OneRule(absl::StatusOr<grammar::Expr> body) {
   return out;
 }
 
-absl::StatusOr<grammar::Grammar> KindGrammar(const v1::OutputConstraint& constraint) {
+absl::StatusOr<grammar::Grammar> KindGrammar(const v1::OutputConstraint& constraint, uint32_t json_max_whitespace) {
   switch (constraint.kind_case()) {
     case v1::OutputConstraint::kJsonSchema: {
       nlohmann::ordered_json schema;
@@ -32,10 +32,14 @@ absl::StatusOr<grammar::Grammar> KindGrammar(const v1::OutputConstraint& constra
       }
       grammar::JsonSchemaOptions options;
       options.strict = constraint.strict();
+      options.max_whitespace = json_max_whitespace;
       return grammar::CompileJsonSchema(schema, options);
     }
-    case v1::OutputConstraint::kJsonObject:
-      return grammar::JsonObjectGrammar(grammar::JsonSchemaOptions());
+    case v1::OutputConstraint::kJsonObject: {
+      grammar::JsonSchemaOptions options;
+      options.max_whitespace = json_max_whitespace;
+      return grammar::JsonObjectGrammar(options);
+    }
     case v1::OutputConstraint::kRegex: {
       grammar::RegexOptions options;
       options.full_match = true;
@@ -56,12 +60,6 @@ absl::StatusOr<grammar::Grammar> KindGrammar(const v1::OutputConstraint& constra
 }
 
 }  // namespace
-
-absl::StatusOr<grammar::Grammar> ConstraintGrammar(const v1::OutputConstraint& constraint) {
-  absl::StatusOr<grammar::Grammar> out = KindGrammar(constraint);
-  if (!out.ok()) return Named(out.status(), constraint.source().empty() ? "constraint" : constraint.source());
-  return out;
-}
 
 ConstraintCompiler::ConstraintCompiler(const tokenizer::Tokenizer& tokenizer, std::vector<int32_t> end_token_ids,
                                        ConstraintCompilerOptions options)
@@ -110,7 +108,7 @@ void ConstraintCompiler::Store(const std::string& key, std::shared_ptr<const Com
 // Errors are cached without the field name, which the request that hits the cache supplies (Finish).
 std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Build(const v1::OutputConstraint& constraint) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<grammar::Grammar> source = KindGrammar(constraint);
+  absl::StatusOr<grammar::Grammar> source = KindGrammar(constraint, options_.json_max_whitespace);
   std::shared_ptr<const Compiled> compiled;
   if (!source.ok()) {
     compiled = std::make_shared<const Compiled>(source.status());

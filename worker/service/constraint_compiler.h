@@ -28,6 +28,7 @@ struct ConstraintCompilerOptions {
   size_t cache_entries = 64;                         // compiled grammars kept, least recently used out first,
   size_t cache_bytes = size_t{256} << 20;            // and their automata and constraint texts within this many bytes
   size_t max_grammar_cache_bytes = size_t{8} << 20;  // each grammar's token-mask cache
+  uint32_t json_max_whitespace = 0;                  // JSON Schema and json_object: JsonSchemaOptions::max_whitespace
 };
 
 // Turns a request's v1.OutputConstraint into an engine::OutputConstraint off the gRPC and engine threads:
@@ -78,9 +79,6 @@ class ConstraintCompiler {
 
   BoundedExecutor executor_;  // last: joined before the rest goes
 };
-
-// The grammar a constraint stands for (errors name the constraint's source field).
-absl::StatusOr<grammar::Grammar> ConstraintGrammar(const v1::OutputConstraint& constraint);
 
 }  // namespace llmc::worker
 

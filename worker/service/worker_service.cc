@@ -31,13 +31,13 @@ absl::Status NotServing(v1::WorkerState state) {
 }  // namespace
 
 WorkerService::WorkerService(engine::Engine& engine, ServedModel model, std::string worker_id,
-                             absl::Duration request_timeout)
+                             absl::Duration request_timeout, ConstraintCompilerOptions constraint_options)
     : engine_(engine),
       model_(std::move(model)),
       worker_id_(std::move(worker_id)),
       request_timeout_(request_timeout),
       started_(absl::Now()),
-      constraints_(*model_.tokenizer, engine.manifest().eos_token_ids),
+      constraints_(*model_.tokenizer, engine.manifest().eos_token_ids, constraint_options),
       large_requests_(kLargeRequestThreads, kLargeRequestQueue) {}
 
 void WorkerService::Convert(size_t request_bytes, const std::string& request_id, std::function<void()> convert,

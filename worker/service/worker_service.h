@@ -21,7 +21,8 @@ class WorkerService final : public v1::Worker::CallbackService {
  public:
   // `request_timeout` bounds each request on top of the caller's deadline (zero: no bound).
   WorkerService(engine::Engine& engine, ServedModel model, std::string worker_id,
-                absl::Duration request_timeout = absl::ZeroDuration());
+                absl::Duration request_timeout = absl::ZeroDuration(),
+                ConstraintCompilerOptions constraint_options = {});
 
   // Generate is served only when READY: STARTING, DRAINING and UNHEALTHY refuse it with UNAVAILABLE.
   void SetState(v1::WorkerState state) { state_.store(state); }
