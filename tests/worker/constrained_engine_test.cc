@@ -219,6 +219,39 @@ TEST_CASE("constrained engine: preemption and prefix-cache hits mid-grammar chan
   }
 }
 
+TEST_CASE("constrained engine: greedy rows masked in the LM head pick what the full-row path picks",
+          "[integration][grammar]") {
+  {
+    // The CPU kernels with packed weights apply masks in the LM head; otherwise this compares a path to itself.
+    auto probe = model::LoadedModel::Load(testing::SmallModelPackage(), {"cpu", ""});
+    REQUIRE(probe.ok());
+    REQUIRE((*probe)->masks_logits_in_pass());
+  }
+  auto engine = StartEngine(Options());
+  v1::OutputConstraint schema;
+  schema.set_json_schema(R"({"type":"object","properties":{"city":{"type":"string","maxLength":20},
+      "days":{"type":"integer","minimum":1,"maximum":14},"rain":{"type":"boolean"}},"required":["city","days"]})");
+  const OutputConstraint compiled = Compile(schema);
+  for (const std::string& prompt :
+       {std::string("Weather report:"), std::string("Plan a trip, as JSON."), std::string("{\"city\":")}) {
+    // Greedy with a mask takes the LM head's in-pass top logit of the allowed tokens; asking for logprobs
+    // makes the same row take its full logits and the sampler's mask instead.
+    GenerationRequest in_pass = Constrained(Request(prompt, 40, 0.0f), compiled);
+    GenerationRequest full_row = in_pass;
+    full_row.sampling.logprobs = true;
+    std::vector<int32_t> allowed_ids = Tokenizer().Encode("{}\"cityday:raintruefalse 0123456789,").value();
+    GenerationRequest restricted = Request(prompt, 12, 0.0f);
+    restricted.sampling.ignore_eos = true;
+    restricted.sampling.allowed_token_mask.assign((151936 + 63) / 64, 0);
+    for (const int32_t id : allowed_ids) restricted.sampling.allowed_token_mask[id >> 6] |= uint64_t{1} << (id & 63);
+    GenerationRequest restricted_full = restricted;
+    restricted_full.sampling.logprobs = true;
+    INFO(prompt);
+    CHECK(Run(*engine, in_pass)->choice(0).tokens == Run(*engine, full_row)->choice(0).tokens);
+    CHECK(Run(*engine, restricted)->choice(0).tokens == Run(*engine, restricted_full)->choice(0).tokens);
+  }
+}
+
 TEST_CASE("constrained engine: logit_bias bans and forces, allowed_token_ids restricts, bad_words never appear",
           "[integration][grammar]") {
   auto engine = StartEngine(Options());

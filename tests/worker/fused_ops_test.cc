@@ -4,12 +4,15 @@
 #include "worker/model/cpu/fused_ops.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/logit_masks.h"
 #include "worker/model/cpu/packed_weight.h"
 
 namespace llmc::model::cpu {
@@ -176,6 +179,52 @@ TEST_CASE("cpu kernels: rms_norm_lm_head_top_k keeps each row's largest logits, 
       CHECK(top_values.select(1, 0).equal(std::get<0>(logits.max(1))));
     }
   }
+}
+
+TEST_CASE("cpu kernels: rms_norm_lm_head_top_k ranks a masked row's allowed tokens only", "[unit][kernels]") {
+  at::manual_seed(5);
+  const int64_t k = 72, vocab = 1000, m = 5;
+  const at::Tensor norm = Random({k}, at::kBFloat16);
+  const at::Tensor head = Random({vocab, k}, at::kBFloat16, 0.2);
+  const at::Tensor packed_head = PackWeight(head);
+  const at::Tensor hidden = Random({m, k}, at::kBFloat16);
+  // Row 0 unmasked, row 1 a sparse mask, row 2 a dense one, row 3 a single token, row 4 nothing allowed.
+  std::vector<std::vector<uint64_t>> words(m, std::vector<uint64_t>((vocab + 63) / 64, 0));
+  for (int64_t id = 0; id < vocab; ++id) {
+    if (id % 97 == 3) words[1][id >> 6] |= uint64_t{1} << (id & 63);
+    if (id % 5 != 0) words[2][id >> 6] |= uint64_t{1} << (id & 63);
+  }
+  words[3][777 >> 6] |= uint64_t{1} << (777 & 63);
+  const std::vector<const uint64_t*> masks = {nullptr, words[1].data(), words[2].data(), words[3].data(),
+                                              words[4].data()};
+  const at::Tensor full_rows = at::tensor({1, 2}, at::kLong);
+  testing::ForEachCpuKernelPath([&] {
+    const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, NoScale(), vocab);
+    at::Tensor allowed = logits.clone();
+    for (int64_t row = 1; row < m; ++row) {
+      for (int64_t id = 0; id < vocab; ++id) {
+        if (!((words[row][id >> 6] >> (id & 63)) & 1)) allowed[row][id] = -std::numeric_limits<float>::infinity();
+      }
+    }
+    const auto [values, ids] = at::sort(allowed, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
+    const ScopedLogitMasks scope(&masks);
+    const auto [full_logits, top_values, top_ids] =
+        RmsNormLmHeadTopK(hidden, norm, 1e-6, packed_head, NoScale(), vocab, full_rows, 8);
+    // Full rows stay raw; top lists hold allowed tokens only, best first.
+    CHECK(full_logits.equal(logits.index_select(0, full_rows)));
+    for (int64_t row = 0; row < 3; ++row) {
+      CHECK(top_values[row].equal(values[row].narrow(0, 0, 8)));
+      CHECK(top_ids[row].equal(ids[row].narrow(0, 0, 8)));
+    }
+    CHECK(top_ids[3][0].item<int64_t>() == 777);
+    CHECK(top_values[3][0].item<float>() == logits[3][777].item<float>());
+    CHECK(std::isnan(top_values[3][1].item<float>()));  // fewer allowed tokens than k: the rest is NaN
+    CHECK(std::isnan(top_values[4][0].item<float>()));  // nothing allowed
+  });
+  // Without the scope, no mask applies.
+  const auto unmasked = RmsNormLmHeadTopK(hidden, norm, 1e-6, packed_head, NoScale(), vocab, full_rows, 1);
+  const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, packed_head, NoScale(), vocab);
+  CHECK(std::get<2>(unmasked).select(1, 0).equal(logits.argmax(1)));
 }
 
 TEST_CASE("cpu kernels: rms_norm_lm_head_top_k refuses bad rows and counts", "[unit][kernels]") {

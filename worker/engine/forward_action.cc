@@ -25,10 +25,13 @@ void ForwardAction::PlanRows(StepData& step) {
   step.top_needed.assign(num_rows, 0);
   full_rows_.clear();
   const int64_t vocab_size = model_.manifest().vocab_size;
+  for (size_t k = 0; k < num_rows; ++k) output_.SuppressedTokens(*step.sampling[k], step.suppressed[k]);
+  row_masks_.Fill(step.sampling, step.suppressed, vocab_size, step.mask_words, step.row_masks);
   for (size_t k = 0; k < num_rows; ++k) {
     const Sequence& sequence = *step.sampling[k];
-    output_.SuppressedTokens(sequence, step.suppressed[k]);
-    step.top_needed[k] = TopLogitsNeeded(sequence.group.request.sampling, !step.suppressed[k].empty(), vocab_size);
+    const bool masked_in_pass = step.row_masks[k] != nullptr && model_.masks_logits_in_pass();
+    step.top_needed[k] =
+        TopLogitsNeeded(sequence.group.request.sampling, !step.suppressed[k].empty(), vocab_size, masked_in_pass);
     if (step.top_needed[k] == 0) full_rows_.push_back(static_cast<int64_t>(k));
     step.top_k = std::max(step.top_k, step.top_needed[k]);
   }
@@ -62,7 +65,10 @@ absl::Status ForwardAction::RunModel(const model::ForwardBatch& batch, StepData&
   CopyBlocks(step.plan.block_copies);
   const at::Tensor full_rows =
       at::from_blob(full_rows_.data(), {static_cast<int64_t>(full_rows_.size())}, at::TensorOptions(at::kLong));
-  absl::StatusOr<model::SamplingLogits> logits = model_.ForwardForSampling(batch, kv_cache_, full_rows, step.top_k);
+  const bool masked =
+      std::any_of(step.row_masks.begin(), step.row_masks.end(), [](const uint64_t* mask) { return mask != nullptr; });
+  absl::StatusOr<model::SamplingLogits> logits =
+      model_.ForwardForSampling(batch, kv_cache_, full_rows, step.top_k, masked ? &step.row_masks : nullptr);
   if (!logits.ok()) return absl::InternalError(logits.status().message());
   step.full_logits = logits->full_logits.to(at::kCPU).contiguous();
   step.top_values = logits->top_values.to(at::kCPU).contiguous();

@@ -9,7 +9,9 @@
 
 #include "absl/status/status.h"
 #include "worker/engine/batch_builder.h"
+#include "worker/engine/engine_observer.h"
 #include "worker/engine/output_processor.h"
+#include "worker/engine/row_masks.h"
 #include "worker/engine/scheduler.h"
 #include "worker/engine/step_data.h"
 #include "worker/model/loaded_model.h"
@@ -18,18 +20,19 @@ namespace llmc::engine {
 
 // Runs the model on the step's batch and brings what sampling reads to the host. Rows whose sampling reads
 // only their largest logits skip the full float32 row: the LM head keeps their top logits as it streams
-// (greedy needs one). Any failure, an exception included (asynchronous device errors surface in the copies
-// to the host), is an INTERNAL status; the K/V of the plan count as computed only after a success.
-// Engine thread only.
+// (greedy needs one), of the allowed tokens only for a row with an allowed-token mask (filled here, first). Any
+// failure, an exception included (asynchronous device errors surface in the copies to the host), is an INTERNAL status;
+// the K/V of the plan count as computed only after a success. Engine thread only.
 class ForwardAction {
  public:
   ForwardAction(model::LoadedModel& model, at::Tensor& kv_cache, const OutputProcessor& output, Scheduler& scheduler,
-                const SchedulerLimits& limits, int64_t max_running)
+                const SchedulerLimits& limits, int64_t max_running, EngineObserver* observer = nullptr)
       : model_(model),
         kv_cache_(kv_cache),
         output_(output),
         scheduler_(scheduler),
-        batch_builder_(limits.block_size, limits.max_num_batched_tokens, max_running) {}
+        batch_builder_(limits.block_size, limits.max_num_batched_tokens, max_running),
+        row_masks_(observer) {}
 
   absl::Status Run(StepData& step);
 
@@ -45,6 +48,7 @@ class ForwardAction {
   const OutputProcessor& output_;
   Scheduler& scheduler_;
   BatchBuilder batch_builder_;
+  RowMasks row_masks_;
   std::vector<int64_t> full_rows_;  // sampling rows that need the full logits row
 };
 

@@ -281,7 +281,7 @@ int32_t DrawFromTop(const SamplerRow& row, Scratch& scratch) {
 
 SampledToken SampleFromTop(const SamplerRow& row, int64_t vocab, Scratch& scratch) {
   TORCH_CHECK(row.options != nullptr && row.top_ids != nullptr, "sampler: row without options or top logits");
-  TORCH_CHECK(TopLogitsNeeded(*row.options, !row.suppressed_token_ids.empty(), vocab) > 0,
+  TORCH_CHECK(TopLogitsNeeded(*row.options, !row.suppressed_token_ids.empty(), vocab, row.allowed != nullptr) > 0,
               "sampler: this row's sampling needs its full logits");
   SampledToken result;
   if (row.options->greedy()) {
@@ -363,10 +363,11 @@ SampledToken SampleRow(const SamplerRow& row, float* logits, int64_t vocab, Scra
 
 }  // namespace
 
-int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens, int64_t vocab) {
-  if (suppresses_tokens || options.masks_logits() || options.beam_search() || options.logprobs ||
-      options.top_logprobs > 0 || options.repetition_penalty != 1.0f || options.presence_penalty != 0.0f ||
-      options.frequency_penalty != 0.0f) {
+int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens, int64_t vocab, bool masked_in_pass) {
+  const bool masked = options.constrained || !options.allowed_token_mask.empty();
+  if ((masked || suppresses_tokens) && !masked_in_pass) return 0;
+  if (!options.logit_bias.empty() || options.beam_search() || options.logprobs || options.top_logprobs > 0 ||
+      options.repetition_penalty != 1.0f || options.presence_penalty != 0.0f || options.frequency_penalty != 0.0f) {
     return 0;
   }
   if (options.greedy()) return 1;

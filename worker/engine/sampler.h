@@ -21,7 +21,8 @@ struct SamplerRow {
   absl::Span<const int32_t> output_token_ids;      // for repetition, presence and frequency penalties
   absl::Span<const int32_t> suppressed_token_ids;  // never sampled this step (EOS / stop ids before min_tokens)
   // When set, one bit per token id over the logits' width: only ids whose bit is set may be drawn (a grammar's
-  // mask, allowed_token_ids). Applied first, with the suppressed ids; logprobs stay those of the raw logits.
+  // mask, allowed_token_ids). Applied first, with the suppressed ids; logprobs stay those of the raw logits. A
+  // row that arrives as its top logits with a mask had it applied by the LM head.
   const uint64_t* allowed = nullptr;
   // When set, the row's TopLogitsNeeded() largest logits (largest first, equal ones by lower id) and their ids,
   // which is all its sampling reads; the row then has no full logits.
@@ -33,9 +34,12 @@ struct SamplerRow {
 inline constexpr int64_t kMaxTopLogitsForSampling = 64;
 
 // How many of a row's largest logits (of a vocabulary of `vocab`) are enough to sample with `options`, or 0
-// when it needs the full row: logprobs, penalties or suppressed tokens, and any draw that is not limited to
-// the top k (k below the vocabulary and up to kMaxTopLogitsForSampling).
-int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens, int64_t vocab);
+// when it needs the full row: logprobs, penalties, logit_bias or suppressed tokens, and any draw that is not
+// limited to the top k (k below the vocabulary and up to kMaxTopLogitsForSampling). A row with an
+// allowed-token mask (a grammar, allowed_token_ids) needs its full row unless `masked_in_pass`: the LM head
+// then ranks its allowed tokens only, its suppressed ids cleared from the mask.
+int64_t TopLogitsNeeded(const SamplingOptions& options, bool suppresses_tokens, int64_t vocab,
+                        bool masked_in_pass = false);
 
 struct SampledToken {
   int32_t token_id = 0;

@@ -23,7 +23,10 @@ struct StepData {
   // forward: the plan's sampling rows, what each needs, and the logits on the host.
   std::vector<Sequence*> sampling;
   std::vector<std::vector<int32_t>> suppressed;  // per row: ids it must not draw (sized up, reused)
-  std::vector<int64_t> top_needed;               // per row: largest logits its sampling reads; 0: a full row
+  // per row: its allowed-token mask (row_masks.h), or null; the masks live in mask_words
+  std::vector<const uint64_t*> row_masks;
+  std::vector<uint64_t> mask_words;
+  std::vector<int64_t> top_needed;  // per row: largest logits its sampling reads; 0: a full row
   int64_t top_k = 0;
   at::Tensor full_logits, top_values, top_ids;  // full_logits: the sampling rows', then the prompt logprob rows'
   int64_t num_full_sampling_rows = 0;
@@ -49,7 +52,7 @@ struct StepData {
   std::vector<PoolingChunk> pooling;
   at::Tensor hidden;  // [sum of num_rows, hidden_size] float32, on the host
 
-  // Ready for the next step; `suppressed` keeps its buffers.
+  // Ready for the next step; `suppressed` and `mask_words` keep their buffers.
   void Reset();
 };
 
@@ -57,6 +60,7 @@ inline void StepData::Reset() {
   plan = SchedulerOutput();
   group_ids.clear();
   sampling.clear();
+  row_masks.clear();
   top_needed.clear();
   top_k = 0;
   num_full_sampling_rows = 0;

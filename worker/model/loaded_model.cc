@@ -17,6 +17,7 @@
 #include "common/status_macros.h"
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/int8_staging.h"
+#include "worker/model/cpu/logit_masks.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/paged_attention_ops.h"
 
@@ -321,8 +322,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   } catch (const std::exception& error) {
     return absl::InternalError(absl::StrCat("cannot prepare the model on ", device.str(), ": ", ConciseError(error)));
   }
-  return std::unique_ptr<LoadedModel>(
-      new LoadedModel(std::move(manifest), std::move(module), device, dtype, options.huge_pages));
+  return std::unique_ptr<LoadedModel>(new LoadedModel(std::move(manifest), std::move(module), device, dtype,
+                                                      options.huge_pages, device.is_cpu() && options.pack_weights));
 }
 
 int64_t LoadedModel::KvCacheBlockBytes(int64_t block_size) const {
@@ -374,10 +375,12 @@ absl::StatusOr<at::Tensor> LoadedModel::Forward(const ForwardBatch& batch, at::T
 }
 
 absl::StatusOr<SamplingLogits> LoadedModel::ForwardForSampling(const ForwardBatch& batch, at::Tensor& kv_cache,
-                                                               const at::Tensor& full_rows, int64_t top_k) {
+                                                               const at::Tensor& full_rows, int64_t top_k,
+                                                               const std::vector<const uint64_t*>* row_masks) {
   try {
     c10::InferenceMode inference;
     const cpu::ScopedInt8Activations activations(int8_activations_);
+    const cpu::ScopedLogitMasks masks(masks_logits_in_pass_ ? row_masks : nullptr);
     std::vector<c10::IValue> inputs = Inputs(batch, kv_cache);
     inputs.emplace_back(full_rows.to(device_));
     inputs.emplace_back(top_k);

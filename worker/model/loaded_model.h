@@ -84,17 +84,24 @@ class LoadedModel {
   // hidden_rows): full logits for the logits rows named by `full_rows`
   // (int64 [F], distinct, CPU), and the `top_k` largest logits of every logits row. Results on the model's
   // device.
+  // `row_masks` (null, or one entry per logits row at most): allowed-token masks the LM head applies to those
+  // rows' top logits, when masks_logits_in_pass().
   absl::StatusOr<SamplingLogits> ForwardForSampling(const ForwardBatch& batch, at::Tensor& kv_cache,
-                                                    const at::Tensor& full_rows, int64_t top_k);
+                                                    const at::Tensor& full_rows, int64_t top_k,
+                                                    const std::vector<const uint64_t*>* row_masks = nullptr);
+  // Whether the LM head ranks a masked row's allowed tokens only (the CPU kernels with packed weights); else a
+  // masked row needs its full logits.
+  bool masks_logits_in_pass() const { return masks_logits_in_pass_; }
 
  private:
   LoadedModel(ModelManifest manifest, torch::jit::Module module, at::Device device, at::ScalarType dtype,
-              bool huge_pages)
+              bool huge_pages, bool packed_weights)
       : manifest_(std::move(manifest)),
         module_(std::move(module)),
         device_(device),
         dtype_(dtype),
         huge_pages_(huge_pages),
+        masks_logits_in_pass_(device.is_cpu() && packed_weights),
         int8_activations_(manifest_.quantization == "w8a8"    ? cpu::Int8Activations::kInt8
                           : manifest_.quantization == "w8a16" ? cpu::Int8Activations::kInt16
                                                               : cpu::Int8Activations::kByBatch) {}
@@ -105,6 +112,7 @@ class LoadedModel {
   at::Device device_;
   at::ScalarType dtype_;
   bool huge_pages_;
+  bool masks_logits_in_pass_;
   // What the CPU kernels' threads are set to for this model's steps (cpu/int8_staging.h): by the batch when
   // served as int8, int16 as w8a16, int8 as w8a8.
   cpu::Int8Activations int8_activations_;

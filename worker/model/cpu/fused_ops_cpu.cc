@@ -5,12 +5,14 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <tuple>
 #include <vector>
 
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/logit_masks.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/panel_matmul.h"
@@ -160,6 +162,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
   const Staged staged = PrepareStaging(tokens, k, weight, hidden.scalar_type());
   TopLogit* lists = TopLogitLists(tokens, top_k);
+  // Read here, on the thread that runs the graph (the team's threads do not see its thread-locals).
+  const std::vector<const uint64_t*>* const masks = CurrentLogitMasks();
   int64_t* cursors = MergeCursors();
   const int team_size = MaxTeamSize();
   at::Tensor logits = at::empty({full_count, vocab}, hidden.options().dtype(at::kFloat));
@@ -181,7 +185,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
         const float* row_values = c + r * kPanelWidth;
         const int64_t row = m0 + r;
         if (full_index[row] >= 0) std::copy(row_values, row_values + count, out + full_index[row] * vocab + first);
-        OfferTopLogits(own + row * top_k, top_k, row_values, count, first);
+        const uint64_t* mask = masks != nullptr && row < static_cast<int64_t>(masks->size()) ? (*masks)[row] : nullptr;
+        if (mask == nullptr) {
+          OfferTopLogits(own + row * top_k, top_k, row_values, count, first);
+          continue;
+        }
+        // NaN never enters a top list: a disallowed token cannot be ranked.
+        float allowed_values[kPanelWidth];
+        for (int64_t j = 0; j < count; ++j) {
+          const int64_t id = first + j;
+          allowed_values[j] =
+              (mask[id >> 6] >> (id & 63)) & 1 ? row_values[j] : std::numeric_limits<float>::quiet_NaN();
+        }
+        OfferTopLogits(own + row * top_k, top_k, allowed_values, count, first);
       }
     });
     member.Barrier();
