@@ -55,6 +55,8 @@ inline constexpr int64_t kMaxLogitBiasEntries = 300;          // OpenAI's bound
 inline constexpr int64_t kMaxAllowedTokenIds = 1 << 18;
 inline constexpr int64_t kMaxBadWords = 1024;
 inline constexpr size_t kMaxBadWordBytes = 1 << 10;
+// A completions prompt list copies those into every prompt's request: their bytes times the prompts, at most.
+inline constexpr size_t kMaxRestrictionBytesPerRequest = 16 << 20;
 // The shape of a request body's JSON: deeper nesting would make copying and printing it recurse that deep,
 // more keys in one object would make the order-keeping parse quadratic.
 inline constexpr size_t kMaxJsonDepth = 64;

@@ -392,6 +392,19 @@ absl::Status ParsePrompt(const FieldReader& fields, OpenAiRequest& request) {
                                                    request.beam_search() ? "a beam width of " : "n=", per_prompt,
                                                    " make more than ", limits::kMaxTotalChoices, " choices"));
   }
+  // Every prompt's request carries its own copy of the structured-output constraint and token restrictions.
+  const v1::SamplingParams& sampling = request.generate.sampling();
+  const size_t restriction_bytes =
+      sampling.constraint().ByteSizeLong() + 8 * sampling.logit_bias_size() + 4 * sampling.allowed_token_ids_size();
+  size_t bad_word_bytes = 0;
+  for (const std::string& word : sampling.bad_words()) bad_word_bytes += word.size();
+  if ((restriction_bytes + bad_word_bytes) * prompt->size() > limits::kMaxRestrictionBytesPerRequest) {
+    return InvalidParameter("prompt",
+                            absl::StrCat(prompt->size(), " prompts each with ", restriction_bytes + bad_word_bytes,
+                                         " bytes of structured-output constraint and token restrictions "
+                                         "make more than ",
+                                         limits::kMaxRestrictionBytesPerRequest, " bytes in all"));
+  }
   RETURN_IF_ERROR(SetPromptInput(first, "prompt[0]", request.generate));
   for (size_t i = 1; i < prompt->size(); ++i) {
     v1::GenerateRequest further = request.generate;

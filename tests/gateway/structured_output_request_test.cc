@@ -379,5 +379,21 @@ TEST_CASE("structured_output: every prompt of a completions list carries the res
   CHECK(request->further_prompts[1].prompt() == "c");
 }
 
+// Found in review: each prompt of a list carries its own copy of the restrictions, so a 3 MB body could hold
+// hundreds of MB in the gateway. Their total is bounded.
+TEST_CASE("structured_output: a prompt list times its restrictions is bounded", "[unit][openai]") {
+  json ids = json::array();
+  for (int i = 0; i < 200000; ++i) ids.push_back(i);
+  json prompts = json::array();
+  for (int i = 0; i < 32; ++i) prompts.push_back("p" + std::to_string(i));
+  json body = {{"model", "qwen"}, {"prompt", prompts}, {"allowed_token_ids", ids}};
+  absl::StatusOr<OpenAiRequest> refused = ParseCompletionRequest(body.dump());
+  REQUIRE_FALSE(refused.ok());
+  CHECK(ParameterOf(refused.status()) == "prompt");
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("bytes in all"));
+  body["prompt"] = json::array({"one", "two"});
+  CHECK(ParseCompletionRequest(body.dump()).ok());
+}
+
 }  // namespace
 }  // namespace llmc::gateway

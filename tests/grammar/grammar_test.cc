@@ -11,6 +11,7 @@
 
 #include "worker/grammar/automaton.h"
 #include "worker/grammar/matcher.h"
+#include "worker/grammar/regex_compiler.h"
 #include "worker/grammar/token_masks.h"
 #include "worker/grammar/vocabulary.h"
 
@@ -326,6 +327,48 @@ TEST_CASE("end tokens only where the grammar may end; special tokens never", "[g
   CHECK(std::all_of(mask.begin(), mask.end(), [](uint64_t word) { return word == 0; }));
   matcher.Rollback(1);
   CHECK(matcher.CanEnd());
+}
+
+}  // namespace
+}  // namespace llmc::grammar
+
+namespace llmc::grammar {
+namespace {
+
+// Found in review: repetitions of nullable or varying-length bodies made each deterministic state stand for
+// thousands of Thompson states, and determinizing ran out of memory. They are refused by size instead.
+TEST_CASE("automata whose states stand for too many Thompson states are refused, not built", "[grammar][unit]") {
+  for (const char* pattern : {"((a?){200}){100}", "(a|aa){0,10000}"}) {
+    RegexOptions options;
+    absl::StatusOr<Expr> expr = CompileRegex(pattern, options);
+    REQUIRE(expr.ok());
+    Grammar grammar;
+    grammar.AddRule("root", *std::move(expr));
+    absl::StatusOr<std::shared_ptr<const CompiledGrammar>> compiled = CompileGrammar(grammar);
+    INFO(pattern);
+    REQUIRE_FALSE(compiled.ok());
+    CHECK_THAT(std::string(compiled.status().message()), Catch::Contains("grammar too large"));
+  }
+}
+
+// Found in review: two rules that start alike and return to different states doubled the set of stacks with
+// every byte. Past the bounds the matcher stops that branch (no answer can go on there) instead of stalling.
+TEST_CASE("an ambiguous grammar's stacks stay bounded", "[grammar][unit]") {
+  // a ::= "[" (a | b)? "]"   b ::= "[" (b | a)? "]"   root ::= a
+  Grammar grammar;
+  const int32_t a = grammar.AddRule("a");
+  const int32_t b = grammar.AddRule("b");
+  grammar.rules[a].body = Expr::Sequence(
+      {Expr::Literal("["), Expr::Optional(Expr::Choice({Expr::RuleRef(a), Expr::RuleRef(b)})), Expr::Literal("]")});
+  grammar.rules[b].body = Expr::Sequence(
+      {Expr::Literal("["), Expr::Optional(Expr::Choice({Expr::RuleRef(b), Expr::RuleRef(a)})), Expr::Literal("]")});
+  grammar.root = a;
+  GrammarMatcher matcher(MustCompile(grammar), nullptr);
+  int depth = 0;
+  while (depth < 200 && matcher.AcceptBytes("[")) ++depth;
+  CHECK(matcher.Overflowed());
+  CHECK(depth >= 6);  // a few levels are followed exactly before the bound
+  CHECK(depth < 200);
 }
 
 }  // namespace

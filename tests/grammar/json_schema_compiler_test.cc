@@ -478,5 +478,21 @@ TEST_CASE("json schema: OpenAPI's nullable adds null", "[grammar][json_schema]")
   CHECK(Refusal(Json::parse(R"({"type":"string","nullable":"yes"})")).find("'nullable'") != std::string::npos);
 }
 
+// Found in review: the "any other key" trie of an open object is as deep as its longest listed key, and a
+// 10,000-character name overflowed the stack. Names are bounded instead.
+TEST_CASE("json schema: property names beyond 256 bytes are refused by name", "[grammar][json_schema]") {
+  Json schema = Json::parse(R"({"type":"object","properties":{}})");
+  schema["properties"][std::string(10000, 'a')] = Json::parse(R"({"type":"null"})");
+  CHECK(Refusal(schema).find("'properties'") != std::string::npos);
+  Json required = Json::parse(R"({"type":"object"})");
+  required["required"] = Json::array({std::string(300, 'b')});
+  CHECK(Refusal(required).find("'required'") != std::string::npos);
+  Json fits = Json::parse(R"({"type":"object","properties":{}})");
+  const std::string name(256, 'c');
+  fits["properties"][name] = Json::parse(R"({"type":"null"})");
+  Check(fits, {"{\"" + name + "\":null}", "{\"" + name + "\":null,\"d\":1}", "{}"},
+        {"{\"" + name + "\":null,\"" + name + "\":null}"});
+}
+
 }  // namespace
 }  // namespace llmc::grammar

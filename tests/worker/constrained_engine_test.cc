@@ -252,6 +252,26 @@ TEST_CASE("constrained engine: greedy rows masked in the LM head pick what the f
   }
 }
 
+// allowed_token_ids of the end token alone with min_tokens (which suppresses it), and a word that is both the
+// only allowed token and banned.
+void GrammarlessNothingLeft(Engine& engine) {
+  const int32_t word = Tokenizer().Encode(" banana").value().front();
+  GenerationRequest only_eos = Request("The weather today is", 8, 1.0f);
+  only_eos.sampling.min_tokens = 2;
+  only_eos.sampling.allowed_token_mask.assign((151936 + 63) / 64, 0);
+  only_eos.sampling.allowed_token_mask[kEos >> 6] |= uint64_t{1} << (kEos & 63);
+  GenerationRequest banned_only = Request("The weather today is", 8, 1.0f);
+  banned_only.sampling.allowed_token_mask.assign((151936 + 63) / 64, 0);
+  banned_only.sampling.allowed_token_mask[word >> 6] |= uint64_t{1} << (word & 63);
+  banned_only.sampling.bad_words = {{word}};
+  for (const GenerationRequest& request : {only_eos, banned_only}) {
+    const CollectingSink::Choice choice = Run(engine, request)->choice(0);
+    CHECK(choice.finish_reason == v1::FINISH_REASON_STOP);
+    CHECK(choice.text.empty());
+    CHECK(choice.tokens.size() == 1);
+  }
+}
+
 TEST_CASE("constrained engine: logit_bias bans and forces, allowed_token_ids restricts, bad_words never appear",
           "[integration][grammar]") {
   auto engine = StartEngine(Options());
@@ -294,6 +314,9 @@ TEST_CASE("constrained engine: logit_bias bans and forces, allowed_token_ids res
   }
   CHECK(without[0] == unbiased[0]);
   CHECK(without[1] != unbiased[1]);
+
+  // Restrictions that leave nothing to draw end the answer, with no text from a token they do not allow.
+  GrammarlessNothingLeft(*engine);
 }
 
 }  // namespace

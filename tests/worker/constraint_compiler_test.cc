@@ -82,6 +82,10 @@ TEST_CASE("constraint compiler: refusals name the request's field, also from the
   left_recursive.set_grammar("root ::= root \"a\" | \"b\"");
   CHECK_THAT(std::string(compiler.CompileNow(left_recursive).status().message()), Catch::Contains("left-recursive"));
   CHECK_FALSE(compiler.CompileNow(v1::OutputConstraint()).ok());
+  // A constraint no text satisfies would leave every draw without a token.
+  v1::OutputConstraint empty_class;
+  empty_class.set_regex("a[]");
+  CHECK_THAT(std::string(compiler.CompileNow(empty_class).status().message()), Catch::Contains("matches no text"));
 }
 
 TEST_CASE("constraint compiler: JSON is compact unless the worker allows whitespace", "[unit]") {

@@ -32,6 +32,18 @@ void OutputProcessor::SuppressedTokens(const Sequence& sequence, std::vector<int
   out.insert(out.end(), options.stop_token_ids.begin(), options.stop_token_ids.end());
 }
 
+bool OutputProcessor::Allowed(const Sequence& sequence, int32_t token) const {
+  const std::vector<uint64_t>& mask = sequence.group.request.sampling.allowed_token_mask;
+  if (!mask.empty() && (token < 0 || static_cast<size_t>(token >> 6) >= mask.size() ||
+                        ((mask[static_cast<size_t>(token) >> 6] >> (token & 63)) & 1) == 0)) {
+    return false;
+  }
+  if (sequence.group.request.sampling.bad_words.empty()) return true;
+  std::vector<int32_t> banned;
+  BannedWordEnds(sequence, banned);
+  return std::find(banned.begin(), banned.end(), token) == banned.end();
+}
+
 void OutputProcessor::BannedWordEnds(const Sequence& sequence, std::vector<int32_t>& out) const {
   const absl::Span<const int32_t> output = sequence.output();
   for (const std::vector<int32_t>& word : sequence.group.request.sampling.bad_words) {
@@ -60,6 +72,7 @@ void OutputProcessor::FillLogprob(const SampledToken& sampled, const SamplingOpt
 v1::TokenDelta OutputProcessor::Append(Sequence& sequence, const SampledToken& sampled) const {
   const SamplingOptions& options = sequence.group.request.sampling;
   const int32_t token = sampled.token_id;
+  const bool disallowed = !Allowed(sequence, token);
   sequence.tokens.push_back(token);
   v1::TokenDelta delta;
   delta.set_choice_index(sequence.choice_index);
@@ -71,11 +84,18 @@ v1::TokenDelta OutputProcessor::Append(Sequence& sequence, const SampledToken& s
     delta.set_finish_reason(reason);
     delta.set_stop_reason(std::move(stop_reason));
   };
+  if (disallowed) {
+    // Only a draw from an empty mask brings a token outside allowed_token_ids or one that completes a bad word
+    // (the restrictions and the suppressed ids left nothing). Like an end token, it ends the answer and its
+    // text is not part of it.
+    delta.set_text(Flush(sequence));
+    finish(v1::FINISH_REASON_STOP, "");
+    return delta;
+  }
   if (ConstraintState* constraint = sequence.group.constraint.get(); constraint != nullptr) {
     grammar::GrammarMatcher& matcher = constraint->matcher(sequence.choice_index);
-    // Only a draw from an empty mask (nothing may continue: allowed_token_ids or bad_words exclude every
-    // token the grammar allows) brings a token the grammar refuses. Like an end token, it ends the answer and
-    // its text is not part of it.
+    // Only a draw from an empty mask (the suppressed ids exclude every token the grammar allows, or the
+    // grammar met its bounds on ambiguity) brings a token the grammar refuses; it ends the answer the same way.
     if (!matcher.AcceptToken(token)) {
       delta.set_text(Flush(sequence));
       finish(v1::FINISH_REASON_STOP, "");

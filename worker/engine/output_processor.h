@@ -43,6 +43,8 @@ class OutputProcessor {
 
  private:
   void BannedWordEnds(const Sequence& sequence, std::vector<int32_t>& out) const;
+  // Whether allowed_token_ids and bad_words let `token` follow the output so far.
+  bool Allowed(const Sequence& sequence, int32_t token) const;
   void FillLogprob(const SampledToken& sampled, const SamplingOptions& options, v1::TokenLogprob& out) const;
   // Releases whatever the detokenizer and the stop matcher still hold.
   std::string Flush(Sequence& sequence) const;

@@ -50,7 +50,7 @@ struct SamplingOptions {
 
   bool greedy() const { return temperature == 0.0f; }
   bool beam_search() const { return beam_width > 0; }
-  // Some tokens are masked or biased before the draw, so the draw needs the row's full logits.
+  // Some tokens are masked or biased before the draw.
   bool masks_logits() const { return constrained || !logit_bias.empty() || !allowed_token_mask.empty(); }
 };
 

@@ -56,6 +56,7 @@ class AutomatonBuilder {
   std::vector<NfaState> nfa_;
   std::vector<bool> inlined_;      // per rule: small and free of calls, so copied into its callers
   std::vector<size_t> rule_size_;  // per rule, once known: its size with inlined rules copied in
+  size_t subset_entries_ = 0;     // Thompson states over all deterministic states so far
   std::vector<bool> completes_;    // per state: can finish its rule without a byte
   std::vector<bool> nullable_;     // per rule
   std::vector<uint32_t> closure_mark_;
@@ -72,8 +73,10 @@ namespace {
 constexpr size_t kMaxInlinedSize = 256;
 constexpr size_t kNotInlined = ~size_t{0};
 
-// Bounds the Thompson automata, which repetitions unroll, before determinization.
+// Bounds the Thompson automata, which repetitions unroll, before determinization, and the total size of the
+// sets of Thompson states the deterministic states stand for (kept twice while determinizing).
 constexpr size_t kMaxNfaStates = 4'000'000;
+constexpr size_t kMaxSubsetEntries = 8'000'000;
 
 absl::Status TooLarge(size_t limit, absl::string_view what) {
   return absl::InvalidArgumentError(
@@ -299,6 +302,9 @@ absl::Status AutomatonBuilder::Determinize(int32_t rule, int32_t nfa_start, int3
     const auto [it, inserted] = ids.try_emplace(set, base + static_cast<int32_t>(sets.size()));
     if (inserted) {
       if (out_->states_.size() + sets.size() + 1 > limits_.max_states) return TooLarge(limits_.max_states, "states");
+      // The states are few but each may stand for many Thompson states ((a?){4000}): bound their sum too.
+      subset_entries_ += set.size();
+      if (subset_entries_ > kMaxSubsetEntries) return TooLarge(kMaxSubsetEntries, "automaton subset entries");
       sets.push_back(std::move(set));
     }
     return it->second;

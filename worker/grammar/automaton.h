@@ -68,8 +68,6 @@ class CompiledGrammar {
   }
   const Call* calls_begin(int32_t state) const { return calls_.data() + states_[state].calls_begin; }
   const Call* calls_end(int32_t state) const { return calls_.data() + states_[state].calls_end; }
-  bool HasByteTransitions(int32_t state) const { return states_[state].has_bytes; }
-  bool InTerminal(int32_t state) const { return !rules_[states_[state].rule].has_calls; }
   bool IsPlain(int32_t state) const { return states_[state].plain; }
   // The transition table as the hot loops read it: Next(s, b) is rows()[s * num_classes() + byte_classes()[b]],
   // and plain_flags()[s] is IsPlain(s).
@@ -81,7 +79,6 @@ class CompiledGrammar {
   // bytes when it has no calls (what may follow the rule when it can end here; and, with calls, what this
   // state and its callees may read next). A superset; a token whose next byte is outside it stops here.
   const std::bitset<256>& ExitFilter(int32_t state) const { return exit_filters_[state]; }
-  const std::vector<Call>& all_calls() const { return calls_; }
   MaskCache& mask_cache() const { return *mask_cache_; }
   // The automaton's own memory (its mask cache, bounded apart, not included).
   size_t memory_bytes() const {

@@ -31,6 +31,10 @@ bool ListContains(const Json& list, const std::string& name) {
 
 }  // namespace
 
+// Additional keys are spelled by a trie of the listed ones, as deep (in expression and compile time) as the
+// longest.
+constexpr size_t kMaxPropertyNameBytes = 256;
+
 absl::StatusOr<Expr> SchemaCompiler::CompileObject(const Json& schema, const std::string& pointer, int depth) {
   const Json no_properties = Json::object();
   const Json& properties = schema.contains("properties") ? schema.at("properties") : no_properties;
@@ -40,6 +44,14 @@ absl::StatusOr<Expr> SchemaCompiler::CompileObject(const Json& schema, const std
   if (!required.is_array()) return InvalidValue("required", pointer, "not an array");
   for (const Json& name : required) {
     if (!name.is_string()) return InvalidValue("required", pointer, "not an array of strings");
+    if (name.get<std::string>().size() > kMaxPropertyNameBytes) {
+      return Unsupported("required", pointer, "a property name longer than 256 bytes");
+    }
+  }
+  for (const auto& [name, value] : properties.items()) {
+    if (name.size() > kMaxPropertyNameBytes) {
+      return Unsupported("properties", pointer, "a property name longer than 256 bytes");
+    }
   }
   // OpenAI's strict mode closes objects the schema describes as objects; an untyped schema's object branch
   // keeps JSON Schema's default.

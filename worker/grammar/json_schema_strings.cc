@@ -77,8 +77,9 @@ struct TrieNode {
   std::map<std::string, std::unique_ptr<TrieNode>> children;  // by character (encoded unit)
 };
 
-// The rest of a key from `node` on, through the closing quote, that is not one of the keys.
-Expr TrieExpr(const TrieNode& node, const std::vector<std::string>& escapes) {
+// The rest of a key from `node` on, through the closing quote, that is not one of the keys. `tail` is any rest of
+// a string with its closing quote. As deep as the longest key (CompileObject bounds them).
+Expr TrieExpr(const TrieNode& node, const std::vector<std::string>& escapes, const Expr& tail) {
   std::vector<Expr> choices;
   if (!node.key_end) choices.push_back(Lit("\""));
   // A character no key continues with here: then anything.
@@ -97,8 +98,8 @@ Expr TrieExpr(const TrieNode& node, const std::vector<std::string>& escapes) {
       if (node.children.count(escape) == 0) others.push_back(Lit(escape));
     }
   }
-  choices.push_back(Seq({Alt(std::move(others)), Expr::Star(CanonicalStringChar()), Lit("\"")}));
-  for (const auto& [unit, child] : node.children) choices.push_back(Seq({Lit(unit), TrieExpr(*child, escapes)}));
+  choices.push_back(Seq({Alt(std::move(others)), tail}));
+  for (const auto& [unit, child] : node.children) choices.push_back(Seq({Lit(unit), TrieExpr(*child, escapes, tail)}));
   return Alt(std::move(choices));
 }
 
@@ -222,7 +223,8 @@ Expr SchemaCompiler::KeyExcluding(const std::vector<std::string>& excluded) {
     }
     node->key_end = true;
   }
-  return Seq({Lit("\""), TrieExpr(root, CanonicalEscapes())});
+  const Expr tail = Seq({Expr::Star(CanonicalStringChar()), Lit("\"")});
+  return Seq({Lit("\""), TrieExpr(root, CanonicalEscapes(), tail)});
 }
 
 absl::StatusOr<Expr> SchemaCompiler::CompileString(const Json& schema, const std::string& pointer) {

@@ -40,6 +40,8 @@ class GrammarMatcher {
   bool IsTerminated() const;
   // The bytes that may come next.
   std::bitset<256> AllowedNextBytes() const;
+  // Whether some step met the bounds on ambiguity (stacks.h) and was cut off there.
+  bool Overflowed() const { return arena_->overflowed(); }
 
   // Sets bit t of `mask` (64 ids per word, over mask.size() * 64 ids, which may exceed the vocabulary: those
   // bits stay 0) exactly for the tokens the grammar allows next; end tokens where it may end.

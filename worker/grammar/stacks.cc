@@ -24,9 +24,20 @@ StackSet StackArena::Start() {
 void StackArena::Close(absl::Span<const int32_t> seeds, StackSet& out) {
   out.stacks.clear();
   out.can_end = false;
-  ++generation_;
+  if (++generation_ == 0) {  // the marks wrapped: old marks could pass for this closure's
+    std::fill(visited_.begin(), visited_.end(), 0);
+    generation_ = 1;
+  }
   pending_.assign(seeds.begin(), seeds.end());
+  size_t visits = 0;
   while (!pending_.empty()) {
+    if (++visits > kMaxClosureVisits || out.stacks.size() > kMaxStacksPerSet) {
+      overflowed_ = true;
+      pending_.clear();
+      out.stacks.clear();
+      out.can_end = false;
+      return;
+    }
     const int32_t frame_id = pending_.back();
     pending_.pop_back();
     if (visited_.size() < frames_.size()) visited_.resize(frames_.size() * 2, 0);

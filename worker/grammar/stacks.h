@@ -13,6 +13,11 @@ namespace llmc::grammar {
 
 // Deeper nesting than this is not generated (a push beyond it is not taken), which bounds every closure.
 inline constexpr uint32_t kMaxStackDepth = 1024;
+// An ambiguous grammar can double its set of stacks with every byte; past these bounds a set counts as dead
+// (nothing more may be generated there), which keeps every step's work bounded. Grammars from JSON Schema
+// keep a handful of stacks.
+inline constexpr size_t kMaxStacksPerSet = 128;
+inline constexpr size_t kMaxClosureVisits = 16384;
 
 // One frame of a parse stack. The top frame holds the current state; each frame below holds the state its
 // caller continues at when the call returns.
@@ -43,10 +48,13 @@ class StackArena {
   const StackFrame& frame(int32_t id) const { return frames_[id]; }
   size_t size() const { return frames_.size(); }
 
-  // The root rule's start, closed.
+  // The root rule's start, closed (dead when its closure overflows).
   StackSet Start();
-  // The closure of `seeds` (frame ids) under calls and returns, into `out`.
+  // The closure of `seeds` (frame ids) under calls and returns, into `out`; dead when it visits more than
+  // kMaxClosureVisits frames or keeps more than kMaxStacksPerSet stacks (then overflowed() turns true).
   void Close(absl::Span<const int32_t> seeds, StackSet& out);
+  // Whether some closure was cut short by the bounds above.
+  bool overflowed() const { return overflowed_; }
   // The configurations after reading `byte` from `from` (dead when none reads it), into `out`.
   void Advance(const StackSet& from, uint8_t byte, StackSet& out);
   // From a single stack: its top state reads `byte` (the first byte of a token, in mask walks).
@@ -63,6 +71,7 @@ class StackArena {
   absl::flat_hash_map<uint64_t, int32_t> ids_;
   std::vector<uint32_t> visited_;  // closure generation per frame
   uint32_t generation_ = 0;
+  bool overflowed_ = false;
   std::vector<int32_t> pending_;
   std::vector<int32_t> seeds_;
 };

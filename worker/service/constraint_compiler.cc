@@ -5,6 +5,7 @@
 #include "nlohmann/json.hpp"
 #include "worker/grammar/gbnf_parser.h"
 #include "worker/grammar/json_schema_compiler.h"
+#include "worker/grammar/matcher.h"
 #include "worker/grammar/regex_compiler.h"
 
 namespace llmc::worker {
@@ -115,7 +116,17 @@ std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Build(co
   } else {
     grammar::CompileLimits limits;
     limits.max_cache_bytes = options_.max_grammar_cache_bytes;
-    compiled = std::make_shared<const Compiled>(grammar::CompileGrammar(*source, limits));
+    Compiled automaton = grammar::CompileGrammar(*source, limits);
+    if (automaton.ok()) {
+      const grammar::GrammarMatcher probe(*automaton, nullptr);
+      if (probe.Overflowed()) {
+        automaton = absl::InvalidArgumentError(
+            "the grammar is too ambiguous: its start alone has more parses than the matcher follows");
+      } else if (probe.IsTerminated() && !probe.CanEnd()) {
+        automaton = absl::InvalidArgumentError("the constraint matches no text at all");
+      }
+    }
+    compiled = std::make_shared<const Compiled>(std::move(automaton));
   }
   if (observer_) observer_(absl::Now() - start);
   return compiled;

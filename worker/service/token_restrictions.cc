@@ -86,7 +86,7 @@ absl::Status ResolveTokenRestrictions(const v1::SamplingParams& params, const Se
   RETURN_IF_ERROR(ResolveAllowedTokens(params, model, options));
   RETURN_IF_ERROR(ResolveBadWords(params, model, options));
   options.constrained = params.has_constraint();
-  if (options.beam_search() && (options.constrained || options.masks_logits() || !options.bad_words.empty())) {
+  if (options.beam_search() && (options.masks_logits() || !options.bad_words.empty())) {
     return absl::InvalidArgumentError(
         "structured outputs, logit_bias, allowed_token_ids and bad_words are not available with beam search "
         "(sampling.beam_width)");
