@@ -160,8 +160,9 @@ bool ContainsRun(const std::vector<int>& ids, const std::vector<int>& run) {
 }
 
 // Runs tests/python/structured_outputs_client.py with `part` against the cluster's gateway. Under a sanitizer
-// the worker is many times slower: one shorter answer for every eighth schema then (the normal build covers
-// every schema; the sanitizers look for memory errors and races on the same paths).
+// the worker is many times slower: one shorter answer for every eighth schema of the corpus, and every fourth
+// of the streaming checks, then (the normal build covers them all; the sanitizers look for memory errors and
+// races on the same paths).
 void RunPythonClient(Cluster& cluster, const std::string& part) {
   std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tests/python/structured_outputs_client.py",
                                    "--base-url",
@@ -170,7 +171,8 @@ void RunPythonClient(Cluster& cluster, const std::string& part) {
                                    kSmallModelName,
                                    "--part",
                                    part};
-  if (kSanitized) args.insert(args.end(), {"--n", "1", "--max-tokens", "48", "--every", "8"});
+  if (kSanitized && part == "corpus") args.insert(args.end(), {"--n", "1", "--max-tokens", "48", "--every", "8"});
+  if (kSanitized && part != "corpus") args.insert(args.end(), {"--n", "1", "--max-tokens", "64", "--every", "4"});
   const CommandResult result = RunCommand(LLMC_PYTHON, args, absl::Seconds(110));
   INFO("python output:\n" << result.output);
   INFO(cluster.Logs());

@@ -329,11 +329,12 @@ def check_greedy_stream(args, corpus, failures):
         failures.check(streamed == answers(parsed), f"sampled {name}: streamed {streamed}, not {answers(parsed)}")
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.concurrency) as pool:
-        futures = [pool.submit(one, name) for name in GREEDY_SCHEMAS]
-        futures += [pool.submit(sampled, name) for name in GREEDY_SCHEMAS[::5]]
+        futures = [pool.submit(one, name) for name in GREEDY_SCHEMAS[::args.every]]
+        futures += [pool.submit(sampled, name) for name in GREEDY_SCHEMAS[::5 * args.every]]
         for future in futures:
             future.result()
-    print(f"greedy (and some seeded), streamed and not: {len(GREEDY_SCHEMAS)} schemas, {counts}", flush=True)
+    print(f"greedy (and some seeded), streamed and not: {len(GREEDY_SCHEMAS[::args.every])} schemas, {counts}",
+          flush=True)
     failures.check(counts.finished > 0, "no greedy answer finished")
 
 
