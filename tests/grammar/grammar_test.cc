@@ -371,5 +371,24 @@ TEST_CASE("an ambiguous grammar's stacks stay bounded", "[grammar][unit]") {
   CHECK(depth < 200);
 }
 
+// Found in review: a chain of thousands of rules, each naming the next, made the passes that copy small rules
+// into their callers recurse once per rule.
+TEST_CASE("a long chain of rules compiles without deep recursion", "[grammar][unit]") {
+  const auto chain = [](int rules) {
+    Grammar grammar;
+    for (int i = 0; i < rules; ++i) grammar.AddRule("r" + std::to_string(i));
+    for (int i = 0; i + 1 < rules; ++i) grammar.rules[i].body = Expr::RuleRef(i + 1);
+    grammar.rules[rules - 1].body = Expr::Literal("x");
+    return grammar;
+  };
+  GrammarMatcher short_chain(MustCompile(chain(2000)), nullptr);
+  CHECK(short_chain.AcceptBytes("x"));
+  CHECK(short_chain.CanEnd());
+  // 20,000 calls before the first byte pass the closure's bound: the matcher stops there rather than follow.
+  GrammarMatcher long_chain(MustCompile(chain(20000)), nullptr);
+  CHECK(long_chain.Overflowed());
+  CHECK_FALSE(long_chain.AcceptBytes("x"));
+}
+
 }  // namespace
 }  // namespace llmc::grammar

@@ -56,9 +56,10 @@ class AutomatonBuilder {
   std::vector<NfaState> nfa_;
   std::vector<bool> inlined_;      // per rule: small and free of calls, so copied into its callers
   std::vector<size_t> rule_size_;  // per rule, once known: its size with inlined rules copied in
-  size_t subset_entries_ = 0;     // Thompson states over all deterministic states so far
-  std::vector<bool> completes_;    // per state: can finish its rule without a byte
-  std::vector<bool> nullable_;     // per rule
+  int inline_depth_ = 0;
+  size_t subset_entries_ = 0;    // Thompson states over all deterministic states so far
+  std::vector<bool> completes_;  // per state: can finish its rule without a byte
+  std::vector<bool> nullable_;   // per rule
   std::vector<uint32_t> closure_mark_;
   uint32_t closure_generation_ = 0;
   std::shared_ptr<CompiledGrammar> out_ = std::make_shared<CompiledGrammar>();
@@ -71,6 +72,7 @@ namespace {
 // (token_masks.h), so a call per JSON character would leave almost every token to be checked against the stack.
 // Rules that loop (a string's body, digits) stay rules, so that every use shares their states and tables.
 constexpr size_t kMaxInlinedSize = 256;
+constexpr int kMaxInlineDepth = 64;
 constexpr size_t kNotInlined = ~size_t{0};
 
 // Bounds the Thompson automata, which repetitions unroll, before determinization, and the total size of the
@@ -100,8 +102,13 @@ size_t AutomatonBuilder::InlinedSize(const Expr& expr, std::vector<int>& visitin
       if (rule < 0 || static_cast<size_t>(rule) >= grammar_.rules.size()) return kNotInlined;
       if (rule_size_[rule] != 0) return inlined_[rule] ? rule_size_[rule] : kNotInlined;
       if (visiting[rule] != 0) return kNotInlined;  // recursive: stays a call
+      // A long chain of rules (r1 ::= r2, r2 ::= r3, ...) is followed only so deep: the rest stays calls, and
+      // neither this pass nor Emit recurses without bound.
+      if (inline_depth_ >= kMaxInlineDepth) return kNotInlined;
       visiting[rule] = 1;
+      ++inline_depth_;
       const size_t size = InlinedSize(grammar_.rules[rule].body, visiting);
+      --inline_depth_;
       visiting[rule] = 0;
       inlined_[rule] = size != kNotInlined && size <= kMaxInlinedSize && rule != grammar_.root;
       rule_size_[rule] = size == kNotInlined ? kNotInlined : std::max<size_t>(size, 1);
