@@ -448,9 +448,11 @@ void AutomatonBuilder::ComputeNullable() {
   // a state; iterate to the fixed point.
   completes_.assign(num_states, false);
   nullable_.assign(num_rules, false);
-  for (bool changed = true; changed;) {
+  // Alternating directions: a chain of rules converges in a pass or two whichever way its ids run.
+  for (bool changed = true, backwards = true; changed; backwards = !backwards) {
     changed = false;
-    for (size_t s = 0; s < num_states; ++s) {
+    for (size_t i = 0; i < num_states; ++i) {
+      const size_t s = backwards ? num_states - 1 - i : i;
       if (completes_[s]) continue;
       const CompiledGrammar::State& state = out_->states_[s];
       bool done = state.accepting;
@@ -463,7 +465,8 @@ void AutomatonBuilder::ComputeNullable() {
         changed = true;
       }
     }
-    for (size_t r = 0; r < num_rules; ++r) {
+    for (size_t i = 0; i < num_rules; ++i) {
+      const size_t r = backwards ? num_rules - 1 - i : i;
       if (!nullable_[r] && completes_[out_->rules_[r].start]) {
         nullable_[r] = true;
         changed = true;
@@ -484,9 +487,12 @@ void AutomatonBuilder::ComputeExitFilters() {
       if (out_->Next(static_cast<int32_t>(s), static_cast<uint8_t>(byte)) != kDeadState) first[s].set(byte);
     }
   }
-  for (bool changed = true; changed;) {
+  // FIRST flows from callees to callers, FOLLOW the other way: alternating directions settles chains of rules
+  // in a few passes whichever way their ids run.
+  for (bool changed = true, backwards = true; changed; backwards = !backwards) {
     changed = false;
-    for (size_t s = 0; s < num_states; ++s) {
+    for (size_t i = 0; i < num_states; ++i) {
+      const size_t s = backwards ? num_states - 1 - i : i;
       const CompiledGrammar::State& state = out_->states_[s];
       std::bitset<256> bytes = first[s];
       for (uint32_t c = state.calls_begin; c < state.calls_end; ++c) {
@@ -525,14 +531,14 @@ absl::Status AutomatonBuilder::CheckLeftRecursion() {
   const std::vector<bool>& nullable = nullable_;
   // Rules each rule may call before any byte: from its start, through returns from nullable calls.
   std::vector<std::vector<int32_t>> first_calls(num_rules);
+  std::vector<size_t> seen(num_states, 0);  // the rule (plus one) whose walk last reached each state
   for (size_t r = 0; r < num_rules; ++r) {
     std::vector<int32_t> pending = {out_->rules_[r].start};
-    std::vector<bool> seen(num_states, false);
     while (!pending.empty()) {
       const int32_t s = pending.back();
       pending.pop_back();
-      if (seen[s]) continue;
-      seen[s] = true;
+      if (seen[s] == r + 1) continue;
+      seen[s] = r + 1;
       const CompiledGrammar::State& state = out_->states_[s];
       for (uint32_t c = state.calls_begin; c < state.calls_end; ++c) {
         const CompiledGrammar::Call& call = out_->calls_[c];
