@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "worker/grammar/utf8_sequences.h"
 
 namespace llmc::grammar {
 namespace {
@@ -32,56 +33,6 @@ int HexValue(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-bool IsSurrogate(uint32_t code_point) { return code_point >= 0xD800 && code_point <= 0xDFFF; }
-
-// The length of the well-formed UTF-8 character at the start of `text` and its code point; 0 if it is not
-// well formed (overlong forms, surrogates and values above U+10FFFF included).
-size_t DecodeUtf8(absl::string_view text, uint32_t* code_point) {
-  const auto lead = static_cast<unsigned char>(text[0]);
-  size_t length;
-  uint32_t value;
-  uint32_t min_value;
-  if (lead < 0x80) {
-    *code_point = lead;
-    return 1;
-  } else if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2, value = lead & 0x1F, min_value = 0x80;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3, value = lead & 0x0F, min_value = 0x800;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4, value = lead & 0x07, min_value = 0x10000;
-  } else {
-    return 0;
-  }
-  if (text.size() < length) return 0;
-  for (size_t i = 1; i < length; ++i) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if ((byte & 0xC0) != 0x80) return 0;
-    value = (value << 6) | (byte & 0x3F);
-  }
-  if (value < min_value || value > kMaxCodePoint || IsSurrogate(value)) return 0;
-  *code_point = value;
-  return length;
-}
-
-void AppendUtf8(uint32_t code_point, std::string* out) {
-  if (code_point < 0x80) {
-    out->push_back(static_cast<char>(code_point));
-  } else if (code_point < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (code_point >> 6)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  } else if (code_point < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (code_point >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (code_point >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  }
 }
 
 // Only ever called on trees already within kMaxDepth (each wrap is checked), so the recursion is bounded.
@@ -132,7 +83,7 @@ class GbnfParser {
   // The character at `offset` quoted for a message: itself when printable, else as an escape.
   std::string Describe(size_t offset) const {
     uint32_t code_point = 0;
-    const size_t length = DecodeUtf8(text_.substr(offset), &code_point);
+    const size_t length = DecodeUtf8Char(text_.substr(offset), &code_point);
     if (length == 0) return absl::StrFormat("byte 0x%02X", static_cast<unsigned char>(text_[offset]));
     if (code_point < 0x20 || code_point == 0x7F) return absl::StrFormat("'\\x%02X'", code_point);
     return absl::StrCat("'", text_.substr(offset, length), "'");
@@ -324,7 +275,7 @@ class GbnfParser {
     const size_t start = pos_;
     uint32_t code_point = 0;
     if (Peek() != '\\') {
-      const size_t length = DecodeUtf8(text_.substr(pos_), &code_point);
+      const size_t length = DecodeUtf8Char(text_.substr(pos_), &code_point);
       if (length == 0) return Error(start, "invalid UTF-8");
       pos_ += length;
       return code_point;
@@ -365,7 +316,7 @@ class GbnfParser {
       }
       default: {
         uint32_t ignored = 0;
-        const size_t length = std::max<size_t>(1, DecodeUtf8(text_.substr(start + 1), &ignored));
+        const size_t length = std::max<size_t>(1, DecodeUtf8Char(text_.substr(start + 1), &ignored));
         return Error(start, absl::StrCat("unknown escape sequence '\\", text_.substr(start + 1, length), "'"));
       }
     }

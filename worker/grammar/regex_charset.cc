@@ -117,61 +117,13 @@ CodePointSet SpaceSet() {
 
 CodePointSet DotSet() { return ComplementSet({{'\n', '\n'}}); }
 
-void AppendUtf8(uint32_t code_point, std::string* out) {
-  if (code_point < 0x80) {
-    out->push_back(static_cast<char>(code_point));
-  } else if (code_point < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (code_point >> 6)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  } else if (code_point < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (code_point >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (code_point >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
-  }
-}
-
 absl::StatusOr<std::vector<uint32_t>> DecodeUtf8(absl::string_view text) {
   std::vector<uint32_t> out;
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto lead = static_cast<uint8_t>(text[i]);
-    if (lead < 0x80) {
-      out.push_back(lead);
-      ++i;
-      continue;
-    }
-    // The sequence length, the lead byte's payload bits, and the smallest code point of that length.
-    size_t length = 0;
+  for (size_t i = 0; i < text.size();) {
     uint32_t code_point = 0;
-    uint32_t smallest = 0;
-    if ((lead & 0xE0) == 0xC0) {
-      length = 2;
-      code_point = lead & 0x1F;
-      smallest = 0x80;
-    } else if ((lead & 0xF0) == 0xE0) {
-      length = 3;
-      code_point = lead & 0x0F;
-      smallest = 0x800;
-    } else if ((lead & 0xF8) == 0xF0) {
-      length = 4;
-      code_point = lead & 0x07;
-      smallest = 0x10000;
-    }
-    bool valid = length != 0 && i + length <= text.size();
-    for (size_t k = 1; valid && k < length; ++k) {
-      const auto byte = static_cast<uint8_t>(text[i + k]);
-      valid = (byte & 0xC0) == 0x80;
-      code_point = (code_point << 6) | (byte & 0x3F);
-    }
-    if (!valid || code_point < smallest || code_point > kMaxCodePoint ||
-        (code_point >= 0xD800 && code_point <= 0xDFFF)) {
+    const size_t length = DecodeUtf8Char(text.substr(i), &code_point);
+    if (length == 0)
       return absl::InvalidArgumentError(absl::StrCat("regex: the pattern is not valid UTF-8 at byte ", i));
-    }
     out.push_back(code_point);
     i += length;
   }

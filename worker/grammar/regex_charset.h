@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "worker/grammar/grammar.h"
+#include "worker/grammar/utf8_sequences.h"
 
 // Code point sets and their encoding into grammar terminals, for the regular-expression compiler.
 namespace llmc::grammar::regex_internal {
@@ -24,7 +25,6 @@ CodePointSet WordSet();
 CodePointSet SpaceSet();
 CodePointSet DotSet();
 
-void AppendUtf8(uint32_t code_point, std::string* out);
 // The code points of `text`; INVALID_ARGUMENT at the first byte that is not well-formed UTF-8.
 absl::StatusOr<std::vector<uint32_t>> DecodeUtf8(absl::string_view text);
 

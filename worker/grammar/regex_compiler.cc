@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "worker/grammar/regex_charset.h"
+#include "worker/grammar/utf8_sequences.h"
 
 namespace llmc::grammar {
 namespace {
@@ -51,8 +52,6 @@ int HexValue(uint32_t c) {
   return -1;
 }
 
-bool IsSurrogate(uint32_t c) { return c >= 0xD800 && c <= 0xDFFF; }
-
 class RegexParser {
  public:
   RegexParser(std::vector<uint32_t> text, const RegexOptions& options)
@@ -83,7 +82,7 @@ class RegexParser {
   }
   std::string Text(size_t begin, size_t end) const {
     std::string out;
-    for (size_t i = begin; i < end && i < text_.size(); ++i) regex_internal::AppendUtf8(text_[i], &out);
+    for (size_t i = begin; i < end && i < text_.size(); ++i) AppendUtf8(text_[i], &out);
     return out;
   }
   absl::Status Error(absl::string_view what) const { return ErrorAt(what, pos_); }

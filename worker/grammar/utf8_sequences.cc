@@ -15,20 +15,10 @@ int EncodedLength(uint32_t code_point) {
   return 4;
 }
 
-std::vector<uint8_t> Encode(uint32_t code_point) {
-  switch (EncodedLength(code_point)) {
-    case 1:
-      return {static_cast<uint8_t>(code_point)};
-    case 2:
-      return {static_cast<uint8_t>(0xC0 | (code_point >> 6)), static_cast<uint8_t>(0x80 | (code_point & 0x3F))};
-    case 3:
-      return {static_cast<uint8_t>(0xE0 | (code_point >> 12)), static_cast<uint8_t>(0x80 | ((code_point >> 6) & 0x3F)),
-              static_cast<uint8_t>(0x80 | (code_point & 0x3F))};
-    default:
-      return {static_cast<uint8_t>(0xF0 | (code_point >> 18)), static_cast<uint8_t>(0x80 | ((code_point >> 12) & 0x3F)),
-              static_cast<uint8_t>(0x80 | ((code_point >> 6) & 0x3F)),
-              static_cast<uint8_t>(0x80 | (code_point & 0x3F))};
-  }
+std::string Encode(uint32_t code_point) {
+  std::string bytes;
+  AppendUtf8(code_point, &bytes);
+  return bytes;
 }
 
 void Split(uint32_t first, uint32_t last, std::vector<std::vector<ByteRange>>& out) {
@@ -56,14 +46,63 @@ void Split(uint32_t first, uint32_t last, std::vector<std::vector<ByteRange>>& o
       return;
     }
   }
-  const std::vector<uint8_t> low = Encode(first);
-  const std::vector<uint8_t> high = Encode(last);
+  const std::string low = Encode(first);
+  const std::string high = Encode(last);
   std::vector<ByteRange> sequence;
-  for (size_t i = 0; i < low.size(); ++i) sequence.push_back({low[i], high[i]});
+  for (size_t i = 0; i < low.size(); ++i) {
+    sequence.push_back({static_cast<uint8_t>(low[i]), static_cast<uint8_t>(high[i])});
+  }
   out.push_back(std::move(sequence));
 }
 
 }  // namespace
+
+void AppendUtf8(uint32_t code_point, std::string* out) {
+  if (code_point < 0x80) {
+    out->push_back(static_cast<char>(code_point));
+  } else if (code_point < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (code_point >> 6)));
+    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
+  } else if (code_point < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (code_point >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (code_point >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((code_point >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((code_point >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (code_point & 0x3F)));
+  }
+}
+
+size_t DecodeUtf8Char(absl::string_view text, uint32_t* code_point) {
+  if (text.empty()) return 0;
+  const auto lead = static_cast<unsigned char>(text[0]);
+  size_t length;
+  uint32_t value;
+  uint32_t min_value;
+  if (lead < 0x80) {
+    *code_point = lead;
+    return 1;
+  } else if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2, value = lead & 0x1F, min_value = 0x80;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3, value = lead & 0x0F, min_value = 0x800;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4, value = lead & 0x07, min_value = 0x10000;
+  } else {
+    return 0;
+  }
+  if (text.size() < length) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if ((byte & 0xC0) != 0x80) return 0;
+    value = (value << 6) | (byte & 0x3F);
+  }
+  if (value < min_value || value > kMaxCodePoint || IsSurrogate(value)) return 0;
+  *code_point = value;
+  return length;
+}
 
 std::vector<std::vector<ByteRange>> Utf8Sequences(CodePointRange range) {
   std::vector<std::vector<ByteRange>> out;
