@@ -224,14 +224,8 @@ absl::StatusOr<bool> SchemaCompiler::EnumValueAllowed(const Json& value, const J
   const uint32_t type = TypeOfValue(value);
   if (type == kStringBit) {
     const size_t length = CodePointCount(value.get<std::string>());
-    if (schema.contains("minLength")) {
-      ASSIGN_OR_RETURN(uint32_t min, CountKeyword(schema, "minLength", pointer));
-      if (length < min) return false;
-    }
-    if (schema.contains("maxLength")) {
-      ASSIGN_OR_RETURN(uint32_t max, CountKeyword(schema, "maxLength", pointer));
-      if (length > max) return false;
-    }
+    ASSIGN_OR_RETURN(const CountBounds bounds, ReadCountBounds(schema, "minLength", "maxLength", pointer));
+    if (length < bounds.min || length > bounds.max) return false;
     if (schema.contains("format")) return Unsupported("format", pointer, "alongside enum or const");
     if (schema.contains("pattern")) {
       if (!schema.at("pattern").is_string()) return InvalidValue("pattern", pointer, "not a string");
@@ -252,13 +246,9 @@ absl::StatusOr<bool> SchemaCompiler::EnumValueAllowed(const Json& value, const J
     }
     if (type == kObjectBit && IsObjectKeyword(keyword)) return Unsupported(keyword, pointer, "alongside enum or const");
   }
-  if (type == kArrayBit && schema.contains("minItems")) {
-    ASSIGN_OR_RETURN(uint32_t min, CountKeyword(schema, "minItems", pointer));
-    if (value.size() < min) return false;
-  }
-  if (type == kArrayBit && schema.contains("maxItems")) {
-    ASSIGN_OR_RETURN(uint32_t max, CountKeyword(schema, "maxItems", pointer));
-    if (value.size() > max) return false;
+  if (type == kArrayBit) {
+    ASSIGN_OR_RETURN(const CountBounds bounds, ReadCountBounds(schema, "minItems", "maxItems", pointer));
+    if (value.size() < bounds.min || value.size() > bounds.max) return false;
   }
   return true;
 }

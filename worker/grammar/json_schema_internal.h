@@ -40,6 +40,13 @@ absl::Status InvalidValue(absl::string_view keyword, absl::string_view pointer, 
 
 // A non-negative integer keyword value (minLength, maxItems, ...).
 absl::StatusOr<uint32_t> CountKeyword(const Json& schema, absl::string_view keyword, absl::string_view pointer);
+// A count range from a keyword pair (minLength/maxLength, minItems/maxItems, ...): 0 and kUnbounded when absent.
+struct CountBounds {
+  uint32_t min = 0;
+  uint32_t max = kUnbounded;
+};
+absl::StatusOr<CountBounds> ReadCountBounds(const Json& schema, absl::string_view min_keyword,
+                                            absl::string_view max_keyword, absl::string_view pointer);
 
 // ---- JSON types ----
 

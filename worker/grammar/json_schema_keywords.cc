@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "common/status_macros.h"
 #include "worker/grammar/json_schema_internal.h"
 
 namespace llmc::grammar::json_schema {
@@ -101,6 +102,18 @@ absl::StatusOr<uint32_t> CountKeyword(const Json& schema, absl::string_view keyw
     return static_cast<uint32_t>(std::min<double>(value.get<double>(), kUnbounded - 1));
   }
   return InvalidValue(keyword, pointer, "not a non-negative integer");
+}
+
+absl::StatusOr<CountBounds> ReadCountBounds(const Json& schema, absl::string_view min_keyword,
+                                            absl::string_view max_keyword, absl::string_view pointer) {
+  CountBounds bounds;
+  if (schema.contains(std::string(min_keyword))) {
+    ASSIGN_OR_RETURN(bounds.min, CountKeyword(schema, min_keyword, pointer));
+  }
+  if (schema.contains(std::string(max_keyword))) {
+    ASSIGN_OR_RETURN(bounds.max, CountKeyword(schema, max_keyword, pointer));
+  }
+  return bounds;
 }
 
 // ---- Types and keywords ----

@@ -138,14 +138,10 @@ absl::StatusOr<Expr> SchemaCompiler::CompileObject(const Json& schema, const std
                                      : Intern("member", Seq({additional_key, Ws(), Lit(":"), Ws(), additional_value}));
   const bool open = !IsNothing(additional_member);
 
-  uint32_t min_properties = 0;
-  uint32_t max_properties = kUnbounded;
-  if (schema.contains("minProperties")) {
-    ASSIGN_OR_RETURN(min_properties, CountKeyword(schema, "minProperties", pointer));
-  }
-  if (schema.contains("maxProperties")) {
-    ASSIGN_OR_RETURN(max_properties, CountKeyword(schema, "maxProperties", pointer));
-  }
+  ASSIGN_OR_RETURN(const CountBounds property_count,
+                   ReadCountBounds(schema, "minProperties", "maxProperties", pointer));
+  const uint32_t min_properties = property_count.min;
+  const uint32_t max_properties = property_count.max;
 
   std::vector<Expr> member_exprs;
   size_t required_count = 0;
@@ -228,14 +224,9 @@ absl::StatusOr<Expr> SchemaCompiler::CompileArray(const Json& schema, const std:
       prefix.push_back(std::move(item));
     }
   }
-  uint32_t min_items = 0;
-  uint32_t max_items = kUnbounded;
-  if (schema.contains("minItems")) {
-    ASSIGN_OR_RETURN(min_items, CountKeyword(schema, "minItems", pointer));
-  }
-  if (schema.contains("maxItems")) {
-    ASSIGN_OR_RETURN(max_items, CountKeyword(schema, "maxItems", pointer));
-  }
+  ASSIGN_OR_RETURN(const CountBounds item_count, ReadCountBounds(schema, "minItems", "maxItems", pointer));
+  const uint32_t min_items = item_count.min;
+  uint32_t max_items = item_count.max;
   if (schema.contains("prefixItems") && prefix.size() < schema.at("prefixItems").size()) {
     max_items = std::min<uint32_t>(max_items, static_cast<uint32_t>(prefix.size()));
   }

@@ -228,14 +228,9 @@ Expr SchemaCompiler::KeyExcluding(const std::vector<std::string>& excluded) {
 }
 
 absl::StatusOr<Expr> SchemaCompiler::CompileString(const Json& schema, const std::string& pointer) {
-  uint32_t min = 0;
-  uint32_t max = kUnbounded;
-  if (schema.contains("minLength")) {
-    ASSIGN_OR_RETURN(min, CountKeyword(schema, "minLength", pointer));
-  }
-  if (schema.contains("maxLength")) {
-    ASSIGN_OR_RETURN(max, CountKeyword(schema, "maxLength", pointer));
-  }
+  ASSIGN_OR_RETURN(const CountBounds length, ReadCountBounds(schema, "minLength", "maxLength", pointer));
+  const uint32_t min = length.min;
+  const uint32_t max = length.max;
   if (min > max) return Expr::Nothing();
   const bool has_pattern = schema.contains("pattern");
   const bool has_format = schema.contains("format");
