@@ -1,6 +1,9 @@
 #include "gateway/completion_handler.h"
 
+#include <iterator>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -10,8 +13,11 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "gateway/openai/answer_shaper.h"
 #include "gateway/openai/openai_error.h"
 #include "gateway/openai/openai_response.h"
+#include "gateway/openai/responses_output.h"
+#include "gateway/openai/responses_request.h"
 
 namespace llmc::gateway {
 namespace {
@@ -39,21 +45,53 @@ absl::Status WithWorkerParameter(absl::Status status) {
 
 constexpr char kJson[] = "application/json";
 
-// One request in flight: turns the workers' messages into the answer. A completions request with a list
-// of prompts runs one generation per prompt (on whichever workers the router picks) and merges them into
-// one answer, prompt i's choice j numbered i * n + j. Dispatcher callbacks arrive on gRPC threads, one at a
-// time per generation; the client-gone callback may come from an I/O thread at any moment.
+std::vector<SseEvent> DataEvents(std::vector<std::string> data) {
+  return std::vector<SseEvent>(std::make_move_iterator(data.begin()), std::make_move_iterator(data.end()));
+}
+
+// Chat Completions and Completions: OpenAiResponseBuilder's chunks as data-only events, a stream ending with
+// `data: [DONE]` (after the error envelope when it failed).
+class ChatCompletionShaper final : public AnswerShaper {
+ public:
+  ChatCompletionShaper(const OpenAiRequest& request, const std::string& system_fingerprint)
+      : builder_(request, NewResponseId(request.kind), absl::ToUnixSeconds(absl::Now()), request.model,
+                 system_fingerprint) {}
+
+  std::vector<SseEvent> Start() override { return DataEvents(builder_.Start()); }
+  absl::StatusOr<std::vector<SseEvent>> OnResponse(const v1::GenerateResponse& response, size_t prompt) override {
+    absl::StatusOr<std::vector<std::string>> chunks = builder_.OnResponse(response, prompt);
+    if (!chunks.ok()) return chunks.status();
+    return DataEvents(*std::move(chunks));
+  }
+  std::vector<SseEvent> Finish(const v1::Usage& usage) override {
+    std::vector<SseEvent> events = DataEvents(builder_.Finish(usage));
+    events.emplace_back("[DONE]");
+    return events;
+  }
+  std::vector<SseEvent> Fail(const absl::Status& status) override { return {StreamErrorEvent(status), "[DONE]"}; }
+  absl::Status Accumulate(const v1::GenerateResponse& response, size_t prompt) override {
+    return builder_.Accumulate(response, prompt);
+  }
+  std::string FinalJson(const v1::Usage& usage) override { return builder_.FinalJson(usage); }
+
+ private:
+  OpenAiResponseBuilder builder_;
+};
+
+// One request in flight: turns the workers' messages into the answer, in the shape `shaper` gives it. A completions
+// request with a list of prompts runs one generation per prompt (on whichever workers the router picks) and merges them
+// into one answer, prompt i's choice j numbered i * n + j. Dispatcher callbacks arrive on gRPC threads, one at a time
+// per generation; the client-gone callback may come from an I/O thread at any moment.
 class Generation final : public std::enable_shared_from_this<Generation> {
  public:
-  Generation(const OpenAiRequest& request, std::shared_ptr<ResponseWriter> writer, GatewayMetrics& metrics,
-             const CompletionHandler::Options& options)
+  Generation(const OpenAiRequest& request, std::unique_ptr<AnswerShaper> shaper, std::shared_ptr<ResponseWriter> writer,
+             GatewayMetrics& metrics, const CompletionHandler::Options& options)
       : writer_(std::move(writer)),
         metrics_(metrics),
         options_(options),
         stream_(request.stream),
         choices_per_prompt_(request.num_choices()),
-        builder_(request, NewResponseId(request.kind), absl::ToUnixSeconds(absl::Now()), request.model,
-                 options.system_fingerprint),
+        shaper_(std::move(shaper)),
         usage_per_prompt_(request.num_prompts()),
         running_(request.num_prompts()),
         start_(absl::Now()) {
@@ -149,20 +187,20 @@ class Generation final : public std::enable_shared_from_this<Generation> {
       }
       delta.set_choice_index(static_cast<uint32_t>(prompt * choices_per_prompt_ + delta.choice_index()));
     }
-    if (!stream_) return builder_.Accumulate(response, prompt);
+    if (!stream_) return shaper_->Accumulate(response, prompt);
     // One hand-over per message, so the first token's head and chunks leave in one write.
-    std::vector<std::string> events;
+    std::vector<SseEvent> events;
     const bool start = !started_;
     if (start) {
       started_ = true;
-      events = builder_.Start();
+      events = shaper_->Start();
     }
-    absl::StatusOr<std::vector<std::string>> more = builder_.OnResponse(response, prompt);
+    absl::StatusOr<std::vector<SseEvent>> more = shaper_->OnResponse(response, prompt);
     if (!more.ok()) {
       if (start) writer_->WriteEvents(std::move(events), /*start_stream=*/true);
       return more.status();
     }
-    for (std::string& event : *more) events.push_back(std::move(event));
+    for (SseEvent& event : *more) events.push_back(std::move(event));
     if (start || !events.empty()) writer_->WriteEvents(std::move(events), start);
     return absl::OkStatus();
   }
@@ -187,14 +225,13 @@ class Generation final : public std::enable_shared_from_this<Generation> {
     metrics_.ObserveEndToEnd(absl::Now() - start_);
     if (client_gone_) return;  // nobody to answer
     if (status.code() == absl::StatusCode::kNotFound) status = WithErrorCode(status, "model_not_found");
-    status = WithWorkerParameter(std::move(status));
+    status = shaper_->MapError(WithWorkerParameter(std::move(status)));
     if (!status.ok()) {
       LLMC_LOG(Info).With("request_id", writer_->request_id()) << "generation failed: " << status.message();
       if (status.code() == absl::StatusCode::kResourceExhausted) metrics_.CountRejection("queue_full");
       if (status.code() == absl::StatusCode::kUnavailable) metrics_.CountRejection("unavailable");
       if (started_) {
-        writer_->WriteEvent(StreamErrorEvent(status));
-        writer_->WriteEvent("[DONE]");
+        writer_->WriteEvents(shaper_->Fail(status));
         writer_->EndEventStream();
       } else {
         SendError(*writer_, status, options_.retry_after_seconds);
@@ -209,15 +246,13 @@ class Generation final : public std::enable_shared_from_this<Generation> {
       usage.set_cached_prompt_tokens(usage.cached_prompt_tokens() + part.cached_prompt_tokens());
     }
     if (!stream_) {
-      writer_->Send(200, kJson, builder_.FinalJson(usage));
+      writer_->Send(200, kJson, shaper_->FinalJson(usage));
       return;
     }
-    if (!started_) {  // cannot happen with a well-behaved worker (the last message carries usage)
-      writer_->StartEventStream();
-      for (auto& event : builder_.Start()) writer_->WriteEvent(std::move(event));
-    }
-    for (auto& event : builder_.Finish(usage)) writer_->WriteEvent(std::move(event));
-    writer_->WriteEvent("[DONE]");
+    std::vector<SseEvent> events;
+    if (!started_) events = shaper_->Start();  // only with a worker that sent no message at all
+    for (SseEvent& event : shaper_->Finish(usage)) events.push_back(std::move(event));
+    writer_->WriteEvents(std::move(events), /*start_stream=*/!started_);
     writer_->EndEventStream();
   }
 
@@ -227,7 +262,7 @@ class Generation final : public std::enable_shared_from_this<Generation> {
   const bool stream_;
   const uint32_t choices_per_prompt_;
   absl::Mutex mu_;
-  OpenAiResponseBuilder builder_ ABSL_GUARDED_BY(mu_);
+  const std::unique_ptr<AnswerShaper> shaper_ ABSL_PT_GUARDED_BY(mu_);
   std::vector<v1::Usage> usage_per_prompt_ ABSL_GUARDED_BY(mu_);
   size_t running_ ABSL_GUARDED_BY(mu_);  // generations whose on_done has not come yet
   bool started_ ABSL_GUARDED_BY(mu_) = false;
@@ -269,15 +304,32 @@ void CompletionHandler::Handle(OpenAiKind kind, const HttpRequest& request, std:
            });
 }
 
+void CompletionHandler::HandleResponses(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) {
+  WithBody(large_bodies_, request, std::move(writer), options_.retry_after_seconds,
+           [this](std::string_view body, std::shared_ptr<ResponseWriter> writer) {
+             absl::StatusOr<ResponsesRequest> parsed = ParseResponsesRequest(body);
+             if (!parsed.ok()) return SendError(*writer, parsed.status(), options_.retry_after_seconds);
+             auto shaper =
+                 std::make_unique<ResponsesOutputBuilder>(*parsed, NewResponsesId(), absl::ToUnixSeconds(absl::Now()));
+             Dispatch(parsed->chat, std::move(shaper), std::move(writer));
+           });
+}
+
 void CompletionHandler::ParseAndDispatch(OpenAiKind kind, std::string_view body,
                                          std::shared_ptr<ResponseWriter> writer) {
   absl::StatusOr<OpenAiRequest> parsed =
       kind == OpenAiKind::kChat ? ParseChatCompletionRequest(body) : ParseCompletionRequest(body);
   if (!parsed.ok()) return SendError(*writer, parsed.status(), options_.retry_after_seconds);
-  auto generation = std::make_shared<Generation>(*parsed, writer, metrics_, options_);
+  auto shaper = std::make_unique<ChatCompletionShaper>(*parsed, options_.system_fingerprint);
+  Dispatch(*parsed, std::move(shaper), std::move(writer));
+}
+
+void CompletionHandler::Dispatch(OpenAiRequest& parsed, std::unique_ptr<AnswerShaper> shaper,
+                                 std::shared_ptr<ResponseWriter> writer) {
+  auto generation = std::make_shared<Generation>(parsed, std::move(shaper), writer, metrics_, options_);
   std::vector<v1::GenerateRequest> generates;
-  generates.push_back(std::move(parsed->generate));
-  for (v1::GenerateRequest& further : parsed->further_prompts) generates.push_back(std::move(further));
+  generates.push_back(std::move(parsed.generate));
+  for (v1::GenerateRequest& further : parsed.further_prompts) generates.push_back(std::move(further));
   for (size_t i = 0; i < generates.size(); ++i) {
     // Each generation of a prompt list has its own id in the logs of both sides.
     generates[i].set_request_id(generates.size() == 1 ? writer->request_id()

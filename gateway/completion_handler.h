@@ -11,14 +11,17 @@
 #include "gateway/dispatch/generation_dispatcher.h"
 #include "gateway/gateway_metrics.h"
 #include "gateway/http/http_handler.h"
+#include "gateway/openai/answer_shaper.h"
 #include "gateway/openai/openai_request.h"
 
 namespace llmc::gateway {
 
-// POST /v1/chat/completions and /v1/completions: parse and validate the OpenAI body, dispatch the
-// generation to a worker, and answer with one JSON body or an SSE stream. Headers of a stream are sent with
-// the first generated token, so a refusal before it (queue full everywhere, unknown model, prompt too long)
-// still gets its proper HTTP status; errors after it arrive as an error event before `data: [DONE]`.
+// POST /v1/chat/completions, /v1/completions and /v1/responses: parse and validate the OpenAI body, dispatch
+// the generation to a worker, and answer with one JSON body or an SSE stream, in the shape an AnswerShaper
+// gives it (a Responses request runs as the chat request it translates to). Headers of a stream are sent
+// with the first generated token, so a refusal before it (queue full everywhere, unknown model, prompt too
+// long) still gets its proper HTTP status; errors after it arrive as the API's error event(s) (chat: the
+// error envelope before `data: [DONE]`; Responses: response.failed).
 class CompletionHandler {
  public:
   struct Options {
@@ -38,9 +41,13 @@ class CompletionHandler {
   static constexpr size_t kInlineParseBytes = 64 * 1024;
 
   void Handle(OpenAiKind kind, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
+  // POST /v1/responses (stateless): gateway/openai/responses_request.h and responses_output.h.
+  void HandleResponses(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
 
  private:
   void ParseAndDispatch(OpenAiKind kind, std::string_view body, std::shared_ptr<ResponseWriter> writer);
+  // Runs `parsed`'s generations (its generate requests are moved out) and answers through `shaper`.
+  void Dispatch(OpenAiRequest& parsed, std::unique_ptr<AnswerShaper> shaper, std::shared_ptr<ResponseWriter> writer);
 
   GenerationDispatcher& dispatcher_;
   GatewayMetrics& metrics_;

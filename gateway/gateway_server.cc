@@ -76,6 +76,9 @@ void GatewayServer::AddRoutes() {
   http_->Route("POST", "/v1/completions", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
     completions_.Handle(OpenAiKind::kCompletion, request, std::move(w));
   });
+  http_->Route("POST", "/v1/responses", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
+    completions_.HandleResponses(request, std::move(w));
+  });
   http_->Route("POST", "/tokenize", [this](const HttpRequest& request, std::shared_ptr<ResponseWriter> w) {
     worker_call_handler_.HandleTokenize(request, std::move(w));
   });

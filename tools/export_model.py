@@ -13,14 +13,16 @@ Runs on Debian's python3-torch with no other packages. See docs/model-package.md
 """
 import argparse
 import dataclasses
+import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from llmc_export.config import ExportError, ModelConfig, read_hf_config  # noqa: E402
-from llmc_export.package import (DTYPES, EMBEDDING_POOLINGS, QUANTIZATIONS, build_model, load_checkpoint,  # noqa: E402
-                                 write_package)
+from llmc_export.package import (DTYPES, EMBEDDING_POOLINGS, MANIFEST, QUANTIZATIONS, build_model,  # noqa: E402
+                                 load_checkpoint, write_package)
+from llmc_export.output_formats import REASONING_MARKERS, TOOL_CALL_FORMATS  # noqa: E402
 from llmc_export.prequantized import read_scheme  # noqa: E402
 
 PRESETS = {
@@ -61,6 +63,12 @@ def parse_args(argv):
     parser.add_argument("--embedding-pooling", default="last", choices=EMBEDDING_POOLINGS,
                         help="how /v1/embeddings pools the final normalized hidden states of a prompt before L2 "
                         "normalization: the last token's (default), the mean of all, or none (no embeddings)")
+    parser.add_argument("--tool-call-format", default="auto", choices=("auto",) + TOOL_CALL_FORMATS,
+                        help="how the model writes tool calls (the manifest's tool_call_format, which picks the "
+                        "worker's parser); auto (default) detects it from the chat template beside tokenizer.json")
+    parser.add_argument("--reasoning-markers", default="auto", choices=("auto",) + tuple(REASONING_MARKERS),
+                        help="the markers around the model's reasoning: think (<think>...</think>) or none; auto "
+                        "(default) detects them from the chat template and the tokenizer's added tokens")
     parser.add_argument("--preset", default="qwen2-0.5b", choices=sorted(PRESETS), help="shape for --random")
     parser.add_argument("--seed", type=int, default=0, help="seed for --random")
     parser.add_argument("--eos-token-id", type=int, action="append", help="EOS ids for --random")
@@ -104,7 +112,8 @@ def main(argv=None):
         # A W8A16 checkpoint was quantized to run with 16-bit activations: the worker serves it so by default.
         served = "w8a16" if scheme is not None and scheme.activations == "none" else "int8"
         write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template, args.quantize,
-                      args.group_size, args.embedding_pooling, exact, served)
+                      args.group_size, args.embedding_pooling, exact, served, args.tool_call_format,
+                      args.reasoning_markers)
     except ExportError as error:
         print(f"export_model: {error}", file=sys.stderr)
         return 2
@@ -117,7 +126,12 @@ def main(argv=None):
             weights += f", {len(exact)} matrices as the checkpoint has them"
             if scheme.activations == "none":
                 weights += "; a W8A16 checkpoint, served with 16-bit activations unless the worker is told otherwise"
-    print(f"wrote {args.out} ({config.architecture}, {config.num_layers} layers, {weights})")
+    with open(os.path.join(args.out, MANIFEST), encoding="utf-8") as f:
+        manifest = json.load(f)
+    reasoning = manifest.get("reasoning")
+    formats = f"tool calls {manifest['tool_call_format']}, reasoning " + (
+        f"{reasoning['start']}...{reasoning['end']}" if reasoning else "none")
+    print(f"wrote {args.out} ({config.architecture}, {config.num_layers} layers, {weights}; {formats})")
     return 0
 
 

@@ -19,6 +19,11 @@ absl::Status WorkerConfig::Validate() const {
   if (!quantization.empty())
     RETURN_IF_ERROR(ValidateOneOf("quantization", quantization, {"none", "int8", "w8a16", "w8a8"}));
   RETURN_IF_ERROR(ValidateOneOf("metric_names", metric_names, {"llmc", "vllm", "both"}));
+  // The names of typed_output::ToolCallFormat (worker/typed_output/output_format.h), which common cannot link.
+  RETURN_IF_ERROR(ValidateOneOf(
+      "tool_call_parser", tool_call_parser,
+      {"auto", "none", "hermes", "qwen3_coder", "llama3_json", "pythonic", "mistral", "deepseek_v3", "deepseek_v31"}));
+  RETURN_IF_ERROR(ValidateOneOf("reasoning_parser", reasoning_parser, {"auto", "none", "think"}));
   if (quantization_group_size != 0 && quantization_group_size != 32 && quantization_group_size != 64 &&
       quantization_group_size != 128 && quantization_group_size != 256 && quantization_group_size != 512) {
     return absl::InvalidArgumentError(

@@ -32,7 +32,9 @@ struct WorkerConfig {
   uint32_t num_threads = 0;                   // intra-op threads for CPU kernels; 0 keeps libtorch's default
   absl::Duration request_timeout = absl::ZeroDuration();  // 0: no deadline beyond the caller's
   bool trust_request_chat_template = false;               // render a request's own chat_template
-  uint32_t json_max_whitespace = 0;  // structured outputs: whitespace allowed at each place JSON allows it
+  uint32_t json_max_whitespace = 0;       // structured outputs: whitespace allowed at each place JSON allows it
+  std::string tool_call_parser = "auto";  // a tool-call format name, or auto: the package's tool_call_format
+  std::string reasoning_parser = "auto";  // auto (the package's reasoning markers), none or think
 
   // Network
   std::string listen_address = "0.0.0.0:21002";
@@ -77,6 +79,12 @@ struct WorkerConfig {
     v("json_max_whitespace", json_max_whitespace,
       "structured outputs: 0 generates compact JSON (no whitespace a model can loop in); N > 0 allows up to N "
       "spaces, tabs or newlines wherever JSON allows whitespace (at most 16)");
+    v("tool_call_parser", tool_call_parser,
+      "how the model's tool calls are read: auto (the package's tool_call_format), none, hermes, qwen3_coder, "
+      "llama3_json, pythonic, mistral, deepseek_v3 or deepseek_v31");
+    v("reasoning_parser", reasoning_parser,
+      "how the model's reasoning is read: auto (the package's reasoning markers), none (all text is content) or "
+      "think (<think>...</think>)");
     v("listen_address", listen_address, "host:port of the Worker gRPC server (port 0 picks a free one)");
     v("advertised_address", advertised_address, "host:port gateways dial; empty derives it from listen_address");
     v("controller_address", controller_address, "host:port of the controller; empty runs without one");

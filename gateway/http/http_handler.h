@@ -9,6 +9,7 @@
 
 #include "boost/beast/http/message.hpp"
 #include "boost/beast/http/string_body.hpp"
+#include "gateway/http/sse_format.h"
 
 namespace llmc::gateway {
 
@@ -26,15 +27,16 @@ class ResponseWriter {
   virtual void Send(int status, std::string content_type, std::string body, HttpHeaders extra_headers = {}) = 0;
 
   // Server-Sent Events: 200 with text/event-stream and headers that stop proxy buffering, then events as
-  // they come (`data: <data>\n\n` each), with comment lines while the stream is quiet, until EndEventStream.
+  // they come (`data: <data>\n\n` each, after `event: <name>\n` for a named one), with comment lines while
+  // the stream is quiet, until EndEventStream.
   virtual void StartEventStream(HttpHeaders extra_headers = {}) = 0;
-  virtual void WriteEvent(std::string data) = 0;
+  virtual void WriteEvent(SseEvent event) = 0;
   virtual void EndEventStream() = 0;
   // StartEventStream (when `start_stream`) and then WriteEvent for each of `events`, handed to the
   // connection at once, so they reach the client together rather than one wake-up and write each.
-  virtual void WriteEvents(std::vector<std::string> events, bool start_stream = false) {
+  virtual void WriteEvents(std::vector<SseEvent> events, bool start_stream = false) {
     if (start_stream) StartEventStream();
-    for (std::string& event : events) WriteEvent(std::move(event));
+    for (SseEvent& event : events) WriteEvent(std::move(event));
   }
 
   // `callback` runs once, on some thread, if the client goes away (disconnects or the connection fails)

@@ -98,16 +98,16 @@ class HttpSession::Writer final : public ResponseWriter {
     });
   }
 
-  void WriteEvent(std::string data) override {
-    Post([exchange = exchange_, data = std::move(data)](HttpSession& session) mutable {
-      session.ApplyWriteEvent(exchange, std::move(data));
+  void WriteEvent(SseEvent event) override {
+    Post([exchange = exchange_, event = std::move(event)](HttpSession& session) mutable {
+      session.ApplyWriteEvent(exchange, event);
     });
   }
 
-  void WriteEvents(std::vector<std::string> events, bool start_stream) override {
+  void WriteEvents(std::vector<SseEvent> events, bool start_stream) override {
     Post([exchange = exchange_, events = std::move(events), start_stream](HttpSession& session) mutable {
       if (start_stream) session.ApplyStartEventStream(exchange, {});
-      for (std::string& event : events) session.ApplyWriteEvent(exchange, std::move(event));
+      for (const SseEvent& event : events) session.ApplyWriteEvent(exchange, event);
     });
   }
 
@@ -540,9 +540,9 @@ void HttpSession::ApplyStartEventStream(uint64_t exchange, HttpHeaders headers) 
   ArmKeepalive();
 }
 
-void HttpSession::ApplyWriteEvent(uint64_t exchange, std::string data) {
+void HttpSession::ApplyWriteEvent(uint64_t exchange, const SseEvent& sse) {
   if (!Accepts(exchange) || !exchange_.streaming) return;
-  std::string event = FormatSseEvent(data);
+  std::string event = FormatSseEvent(sse.data, sse.name);
   Enqueue(exchange_.chunked ? ChunkOf(event) : std::move(event), false);
   exchange_.last_write = std::chrono::steady_clock::now();
 }

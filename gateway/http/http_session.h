@@ -110,7 +110,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // What the writer applies; each ignores calls for an exchange other than the current one.
   void ApplySend(uint64_t exchange, int status, std::string content_type, std::string body, HttpHeaders headers);
   void ApplyStartEventStream(uint64_t exchange, HttpHeaders headers);
-  void ApplyWriteEvent(uint64_t exchange, std::string data);
+  void ApplyWriteEvent(uint64_t exchange, const SseEvent& sse);
   void ApplyEndEventStream(uint64_t exchange);
   void ApplyOnClientGone(uint64_t exchange, std::function<void()> callback);
   void ApplyWhenDrained(uint64_t exchange, std::function<void()> callback);

@@ -5,9 +5,10 @@
 
 namespace llmc::gateway {
 
-std::string FormatSseEvent(absl::string_view data) {
+std::string FormatSseEvent(absl::string_view data, absl::string_view name) {
   std::string event;
-  event.reserve(data.size() + 8);
+  event.reserve(data.size() + name.size() + 16);
+  if (!name.empty()) absl::StrAppend(&event, "event: ", name.substr(0, name.find_first_of("\r\n")), "\n");
   size_t start = 0;
   while (true) {
     const size_t end = data.find_first_of("\r\n", start);

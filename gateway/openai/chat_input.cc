@@ -1,5 +1,6 @@
 #include "gateway/openai/chat_input.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,6 +19,13 @@ using nlohmann::ordered_json;
 // The message fields a chat template may read; others are dropped.
 constexpr const char* kForwardedMessageFields[] = {"role",       "content",      "name",
                                                    "tool_calls", "tool_call_id", "reasoning_content"};
+
+// vLLM's newer name for an assistant turn's reasoning; templates read reasoning_content.
+void ForwardReasoning(const ordered_json& message, ordered_json& forwarded) {
+  if (forwarded.contains("reasoning_content")) return;
+  const auto reasoning = message.find("reasoning");
+  if (reasoning != message.end() && reasoning->is_string()) forwarded["reasoning_content"] = *reasoning;
+}
 
 absl::Status CheckContentParts(const json& parts, const std::string& param) {
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -119,7 +127,9 @@ absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json
   } else if (!content->is_string()) {
     return fields.WrongType("content", *content, "a string or an array of content parts");
   }
-  for (const char* name : {"name", "tool_call_id", "reasoning_content"}) RETURN_IF_ERROR(fields.String(name).status());
+  for (const char* name : {"name", "tool_call_id", "reasoning_content", "reasoning"}) {
+    RETURN_IF_ERROR(fields.String(name).status());
+  }
   RETURN_IF_ERROR(CheckToolCalls(fields));
   ordered_json forwarded = ordered_json::object();
   for (const auto& [key, value] : ordered.items()) {
@@ -129,14 +139,20 @@ absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json
       if (key == allowed) forwarded[key] = key == "role" ? ordered_json(role) : value;
     }
   }
+  ForwardReasoning(ordered, forwarded);
   NormalizeToolCalls(forwarded);
   return forwarded;
 }
 
-absl::Status CheckTools(const FieldReader& fields) {
+// The function tools, in the client's order and spelling; tools of other types (web_search, custom, ...) are
+// left out, not refused, as OpenAI-compatible servers do (Codex CLI sends some).
+absl::StatusOr<ordered_json> ReadTools(const FieldReader& fields, const ordered_json& ordered_body,
+                                       std::vector<std::string>& names) {
+  ordered_json functions = ordered_json::array();
   const json* tools = fields.Find("tools");
-  if (tools != nullptr && !tools->is_array()) return fields.WrongType("tools", *tools, "an array");
-  for (size_t i = 0; tools != nullptr && i < tools->size(); ++i) {
+  if (tools == nullptr || tools->is_null()) return functions;
+  if (!tools->is_array()) return fields.WrongType("tools", *tools, "an array");
+  for (size_t i = 0; i < tools->size(); ++i) {
     const std::string param = absl::StrCat("tools[", i, "]");
     const json& tool = (*tools)[i];
     if (!tool.is_object()) {
@@ -144,29 +160,71 @@ absl::Status CheckTools(const FieldReader& fields) {
     }
     const FieldReader tool_fields(tool, param + ".");
     ASSIGN_OR_RETURN(const std::optional<std::string> type, tool_fields.String("type"));
-    if (type.value_or("function") != "function") {
-      return InvalidParameter(tool_fields.Param("type"),
-                              absl::StrCat("tools of type '", *type, "' are not supported; only 'function' is"));
-    }
+    if (type.value_or("function") != "function") continue;
     const json* function = tool_fields.Find("function");
     if (function == nullptr) return InvalidParameter(tool_fields.Param("function"), "a tool needs a 'function'");
     if (!function->is_object()) return tool_fields.WrongType("function", *function, "an object");
-    ASSIGN_OR_RETURN(const std::optional<std::string> name,
-                     FieldReader(*function, tool_fields.Param("function") + ".").String("name"));
-    if (!name.has_value()) {
-      return InvalidParameter(tool_fields.Param("function") + ".name", "a tool's function needs a name");
+    const FieldReader function_fields(*function, tool_fields.Param("function") + ".");
+    ASSIGN_OR_RETURN(const std::optional<std::string> name, function_fields.String("name"));
+    if (!name.has_value() || name->empty()) {
+      return InvalidParameter(function_fields.Param("name"), "a tool's function needs a name");
     }
+    if (const json* parameters = function_fields.Find("parameters");
+        parameters != nullptr && !parameters->is_object()) {
+      return function_fields.WrongType("parameters", *parameters, "an object (a JSON schema)");
+    }
+    RETURN_IF_ERROR(function_fields.Bool("strict").status());
+    names.push_back(*name);
+    functions.push_back(ordered_body.at("tools").at(i));
   }
-  // The template shows the tools to the model; reading calls back out of its text is not done yet, so a
-  // request that insists on a call cannot be honoured.
-  if (const json* choice = fields.Find("tool_choice"); choice != nullptr) {
-    const bool allowed =
-        choice->is_string() && (choice->get<std::string>() == "none" || choice->get<std::string>() == "auto");
-    if (!allowed) {
-      return InvalidParameter("tool_choice",
-                              "only 'auto' and 'none' are supported for 'tool_choice': this server does not yet "
-                              "turn the model's output into tool calls");
+  return functions;
+}
+
+// "none", "auto", "required" or {"type": "function", "function": {"name": ...}}; a named function must be
+// among the tools.
+absl::Status ReadToolChoice(const FieldReader& fields, const std::vector<std::string>& names, v1::ChatInput& chat) {
+  const json* choice = fields.Find("tool_choice");
+  if (choice == nullptr || choice->is_null()) return absl::OkStatus();
+  if (choice->is_string()) {
+    const std::string& value = choice->get_ref<const std::string&>();
+    if (value == "none") {
+      chat.set_tool_choice(v1::TOOL_CHOICE_NONE);
+    } else if (value == "auto") {
+      chat.set_tool_choice(v1::TOOL_CHOICE_AUTO);
+    } else if (value == "required") {
+      chat.set_tool_choice(v1::TOOL_CHOICE_REQUIRED);
+    } else {
+      return InvalidParameter("tool_choice", absl::StrCat("unknown tool_choice '", value,
+                                                          "'; expected none, auto, required or a named function"));
     }
+  } else if (choice->is_object()) {
+    const FieldReader choice_fields(*choice, "tool_choice.");
+    ASSIGN_OR_RETURN(const std::optional<std::string> type, choice_fields.String("type"));
+    if (type.value_or("function") != "function") {
+      return InvalidParameter(choice_fields.Param("type"),
+                              absl::StrCat("tool_choice of type '", *type, "' is not supported; only 'function' is"));
+    }
+    const json* function = choice_fields.Find("function");
+    if (function == nullptr || !function->is_object()) {
+      return InvalidParameter(choice_fields.Param("function"), "a named tool_choice needs a 'function' object");
+    }
+    ASSIGN_OR_RETURN(const std::optional<std::string> name,
+                     FieldReader(*function, "tool_choice.function.").String("name"));
+    if (!name.has_value()) return InvalidParameter("tool_choice.function.name", "a named tool_choice needs a name");
+    chat.set_tool_choice(v1::TOOL_CHOICE_NAMED);
+    chat.set_tool_choice_name(*name);
+  } else {
+    return fields.WrongType("tool_choice", *choice, "a string or an object");
+  }
+  const bool forced = chat.tool_choice() == v1::TOOL_CHOICE_REQUIRED || chat.tool_choice() == v1::TOOL_CHOICE_NAMED;
+  if (forced && names.empty()) {
+    return InvalidParameter("tool_choice", "a required or named tool_choice needs at least one function in 'tools'");
+  }
+  if (chat.tool_choice() == v1::TOOL_CHOICE_NAMED &&
+      std::find(names.begin(), names.end(), chat.tool_choice_name()) == names.end()) {
+    return InvalidParameter(
+        "tool_choice.function.name",
+        absl::StrCat("tool_choice names the function '", chat.tool_choice_name(), "', which is not among the tools"));
   }
   return absl::OkStatus();
 }
@@ -189,9 +247,15 @@ absl::Status ParseChatInput(const json& body, const ordered_json& ordered_body, 
 
   ASSIGN_OR_RETURN(const std::optional<bool> add_generation_prompt, fields.Bool("add_generation_prompt"));
   if (add_generation_prompt.has_value()) chat.set_add_generation_prompt(*add_generation_prompt);
-  RETURN_IF_ERROR(CheckTools(fields));
-  if (fields.Find("tools") != nullptr && !body.at("tools").empty())
-    chat.set_tools_json(DumpJson(ordered_body.at("tools")));
+  std::vector<std::string> tool_names;
+  ASSIGN_OR_RETURN(const ordered_json tools, ReadTools(fields, ordered_body, tool_names));
+  if (!tools.empty()) chat.set_tools_json(DumpJson(tools));
+  RETURN_IF_ERROR(ReadToolChoice(fields, tool_names, chat));
+  ASSIGN_OR_RETURN(const std::optional<bool> parallel_tool_calls, fields.Bool("parallel_tool_calls"));
+  if (parallel_tool_calls.has_value()) chat.set_parallel_tool_calls(*parallel_tool_calls);
+  // SGLang's separate_reasoning: false leaves reasoning inside the content.
+  ASSIGN_OR_RETURN(const std::optional<bool> separate_reasoning, fields.Bool("separate_reasoning"));
+  if (separate_reasoning.has_value()) chat.set_separate_reasoning(*separate_reasoning);
   ASSIGN_OR_RETURN(std::optional<std::string> chat_template, fields.String("chat_template"));
   if (chat_template.has_value()) chat.set_chat_template(*std::move(chat_template));
   if (const json* kwargs = fields.Find("chat_template_kwargs"); kwargs != nullptr) {

@@ -32,8 +32,9 @@ struct OpenAiRequest {
   // vLLM's prompt_logprobs: each choice (chat: the response) also gets the prompt's logprobs with this many
   // alternatives per position. Not with streaming.
   std::optional<uint32_t> prompt_logprobs;
-  bool tokens_as_ids = false;    // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:<id>"
-  v1::GenerateRequest generate;  // model, input, sampling and user filled; request_id left to the caller
+  bool tokens_as_ids = false;     // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:<id>"
+  bool include_reasoning = true;  // chat: vLLM's include_reasoning (false: reasoning is parsed, then dropped)
+  v1::GenerateRequest generate;   // model, input, sampling and user filled; request_id left to the caller
   // Completions with a `prompt` list: the prompts after the first (which is `generate`'s input), each a
   // copy of `generate` with its own input. Each runs as its own generation; its choices are numbered after
   // those of the prompts before it, as OpenAI numbers them (prompt i, sample j: index i * n + j).

@@ -25,9 +25,28 @@ ordered_json FinishReasonJson(v1::FinishReason reason) {
       return "stop";
     case v1::FINISH_REASON_LENGTH:
       return "length";
+    case v1::FINISH_REASON_TOOL_CALLS:
+      return "tool_calls";
     default:
       return nullptr;  // still generating (ABORT and ERROR never get here: Check turns them into errors)
   }
+}
+
+// A streamed tool call's entries as OpenAI sends them: the first of an index carries id, type and name with
+// empty arguments; argument text follows in entries with only the index.
+std::vector<ordered_json> ToolCallEntries(const v1::ToolCallDelta& call) {
+  std::vector<ordered_json> entries;
+  if (!call.id().empty()) {
+    entries.push_back(ordered_json{{"index", call.index()},
+                                   {"id", call.id()},
+                                   {"type", "function"},
+                                   {"function", ordered_json{{"name", call.name()}, {"arguments", ""}}}});
+  }
+  if (!call.arguments().empty()) {
+    entries.push_back(
+        ordered_json{{"index", call.index()}, {"function", ordered_json{{"arguments", call.arguments()}}}});
+  }
+  return entries;
 }
 
 }  // namespace
@@ -47,6 +66,7 @@ OpenAiResponseBuilder::OpenAiResponseBuilder(const OpenAiRequest& request, std::
       include_usage_(request.include_usage),
       logprobs_(request.logprobs),
       echo_(request.echo),
+      include_reasoning_(request.include_reasoning),
       top_logprobs_(request.top_logprobs),
       tokens_as_ids_(request.tokens_as_ids),
       echo_logprobs_(request.kind == OpenAiKind::kCompletion && request.echo && request.logprobs),
@@ -189,6 +209,10 @@ absl::StatusOr<std::vector<std::string>> OpenAiResponseBuilder::OnResponse(const
   }
   for (const v1::TokenDelta& delta : response.deltas()) {
     if (absl::Status status = Check(delta); !status.ok()) return status;
+    if (is_chat() && delta.has_typed()) {
+      AppendTypedChunks(delta, chunks);
+      continue;
+    }
     const bool finished = delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
     const bool has_logprobs = logprobs_ && delta.logprobs_size() > 0;
     // Text held back (half a UTF-8 character, a possible stop string) leaves nothing to send yet.
@@ -211,6 +235,42 @@ absl::StatusOr<std::vector<std::string>> OpenAiResponseBuilder::OnResponse(const
   return chunks;
 }
 
+// One chunk for the delta's reasoning and content, one per tool-call entry; logprobs ride on the first chunk,
+// the finish reason on the last (alone when nothing else came with it).
+void OpenAiResponseBuilder::AppendTypedChunks(const v1::TokenDelta& delta, std::vector<std::string>& chunks) {
+  const v1::TypedOutput& typed = delta.typed();
+  std::vector<ordered_json> deltas;
+  ordered_json text = ordered_json::object();
+  if (include_reasoning_ && !typed.reasoning().empty()) {
+    text["reasoning_content"] = typed.reasoning();
+    text["reasoning"] = typed.reasoning();
+  }
+  if (!typed.content().empty()) text["content"] = typed.content();
+  const bool has_logprobs = logprobs_ && delta.logprobs_size() > 0;
+  if (!text.empty() || has_logprobs) deltas.push_back(std::move(text));
+  for (const v1::ToolCallDelta& call : typed.tool_calls()) {
+    for (ordered_json& entry : ToolCallEntries(call)) {
+      deltas.push_back(ordered_json{{"tool_calls", ordered_json::array({std::move(entry)})}});
+    }
+  }
+  const bool finished = delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
+  if (deltas.empty()) {
+    if (!finished) return;
+    deltas.push_back(ordered_json::object());
+  }
+  Choice& state = choices_[delta.choice_index()];
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    const bool last = i + 1 == deltas.size();
+    ordered_json choice;
+    choice["index"] = delta.choice_index();
+    choice["delta"] = std::move(deltas[i]);
+    choice["logprobs"] = i == 0 ? LogprobsOf(delta, state) : ordered_json(nullptr);
+    choice["finish_reason"] = last ? FinishReasonJson(delta.finish_reason()) : ordered_json(nullptr);
+    choice["stop_reason"] = last ? StopReason(delta.finish_reason(), delta.stop_reason()) : ordered_json(nullptr);
+    chunks.push_back(DumpJson(Chunk(std::move(choice))));
+  }
+}
+
 std::vector<std::string> OpenAiResponseBuilder::Finish(const v1::Usage& usage) const {
   if (!include_usage_) return {};
   ordered_json out = Header(is_chat() ? kChatChunkObject : kCompletionObject);
@@ -224,7 +284,13 @@ absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& respo
   for (const v1::TokenDelta& delta : response.deltas()) {
     if (absl::Status status = Check(delta); !status.ok()) return status;
     Choice& choice = choices_[delta.choice_index()];
-    choice.text += delta.text();
+    if (is_chat() && delta.has_typed()) {
+      choice.text += delta.typed().content();
+      choice.reasoning += delta.typed().reasoning();
+      for (const v1::ToolCallDelta& call : delta.typed().tool_calls()) AccumulateToolCall(call, choice);
+    } else {
+      choice.text += delta.text();
+    }
     for (const v1::TokenLogprob& logprob : delta.logprobs()) choice.cumulative_logprob += logprob.logprob();
     if (logprobs_) {
       if (is_chat()) {
@@ -239,6 +305,15 @@ absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& respo
     }
   }
   return absl::OkStatus();
+}
+
+void OpenAiResponseBuilder::AccumulateToolCall(const v1::ToolCallDelta& call, Choice& choice) {
+  if (!call.id().empty() || call.index() >= choice.tool_calls.size()) {
+    choice.tool_calls.push_back(ordered_json{
+        {"id", call.id()}, {"type", "function"}, {"function", ordered_json{{"name", call.name()}, {"arguments", ""}}}});
+  }
+  const size_t index = std::min<size_t>(call.index(), choice.tool_calls.size() - 1);
+  choice.tool_calls[index]["function"]["arguments"].get_ref<std::string&>() += call.arguments();
 }
 
 std::vector<const OpenAiResponseBuilder::Choice*> OpenAiResponseBuilder::AnsweredChoices() const {
@@ -257,6 +332,19 @@ std::vector<const OpenAiResponseBuilder::Choice*> OpenAiResponseBuilder::Answere
   return best;
 }
 
+// As OpenAI answers: content null when the model only called tools; reasoning under vLLM's two names.
+ordered_json OpenAiResponseBuilder::ChatMessage(const Choice& state) const {
+  ordered_json message{{"role", "assistant"}};
+  message["content"] =
+      state.text.empty() && !state.tool_calls.empty() ? ordered_json(nullptr) : ordered_json(state.text);
+  if (include_reasoning_ && !state.reasoning.empty()) {
+    message["reasoning_content"] = state.reasoning;
+    message["reasoning"] = state.reasoning;
+  }
+  if (!state.tool_calls.empty()) message["tool_calls"] = state.tool_calls;
+  return message;
+}
+
 std::string OpenAiResponseBuilder::FinalJson(const v1::Usage& usage) const {
   ordered_json out = Header(is_chat() ? kChatObject : kCompletionObject);
   ordered_json choices = ordered_json::array();
@@ -266,7 +354,7 @@ std::string OpenAiResponseBuilder::FinalJson(const v1::Usage& usage) const {
     ordered_json choice;
     choice["index"] = i;
     if (is_chat()) {
-      choice["message"] = ordered_json{{"role", "assistant"}, {"content", state.text}};
+      choice["message"] = ChatMessage(state);
       choice["logprobs"] = logprobs_ ? ordered_json{{"content", state.logprobs}} : ordered_json(nullptr);
     } else {
       choice["text"] = state.text;

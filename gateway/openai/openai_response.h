@@ -54,12 +54,18 @@ class OpenAiResponseBuilder {
     v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
     std::string stop_reason;
     double cumulative_logprob = 0;  // of the generated tokens (best_of ranks by it)
+    // Chat with typed output: `text` is the content; reasoning and the calls (OpenAI's message.tool_calls).
+    std::string reasoning;
+    std::vector<nlohmann::ordered_json> tool_calls;
   };
 
   // The choices FinalJson answers with, in answer order: all of them, or per prompt the best_of_n_ best.
   std::vector<const Choice*> AnsweredChoices() const;
 
   absl::Status Check(const v1::TokenDelta& delta) const;
+  void AppendTypedChunks(const v1::TokenDelta& delta, std::vector<std::string>& chunks);
+  static void AccumulateToolCall(const v1::ToolCallDelta& call, Choice& choice);
+  nlohmann::ordered_json ChatMessage(const Choice& state) const;
   // The worker's prompt logprobs for `prompt` (they come before any of its choices' tokens).
   void TakePromptLogprobs(size_t prompt, const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& logprobs);
   nlohmann::ordered_json Header(const char* object) const;
@@ -77,6 +83,7 @@ class OpenAiResponseBuilder {
   bool include_usage_;
   bool logprobs_;
   bool echo_;
+  bool include_reasoning_;  // vLLM's include_reasoning: false drops the reasoning from the answer
   uint32_t top_logprobs_;
   bool tokens_as_ids_;
   bool echo_logprobs_;  // completions with echo and logprobs: the logprobs start with the prompt's

@@ -215,6 +215,27 @@ TEST_CASE("config: the real process configurations validate their defaults and r
   quantized.quantization = "none";
   CHECK_THAT(std::string(quantized.Validate().message()),
              Catch::Contains("applies only with quantization int8, w8a16 or w8a8"));
+  // The typed-output parsers: auto (the package's), or a format the worker knows.
+  WorkerConfig parsers;
+  CHECK(parsers.tool_call_parser == "auto");
+  CHECK(parsers.reasoning_parser == "auto");
+  for (const char* name :
+       {"auto", "none", "hermes", "qwen3_coder", "llama3_json", "pythonic", "mistral", "deepseek_v3", "deepseek_v31"}) {
+    parsers.tool_call_parser = name;
+    CHECK(parsers.Validate().ok());
+  }
+  parsers.tool_call_parser = "qwen3_xml";
+  CHECK_THAT(
+      std::string(parsers.Validate().message()),
+      Catch::Contains("tool_call_parser must be one of auto, none, hermes") && Catch::Contains("got 'qwen3_xml'"));
+  parsers = WorkerConfig{};
+  for (const char* name : {"auto", "none", "think"}) {
+    parsers.reasoning_parser = name;
+    CHECK(parsers.Validate().ok());
+  }
+  parsers.reasoning_parser = "deepseek_r1";
+  CHECK_THAT(std::string(parsers.Validate().message()),
+             Catch::Contains("reasoning_parser must be one of auto, none, think; got 'deepseek_r1'"));
   GatewayConfig gateway;
   gateway.log_level = "loud";
   CHECK_THAT(std::string(gateway.Validate().message()), Catch::Contains("log_level"));
@@ -225,6 +246,37 @@ TEST_CASE("config: the real process configurations validate their defaults and r
   big_bodies.max_body_bytes = kMaxRequestBodyBytes + 1;
   CHECK_THAT(std::string(big_bodies.Validate().message()), Catch::Contains("max_body_bytes must be in [1024, "));
   CHECK(kMaxRequestBodyBytes * 2 <= static_cast<uint64_t>(kMaxGrpcMessageBytes));
+}
+
+TEST_CASE("config: the worker's typed-output parsers come from YAML and flags", "[unit][config]") {
+  const std::string path = WriteFile(
+      "worker:\n  model_path: /models/m\n  tool_call_parser: hermes\n"
+      "  reasoning_parser: none\n");
+  WorkerConfig config;
+  std::vector<ConfigField> fields = CollectConfigFields(config);
+  std::ostringstream out;
+  const ProgramInfo program{"llmc-worker", "worker", "worker"};
+  auto outcome = LoadConfigFromArgs(
+      program, {"--config", path}, fields, [&] { return config.Validate(); }, out);
+  REQUIRE(outcome.ok());
+  CHECK(config.tool_call_parser == "hermes");
+  CHECK(config.reasoning_parser == "none");
+
+  config = WorkerConfig{};
+  fields = CollectConfigFields(config);
+  outcome = LoadConfigFromArgs(
+      program, {"--config", path, "--tool_call_parser=deepseek_v31", "--reasoning_parser", "think"}, fields,
+      [&] { return config.Validate(); }, out);
+  REQUIRE(outcome.ok());
+  CHECK(config.tool_call_parser == "deepseek_v31");
+  CHECK(config.reasoning_parser == "think");
+
+  config = WorkerConfig{};
+  fields = CollectConfigFields(config);
+  outcome = LoadConfigFromArgs(
+      program, {"--tool_call_parser=harmony"}, fields, [&] { return config.Validate(); }, out);
+  REQUIRE_FALSE(outcome.ok());
+  CHECK_THAT(std::string(outcome.status().message()), Catch::Contains("tool_call_parser must be one of"));
 }
 
 TEST_CASE("config: expiry is heartbeat interval times missed heartbeats", "[unit][config]") {

@@ -176,6 +176,59 @@ TEST_CASE("gateway scripted: SSE framing carries hostile delta texts exactly", "
     REQUIRE(completion.status == 200);
     CHECK(ParseJson(completion.body)["choices"][0]["text"] == Joined(texts));
   }
+  SECTION("responses, streaming: named events carry the text exactly") {
+    const json body = {{"model", kModel},
+                       {"instructions", "Be brief."},
+                       {"input", "hi"},
+                       {"stream", true},
+                       {"metadata", {{"trace", "t1"}}}};
+    SseClient client(port, "/v1/responses", body.dump());
+    REQUIRE(client.status() == 200);
+    CHECK_THAT(client.Header("Content-Type"), Catch::StartsWith("text/event-stream"));
+    const std::vector<std::string> events = client.ReadAll(absl::Seconds(30));
+    INFO("error: " << client.error() << " raw: " << client.raw());
+    CHECK(client.complete());
+    CHECK(client.framing_errors().empty());
+    REQUIRE(events.size() >= 3);
+    REQUIRE(client.event_names().size() == events.size());
+    std::string text;
+    for (size_t i = 0; i < events.size(); ++i) {
+      const json event = ParseJson(events[i]);
+      CHECK(event["type"] == client.event_names()[i]);
+      CHECK(event["sequence_number"] == i);
+      if (event["type"] == "response.output_text.delta") text += event["delta"].get<std::string>();
+    }
+    CHECK(text == Joined(texts));
+    CHECK(client.event_names().front() == "response.created");
+    CHECK(client.event_names().back() == "response.completed");
+    const json response = ParseJson(events.back())["response"];
+    CHECK(response["status"] == "completed");
+    CHECK(response["output"][0]["content"][0]["text"] == Joined(texts));
+    CHECK(response["usage"]["input_tokens"] == 5);
+    CHECK(response["usage"]["output_tokens"] == texts.size());
+    CHECK(response["metadata"] == json{{"trace", "t1"}});
+    // The worker got the instructions as the first chat message.
+    const std::vector<v1::GenerateRequest> requests = cluster.worker.requests();
+    REQUIRE(!requests.empty());
+    const json messages = ParseJson(requests.back().chat().messages_json());
+    CHECK(messages ==
+          json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "hi"}}}));
+  }
+  SECTION("responses, not streaming, and a refusal") {
+    const HttpReply reply = PostJson(port, "/v1/responses", json{{"model", kModel}, {"input", "hi"}}.dump());
+    INFO(reply.error << reply.body);
+    REQUIRE(reply.status == 200);
+    CHECK_THAT(reply.Header("Content-Type"), Catch::StartsWith("application/json"));
+    const json response = ParseJson(reply.body);
+    CHECK(response["object"] == "response");
+    CHECK(absl::StartsWith(response["id"].get<std::string>(), "resp_"));
+    CHECK(response["status"] == "completed");
+    CHECK(response["output"][0]["content"][0]["text"] == Joined(texts));
+    const HttpReply refused =
+        PostJson(port, "/v1/responses", json{{"model", kModel}, {"input", "hi"}, {"store", true}}.dump());
+    CHECK(refused.status == 400);
+    CHECK(ParseJson(refused.body)["error"]["param"] == "store");
+  }
   // The request the worker got names the model and carries the chat messages, not a rendered prompt.
   const std::vector<v1::GenerateRequest> requests = cluster.worker.requests();
   REQUIRE(!requests.empty());

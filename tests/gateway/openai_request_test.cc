@@ -553,7 +553,6 @@ TEST_CASE("openai_request: parameters with unimplemented meaning are refused", "
   ExpectInvalid(Chat({{"response_format", {{"type", "xml"}}}}), "response_format.type", "\"xml\" is not supported");
   CHECK(Chat({{"response_format", {{"type", "text"}}}}).ok());
   const json tools = json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}});
-  ExpectInvalid(Chat({{"tools", tools}, {"tool_choice", "required"}}), "tool_choice", "'auto' and 'none'");
   CHECK(Chat({{"tools", tools}, {"tool_choice", "none"}}).ok());
   CHECK(Chat({{"tools", json::array()}}).ok());
   ExpectInvalid(Completion({{"suffix", "end"}}), "suffix", "not supported");
@@ -650,11 +649,10 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
   };
   const std::string user = R"("messages":[{"role":"user","content":"x"}])";
   invalid(R"({"model":"m",)" + user + R"(,"tools":[{"type":"function"}]})", "tools[0].function");
-  invalid(R"({"model":"m",)" + user + R"(,"tools":[{"type":"retrieval","function":{"name":"f"}}]})", "retrieval");
   invalid(R"({"model":"m",)" + user + R"(,"chat_template_kwargs":[1]})", "chat_template_kwargs");
   invalid(R"({"model":"m",)" + user + R"(,"chat_template":5})", "chat_template");
   invalid(R"({"model":"m",)" + user + R"(,"add_special_tokens":"yes"})", "add_special_tokens");
-  invalid(R"({"model":"m",)" + user + R"(,"tool_choice":"required"})", "tool_choice");
+  invalid(R"({"model":"m",)" + user + R"(,"tool_choice":"required"})", "needs at least one function");
   // Nesting and key counts are bounded before anything copies or re-parses the body.
   const std::string deep = std::string(5000, '[') + std::string(5000, ']');
   invalid(R"({"model":"m",)" + user + R"(,"chat_template_kwargs":{"a":)" + deep + "}}", "deeper than 64");
@@ -667,6 +665,58 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
           "messages[0].tool_calls[0].function.name");
   invalid(R"({"model":"m","messages":[{"role":"assistant","tool_calls":[{"function":{"name":"f","arguments":3}}]}]})",
           "arguments");
+}
+
+TEST_CASE("openai_request: tools, tool_choice and reasoning fields reach the worker", "[unit][openai]") {
+  const json weather = {{"type", "function"},
+                        {"function",
+                         {{"name", "get_weather"},
+                          {"strict", true},
+                          {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
+  const json search = {{"type", "web_search_preview"}};  // not a function: left out, not refused
+  absl::StatusOr<OpenAiRequest> request =
+      Chat({{"tools", json::array({search, weather})}, {"tool_choice", "required"}, {"parallel_tool_calls", false}});
+  REQUIRE(request.ok());
+  const v1::ChatInput& chat = request->generate.chat();
+  CHECK(chat.tool_choice() == v1::TOOL_CHOICE_REQUIRED);
+  CHECK(chat.has_parallel_tool_calls());
+  CHECK_FALSE(chat.parallel_tool_calls());
+  const json forwarded = json::parse(chat.tools_json());
+  REQUIRE(forwarded.size() == 1);
+  CHECK(forwarded[0]["function"]["name"] == "get_weather");
+
+  request = Chat({{"tools", json::array({weather})},
+                  {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}});
+  REQUIRE(request.ok());
+  CHECK(request->generate.chat().tool_choice() == v1::TOOL_CHOICE_NAMED);
+  CHECK(request->generate.chat().tool_choice_name() == "get_weather");
+  ExpectInvalid(Chat({{"tools", json::array({weather})},
+                      {"tool_choice", {{"type", "function"}, {"function", {{"name", "nope"}}}}}}),
+                "tool_choice.function.name", "not among the tools");
+  ExpectInvalid(Chat({{"tools", json::array({weather})}, {"tool_choice", "always"}}), "tool_choice",
+                "unknown tool_choice");
+  ExpectInvalid(Chat({{"tools", json::array({weather})}, {"tool_choice", 3}}), "tool_choice", "a string or an object");
+  ExpectInvalid(Chat({{"tools", json::array({search})}, {"tool_choice", "required"}}), "tool_choice",
+                "at least one function");
+  const json bad_parameters = {{"type", "function"}, {"function", {{"name", "f"}, {"parameters", "x"}}}};
+  ExpectInvalid(Chat({{"tools", json::array({bad_parameters})}}), "tools[0].function.parameters", "a JSON schema");
+  ExpectInvalid(Chat({{"parallel_tool_calls", "no"}}), "parallel_tool_calls", "");
+
+  request = Chat({{"include_reasoning", false}, {"separate_reasoning", false}});
+  REQUIRE(request.ok());
+  CHECK_FALSE(request->include_reasoning);
+  CHECK(request->generate.chat().has_separate_reasoning());
+  CHECK_FALSE(request->generate.chat().separate_reasoning());
+}
+
+TEST_CASE("openai_request: an assistant turn's reasoning reaches the template as reasoning_content", "[unit][openai]") {
+  const std::string body =
+      R"({"model":"m","messages":[{"role":"user","content":"q"},)"
+      R"({"role":"assistant","content":"a","reasoning":"because"},{"role":"user","content":"q2"}]})";
+  absl::StatusOr<OpenAiRequest> request = ParseChatCompletionRequest(body);
+  REQUIRE(request.ok());
+  const json messages = json::parse(request->generate.chat().messages_json());
+  CHECK(messages[1]["reasoning_content"] == "because");
 }
 
 }  // namespace

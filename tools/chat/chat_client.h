@@ -40,7 +40,8 @@ absl::StatusOr<RenderedPrompt> RenderPrompt(const ServerConnection& server, cons
 struct ReplyOutcome {
   enum class Kind { kCompleted, kInterrupted, kFailed };
   Kind kind = Kind::kFailed;
-  std::string text;      // what streamed in, also when interrupted or failed midway
+  std::string text;       // the content that streamed in, also when interrupted or failed midway
+  std::string reasoning;  // the reasoning that streamed in apart from the content (reasoning models)
   std::string error;     // kFailed: the server's message, or why the connection failed
   bool started = false;  // the server accepted the request and began streaming
   int64_t tokens = 0;    // usage.completion_tokens of the last chunk, else the number of text deltas
@@ -50,7 +51,8 @@ struct ReplyOutcome {
 
 struct ReplyCallbacks {
   std::function<void()> on_start;                       // the answer is a 200 stream
-  std::function<void(absl::string_view text)> on_text;  // each text delta as it arrives
+  std::function<void(absl::string_view text)> on_text;  // each content delta as it arrives
+  std::function<void(absl::string_view text)> on_reasoning;  // each reasoning delta as it arrives
 };
 
 // POST /v1/chat/completions with stream: true for `messages`, handing deltas over as they arrive.

@@ -104,7 +104,18 @@ void ChatSession::Reply(const std::string& text) {
 
   ReplyCallbacks callbacks;
   callbacks.on_start = [this] { out_ << "ASSISTANT: " << std::flush; };
-  callbacks.on_text = [this](absl::string_view delta) { out_ << delta << std::flush; };
+  // Reasoning shows first, marked apart; the history keeps only the answer, as chat templates expect.
+  bool in_reasoning = false;
+  callbacks.on_reasoning = [this, &in_reasoning](absl::string_view delta) {
+    if (!in_reasoning) out_ << "[reasoning] ";
+    in_reasoning = true;
+    out_ << delta << std::flush;
+  };
+  callbacks.on_text = [this, &in_reasoning](absl::string_view delta) {
+    if (in_reasoning) out_ << "\n[answer] ";
+    in_reasoning = false;
+    out_ << delta << std::flush;
+  };
   const ReplyOutcome outcome = StreamReply(options_.server, options_.request, messages, callbacks);
   interrupts_.Take();
   if (outcome.started) out_ << "\n" << std::flush;

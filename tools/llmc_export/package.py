@@ -8,6 +8,7 @@ import torch
 
 from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
+from .output_formats import read_output_formats, resolve_output_formats
 from .prequantized import Int8Scheme, by_module, take_int8_weights
 from .quantize import check_group_size, quantize_model
 from .safetensors import read_checkpoint
@@ -131,11 +132,14 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
 def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str, dtype: str,
                   tokenizer_path: str, chat_template: str = None, quantize: str = None, group_size: int = 0,
                   embedding_pooling: str = "last", exact: Optional[dict] = None,
-                  served_quantization: str = "int8") -> str:
+                  served_quantization: str = "int8", tool_call_format: Optional[str] = None,
+                  reasoning_markers: Optional[str] = None) -> str:
     """Writes the package; quantize="int8" stores the projection weights as int8 with float32 scales per
     output row (group_size 0) or per group_size input columns, and the activations stay in dtype; `exact`
     (load_checkpoint) gives modules their int8 weights as an int8 checkpoint has them, and served_quantization
-    ("w8a16" for a W8A16 checkpoint) how the worker serves them unless told. The model is converted (and
+    ("w8a16" for a W8A16 checkpoint) how the worker serves them unless told. The manifest's tool_call_format
+    and reasoning markers are detected from the tokenizer files beside tokenizer.json (output_formats.py)
+    unless tool_call_format / reasoning_markers name them ("auto" or None: detect). The model is converted (and
     quantized) in place."""
     quantization = quantize or "none"
     if dtype not in DTYPES:
@@ -155,6 +159,8 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
                           f"{', '.join(SERVED_QUANTIZATIONS)}")
     if tokenizer_path is None or not os.path.exists(tokenizer_path):
         raise ExportError(f"tokenizer.json not found at {tokenizer_path}")
+    # Before any file is written, so that a bad override leaves nothing behind.
+    output_formats = resolve_output_formats(read_output_formats(tokenizer_path), tool_call_format, reasoning_markers)
     model = model.to(DTYPES[dtype]).eval()
     # Rotary angles and weight scales stay in float32 whatever the weights' dtype.
     model.inv_freq = model.inv_freq.float()
@@ -174,6 +180,7 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     jinja_template, special_tokens = read_tokenizer_config(tokenizer_path)
     if special_tokens:
         manifest["special_tokens"] = special_tokens
+    manifest.update(output_formats.manifest_fields())
     template_path = os.path.join(out_dir, CHAT_TEMPLATE_FILE)
     if jinja_template is not None and chat_template is None:
         with open(template_path, "w", encoding="utf-8") as f:

@@ -33,6 +33,9 @@ struct SamplingOptions {
   std::optional<uint32_t> prompt_logprobs;
   uint32_t n = 1;  // parallel choices
   bool skip_special_tokens = true;
+  // Special tokens decoded even with skip_special_tokens: those that delimit tool calls or reasoning while
+  // the output is parsed (docs/tool-calling.md). Sorted.
+  std::vector<int32_t> decoded_special_tokens;
   bool include_stop_str_in_output = false;
   // Beam search (beam_search_action.h) over this many beams; 0: none. Then temperature is 0, n <= beam_width,
   // and prompt_logprobs is unset.

@@ -14,7 +14,8 @@ Sequence::Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::
       tokens(group.request.prompt_token_ids),
       prompt_length(static_cast<int64_t>(group.request.prompt_token_ids.size())),
       rng(MakeChoiceGenerator(group.request.sampling, choice_index)),
-      detokenizer(tokenizer, group.request.sampling.skip_special_tokens),
+      detokenizer(tokenizer, group.request.sampling.skip_special_tokens,
+                  group.request.sampling.decoded_special_tokens),
       stop_matcher(group.request.sampling.stop, group.request.sampling.include_stop_str_in_output) {
   tokens.reserve(prompt_length + group.request.sampling.max_tokens);
 }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
+#include "worker/typed_output/output_format.h"
 
 namespace llmc::model {
 namespace {
@@ -46,6 +47,32 @@ absl::Status ReadChoice(const json& root, const std::string& path, const char* f
   if (std::find(choices.begin(), choices.end(), *out) == choices.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", field, " '", *out, "' is not supported by this llmc (", listed, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// tool_call_format (a typed_output::ToolCallFormat name) and reasoning ({"start": ..., "end": ...}, both
+// non-empty; absent or null: none). Absent fields keep the defaults: no tool calls, no reasoning.
+absl::Status ReadOutputFormats(const json& root, const std::string& path, ModelManifest& manifest) {
+  if (root.contains("tool_call_format")) {
+    RETURN_IF_ERROR(ReadString(root, path, "tool_call_format", &manifest.tool_call_format));
+    const absl::StatusOr<typed_output::ToolCallFormat> format =
+        typed_output::ParseToolCallFormat(manifest.tool_call_format);
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tool_call_format: ", format.status().message()));
+    }
+  }
+  const auto reasoning = root.find("reasoning");
+  if (reasoning == root.end() || reasoning->is_null()) return absl::OkStatus();
+  if (!reasoning->is_object()) {
+    return Missing(path, "reasoning", "an object with the reasoning markers, {\"start\": ..., \"end\": ...}");
+  }
+  for (auto [key, target] : {std::pair{"start", &manifest.reasoning_start}, {"end", &manifest.reasoning_end}}) {
+    const auto it = reasoning->find(key);
+    if (it == reasoning->end() || !it->is_string() || it->get<std::string>().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": 'reasoning.", key, "' must be a non-empty string"));
+    }
+    *target = it->get<std::string>();
   }
   return absl::OkStatus();
 }
@@ -119,6 +146,7 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   }
   RETURN_IF_ERROR(ReadChoice(root, path, "embedding_pooling", {"none", "last", "mean"}, "last, mean or none",
                              &manifest.embedding_pooling));
+  RETURN_IF_ERROR(ReadOutputFormats(root, path, manifest));
   if (root.contains("quantization_group_size")) {
     const json& group = root["quantization_group_size"];
     if (!group.is_number_integer() || group.get<int64_t>() < 0) {

@@ -40,6 +40,13 @@ struct ModelManifest {
   // Special tokens a Jinja template may name (bos_token, eos_token, ...), as the model's tokenizer_config.json
   // spells them.
   std::vector<std::pair<std::string, std::string>> special_tokens;
+  // How the model writes tool calls: a typed_output::ToolCallFormat name (hermes, qwen3_coder, llama3_json,
+  // pythonic, mistral, deepseek_v3, deepseek_v31), or "none" (also what packages without the field mean).
+  std::string tool_call_format = "none";
+  // The markers around the model's reasoning (<think> and </think>); both empty when it does not reason apart
+  // (packages without the `reasoning` field).
+  std::string reasoning_start;
+  std::string reasoning_end;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;

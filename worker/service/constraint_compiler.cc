@@ -3,61 +3,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
-#include "worker/grammar/gbnf_parser.h"
 #include "worker/grammar/json_schema_compiler.h"
 #include "worker/grammar/matcher.h"
-#include "worker/grammar/regex_compiler.h"
+#include "worker/typed_output/constraint_grammar.h"
 
 namespace llmc::worker {
 namespace {
 
 absl::Status Named(const absl::Status& status, const std::string& source) {
   return absl::Status(status.code(), absl::StrCat(source, ": ", status.message()));
-}
-
-absl::StatusOr<grammar::Grammar> OneRule(absl::StatusOr<grammar::Expr> body) {
-  if (!body.ok()) return body.status();
-  grammar::Grammar out;
-  out.root = out.AddRule("root", *std::move(body));
-  return out;
-}
-
-absl::StatusOr<grammar::Grammar> KindGrammar(const v1::OutputConstraint& constraint, uint32_t json_max_whitespace) {
-  switch (constraint.kind_case()) {
-    case v1::OutputConstraint::kJsonSchema: {
-      nlohmann::ordered_json schema;
-      try {
-        schema = nlohmann::ordered_json::parse(constraint.json_schema());
-      } catch (const nlohmann::json::exception& error) {
-        return absl::InvalidArgumentError(absl::StrCat("the JSON schema is not valid JSON: ", error.what()));
-      }
-      grammar::JsonSchemaOptions options;
-      options.strict = constraint.strict();
-      options.max_whitespace = json_max_whitespace;
-      return grammar::CompileJsonSchema(schema, options);
-    }
-    case v1::OutputConstraint::kJsonObject: {
-      grammar::JsonSchemaOptions options;
-      options.max_whitespace = json_max_whitespace;
-      return grammar::JsonObjectGrammar(options);
-    }
-    case v1::OutputConstraint::kRegex: {
-      grammar::RegexOptions options;
-      options.full_match = true;
-      return OneRule(grammar::CompileRegex(constraint.regex(), options));
-    }
-    case v1::OutputConstraint::kChoice: {
-      if (constraint.choice().choices().empty()) return absl::InvalidArgumentError("the choice list is empty");
-      std::vector<grammar::Expr> choices;
-      for (const std::string& choice : constraint.choice().choices()) choices.push_back(grammar::Expr::Literal(choice));
-      return OneRule(grammar::Expr::Choice(std::move(choices)));
-    }
-    case v1::OutputConstraint::kGrammar:
-      return grammar::ParseGbnf(constraint.grammar());
-    case v1::OutputConstraint::KIND_NOT_SET:
-      break;
-  }
-  return absl::InvalidArgumentError("the constraint has no kind (json_schema, json_object, regex, choice, grammar)");
 }
 
 }  // namespace
@@ -69,9 +23,11 @@ ConstraintCompiler::ConstraintCompiler(const tokenizer::Tokenizer& tokenizer, st
       options_(options),
       executor_(options.threads, options.max_queued) {}
 
-std::shared_ptr<const grammar::VocabularyIndex> ConstraintCompiler::Vocabulary() {
+std::shared_ptr<const grammar::VocabularyIndex> ConstraintCompiler::Vocabulary(bool with_markers) {
+  with_markers = with_markers && !options_.marker_tokens.empty();
   absl::MutexLock lock(&vocabulary_mu_);
-  if (vocabulary_ == nullptr) {
+  std::shared_ptr<const grammar::VocabularyIndex>& index = with_markers ? marker_vocabulary_ : vocabulary_;
+  if (index == nullptr) {
     const size_t size = tokenizer_.vocab_size();
     std::vector<std::string> bytes(size);
     std::vector<bool> special(size, false);
@@ -79,9 +35,14 @@ std::shared_ptr<const grammar::VocabularyIndex> ConstraintCompiler::Vocabulary()
       bytes[id] = std::string(tokenizer_.TokenBytes(static_cast<int32_t>(id)));
       special[id] = tokenizer_.IsSpecial(static_cast<int32_t>(id));
     }
-    vocabulary_ = std::make_shared<const grammar::VocabularyIndex>(bytes, special, end_token_ids_);
+    if (with_markers) {
+      for (const int32_t id : options_.marker_tokens) {
+        if (id >= 0 && static_cast<size_t>(id) < size) special[id] = false;
+      }
+    }
+    index = std::make_shared<const grammar::VocabularyIndex>(bytes, special, end_token_ids_);
   }
-  return vocabulary_;
+  return index;
 }
 
 std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Find(const std::string& key) {
@@ -109,7 +70,9 @@ void ConstraintCompiler::Store(const std::string& key, std::shared_ptr<const Com
 // Errors are cached without the field name, which the request that hits the cache supplies (Finish).
 std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Build(const v1::OutputConstraint& constraint) {
   const absl::Time start = absl::Now();
-  absl::StatusOr<grammar::Grammar> source = KindGrammar(constraint, options_.json_max_whitespace);
+  grammar::JsonSchemaOptions json_options;
+  json_options.max_whitespace = options_.json_max_whitespace;
+  absl::StatusOr<grammar::Grammar> source = typed_output::ConstraintGrammar(constraint, json_options);
   std::shared_ptr<const Compiled> compiled;
   if (!source.ok()) {
     compiled = std::make_shared<const Compiled>(source.status());
@@ -133,9 +96,10 @@ std::shared_ptr<const ConstraintCompiler::Compiled> ConstraintCompiler::Build(co
 }
 
 absl::StatusOr<engine::OutputConstraint> ConstraintCompiler::Finish(const Compiled& compiled,
-                                                                    const std::string& source) {
+                                                                    const v1::OutputConstraint& constraint) {
+  const std::string& source = constraint.source();
   if (!compiled.ok()) return Named(compiled.status(), source.empty() ? "constraint" : source);
-  return engine::OutputConstraint{*compiled, Vocabulary()};
+  return engine::OutputConstraint{*compiled, Vocabulary(constraint.has_tool_calls())};
 }
 
 absl::StatusOr<engine::OutputConstraint> ConstraintCompiler::CompileNow(const v1::OutputConstraint& constraint) {
@@ -147,7 +111,7 @@ absl::StatusOr<engine::OutputConstraint> ConstraintCompiler::CompileNow(const v1
     compiled = Build(constraint);
     Store(key, compiled);
   }
-  return Finish(*compiled, constraint.source());
+  return Finish(*compiled, constraint);
 }
 
 void ConstraintCompiler::Compile(const v1::OutputConstraint& constraint, Done done) {
@@ -155,7 +119,7 @@ void ConstraintCompiler::Compile(const v1::OutputConstraint& constraint, Done do
   keyed.clear_source();
   std::string key = keyed.SerializeAsString();
   if (std::shared_ptr<const Compiled> compiled = Find(key); compiled != nullptr) {
-    return done(Finish(*compiled, constraint.source()));
+    return done(Finish(*compiled, constraint));
   }
   auto shared_done = std::make_shared<Done>(std::move(done));
   const bool queued = executor_.TrySubmit([this, constraint, key = std::move(key), shared_done] {
@@ -164,7 +128,7 @@ void ConstraintCompiler::Compile(const v1::OutputConstraint& constraint, Done do
       compiled = Build(constraint);
       Store(key, compiled);
     }
-    (*shared_done)(Finish(*compiled, constraint.source()));
+    (*shared_done)(Finish(*compiled, constraint));
   });
   if (!queued) {
     (*shared_done)(absl::ResourceExhaustedError(

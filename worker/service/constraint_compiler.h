@@ -29,6 +29,9 @@ struct ConstraintCompilerOptions {
   size_t cache_bytes = size_t{256} << 20;            // and their automata and constraint texts within this many bytes
   size_t max_grammar_cache_bytes = size_t{8} << 20;  // each grammar's token-mask cache
   uint32_t json_max_whitespace = 0;                  // JSON Schema and json_object: JsonSchemaOptions::max_whitespace
+  // Special tokens that spell the model's tool-call and reasoning markers ([TOOL_CALLS], <|python_tag|>, ...):
+  // a tool-call grammar may generate them as their text (the request then decodes them); other grammars never.
+  std::vector<int32_t> marker_tokens;
 };
 
 // Turns a request's v1.OutputConstraint into an engine::OutputConstraint off the gRPC and engine threads:
@@ -53,10 +56,11 @@ class ConstraintCompiler {
  private:
   using Compiled = absl::StatusOr<std::shared_ptr<const grammar::CompiledGrammar>>;
 
-  std::shared_ptr<const grammar::VocabularyIndex> Vocabulary();
+  // The vocabulary index without special tokens; with `with_markers`, the marker tokens count as text.
+  std::shared_ptr<const grammar::VocabularyIndex> Vocabulary(bool with_markers);
   std::shared_ptr<const Compiled> Find(const std::string& key);
   void Store(const std::string& key, std::shared_ptr<const Compiled> compiled);
-  absl::StatusOr<engine::OutputConstraint> Finish(const Compiled& compiled, const std::string& source);
+  absl::StatusOr<engine::OutputConstraint> Finish(const Compiled& compiled, const v1::OutputConstraint& constraint);
   std::shared_ptr<const Compiled> Build(const v1::OutputConstraint& constraint);
 
   const tokenizer::Tokenizer& tokenizer_;
@@ -66,6 +70,7 @@ class ConstraintCompiler {
 
   absl::Mutex vocabulary_mu_;
   std::shared_ptr<const grammar::VocabularyIndex> vocabulary_ ABSL_GUARDED_BY(vocabulary_mu_);
+  std::shared_ptr<const grammar::VocabularyIndex> marker_vocabulary_ ABSL_GUARDED_BY(vocabulary_mu_);
 
   absl::Mutex mu_;
   struct Entry {

@@ -7,14 +7,21 @@
 namespace llmc::worker {
 namespace {
 
+// Parsing a delta's text costs about as much as copying it (a finished call's JSON is parsed once), so it
+// runs here on the engine's delivery path rather than behind another queue.
 class StreamSink final : public engine::GenerationSink {
  public:
-  explicit StreamSink(std::shared_ptr<GenerateReactor> reactor) : reactor_(std::move(reactor)) {}
-  void OnResponse(v1::GenerateResponse response) override { reactor_->Deliver(std::move(response)); }
+  StreamSink(std::shared_ptr<GenerateReactor> reactor, std::shared_ptr<TypedOutputState> typed)
+      : reactor_(std::move(reactor)), typed_(std::move(typed)) {}
+  void OnResponse(v1::GenerateResponse response) override {
+    if (typed_ != nullptr) typed_->Apply(response);
+    reactor_->Deliver(std::move(response));
+  }
   void OnDone(absl::Status status) override { reactor_->Complete(std::move(status)); }
 
  private:
   const std::shared_ptr<GenerateReactor> reactor_;
+  const std::shared_ptr<TypedOutputState> typed_;
 };
 
 }  // namespace
@@ -28,7 +35,8 @@ GenerateReactor* GenerateReactor::Create(engine::Engine& engine, std::atomic<int
 
 void GenerateReactor::Refuse(const absl::Status& status) { Complete(status); }
 
-void GenerateReactor::Submit(engine::GenerationRequest request, bool echo_prompt) {
+void GenerateReactor::Submit(engine::GenerationRequest request, bool echo_prompt,
+                             std::shared_ptr<TypedOutputState> typed) {
   // Once the engine has the request it may finish it, and gRPC end the call and release self_, before
   // engine_.Submit returns here. Nothing can release it before that, so the copy is safe to take now.
   const std::shared_ptr<GenerateReactor> keep_alive = self_;
@@ -36,7 +44,8 @@ void GenerateReactor::Submit(engine::GenerationRequest request, bool echo_prompt
     absl::MutexLock lock(&mu_);
     prompt_to_echo_ = request.prompt_token_ids;
   }
-  absl::StatusOr<uint64_t> id = engine_.Submit(std::move(request), std::make_shared<StreamSink>(self_));
+  absl::StatusOr<uint64_t> id =
+      engine_.Submit(std::move(request), std::make_shared<StreamSink>(self_, std::move(typed)));
   if (!id.ok()) {
     LLMC_LOG(Debug) << "refused by the engine: " << id.status();
     Complete(id.status());

@@ -14,6 +14,7 @@
 #include "grpcpp/support/server_callback.h"
 #include "llmc/v1/worker.pb.h"
 #include "worker/engine/engine.h"
+#include "worker/service/typed_output_state.h"
 
 namespace llmc::worker {
 
@@ -35,8 +36,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   // Finishes the call at once with `status` (a refusal before anything reached the engine).
   void Refuse(const absl::Status& status);
   // Submits to the engine; a refusal (RESOURCE_EXHAUSTED, UNAVAILABLE, ...) finishes the call at once.
-  // `echo_prompt` puts the prompt's ids on the first response.
-  void Submit(engine::GenerationRequest request, bool echo_prompt);
+  // `echo_prompt` puts the prompt's ids on the first response; `typed` (chat) reads each delta's text as
+  // content, reasoning and tool calls before it is queued.
+  void Submit(engine::GenerationRequest request, bool echo_prompt, std::shared_ptr<TypedOutputState> typed = nullptr);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;

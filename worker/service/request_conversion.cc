@@ -7,6 +7,11 @@
 #include "worker/service/token_restrictions.h"
 
 namespace llmc::worker {
+
+// PromptTokenIds, and the rendered text of a chat prompt when `chat_text` is given.
+absl::StatusOr<std::vector<int32_t>> PromptTokenIdsAndText(const v1::GenerateRequest& request, const ServedModel& model,
+                                                           std::string* chat_text);
+
 namespace {
 
 absl::Status OutOfRange(absl::string_view field, absl::string_view range, double value) {
@@ -135,6 +140,11 @@ absl::Status CheckModelName(absl::string_view requested, const ServedModel& mode
 }
 
 absl::StatusOr<std::vector<int32_t>> PromptTokenIds(const v1::GenerateRequest& request, const ServedModel& model) {
+  return PromptTokenIdsAndText(request, model, nullptr);
+}
+
+absl::StatusOr<std::vector<int32_t>> PromptTokenIdsAndText(const v1::GenerateRequest& request, const ServedModel& model,
+                                                           std::string* chat_text) {
   std::vector<int32_t> ids;
   absl::string_view field;
   switch (request.input_case()) {
@@ -149,8 +159,9 @@ absl::StatusOr<std::vector<int32_t>> PromptTokenIds(const v1::GenerateRequest& r
       break;
     case v1::GenerateRequest::kChat: {
       field = "chat";
-      ASSIGN_OR_RETURN(const std::string text, RenderChat(request.chat(), model));
+      ASSIGN_OR_RETURN(std::string text, RenderChat(request.chat(), model));
       ASSIGN_OR_RETURN(ids, Encode(text, AddSpecialTokens(request, false), field, model));
+      if (chat_text != nullptr) *chat_text = std::move(text);
       break;
     }
     case v1::GenerateRequest::INPUT_NOT_SET:
@@ -214,12 +225,24 @@ absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingPara
 }
 
 absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
-                                                              const ServedModel& model) {
+                                                              const ServedModel& model,
+                                                              std::optional<TypedOutputPlan>* typed) {
   RETURN_IF_ERROR(CheckModelName(request.model(), model));
   engine::GenerationRequest out;
   out.request_id = request.request_id();
-  ASSIGN_OR_RETURN(out.prompt_token_ids, PromptTokenIds(request, model));
+  std::string chat_text;
+  ASSIGN_OR_RETURN(out.prompt_token_ids, PromptTokenIdsAndText(request, model, &chat_text));
   ASSIGN_OR_RETURN(out.sampling, ToSamplingOptions(request.sampling(), out.prompt_token_ids.size(), model));
+  if (typed != nullptr && request.has_chat()) {
+    ASSIGN_OR_RETURN(TypedOutputPlan plan, PlanTypedOutput(request, model, chat_text));
+    if (out.sampling.beam_width > 0 && plan.constraint.has_value()) {
+      return absl::InvalidArgumentError(
+          "tool_choice: forced or strict tool calls are constrained by a grammar, which beam search cannot use");
+    }
+    out.sampling.decoded_special_tokens = plan.decoded_special_tokens;
+    if (plan.constraint.has_value()) out.sampling.constrained = true;
+    *typed = std::move(plan);
+  }
   return out;
 }
 

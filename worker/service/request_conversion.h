@@ -2,6 +2,7 @@
 #define LLMC_WORKER_SERVICE_REQUEST_CONVERSION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "worker/engine/generation.h"
 #include "worker/engine/sampling_options.h"
 #include "worker/service/served_model.h"
+#include "worker/service/typed_output_plan.h"
 
 namespace llmc::worker {
 
@@ -29,9 +31,12 @@ absl::StatusOr<std::vector<int32_t>> PromptTokenIds(const v1::GenerateRequest& r
 absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingParams& params, size_t prompt_tokens,
                                                           const ServedModel& model);
 
-// Model name, prompt and sampling together; the deadline is left for the caller.
+// Model name, prompt and sampling together; the deadline is left for the caller. A chat request with
+// `typed` given also gets its typed-output plan there (tool calls, reasoning; docs/tool-calling.md), whose
+// special tokens the request then decodes.
 absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::GenerateRequest& request,
-                                                              const ServedModel& model);
+                                                              const ServedModel& model,
+                                                              std::optional<TypedOutputPlan>* typed = nullptr);
 
 // An Embed request's inputs as engine requests (pooling as the package says), in order. Errors name the
 // input ("input[2] is empty"); FAILED_PRECONDITION when the package serves no embeddings.

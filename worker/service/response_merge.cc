@@ -17,6 +17,14 @@ void MergeInto(v1::GenerateResponse& earlier, v1::GenerateResponse later) {
     }
     it->mutable_token_ids()->Add(delta.token_ids().begin(), delta.token_ids().end());
     it->mutable_text()->append(delta.text());
+    if (delta.has_typed()) {
+      v1::TypedOutput& typed = *it->mutable_typed();
+      typed.mutable_content()->append(delta.typed().content());
+      typed.mutable_reasoning()->append(delta.typed().reasoning());
+      for (v1::ToolCallDelta& call : *delta.mutable_typed()->mutable_tool_calls()) {
+        *typed.add_tool_calls() = std::move(call);
+      }
+    }
     for (v1::TokenLogprob& logprob : *delta.mutable_logprobs()) *it->add_logprobs() = std::move(logprob);
     if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       it->set_finish_reason(delta.finish_reason());

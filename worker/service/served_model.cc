@@ -28,6 +28,15 @@ ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Token
   served.info.set_device(engine.device());
   served.info.set_vocab_size(static_cast<uint32_t>(manifest.vocab_size));
   served.tokenizer = &tokenizer;
+  // ReadModelManifest has checked the name; a manifest made in code with another one means no tool calls.
+  absl::StatusOr<typed_output::ToolCallFormat> tool_call_format =
+      typed_output::ParseToolCallFormat(manifest.tool_call_format);
+  if (tool_call_format.ok()) {
+    served.tool_call_format = *tool_call_format;
+  } else {
+    LLMC_LOG(Warning) << "tool calls will be read as content: " << tool_call_format.status().message();
+  }
+  served.reasoning = {manifest.reasoning_start, manifest.reasoning_end};
   if (!manifest.chat_template.empty()) {
     absl::StatusOr<const tokenizer::ChatTemplate*> chat_template = tokenizer::FindChatTemplate(manifest.chat_template);
     if (chat_template.ok()) {
@@ -37,6 +46,27 @@ ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Token
     }
   }
   return served;
+}
+
+absl::Status ApplyOutputFormatOverrides(const std::string& tool_call_parser, const std::string& reasoning_parser,
+                                        ServedModel& served) {
+  if (tool_call_parser != "auto") {
+    absl::StatusOr<typed_output::ToolCallFormat> format = typed_output::ParseToolCallFormat(tool_call_parser);
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tool_call_parser: ", format.status().message(), " (or auto, the package's)"));
+    }
+    served.tool_call_format = *format;
+  }
+  if (reasoning_parser == "none") {
+    served.reasoning = {};
+  } else if (reasoning_parser == "think") {
+    served.reasoning = {"<think>", "</think>"};
+  } else if (reasoning_parser != "auto") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reasoning_parser must be auto, none or think, got '", reasoning_parser, "'"));
+  }
+  return absl::OkStatus();
 }
 
 bool TemplateReadsContentParts(const std::string& source) {

@@ -13,6 +13,7 @@
 #include "worker/model/model_manifest.h"
 #include "worker/tokenizer/chat_template.h"
 #include "worker/tokenizer/tokenizer.h"
+#include "worker/typed_output/output_format.h"
 
 namespace llmc::worker {
 
@@ -30,6 +31,11 @@ struct ServedModel {
   bool template_reads_content_parts = false;
   bool trust_request_chat_template = false;  // render a request's own chat_template
   int64_t embedding_size = 0;                // the model's hidden size: the length of its embeddings
+  // How the model's text is read back as typed output (docs/tool-calling.md): its tool-call format and the
+  // markers around its reasoning. The package's (manifest tool_call_format and reasoning) unless the worker's
+  // tool_call_parser / reasoning_parser name others.
+  typed_output::ToolCallFormat tool_call_format = typed_output::ToolCallFormat::kNone;
+  typed_output::ReasoningMarkers reasoning;
 
   const std::string& name() const { return info.name(); }
   int64_t max_model_len() const { return info.max_context_length(); }
@@ -37,7 +43,7 @@ struct ServedModel {
   int64_t vocab_size() const { return info.vocab_size(); }
 };
 
-// Describes `engine`'s model under `name` (empty: the manifest's name).
+// Describes `engine`'s model under `name` (empty: the manifest's name), with the package's output formats.
 ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Tokenizer& tokenizer,
                             const std::string& name);
 
@@ -46,6 +52,12 @@ ServedModel MakeServedModel(const engine::Engine& engine, const tokenizer::Token
 // interpreter does not support, so the worker refuses to start rather than format chats wrong.
 absl::Status LoadPackageChatTemplate(const std::string& package_dir, const model::ModelManifest& manifest,
                                      ServedModel& served);
+
+// Applies the worker's tool_call_parser ("auto": keep the package's, else a typed_output::ToolCallFormat name)
+// and reasoning_parser ("auto": the package's; "none"; "think": <think>...</think>) to `served`.
+// INVALID_ARGUMENT naming the key for any other value.
+absl::Status ApplyOutputFormatOverrides(const std::string& tool_call_parser, const std::string& reasoning_parser,
+                                        ServedModel& served);
 
 // Whether a Jinja template iterates a message's content ({% for part in message['content'] %}).
 bool TemplateReadsContentParts(const std::string& source);

@@ -110,13 +110,21 @@ absl::Status WorkerServer::LoadEngine() {
   ServedModel served = MakeServedModel(*engine_, *tokenizer_, name);
   RETURN_IF_ERROR(LoadPackageChatTemplate(config_.model_path, engine_->manifest(), served));
   served.trust_request_chat_template = config_.trust_request_chat_template;
+  RETURN_IF_ERROR(ApplyOutputFormatOverrides(config_.tool_call_parser, config_.reasoning_parser, served));
+  const std::string tool_call_format(typed_output::ToolCallFormatName(served.tool_call_format));
+  const std::string reasoning =
+      served.reasoning.enabled() ? absl::StrCat(served.reasoning.start, "...", served.reasoning.end) : "none";
   ConstraintCompilerOptions constraint_options;
   constraint_options.json_max_whitespace = config_.json_max_whitespace;
   service_ = std::make_unique<WorkerService>(*engine_, std::move(served), worker_id_, config_.request_timeout,
                                              constraint_options);
   service_->constraints().set_compile_observer(
       [metrics = metrics_.get()](absl::Duration compile_time) { metrics->OnGrammarCompile(compile_time); });
-  LLMC_LOG(Info).With("model", name).With("max_model_len", absl::StrCat(engine_->max_model_len()))
+  LLMC_LOG(Info)
+          .With("model", name)
+          .With("max_model_len", absl::StrCat(engine_->max_model_len()))
+          .With("tool_call_format", tool_call_format)
+          .With("reasoning", reasoning)
       << "model loaded in " << absl::FormatDuration(absl::Now() - start);
   return absl::OkStatus();
 }

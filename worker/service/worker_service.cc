@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_server.h"
@@ -10,6 +12,8 @@
 #include "worker/service/embed_reactor.h"
 #include "worker/service/generate_reactor.h"
 #include "worker/service/request_conversion.h"
+#include "worker/service/typed_output_plan.h"
+#include "worker/service/typed_output_state.h"
 
 namespace llmc::worker {
 namespace {
@@ -28,6 +32,17 @@ absl::Status NotServing(v1::WorkerState state) {
   }
 }
 
+// Tool call ids are random per request (clients send them back with the results).
+uint64_t NewToolCallIdSeed() {
+  thread_local absl::BitGen bits;
+  return absl::Uniform<uint64_t>(bits);
+}
+
+ConstraintCompilerOptions WithMarkerTokens(ConstraintCompilerOptions options, const ServedModel& model) {
+  options.marker_tokens = MarkerSpecialTokens(model, model.tool_call_format, model.reasoning);
+  return options;
+}
+
 }  // namespace
 
 WorkerService::WorkerService(engine::Engine& engine, ServedModel model, std::string worker_id,
@@ -37,7 +52,8 @@ WorkerService::WorkerService(engine::Engine& engine, ServedModel model, std::str
       worker_id_(std::move(worker_id)),
       request_timeout_(request_timeout),
       started_(absl::Now()),
-      constraints_(*model_.tokenizer, engine.manifest().eos_token_ids, constraint_options),
+      constraints_(*model_.tokenizer, engine.manifest().eos_token_ids,
+                   WithMarkerTokens(std::move(constraint_options), model_)),
       large_requests_(kLargeRequestThreads, kLargeRequestQueue) {}
 
 void WorkerService::Convert(size_t request_bytes, const std::string& request_id, std::function<void()> convert,
@@ -79,7 +95,8 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
   // Rendering and tokenizing run here for ordinary requests; a large one (MBs of prompt or conversation)
   // would hold this gRPC thread for milliseconds, so it goes to the bounded executor.
   auto convert = [this, reactor, request, request_id, deadline = Deadline(*context)] {
-    absl::StatusOr<engine::GenerationRequest> converted = ToGenerationRequest(*request, model_);
+    std::optional<TypedOutputPlan> typed;
+    absl::StatusOr<engine::GenerationRequest> converted = ToGenerationRequest(*request, model_, &typed);
     if (!converted.ok()) {
       LLMC_LOG(Debug) << "invalid request: " << converted.status();
       return reactor->Refuse(converted.status());
@@ -87,18 +104,25 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
     converted->request_id = request_id;
     converted->deadline = deadline;
     const bool echo_prompt = request->return_prompt_token_ids();
-    if (!request->sampling().has_constraint()) return reactor->Submit(*std::move(converted), echo_prompt);
+    std::shared_ptr<TypedOutputState> typed_state;
+    const v1::OutputConstraint* constraint =
+        request->sampling().has_constraint() ? &request->sampling().constraint() : nullptr;
+    if (typed.has_value()) {
+      typed_state = std::make_shared<TypedOutputState>(*typed, NewToolCallIdSeed());
+      if (typed->constraint.has_value()) constraint = &*typed->constraint;
+    }
+    if (constraint == nullptr) return reactor->Submit(*std::move(converted), echo_prompt, std::move(typed_state));
     // The grammar compiles off this thread (or comes from the cache); the engine never waits for it.
     auto pending = std::make_shared<engine::GenerationRequest>(*std::move(converted));
-    constraints_.Compile(request->sampling().constraint(),
-                         [reactor, pending, echo_prompt](absl::StatusOr<engine::OutputConstraint> constraint) {
-                           if (!constraint.ok()) {
-                             LLMC_LOG(Debug) << "constraint refused: " << constraint.status();
-                             return reactor->Refuse(constraint.status());
-                           }
-                           pending->constraint = *std::move(constraint);
-                           reactor->Submit(std::move(*pending), echo_prompt);
-                         });
+    constraints_.Compile(*constraint, [reactor, pending, echo_prompt,
+                                       typed_state](absl::StatusOr<engine::OutputConstraint> compiled) mutable {
+      if (!compiled.ok()) {
+        LLMC_LOG(Debug) << "constraint refused: " << compiled.status();
+        return reactor->Refuse(compiled.status());
+      }
+      pending->constraint = *std::move(compiled);
+      reactor->Submit(std::move(*pending), echo_prompt, std::move(typed_state));
+    });
   };
   Convert(request->ByteSizeLong(), request_id, std::move(convert),
           [reactor](const absl::Status& status) { reactor->Refuse(status); });

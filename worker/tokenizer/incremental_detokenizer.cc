@@ -1,11 +1,16 @@
 #include "worker/tokenizer/incremental_detokenizer.h"
 
+#include <algorithm>
+
 #include "common/utf8.h"
 
 namespace llmc::tokenizer {
 
 std::string IncrementalDetokenizer::Add(int32_t token_id) {
-  if (skip_special_tokens_ && tokenizer_.IsSpecial(token_id)) return {};
+  if (skip_special_tokens_ && tokenizer_.IsSpecial(token_id) &&
+      !std::binary_search(kept_special_tokens_.begin(), kept_special_tokens_.end(), token_id)) {
+    return {};
+  }
   const absl::string_view bytes = tokenizer_.TokenBytes(token_id);
   pending_.append(bytes.data(), bytes.size());
   std::string text;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/types/span.h"
 #include "worker/tokenizer/tokenizer.h"
 
 namespace llmc::tokenizer {
@@ -13,8 +14,10 @@ namespace llmc::tokenizer {
 // tokens never comes out in halves. The concatenated output equals Tokenizer::Decode of all the tokens.
 class IncrementalDetokenizer {
  public:
-  IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens = true)
-      : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens) {}
+  // `kept_special_tokens` (sorted; must outlive this) are decoded even when special tokens are skipped.
+  IncrementalDetokenizer(const Tokenizer& tokenizer, bool skip_special_tokens = true,
+                         absl::Span<const int32_t> kept_special_tokens = {})
+      : tokenizer_(tokenizer), skip_special_tokens_(skip_special_tokens), kept_special_tokens_(kept_special_tokens) {}
 
   // The text completed by `token_id` (often empty while a character is incomplete). Ids outside the
   // tokenizer's vocabulary (padding rows of a model's output layer) add nothing.
@@ -25,6 +28,7 @@ class IncrementalDetokenizer {
  private:
   const Tokenizer& tokenizer_;
   const bool skip_special_tokens_;
+  const absl::Span<const int32_t> kept_special_tokens_;
   std::string pending_;  // at most 3 bytes: the start of an incomplete character
 };
 

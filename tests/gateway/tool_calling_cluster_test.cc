@@ -1,0 +1,622 @@
+// Integration tests: tool calling, reasoning output and the Responses API through the real llmc-gateway,
+// llmc-controller and llmc-worker (the small random-weight model with the real Qwen3 tokenizer and chat
+// template, whose manifest says tool_call_format "hermes" and reasoning markers <think>/</think>), all on free
+// loopback ports. The model cannot follow instructions, so every check is a property that holds for any
+// weights: text forced by a regex (or by token restrictions) is parsed into tool calls, reasoning and content
+// as the model's format says; forced tool choices finish as calls whose arguments validate; refusals are 400s
+// in the OpenAI envelope.
+//
+// Clients: tests/gateway/openai_sdk_tools.mjs (the OpenAI Node SDK with zod: tools, streaming, runTools, the
+// Responses API) and HTTP requests from here (the parsers, the template round trip, errors).
+#include <catch2/catch.hpp>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/support/child_process.h"
+#include "tests/support/controller_process.h"
+#include "tests/support/gateway_process.h"
+#include "tests/support/http_client.h"
+#include "tests/support/small_model.h"
+#include "tests/support/worker_process.h"
+
+namespace llmc::testing {
+namespace {
+
+// Ordered: the client's key order is what chat templates show the model (tojson), as clients send it.
+using json = nlohmann::ordered_json;
+
+constexpr char kChatPath[] = "/v1/chat/completions";
+
+// One controller, one worker serving the small package, and a gateway in front.
+class Cluster {
+ public:
+  explicit Cluster(std::vector<std::string> gateway_flags = {})
+      : controller_(LLMC_CONTROLLER_BINARY, {}),
+        worker_(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller_.address(), "tools-worker")),
+        gateway_(LLMC_GATEWAY_BINARY, controller_.address(), WithRefresh(std::move(gateway_flags))) {
+    REQUIRE(gateway_.WaitHealthy());
+  }
+
+  GatewayProcess& gateway() { return gateway_; }
+  int port() const { return gateway_.port(); }
+  // The gateway's and the worker's logs, for a failure's report.
+  std::string Logs() {
+    return "gateway log:\n" + gateway_.process().ReadLog() + "\nworker log:\n" + worker_.process().ReadLog();
+  }
+
+ private:
+  static std::vector<std::string> WithRefresh(std::vector<std::string> flags) {
+    flags.push_back("--routing_refresh_interval=200ms");
+    return flags;
+  }
+
+  ControllerProcess controller_;
+  WorkerProcess worker_;
+  GatewayProcess gateway_;
+};
+
+json Chat(int max_tokens, const std::string& content = "What is the weather in Paris?") {
+  return {{"model", kSmallModelName},
+          {"messages", json::array({{{"role", "user"}, {"content", content}}})},
+          {"max_tokens", max_tokens},
+          {"temperature", 0}};
+}
+
+json With(json body, const json& fields) {
+  body.update(fields);
+  return body;
+}
+
+// A function tool whose arguments are {"city": string}; `strict` with "Paris" its only value.
+json WeatherTool(bool strict = false) {
+  json city = strict ? json{{"type", "string"}, {"enum", {"Paris"}}} : json{{"type", "string"}};
+  json function = {{"name", "get_weather"},
+                   {"description", "The weather in a city"},
+                   {"parameters",
+                    {{"type", "object"},
+                     {"properties", {{"city", city}}},
+                     {"required", {"city"}},
+                     {"additionalProperties", false}}}};
+  if (strict) function["strict"] = true;
+  return {{"type", "function"}, {"function", function}};
+}
+
+json ParseJson(const std::string& text) {
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  INFO("not JSON: " << text);
+  REQUIRE(!parsed.is_discarded());
+  return parsed;
+}
+
+json PostOk(int port, const std::string& path, const json& body) {
+  const HttpReply reply = PostJson(port, path, body.dump());
+  INFO(path << " " << body.dump().substr(0, 600) << " -> " << reply.status << " " << reply.error << " "
+            << reply.body.substr(0, 1200));
+  REQUIRE(reply.status == 200);
+  return ParseJson(reply.body);
+}
+
+std::vector<int> Tokenize(int port, const std::string& text) {
+  const json answer =
+      PostOk(port, "/tokenize", {{"model", kSmallModelName}, {"prompt", text}, {"add_special_tokens", false}});
+  return answer["tokens"].get<std::vector<int>>();
+}
+
+std::string Detokenize(int port, const std::vector<int>& ids) {
+  return PostOk(port, "/detokenize", {{"model", kSmallModelName}, {"tokens", ids}})["prompt"].get<std::string>();
+}
+
+// The one token that spells `text`.
+int SingleToken(int port, const std::string& text) {
+  const std::vector<int> ids = Tokenize(port, text);
+  INFO("'" << text << "' tokenizes to " << json(ids).dump());
+  REQUIRE(ids.size() == 1);
+  return ids[0];
+}
+
+// The ids of a chat choice's generated tokens (logprobs with return_tokens_as_token_ids).
+std::vector<int> TokenIds(const json& choice) {
+  INFO(choice.dump());
+  REQUIRE(choice["logprobs"].is_object());
+  std::vector<int> ids;
+  for (const json& entry : choice["logprobs"]["content"]) {
+    const std::string token = entry["token"].get<std::string>();
+    REQUIRE(token.rfind("token_id:", 0) == 0);
+    ids.push_back(std::stoi(token.substr(9)));
+  }
+  return ids;
+}
+
+// A streamed chat answer reassembled per choice, as OpenAI streams tool calls: the first delta of an index
+// carries id, type "function" and function.name, later ones only function.arguments fragments.
+struct StreamedChoice {
+  std::string content;
+  std::string reasoning;
+  json tool_calls = json::array();
+  std::string finish_reason;
+};
+
+std::map<int, StreamedChoice> Streamed(int port, json body) {
+  body["stream"] = true;
+  SseClient client(port, kChatPath, body.dump());
+  INFO(body.dump().substr(0, 600) << " -> " << client.status() << " " << client.error());
+  REQUIRE(client.status() == 200);
+  const std::vector<std::string> events = client.ReadAll();
+  REQUIRE(client.complete());
+  REQUIRE(client.framing_errors().empty());
+  REQUIRE(!events.empty());
+  CHECK(events.back() == "[DONE]");
+  std::map<int, StreamedChoice> choices;
+  for (const std::string& data : events) {
+    if (data == "[DONE]") continue;
+    const json chunk = ParseJson(data);
+    INFO(data);
+    REQUIRE(chunk.contains("choices"));
+    for (const json& part : chunk["choices"]) {
+      StreamedChoice& choice = choices[part["index"].get<int>()];
+      CHECK(choice.finish_reason.empty());  // nothing after the finish reason
+      const json& delta = part["delta"];
+      if (delta.contains("content") && delta["content"].is_string()) choice.content += delta["content"];
+      if (delta.contains("reasoning_content")) choice.reasoning += delta["reasoning_content"].get<std::string>();
+      for (const json& entry : delta.value("tool_calls", json::array())) {
+        const size_t index = entry["index"].get<size_t>();
+        if (index == choice.tool_calls.size()) {
+          CHECK(entry["id"].is_string());
+          CHECK(entry["type"] == "function");
+          CHECK(entry["function"]["name"].is_string());
+          choice.tool_calls.push_back(
+              {{"id", entry["id"]},
+               {"type", "function"},
+               {"function",
+                {{"name", entry["function"]["name"]}, {"arguments", entry["function"].value("arguments", "")}}}});
+        } else {
+          REQUIRE(index < choice.tool_calls.size());
+          CHECK(!entry.contains("id"));
+          CHECK(!entry["function"].contains("name"));
+          choice.tool_calls[index]["function"]["arguments"] =
+              choice.tool_calls[index]["function"]["arguments"].get<std::string>() +
+              entry["function"]["arguments"].get<std::string>();
+        }
+      }
+      if (part["finish_reason"].is_string()) choice.finish_reason = part["finish_reason"];
+    }
+  }
+  return choices;
+}
+
+// A streamed choice equals the non-streamed one (call ids are drawn per request, so only their presence).
+void ExpectSameAnswer(const StreamedChoice& streamed, const json& choice) {
+  INFO("non-streamed: " << choice.dump() << "\nstreamed: content " << json(streamed.content).dump() << " reasoning "
+                        << json(streamed.reasoning).dump() << " calls " << streamed.tool_calls.dump() << " finish "
+                        << streamed.finish_reason);
+  const json& message = choice["message"];
+  CHECK(streamed.finish_reason == choice["finish_reason"]);
+  CHECK(streamed.content == (message["content"].is_string() ? message["content"].get<std::string>() : ""));
+  CHECK(streamed.reasoning == message.value("reasoning_content", ""));
+  const json calls = message.value("tool_calls", json::array());
+  REQUIRE(streamed.tool_calls.size() == calls.size());
+  for (size_t i = 0; i < calls.size(); ++i) {
+    CHECK(streamed.tool_calls[i]["function"] == calls[i]["function"]);
+    CHECK(!streamed.tool_calls[i]["id"].get<std::string>().empty());
+  }
+}
+
+// `body` is refused with a 400 in the OpenAI envelope naming `param` (unless empty) whose message holds every
+// one of `words`, streamed and not. Returns the non-streamed error.
+json ExpectRefused(int port, const json& body, const std::string& param, const std::vector<std::string>& words) {
+  json error;
+  for (const bool stream : {false, true}) {
+    json sent = body;
+    sent["stream"] = stream;
+    const HttpReply reply = PostJson(port, kChatPath, sent.dump());
+    INFO(sent.dump().substr(0, 800) << " -> " << reply.status << " " << reply.error << " " << reply.body);
+    CHECK(reply.status == 400);
+    CHECK_THAT(reply.Header("Content-Type"), Catch::StartsWith("application/json"));
+    const json envelope = ParseJson(reply.body);
+    REQUIRE(envelope.contains("error"));
+    const json& got = envelope["error"];
+    REQUIRE(got["message"].is_string());
+    CHECK(got["type"] == "invalid_request_error");
+    if (!param.empty()) CHECK(got["param"] == param);
+    for (const std::string& word : words) CHECK_THAT(got["message"].get<std::string>(), Catch::Contains(word));
+    if (!stream) error = got;
+  }
+  return error;
+}
+
+// The hermes call the regexes below spell; the regex escapes its braces.
+constexpr char kCallText[] =
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+constexpr char kCallRegex[] =
+    "<tool_call>\\n\\{\"name\": \"get_weather\", \"arguments\": \\{\"city\": \"Paris\"\\}\\}\\n</tool_call>";
+
+// A choice that is exactly one call of get_weather with {"city": "Paris"}, and nothing else.
+void ExpectParisCall(const json& choice) {
+  INFO(choice.dump());
+  CHECK(choice["finish_reason"] == "tool_calls");
+  const json& message = choice["message"];
+  CHECK(message["role"] == "assistant");
+  CHECK((message["content"].is_null() || message["content"] == ""));
+  CHECK(!message.contains("reasoning_content"));
+  REQUIRE(message["tool_calls"].is_array());
+  REQUIRE(message["tool_calls"].size() == 1);
+  const json& call = message["tool_calls"][0];
+  CHECK(call["type"] == "function");
+  CHECK_THAT(call["id"].get<std::string>(), Catch::StartsWith("call_"));
+  CHECK(call["function"]["name"] == "get_weather");
+  REQUIRE(call["function"]["arguments"].is_string());
+  CHECK(ParseJson(call["function"]["arguments"].get<std::string>()) == json{{"city", "Paris"}});
+}
+
+TEST_CASE("tool calling e2e: the OpenAI Node SDK's tools, streaming, runTools and the Responses API",
+          "[integration][tools][tool_calls]") {
+  // tool_choice required, named and parallel_tool_calls false (arguments validated by zod), streamed calls
+  // reassembled against the non-streamed answers, runTools' two-completion loop, a manual round trip;
+  // responses.create (text, tool_choice required, function_call/function_call_output input items, store),
+  // responses.stream (event order, sequence numbers, deltas against the non-streamed answer).
+  const std::string api_key = "sk-llmc-tools";
+  Cluster cluster({"--api_keys=" + api_key});
+  const CommandResult result = RunCommand(
+      "/usr/bin/env",
+      {"node", std::string(LLMC_SOURCE_DIR) + "/tests/gateway/openai_sdk_tools.mjs",
+       std::string(LLMC_TOKENIZER_MODULES) + "/node_modules", cluster.gateway().base_url(), kSmallModelName, api_key},
+      absl::Seconds(100));
+  INFO("node output:\n" << result.output << "\n(openai and zod come from scripts/fetch-tokenizers.sh)");
+  INFO(cluster.Logs());
+  CHECK(result.exit_code == 0);
+  CHECK_THAT(result.output, Catch::Contains("all steps passed"));
+}
+
+// With reasoning separated (the default for this model), a structured-output constraint beside tools becomes
+// "an optional reasoning block, then the constraint's text or calls" (worker/typed_output/tool_call_grammar.cc),
+// so a regex alone does not pin the text: the cases that force exact text send separate_reasoning: false,
+// which leaves the regex as the whole constraint; the default path is checked with a strict tool instead.
+TEST_CASE("tool calling e2e: the worker's parsers turn forced text into tool calls, reasoning and content",
+          "[integration][tools][tool_calls]") {
+  Cluster cluster;
+  const int port = cluster.port();
+  const json tools = json::array({WeatherTool()});
+
+  {
+    INFO("hermes text forced by a regex (separate_reasoning false: the regex is the whole constraint) is a call");
+    const json body = With(Chat(60), {{"tools", tools},
+                                      {"tool_choice", "auto"},
+                                      {"separate_reasoning", false},
+                                      {"structured_outputs", {{"regex", kCallRegex}}}});
+    const json answer = PostOk(port, kChatPath, body);
+    ExpectParisCall(answer["choices"][0]);
+    const std::map<int, StreamedChoice> streamed = Streamed(port, body);
+    REQUIRE(streamed.size() == 1);
+    ExpectSameAnswer(streamed.at(0), answer["choices"][0]);
+    // The same text with tool_choice none, or without tools, is content as written.
+    for (const json& fields : {json{{"tool_choice", "none"}}, json{{"tools", nullptr}, {"tool_choice", nullptr}}}) {
+      const json plain = PostOk(port, kChatPath, With(body, fields));
+      INFO(plain.dump());
+      CHECK(plain["choices"][0]["finish_reason"] == "stop");
+      CHECK(plain["choices"][0]["message"]["content"] == kCallText);
+      CHECK(!plain["choices"][0]["message"].contains("tool_calls"));
+    }
+  }
+  {
+    INFO("content before a call, two calls, and a malformed call (kept as content)");
+    json body = With(Chat(120), {{"tools", tools}, {"separate_reasoning", false}});
+    body["structured_outputs"] = {{"regex", std::string("Let me check\\.\\n") + kCallRegex}};
+    json answer = PostOk(port, kChatPath, body);
+    json message = answer["choices"][0]["message"];
+    INFO(answer.dump());
+    CHECK(answer["choices"][0]["finish_reason"] == "tool_calls");
+    REQUIRE(message["content"].is_string());
+    CHECK_THAT(message["content"].get<std::string>(), Catch::StartsWith("Let me check."));
+    REQUIRE(message["tool_calls"].size() == 1);
+    CHECK(ParseJson(message["tool_calls"][0]["function"]["arguments"]) == json{{"city", "Paris"}});
+
+    body["structured_outputs"] = {{"regex", std::string(kCallRegex) + "\\n" + kCallRegex}};
+    answer = PostOk(port, kChatPath, body);
+    message = answer["choices"][0]["message"];
+    INFO(answer.dump());
+    CHECK(answer["choices"][0]["finish_reason"] == "tool_calls");
+    REQUIRE(message["tool_calls"].size() == 2);
+    CHECK(message["tool_calls"][0]["id"] != message["tool_calls"][1]["id"]);
+    for (const json& call : message["tool_calls"]) {
+      CHECK(call["function"]["name"] == "get_weather");
+      CHECK(ParseJson(call["function"]["arguments"]) == json{{"city", "Paris"}});
+    }
+    const std::map<int, StreamedChoice> streamed = Streamed(port, body);
+    ExpectSameAnswer(streamed.at(0), answer["choices"][0]);
+
+    // "arguments" is an array, not an object: not a call, and nothing is lost.
+    const std::string malformed = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": [1]}\n</tool_call>";
+    body["structured_outputs"] = {
+        {"regex", "<tool_call>\\n\\{\"name\": \"get_weather\", \"arguments\": \\[1\\]\\}\\n</tool_call>"}};
+    answer = PostOk(port, kChatPath, body);
+    INFO(answer.dump());
+    CHECK(answer["choices"][0]["finish_reason"] == "stop");
+    CHECK(answer["choices"][0]["message"]["content"] == malformed);
+    CHECK(!answer["choices"][0]["message"].contains("tool_calls"));
+  }
+  {
+    INFO("with reasoning separated (the default), a strict tool: the <tool_call> token forced first is a call");
+    // The constraint becomes: an optional reasoning block, then the regex or calls whose arguments follow the
+    // strict schema (only "Paris"). Forcing the <tool_call> token first leaves only calls of that one value.
+    const int tool_call_token = SingleToken(port, "<tool_call>");
+    const json body = With(Chat(60), {{"tools", json::array({WeatherTool(/*strict=*/true)})},
+                                      {"tool_choice", "auto"},
+                                      {"parallel_tool_calls", false},
+                                      {"logit_bias", {{std::to_string(tool_call_token), 100}}},
+                                      {"structured_outputs", {{"regex", kCallRegex}}}});
+    const json answer = PostOk(port, kChatPath, body);
+    ExpectParisCall(answer["choices"][0]);
+    const std::map<int, StreamedChoice> streamed = Streamed(port, body);
+    ExpectSameAnswer(streamed.at(0), answer["choices"][0]);
+  }
+  {
+    INFO("separate_reasoning false keeps a forced reasoning block in the content, as written");
+    const std::string text = "<think>\nreasoning text\n</think>\n\nanswer";
+    const json answer = PostOk(
+        port, kChatPath,
+        With(Chat(40), {{"separate_reasoning", false},
+                        {"structured_outputs", {{"regex", "<think>\\nreasoning text\\n</think>\\n\\nanswer"}}}}));
+    INFO(answer.dump());
+    CHECK(answer["choices"][0]["finish_reason"] == "stop");
+    CHECK(answer["choices"][0]["message"]["content"] == text);
+    CHECK(!answer["choices"][0]["message"].contains("reasoning_content"));
+  }
+}
+
+TEST_CASE("tool calling e2e: reasoning is split from the content exactly where the model's tokens say",
+          "[integration][tools][tool_calls]") {
+  // With reasoning separated, a constraint applies after an optional reasoning block whose text is free, so a
+  // regex cannot force the reasoning. Instead the sampled tokens are restricted to a few (<think>, </think>,
+  // "\n\n", " sea", "answer"), the answer after the block must be "answer", and each choice's token ids
+  // (logprobs) say where its reasoning is: the parser's reasoning_content and content must match them.
+  Cluster cluster;
+  const int port = cluster.port();
+  const int think = SingleToken(port, "<think>");
+  const int think_end = SingleToken(port, "</think>");
+  const int blank = SingleToken(port, "\n\n");
+  const int sea = SingleToken(port, " sea");
+  const int answer_token = SingleToken(port, "answer");
+  const std::map<int, std::string> texts = {
+      {think, "<think>"}, {think_end, "</think>"}, {blank, "\n\n"}, {sea, " sea"}, {answer_token, "answer"}};
+  constexpr int kChoices = 8;
+  // tools with tool_choice auto: the answer is parsed for calls too (none can be spelled with these tokens).
+  const json body = With(Chat(40), {{"n", kChoices},
+                                    {"temperature", 1},
+                                    {"seed", 5},
+                                    {"logprobs", true},
+                                    {"return_tokens_as_token_ids", true},
+                                    {"tools", json::array({WeatherTool()})},
+                                    {"allowed_token_ids", {think, think_end, blank, sea, answer_token}},
+                                    {"structured_outputs", {{"regex", "answer"}}}});
+  const json answer = PostOk(port, kChatPath, body);
+  REQUIRE(answer["choices"].size() == kChoices);
+  int with_reasoning = 0;
+  std::vector<std::vector<int>> all_ids;
+  for (const json& choice : answer["choices"]) {
+    const std::vector<int> ids = TokenIds(choice);
+    all_ids.push_back(ids);
+    INFO(choice.dump() << "\ntoken ids: " << json(ids).dump());
+    const json& message = choice["message"];
+    CHECK(choice["finish_reason"] == "stop");
+    CHECK(message["content"] == "answer");
+    CHECK(!message.contains("tool_calls"));
+    REQUIRE(!ids.empty());
+    std::string expected_reasoning;
+    if (ids[0] == think) {
+      size_t end = 1;
+      while (end < ids.size() && ids[end] != think_end) expected_reasoning += texts.at(ids[end++]);
+      REQUIRE(end < ids.size());
+      ++with_reasoning;
+    } else {
+      CHECK(ids == std::vector<int>{answer_token});
+    }
+    if (expected_reasoning.empty()) {
+      CHECK(!message.contains("reasoning_content"));
+    } else {
+      CHECK(message["reasoning_content"] == expected_reasoning);
+      CHECK(message["reasoning"] == expected_reasoning);  // vLLM's newer name
+    }
+  }
+  INFO(answer.dump());
+  // Sampled among two first tokens, some choices open a reasoning block.
+  CHECK(with_reasoning > 0);
+
+  {
+    INFO("streamed, reasoning_content deltas and content deltas reassemble the same choices");
+    const std::map<int, StreamedChoice> streamed = Streamed(port, body);
+    REQUIRE(streamed.size() == kChoices);
+    for (int i = 0; i < kChoices; ++i) ExpectSameAnswer(streamed.at(i), answer["choices"][i]);
+  }
+  {
+    // The same prompt (the tools are still shown to the model), so the same tokens.
+    INFO("tool_choice none (a constraint after the reasoning block alone, no call parsing): the same answers");
+    const json plain = PostOk(port, kChatPath, With(body, {{"tool_choice", "none"}}));
+    REQUIRE(plain["choices"].size() == kChoices);
+    for (int i = 0; i < kChoices; ++i) {
+      INFO(plain["choices"][i].dump());
+      CHECK(TokenIds(plain["choices"][i]) == all_ids[i]);
+      CHECK(plain["choices"][i]["message"] == answer["choices"][i]["message"]);
+    }
+  }
+  {
+    INFO("include_reasoning false: the same tokens, the reasoning dropped");
+    const json dropped = PostOk(port, kChatPath, With(body, {{"include_reasoning", false}}));
+    REQUIRE(dropped["choices"].size() == kChoices);
+    for (int i = 0; i < kChoices; ++i) {
+      const json& choice = dropped["choices"][i];
+      INFO(choice.dump());
+      CHECK(TokenIds(choice) == all_ids[i]);
+      CHECK(choice["message"]["content"] == "answer");
+      CHECK(!choice["message"].contains("reasoning_content"));
+      CHECK(!choice["message"].contains("reasoning"));
+    }
+  }
+}
+
+// A conversation with an assistant turn that called get_weather twice and both results; `content` is the
+// assistant turn's content ("" or null, or absent when `content` is nullopt).
+json RoundTripMessages(const std::optional<json>& content) {
+  json assistant = {
+      {"role", "assistant"},
+      {"tool_calls", json::array({{{"id", "call_abc123"},
+                                   {"type", "function"},
+                                   {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Paris\"}"}}}},
+                                  {{"id", "call_def456"},
+                                   {"type", "function"},
+                                   {"function", {{"name", "get_weather"}, {"arguments", "{\"city\":\"Lima\"}"}}}}})}};
+  if (content.has_value()) assistant["content"] = *content;
+  return json::array({{{"role", "user"}, {"content", "What is the weather in Paris?"}},
+                      assistant,
+                      {{"role", "tool"}, {"tool_call_id", "call_abc123"}, {"content", "21 degrees and sunny"}},
+                      {{"role", "tool"}, {"tool_call_id", "call_def456"}, {"content", "15 degrees, fog"}}});
+}
+
+// The round trip is served, and /tokenize of the same messages renders them as Qwen3's template writes calls
+// and results.
+void ExpectRoundTrip(int port, const json& messages) {
+  const json tools = json::array({WeatherTool()});
+  const HttpReply reply = PostJson(
+      port, kChatPath,
+      json{{"model", kSmallModelName}, {"messages", messages}, {"tools", tools}, {"max_tokens", 4}, {"temperature", 0}}
+          .dump());
+  INFO(messages.dump() << " -> " << reply.status << " " << reply.body.substr(0, 1200));
+  CHECK(reply.status == 200);
+  if (reply.status != 200) return;
+  const json answer = ParseJson(reply.body);
+  REQUIRE(answer["choices"].size() == 1);
+  CHECK(answer["choices"][0]["message"]["role"] == "assistant");
+
+  const json tokenized =
+      PostOk(port, "/tokenize", {{"model", kSmallModelName}, {"messages", messages}, {"tools", tools}});
+  const std::vector<int> ids = tokenized["tokens"].get<std::vector<int>>();
+  CHECK(tokenized["count"] == ids.size());
+  // The chat request's prompt is that conversation with the generation prompt.
+  const json with_prompt =
+      PostOk(port, "/tokenize",
+             {{"model", kSmallModelName}, {"messages", messages}, {"tools", tools}, {"add_generation_prompt", true}});
+  CHECK(answer["usage"]["prompt_tokens"] == with_prompt["count"]);
+  const std::string text = Detokenize(port, ids);
+  INFO("rendered:\n" << text);
+  CHECK_THAT(text, Catch::Contains("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""));
+  CHECK_THAT(text, Catch::Contains("<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
+                                   "{\"city\": \"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", "
+                                   "\"arguments\": {\"city\": \"Lima\"}}\n</tool_call><|im_end|>"));
+  // Consecutive tool results go in one user turn.
+  CHECK_THAT(text, Catch::Contains("<|im_start|>user\n<tool_response>\n21 degrees and sunny\n</tool_response>\n"
+                                   "<tool_response>\n15 degrees, fog\n</tool_response><|im_end|>"));
+}
+
+TEST_CASE("tool calling e2e: a tool round trip renders with the model's template, and bad tool requests are 400s",
+          "[integration][tools][tool_calls]") {
+  Cluster cluster;
+  const int port = cluster.port();
+  const json tools = json::array({WeatherTool()});
+
+  {
+    INFO("an assistant call (content \"\") and the tool's results: served, and rendered by Qwen3's template");
+    ExpectRoundTrip(port, RoundTripMessages(json("")));
+  }
+  {
+    INFO("an unknown named tool");
+    ExpectRefused(port,
+                  With(Chat(4), {{"tools", tools},
+                                 {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}}),
+                  "tool_choice.function.name", {"get_time"});
+  }
+  {
+    INFO("tool_choice required without tools, or with only tools of other types");
+    ExpectRefused(port, With(Chat(4), {{"tool_choice", "required"}}), "tool_choice", {"tools"});
+    ExpectRefused(port,
+                  With(Chat(4), {{"tool_choice", "required"}, {"tools", json::array({{{"type", "web_search"}}})}}),
+                  "tool_choice", {"tools"});
+  }
+  {
+    INFO("a schema keyword the grammar cannot enforce names the tool's parameters");
+    json unique = WeatherTool();
+    unique["function"]["name"] = "tag_city";
+    unique["function"]["parameters"]["properties"]["tags"] = {
+        {"type", "array"}, {"items", {{"type", "string"}}}, {"uniqueItems", true}};
+    const json error =
+        ExpectRefused(port, With(Chat(4), {{"tools", {WeatherTool(), unique}}, {"tool_choice", "required"}}), "",
+                      {"tools[1].function.parameters", "uniqueItems"});
+    INFO(error.dump());
+    CHECK((error["param"].is_null() || error["param"] == "tools[1].function.parameters"));
+  }
+  {
+    INFO("tools of other types are left out, not refused");
+    const json answer =
+        PostOk(port, kChatPath,
+               With(Chat(4),
+                    {{"tools", json::array({{{"type", "web_search"}}, {{"type", "custom"}, {"name", "x"}}, tools[0]})},
+                     {"tool_choice", "auto"}}));
+    CHECK(answer["choices"].size() == 1);
+  }
+  // After the refusals the cluster still serves a forced call (no reasoning block, so it always finishes).
+  const json forced = PostOk(port, kChatPath,
+                             With(Chat(80), {{"tools", json::array({WeatherTool(/*strict=*/true)})},
+                                             {"tool_choice", "required"},
+                                             {"separate_reasoning", false},
+                                             {"parallel_tool_calls", false}}));
+  ExpectParisCall(forced["choices"][0]);
+}
+
+// Regressions: each case below holds a defect found while writing these tests (see their comments).
+
+TEST_CASE("tool calling e2e: an assistant turn with content null or left out (as the OpenAI SDK sends it) is served",
+          "[integration][tools][tool_calls]") {
+  // OpenAI's assistant message that only called tools has "content": null (the Node SDK's runTools sends it
+  // back so); vLLM hands templates "" for it. Qwen3's template tests '</think>' in message.content.
+  Cluster cluster;
+  const int port = cluster.port();
+  {
+    INFO("content null");
+    ExpectRoundTrip(port, RoundTripMessages(json(nullptr)));
+  }
+  {
+    INFO("content left out");
+    ExpectRoundTrip(port, RoundTripMessages(std::nullopt));
+  }
+}
+
+TEST_CASE("tool calling e2e: a refused tool schema is named by its index in the client's tools",
+          "[integration][tools][tool_calls]") {
+  // Tools of other types are left out before the worker sees the tools; its message must still count them.
+  Cluster cluster;
+  json unique = WeatherTool();
+  unique["function"]["name"] = "tag_city";
+  unique["function"]["parameters"]["properties"]["tags"] = {
+      {"type", "array"}, {"items", {{"type", "string"}}}, {"uniqueItems", true}};
+  const json mixed = json::array({{{"type", "web_search"}}, WeatherTool(), unique});
+  const json error = ExpectRefused(cluster.port(), With(Chat(4), {{"tools", mixed}, {"tool_choice", "required"}}), "",
+                                   {"tools[2].function.parameters", "uniqueItems"});
+  INFO(error.dump());
+  CHECK((error["param"].is_null() || error["param"] == "tools[2].function.parameters"));
+}
+
+TEST_CASE("tool calling e2e: a structured-output constraint without tools is served by the reasoning model",
+          "[integration][tools][tool_calls]") {
+  // The manifest's reasoning markers make the worker wrap every constraint as "an optional reasoning block,
+  // then the constraint"; a request without tools (or with tool_choice none) has no tool-call format there.
+  Cluster cluster;
+  const int port = cluster.port();
+  for (const json& fields :
+       {json{{"guided_choice", {"yes", "no"}}},
+        json{{"tools", json::array({WeatherTool()})}, {"tool_choice", "none"}, {"guided_choice", {"yes", "no"}}}}) {
+    const HttpReply reply = PostJson(port, kChatPath, With(Chat(40), fields).dump());
+    INFO(fields.dump() << " -> " << reply.status << " " << reply.body);
+    CHECK(reply.status == 200);
+    if (reply.status != 200) continue;
+    const json answer = ParseJson(reply.body);
+    const json& choice = answer["choices"][0];
+    if (choice["finish_reason"] == "stop") {
+      const std::string content = choice["message"]["content"].get<std::string>();
+      CHECK((content == "yes" || content == "no"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace llmc::testing

@@ -1,0 +1,112 @@
+#include "worker/service/typed_output_plan.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace llmc::worker {
+namespace {
+
+using typed_output::ToolCallFormat;
+
+// Ids of the special tokens among `text`'s tokens.
+void AddSpecialTokensOf(absl::string_view text, const ServedModel& model, std::vector<int32_t>& out) {
+  absl::StatusOr<std::vector<int32_t>> ids = model.tokenizer->Encode(text, /*add_special_tokens=*/false);
+  if (!ids.ok()) return;
+  for (const int32_t id : *ids) {
+    if (model.tokenizer->IsSpecial(id)) out.push_back(id);
+  }
+}
+
+absl::Status CheckToolChoice(const v1::ChatInput& chat, const std::vector<typed_output::FunctionTool>& tools,
+                             bool has_response_format) {
+  const bool forced = chat.tool_choice() == v1::TOOL_CHOICE_REQUIRED || chat.tool_choice() == v1::TOOL_CHOICE_NAMED;
+  if (!forced) return absl::OkStatus();
+  if (tools.empty()) {
+    return absl::InvalidArgumentError(
+        "tool_choice: a required or named tool choice needs at least one function in 'tools'");
+  }
+  if (has_response_format) {
+    return absl::InvalidArgumentError(
+        "tool_choice: a required or named tool choice forces a tool call, so it cannot be combined with "
+        "response_format or another structured-output constraint");
+  }
+  if (chat.tool_choice() == v1::TOOL_CHOICE_NAMED &&
+      std::none_of(tools.begin(), tools.end(),
+                   [&](const typed_output::FunctionTool& tool) { return tool.name == chat.tool_choice_name(); })) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tool_choice: names the function '", chat.tool_choice_name(), "', which is not among the tools"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<int32_t> MarkerSpecialTokens(const ServedModel& model, ToolCallFormat format,
+                                         const typed_output::ReasoningMarkers& reasoning) {
+  std::vector<int32_t> ids;
+  for (const std::string& marker : typed_output::ToolCallMarkers(format)) AddSpecialTokensOf(marker, model, ids);
+  if (reasoning.enabled()) {
+    AddSpecialTokensOf(reasoning.start, model, ids);
+    AddSpecialTokensOf(reasoning.end, model, ids);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+bool PromptOpensReasoning(std::string_view prompt_text, const typed_output::ReasoningMarkers& markers) {
+  if (!markers.enabled() || markers.start.empty()) return false;
+  const size_t start = prompt_text.rfind(markers.start);
+  if (start == std::string_view::npos) return false;
+  return prompt_text.find(markers.end, start + markers.start.size()) == std::string_view::npos;
+}
+
+absl::StatusOr<TypedOutputPlan> PlanTypedOutput(const v1::GenerateRequest& request, const ServedModel& model,
+                                                std::string_view prompt_text) {
+  TypedOutputPlan plan;
+  const v1::ChatInput& chat = request.chat();
+  if (!chat.has_separate_reasoning() || chat.separate_reasoning()) plan.reasoning = model.reasoning;
+  plan.starts_in_reasoning = PromptOpensReasoning(prompt_text, plan.reasoning);
+
+  absl::StatusOr<std::vector<typed_output::FunctionTool>> tools = typed_output::ReadFunctionTools(chat.tools_json());
+  if (!tools.ok()) return absl::InvalidArgumentError(absl::StrCat("tools: ", tools.status().message()));
+  const bool has_constraint = request.sampling().has_constraint();
+  RETURN_IF_ERROR(CheckToolChoice(chat, *tools, has_constraint));
+  if (chat.tool_choice() != v1::TOOL_CHOICE_NONE && !tools->empty()) {
+    plan.format = model.tool_call_format;
+    plan.tools = *std::move(tools);
+  }
+
+  const bool forced = chat.tool_choice() == v1::TOOL_CHOICE_REQUIRED || chat.tool_choice() == v1::TOOL_CHOICE_NAMED;
+  const bool any_strict = std::any_of(plan.tools.begin(), plan.tools.end(),
+                                      [](const typed_output::FunctionTool& tool) { return tool.strict; });
+  // A structured-output constraint on a reasoning model applies to the answer after the reasoning block.
+  const bool wrap_constraint = has_constraint && plan.reasoning.enabled();
+  if (forced || (any_strict && plan.format != ToolCallFormat::kNone) || wrap_constraint) {
+    v1::OutputConstraint constraint;
+    v1::ToolCallConstraint& calls = *constraint.mutable_tool_calls();
+    calls.set_format(std::string(typed_output::ToolCallFormatName(forced ? model.tool_call_format : plan.format)));
+    if (plan.format != ToolCallFormat::kNone || forced) calls.set_tools_json(chat.tools_json());
+    calls.set_choice(forced ? chat.tool_choice() : v1::TOOL_CHOICE_AUTO);
+    calls.set_name(chat.tool_choice_name());
+    calls.set_parallel(!chat.has_parallel_tool_calls() || chat.parallel_tool_calls());
+    calls.set_reasoning_start(plan.reasoning.start);
+    calls.set_reasoning_end(plan.reasoning.end);
+    calls.set_starts_in_reasoning(plan.starts_in_reasoning);
+    if (has_constraint) {
+      *calls.mutable_content() = request.sampling().constraint();
+      constraint.set_source(request.sampling().constraint().source());
+    } else {
+      constraint.set_source(forced ? "tool_choice" : "tools");
+    }
+    plan.constraint = std::move(constraint);
+  }
+
+  plan.decoded_special_tokens = MarkerSpecialTokens(model, plan.format, plan.reasoning);
+  return plan;
+}
+
+}  // namespace llmc::worker
