@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
@@ -34,13 +35,31 @@ absl::Status WithWorkerParameter(absl::Status status) {
   } else if (const size_t colon = message.find(": "); colon != absl::string_view::npos && colon < 64) {
     const absl::string_view field = message.substr(0, colon);
     if (absl::StartsWith(field, "response_format") || absl::StartsWith(field, "structured_outputs") ||
-        absl::StartsWith(field, "guided_")) {
+        absl::StartsWith(field, "guided_") || absl::StartsWith(field, "tools[")) {
       param = field;
     }
   }
   if (param.empty()) return status;
   return InvalidParameter(std::string_view(param.data(), param.size()),
                           std::string_view(message.data(), message.size()));
+}
+
+// "tools[k]..." in a worker's error, k counting the function tools forwarded, as the client's tools[positions[k]].
+absl::Status NameClientTool(absl::Status status, const std::vector<uint32_t>& positions) {
+  const std::string param = ParameterOf(status);
+  absl::string_view rest = param;
+  size_t index = 0;
+  if (!absl::ConsumePrefix(&rest, "tools[")) return status;
+  const size_t close = rest.find(']');
+  if (close == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, close), &index) ||
+      index >= positions.size()) {
+    return status;
+  }
+  const std::string old_name = absl::StrCat("tools[", index, "]");
+  const std::string new_name = absl::StrCat("tools[", positions[index], "]");
+  std::string message(status.message());
+  if (absl::StartsWith(message, old_name)) message.replace(0, old_name.size(), new_name);
+  return InvalidParameter(absl::StrCat(new_name, rest.substr(close + 1)), message);
 }
 
 constexpr char kJson[] = "application/json";
@@ -55,7 +74,8 @@ class ChatCompletionShaper final : public AnswerShaper {
  public:
   ChatCompletionShaper(const OpenAiRequest& request, const std::string& system_fingerprint)
       : builder_(request, NewResponseId(request.kind), absl::ToUnixSeconds(absl::Now()), request.model,
-                 system_fingerprint) {}
+                 system_fingerprint),
+        tool_positions_(request.tool_positions) {}
 
   std::vector<SseEvent> Start() override { return DataEvents(builder_.Start()); }
   absl::StatusOr<std::vector<SseEvent>> OnResponse(const v1::GenerateResponse& response, size_t prompt) override {
@@ -73,9 +93,14 @@ class ChatCompletionShaper final : public AnswerShaper {
     return builder_.Accumulate(response, prompt);
   }
   std::string FinalJson(const v1::Usage& usage) override { return builder_.FinalJson(usage); }
+  // The worker counts only the function tools it was sent; the client counts all it sent.
+  absl::Status MapError(absl::Status status) const override {
+    return NameClientTool(std::move(status), tool_positions_);
+  }
 
  private:
   OpenAiResponseBuilder builder_;
+  const std::vector<uint32_t> tool_positions_;
 };
 
 // One request in flight: turns the workers' messages into the answer, in the shape `shaper` gives it. A completions

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config/validation.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 
 namespace llmc::config {
 namespace {
@@ -24,6 +25,11 @@ absl::Status WorkerConfig::Validate() const {
       "tool_call_parser", tool_call_parser,
       {"auto", "none", "hermes", "qwen3_coder", "llama3_json", "pythonic", "mistral", "deepseek_v3", "deepseek_v31"}));
   RETURN_IF_ERROR(ValidateOneOf("reasoning_parser", reasoning_parser, {"auto", "none", "think"}));
+  if (!default_chat_template_kwargs.empty() &&
+      !nlohmann::json::parse(default_chat_template_kwargs, nullptr, /*allow_exceptions=*/false).is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("default_chat_template_kwargs must be a JSON object, got '", default_chat_template_kwargs, "'"));
+  }
   if (quantization_group_size != 0 && quantization_group_size != 32 && quantization_group_size != 64 &&
       quantization_group_size != 128 && quantization_group_size != 256 && quantization_group_size != 512) {
     return absl::InvalidArgumentError(

@@ -32,9 +32,10 @@ struct WorkerConfig {
   uint32_t num_threads = 0;                   // intra-op threads for CPU kernels; 0 keeps libtorch's default
   absl::Duration request_timeout = absl::ZeroDuration();  // 0: no deadline beyond the caller's
   bool trust_request_chat_template = false;               // render a request's own chat_template
-  uint32_t json_max_whitespace = 0;       // structured outputs: whitespace allowed at each place JSON allows it
-  std::string tool_call_parser = "auto";  // a tool-call format name, or auto: the package's tool_call_format
-  std::string reasoning_parser = "auto";  // auto (the package's reasoning markers), none or think
+  uint32_t json_max_whitespace = 0;          // structured outputs: whitespace allowed at each place JSON allows it
+  std::string tool_call_parser = "auto";     // a tool-call format name, or auto: the package's tool_call_format
+  std::string reasoning_parser = "auto";     // auto (the package's reasoning markers), none or think
+  std::string default_chat_template_kwargs;  // a JSON object; a request's chat_template_kwargs override its keys
 
   // Network
   std::string listen_address = "0.0.0.0:21002";
@@ -85,6 +86,9 @@ struct WorkerConfig {
     v("reasoning_parser", reasoning_parser,
       "how the model's reasoning is read: auto (the package's reasoning markers), none (all text is content) or "
       "think (<think>...</think>)");
+    v("default_chat_template_kwargs", default_chat_template_kwargs,
+      "a JSON object of chat template variables every request gets under its own chat_template_kwargs, e.g. "
+      "'{\"enable_thinking\": false}' (vLLM's --default-chat-template-kwargs); empty: none");
     v("listen_address", listen_address, "host:port of the Worker gRPC server (port 0 picks a free one)");
     v("advertised_address", advertised_address, "host:port gateways dial; empty derives it from listen_address");
     v("controller_address", controller_address, "host:port of the controller; empty runs without one");

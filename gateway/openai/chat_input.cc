@@ -139,6 +139,11 @@ absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json
       if (key == allowed) forwarded[key] = key == "role" ? ordered_json(role) : value;
     }
   }
+  // OpenAI's tool-only assistant turn has a null (or no) content; templates test it as a string (Qwen3's
+  // `'</think>' in message.content`), so it reaches them as "" (as vLLM hands it over).
+  if (role == "assistant" && (!forwarded.contains("content") || forwarded["content"].is_null())) {
+    forwarded["content"] = "";
+  }
   ForwardReasoning(ordered, forwarded);
   NormalizeToolCalls(forwarded);
   return forwarded;
@@ -147,7 +152,7 @@ absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json
 // The function tools, in the client's order and spelling; tools of other types (web_search, custom, ...) are
 // left out, not refused, as OpenAI-compatible servers do (Codex CLI sends some).
 absl::StatusOr<ordered_json> ReadTools(const FieldReader& fields, const ordered_json& ordered_body,
-                                       std::vector<std::string>& names) {
+                                       std::vector<std::string>& names, std::vector<uint32_t>& positions) {
   ordered_json functions = ordered_json::array();
   const json* tools = fields.Find("tools");
   if (tools == nullptr || tools->is_null()) return functions;
@@ -175,6 +180,7 @@ absl::StatusOr<ordered_json> ReadTools(const FieldReader& fields, const ordered_
     }
     RETURN_IF_ERROR(function_fields.Bool("strict").status());
     names.push_back(*name);
+    positions.push_back(static_cast<uint32_t>(i));
     functions.push_back(ordered_body.at("tools").at(i));
   }
   return functions;
@@ -231,7 +237,8 @@ absl::Status ReadToolChoice(const FieldReader& fields, const std::vector<std::st
 
 }  // namespace
 
-absl::Status ParseChatInput(const json& body, const ordered_json& ordered_body, v1::ChatInput& chat) {
+absl::Status ParseChatInput(const json& body, const ordered_json& ordered_body, v1::ChatInput& chat,
+                            std::vector<uint32_t>* tool_positions) {
   const FieldReader fields(body);
   const json* messages = fields.Find("messages");
   if (messages == nullptr) return InvalidParameter("messages", "'messages' is required");
@@ -248,7 +255,9 @@ absl::Status ParseChatInput(const json& body, const ordered_json& ordered_body, 
   ASSIGN_OR_RETURN(const std::optional<bool> add_generation_prompt, fields.Bool("add_generation_prompt"));
   if (add_generation_prompt.has_value()) chat.set_add_generation_prompt(*add_generation_prompt);
   std::vector<std::string> tool_names;
-  ASSIGN_OR_RETURN(const ordered_json tools, ReadTools(fields, ordered_body, tool_names));
+  std::vector<uint32_t> positions;
+  ASSIGN_OR_RETURN(const ordered_json tools, ReadTools(fields, ordered_body, tool_names, positions));
+  if (tool_positions != nullptr) *tool_positions = std::move(positions);
   if (!tools.empty()) chat.set_tools_json(DumpJson(tools));
   RETURN_IF_ERROR(ReadToolChoice(fields, tool_names, chat));
   ASSIGN_OR_RETURN(const std::optional<bool> parallel_tool_calls, fields.Bool("parallel_tool_calls"));

@@ -1,6 +1,9 @@
 #ifndef LLMC_GATEWAY_OPENAI_CHAT_INPUT_H_
 #define LLMC_GATEWAY_OPENAI_CHAT_INPUT_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "llmc/v1/worker.pb.h"
 #include "nlohmann/json.hpp"
@@ -12,8 +15,9 @@ namespace llmc::gateway {
 // `chat_template` and `chat_template_kwargs`. `body` is checked field by field; the JSON the worker's
 // template sees comes from `ordered_body`, the same body with its keys in the order the client wrote
 // them, so a template's `tojson` prints a tool's schema as the client sent it.
-absl::Status ParseChatInput(const nlohmann::json& body, const nlohmann::ordered_json& ordered_body,
-                            v1::ChatInput& chat);
+// `tool_positions`, when given, gets each forwarded function tool's index in the client's `tools`.
+absl::Status ParseChatInput(const nlohmann::json& body, const nlohmann::ordered_json& ordered_body, v1::ChatInput& chat,
+                            std::vector<uint32_t>* tool_positions = nullptr);
 
 }  // namespace llmc::gateway
 

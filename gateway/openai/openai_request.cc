@@ -510,7 +510,7 @@ absl::StatusOr<OpenAiRequest> ParseChatCompletionRequest(std::string_view body) 
   OrderedBody ordered(body);
   RETURN_IF_ERROR(ParseCommon(parsed, ordered, OpenAiKind::kChat, request));
   // The client's key order, which the chat template's tojson shows the model.
-  RETURN_IF_ERROR(ParseChatInput(parsed, ordered.Get(), *request.generate.mutable_chat()));
+  RETURN_IF_ERROR(ParseChatInput(parsed, ordered.Get(), *request.generate.mutable_chat(), &request.tool_positions));
   ASSIGN_OR_RETURN(const std::optional<bool> include_reasoning, FieldReader(parsed).Bool("include_reasoning"));
   request.include_reasoning = include_reasoning.value_or(true);
   RETURN_IF_ERROR(ParseChatLogprobs(FieldReader(parsed), request));

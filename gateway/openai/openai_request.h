@@ -32,7 +32,10 @@ struct OpenAiRequest {
   // vLLM's prompt_logprobs: each choice (chat: the response) also gets the prompt's logprobs with this many
   // alternatives per position. Not with streaming.
   std::optional<uint32_t> prompt_logprobs;
-  bool tokens_as_ids = false;     // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:<id>"
+  bool tokens_as_ids = false;  // vLLM's return_tokens_as_token_ids: logprobs name tokens "token_id:<id>"
+  // Chat: for each function tool forwarded to the worker, its index in the client's `tools` (tools of other
+  // types are left out), so an error about a tool names the one the client sent.
+  std::vector<uint32_t> tool_positions;
   bool include_reasoning = true;  // chat: vLLM's include_reasoning (false: reasoning is parsed, then dropped)
   v1::GenerateRequest generate;   // model, input, sampling and user filled; request_id left to the caller
   // Completions with a `prompt` list: the prompts after the first (which is `generate`'s input), each a

@@ -198,9 +198,10 @@ TEST_CASE("openai_request: roles, names and the generation prompt", "[unit][open
   CHECK(forwarded[0] == json{{"role", "system"}, {"content", "be brief"}});  // developer is system
   CHECK(forwarded[1]["role"] == "system");
   CHECK(forwarded[2]["name"] == "bob");
-  CHECK(forwarded[3] == json{{"role", "assistant"}, {"content", nullptr}});  // None, as transformers passes it
+  // A tool-only assistant turn's null or missing content reaches templates as "" (Qwen3's tests it as a string).
+  CHECK(forwarded[3] == json{{"role", "assistant"}, {"content", ""}});
   CHECK(forwarded[4] == json{{"role", "tool"}, {"content", "42"}, {"tool_call_id", "call_1"}});
-  CHECK(forwarded[5] == json{{"role", "assistant"}});
+  CHECK(forwarded[5] == json{{"role", "assistant"}, {"content", ""}});
   REQUIRE(chat.has_add_generation_prompt());
   CHECK_FALSE(chat.add_generation_prompt());
 
@@ -607,7 +608,7 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
   // Written by hand so the keys are out of alphabetical order, as a client may send them.
   const std::string body = R"({"model":"qwen","messages":[
       {"role":"user","content":"weather?"},
-      {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",
+      {"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function",
         "function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
       {"role":"tool","tool_call_id":"c1","content":"sunny","extra":"dropped"}],
     "tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","required":["city"],
@@ -621,7 +622,7 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
         R"("properties":{"city":{"type":"string"}}}}}])");
   CHECK(
       chat.messages_json() ==
-      R"([{"role":"user","content":"weather?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",)"
+      R"([{"role":"user","content":"weather?"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function",)"
       R"("function":{"name":"get_weather","arguments":{"city":"Oslo"}}}]},)"
       R"({"role":"tool","tool_call_id":"c1","content":"sunny"}])");
   CHECK(chat.chat_template() == "{{ messages | length }}");
@@ -632,7 +633,7 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
       R"({"function":{"name":"g","arguments":""}}]}]})");
   REQUIRE(odd.ok());
   CHECK(odd->generate.chat().messages_json() ==
-        R"([{"role":"assistant","content":"x"},{"role":"assistant","content":null,"tool_calls":[)"
+        R"([{"role":"assistant","content":"x"},{"role":"assistant","content":"","tool_calls":[)"
         R"({"function":{"name":"f","arguments":"[1"}},{"function":{"name":"g","arguments":{}}}]}])");
   CHECK_FALSE(request->generate.has_add_special_tokens());
   const absl::StatusOr<OpenAiRequest> with_bos = ParseChatCompletionRequest(

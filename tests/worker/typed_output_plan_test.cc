@@ -44,6 +44,18 @@ TEST_CASE("typed output plan: a prompt opens reasoning when its last start marke
   CHECK(PromptOpensReasoning("<think>old</think> answer <|im_start|>assistant\n<think>", think));
   CHECK_FALSE(PromptOpensReasoning("<|im_start|>assistant\n", think));
   CHECK_FALSE(PromptOpensReasoning("<think>", typed_output::ReasoningMarkers{}));
+  CHECK(PromptClosesReasoning("<|im_start|>assistant\n<think>\n\n</think>\n\n", think));
+  CHECK_FALSE(PromptClosesReasoning("<think>a</think> b<|im_start|>assistant\n", think));
+}
+
+TEST_CASE_METHOD(PlanFixture, "typed output plan: a reasoning block the template closed leaves nothing to parse",
+                 "[unit][tools]") {
+  absl::StatusOr<TypedOutputPlan> plan =
+      PlanTypedOutput(ChatRequest(v1::TOOL_CHOICE_REQUIRED), model_, "assistant\n<think>\n\n</think>\n\n");
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->reasoning.enabled());
+  REQUIRE(plan->constraint.has_value());
+  CHECK(plan->constraint->tool_calls().reasoning_end().empty());
 }
 
 TEST_CASE_METHOD(PlanFixture, "typed output plan: auto with a strict tool gets the lazy tool-call grammar",
@@ -75,7 +87,7 @@ TEST_CASE_METHOD(PlanFixture, "typed output plan: required and named choices are
   CHECK(plan->constraint->tool_calls().name() == "get_weather");
   CHECK_FALSE(plan->constraint->tool_calls().parallel());
   CHECK(plan->constraint->tool_calls().starts_in_reasoning());
-  CHECK(plan->constraint->source() == "tool_choice");
+  CHECK(plan->constraint->source() == "tools");
 
   plan = PlanTypedOutput(ChatRequest(v1::TOOL_CHOICE_NONE), model_, "prompt");
   REQUIRE(plan.ok());
@@ -124,6 +136,37 @@ TEST_CASE_METHOD(PlanFixture, "typed output plan: a response_format on a reasoni
   plan = PlanTypedOutput(request, model_, "prompt");
   REQUIRE(plan.ok());
   CHECK_FALSE(plan->constraint.has_value());  // the request's own constraint stays
+
+  // With tools, the answer is the formatted content or calls.
+  *request.mutable_chat() = ChatRequest(v1::TOOL_CHOICE_AUTO).chat();
+  plan = PlanTypedOutput(request, model_, "prompt");
+  REQUIRE(plan.ok());
+  REQUIRE(plan->constraint.has_value());
+  CHECK(plan->constraint->tool_calls().content().json_object());
+  CHECK_FALSE(plan->constraint->tool_calls().tools_json().empty());
+
+  // vLLM's guided_* shape the whole output: no calls beside it (the parser still reads them out of the text).
+  request.mutable_sampling()->mutable_constraint()->set_source("guided_regex");
+  plan = PlanTypedOutput(request, model_, "prompt");
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->constraint.has_value());
+  CHECK(plan->format == typed_output::ToolCallFormat::kHermes);
+}
+
+TEST_CASE_METHOD(PlanFixture, "typed output plan: parallel_tool_calls false constrains auto calls to one",
+                 "[unit][tools]") {
+  v1::GenerateRequest request = ChatRequest(v1::TOOL_CHOICE_AUTO);
+  request.mutable_chat()->set_tools_json(
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])");
+  absl::StatusOr<TypedOutputPlan> plan = PlanTypedOutput(request, model_, "prompt");
+  REQUIRE(plan.ok());
+  CHECK_FALSE(plan->constraint.has_value());  // not strict, parallel: the model's text is only parsed
+  request.mutable_chat()->set_parallel_tool_calls(false);
+  plan = PlanTypedOutput(request, model_, "prompt");
+  REQUIRE(plan.ok());
+  REQUIRE(plan->constraint.has_value());
+  CHECK_FALSE(plan->constraint->tool_calls().parallel());
+  CHECK(plan->constraint->tool_calls().choice() == v1::TOOL_CHOICE_AUTO);
 }
 
 v1::GenerateResponse Step(uint32_t choice, const std::string& text,

@@ -73,6 +73,10 @@ absl::StatusOr<std::string> RenderJinja(const jinja::Template& chat_template, co
     ASSIGN_OR_RETURN(context["tools"], ParseJsonField(chat.tools_json(), "tools_json"));
   }
   context["add_generation_prompt"] = add_generation_prompt;
+  for (const auto& [key, value] : model.default_chat_template_kwargs.items()) {
+    if (key == "messages" || key == "tools" || key == "add_generation_prompt") continue;
+    context[key] = value;
+  }
   if (!chat.chat_template_kwargs_json().empty()) {
     ASSIGN_OR_RETURN(const ordered_json kwargs,
                      ParseJsonField(chat.chat_template_kwargs_json(), "chat_template_kwargs_json"));

@@ -1,5 +1,6 @@
 #include "worker/service/constraint_compiler.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "nlohmann/json.hpp"
@@ -10,8 +11,13 @@
 namespace llmc::worker {
 namespace {
 
+// A message that already begins with the field ("tools[2].function.parameters: ...") stays as it is.
 absl::Status Named(const absl::Status& status, const std::string& source) {
-  return absl::Status(status.code(), absl::StrCat(source, ": ", status.message()));
+  const absl::string_view message = status.message();
+  if (absl::StartsWith(message, absl::StrCat(source, "[")) || absl::StartsWith(message, absl::StrCat(source, "."))) {
+    return status;
+  }
+  return absl::Status(status.code(), absl::StrCat(source, ": ", message));
 }
 
 }  // namespace

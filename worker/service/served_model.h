@@ -30,7 +30,9 @@ struct ServedModel {
   // else text parts are joined into one string first, as vLLM does for string-based templates.
   bool template_reads_content_parts = false;
   bool trust_request_chat_template = false;  // render a request's own chat_template
-  int64_t embedding_size = 0;                // the model's hidden size: the length of its embeddings
+  // Template variables every chat gets under the request's own chat_template_kwargs (worker config).
+  nlohmann::ordered_json default_chat_template_kwargs = nlohmann::ordered_json::object();
+  int64_t embedding_size = 0;  // the model's hidden size: the length of its embeddings
   // How the model's text is read back as typed output (docs/tool-calling.md): its tool-call format and the
   // markers around its reasoning. The package's (manifest tool_call_format and reasoning) unless the worker's
   // tool_call_parser / reasoning_parser name others.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/status_macros.h"
 
 namespace llmc::worker {
@@ -57,6 +59,12 @@ std::vector<int32_t> MarkerSpecialTokens(const ServedModel& model, ToolCallForma
   return ids;
 }
 
+bool PromptClosesReasoning(std::string_view prompt_text, const typed_output::ReasoningMarkers& markers) {
+  if (!markers.enabled()) return false;
+  return absl::EndsWith(absl::StripTrailingAsciiWhitespace(absl::string_view(prompt_text.data(), prompt_text.size())),
+                        markers.end);
+}
+
 bool PromptOpensReasoning(std::string_view prompt_text, const typed_output::ReasoningMarkers& markers) {
   if (!markers.enabled() || markers.start.empty()) return false;
   const size_t start = prompt_text.rfind(markers.start);
@@ -70,6 +78,9 @@ absl::StatusOr<TypedOutputPlan> PlanTypedOutput(const v1::GenerateRequest& reque
   const v1::ChatInput& chat = request.chat();
   if (!chat.has_separate_reasoning() || chat.separate_reasoning()) plan.reasoning = model.reasoning;
   plan.starts_in_reasoning = PromptOpensReasoning(prompt_text, plan.reasoning);
+  // The template wrote the reasoning block itself (Qwen3 with enable_thinking false ends the prompt with an
+  // empty one): the answer has none to parse or allow.
+  if (PromptClosesReasoning(prompt_text, plan.reasoning)) plan.reasoning = typed_output::ReasoningMarkers{};
 
   absl::StatusOr<std::vector<typed_output::FunctionTool>> tools = typed_output::ReadFunctionTools(chat.tools_json());
   if (!tools.ok()) return absl::InvalidArgumentError(absl::StrCat("tools: ", tools.status().message()));
@@ -83,13 +94,22 @@ absl::StatusOr<TypedOutputPlan> PlanTypedOutput(const v1::GenerateRequest& reque
   const bool forced = chat.tool_choice() == v1::TOOL_CHOICE_REQUIRED || chat.tool_choice() == v1::TOOL_CHOICE_NAMED;
   const bool any_strict = std::any_of(plan.tools.begin(), plan.tools.end(),
                                       [](const typed_output::FunctionTool& tool) { return tool.strict; });
-  // A structured-output constraint on a reasoning model applies to the answer after the reasoning block.
+  const bool single_call = chat.has_parallel_tool_calls() && !chat.parallel_tool_calls();
+  // OpenAI's response_format shapes the answer's text, so with tools the answer is that text or calls; vLLM's
+  // structured_outputs and guided_* shape the whole output, calls or not.
+  const bool answer_format =
+      has_constraint && absl::StartsWith(request.sampling().constraint().source(), "response_format");
+  // Calls the model may make are constrained when a function is strict, when at most one is allowed, and when
+  // the answer without calls has a response_format. On a reasoning model, a structured-output constraint
+  // applies to the answer after the reasoning block.
+  const bool lazy_calls =
+      plan.format != ToolCallFormat::kNone && (answer_format || (!has_constraint && (any_strict || single_call)));
   const bool wrap_constraint = has_constraint && plan.reasoning.enabled();
-  if (forced || (any_strict && plan.format != ToolCallFormat::kNone) || wrap_constraint) {
+  if (forced || lazy_calls || wrap_constraint) {
     v1::OutputConstraint constraint;
     v1::ToolCallConstraint& calls = *constraint.mutable_tool_calls();
-    calls.set_format(std::string(typed_output::ToolCallFormatName(forced ? model.tool_call_format : plan.format)));
-    if (plan.format != ToolCallFormat::kNone || forced) calls.set_tools_json(chat.tools_json());
+    calls.set_format(std::string(typed_output::ToolCallFormatName(plan.format)));
+    if (forced || lazy_calls) calls.set_tools_json(chat.tools_json());
     calls.set_choice(forced ? chat.tool_choice() : v1::TOOL_CHOICE_AUTO);
     calls.set_name(chat.tool_choice_name());
     calls.set_parallel(!chat.has_parallel_tool_calls() || chat.parallel_tool_calls());
@@ -100,7 +120,7 @@ absl::StatusOr<TypedOutputPlan> PlanTypedOutput(const v1::GenerateRequest& reque
       *calls.mutable_content() = request.sampling().constraint();
       constraint.set_source(request.sampling().constraint().source());
     } else {
-      constraint.set_source(forced ? "tool_choice" : "tools");
+      constraint.set_source("tools");
     }
     plan.constraint = std::move(constraint);
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "llmc/v1/worker.pb.h"
 #include "worker/service/served_model.h"
 #include "worker/typed_output/output_format.h"
@@ -40,6 +41,8 @@ std::vector<int32_t> MarkerSpecialTokens(const ServedModel& model, typed_output:
 // Whether the last reasoning block the prompt opened is still open at its end (DeepSeek-R1's template ends
 // the prompt with "<think>\n"; Qwen3's writes an empty closed block when thinking is off).
 bool PromptOpensReasoning(std::string_view prompt_text, const typed_output::ReasoningMarkers& markers);
+// Whether the prompt ends with a closed reasoning block, which the template wrote for the model.
+bool PromptClosesReasoning(std::string_view prompt_text, const typed_output::ReasoningMarkers& markers);
 
 }  // namespace llmc::worker
 

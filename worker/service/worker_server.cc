@@ -110,6 +110,9 @@ absl::Status WorkerServer::LoadEngine() {
   ServedModel served = MakeServedModel(*engine_, *tokenizer_, name);
   RETURN_IF_ERROR(LoadPackageChatTemplate(config_.model_path, engine_->manifest(), served));
   served.trust_request_chat_template = config_.trust_request_chat_template;
+  if (!config_.default_chat_template_kwargs.empty()) {
+    served.default_chat_template_kwargs = nlohmann::ordered_json::parse(config_.default_chat_template_kwargs);
+  }
   RETURN_IF_ERROR(ApplyOutputFormatOverrides(config_.tool_call_parser, config_.reasoning_parser, served));
   const std::string tool_call_format(typed_output::ToolCallFormatName(served.tool_call_format));
   const std::string reasoning =
