@@ -294,6 +294,11 @@ TEST_CASE("stream chunks: text, usage, errors and [DONE]", "[unit]") {
   CHECK(chat.text == "Hi");
   CHECK(InterpretChunk(R"({"choices":[{"index":0,"delta":{"role":"assistant"}}]})", true).text.empty());
   CHECK(InterpretChunk(R"({"choices":[{"delta":{"reasoning_content":"hmm"}}]})", true).text == "hmm");
+  // Reasoning counts as generated text for timing, and is kept apart for llmc-chat to show.
+  const auto both = InterpretChunk(R"({"choices":[{"delta":{"reasoning_content":"hmm","content":"ok"}}]})", true);
+  CHECK(both.text == "hmmok");
+  CHECK(both.reasoning == "hmm");
+  CHECK(chat.reasoning.empty());
   CHECK(InterpretChunk(R"({"choices":[{"index":0,"text":" there"}]})", false).text == " there");
   auto usage = InterpretChunk(R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3}})", true);
   CHECK(usage.text.empty());
