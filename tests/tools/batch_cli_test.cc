@@ -70,6 +70,19 @@ TEST_CASE("llmc-batch: an OpenAI batch file gives one line per input, in order, 
   // Many more greedy requests than the engine runs at once, to check the order holds under load.
   for (int i = 0; i < 40; ++i)
     lines.push_back(BatchLine("chat-again-" + std::to_string(i), "/v1/chat/completions", chat).dump());
+  // A chat line's answer is read as the worker reads it: a hermes call (forced here by a regex, since the
+  // random model cannot choose one) comes back as message.tool_calls.
+  const json weather = {{"type", "function"},
+                        {"function",
+                         {{"name", "get_weather"},
+                          {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
+  json tool_chat = chat;
+  tool_chat["tools"] = json::array({weather});
+  tool_chat["max_tokens"] = 64;
+  tool_chat["separate_reasoning"] = false;
+  tool_chat["guided_regex"] =
+      "<tool_call>\\n\\{\"name\": \"get_weather\", \"arguments\": \\{\"city\": \"Oslo\"\\}\\}\\n</tool_call>";
+  lines.push_back(BatchLine("tool-call", "/v1/chat/completions", tool_chat).dump());
   {
     std::ofstream input(dir + "/in.jsonl");
     for (const std::string& line : lines) input << line << "\n";
@@ -128,6 +141,15 @@ TEST_CASE("llmc-batch: an OpenAI batch file gives one line per input, in order, 
   const json& logprobs = out[8]["response"]["body"]["choices"][0]["logprobs"];
   CHECK(logprobs["tokens"].size() == 6);
   CHECK(logprobs["top_logprobs"][0].size() == 1);
+
+  const json& called = out.back()["response"]["body"]["choices"][0];
+  INFO(called.dump());
+  CHECK(called["finish_reason"] == "tool_calls");
+  CHECK(called["message"]["content"].is_null());
+  REQUIRE(called["message"]["tool_calls"].size() == 1);
+  CHECK(called["message"]["tool_calls"][0]["function"]["name"] == "get_weather");
+  CHECK(json::parse(called["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>()) ==
+        json{{"city", "Oslo"}});
 }
 
 TEST_CASE("llmc-batch: a plain prompts file becomes completions with the flags' settings",

@@ -1,14 +1,19 @@
 #include "tools/batch/batch_runner.h"
 
+#include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "absl/random/distributions.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gateway/openai/openai_error.h"
 #include "gateway/openai/openai_response.h"
 #include "nlohmann/json.hpp"
 #include "worker/service/request_conversion.h"
+#include "worker/service/typed_output_state.h"
 
 namespace llmc::batch {
 namespace {
@@ -61,17 +66,30 @@ class BatchJob : public std::enable_shared_from_this<BatchJob> {
     for (v1::GenerateRequest& further : request_.generation->further_prompts) generates.push_back(&further);
     for (size_t i = 0; i < generates.size(); ++i) {
       generates[i]->set_request_id(absl::StrCat("batch-", index_, "-", i));
-      absl::StatusOr<engine::GenerationRequest> converted = worker::ToGenerationRequest(*generates[i], model);
+      std::optional<worker::TypedOutputPlan> typed;
+      absl::StatusOr<engine::GenerationRequest> converted = worker::ToGenerationRequest(*generates[i], model, &typed);
       if (!converted.ok()) return converted.status();
-      if (generates[i]->sampling().has_constraint()) {
-        absl::StatusOr<engine::OutputConstraint> constraint =
-            constraints.CompileNow(generates[i]->sampling().constraint());
+      const v1::OutputConstraint* source =
+          generates[i]->sampling().has_constraint() ? &generates[i]->sampling().constraint() : nullptr;
+      // A chat line's answer is read as the worker reads it: content, reasoning and tool calls.
+      typed_.push_back(nullptr);
+      if (typed.has_value()) {
+        typed_.back() = std::make_shared<worker::TypedOutputState>(*typed, absl::Uniform<uint64_t>(bits_));
+        if (typed->constraint.has_value()) source = &*typed->constraint;
+      }
+      if (source != nullptr) {
+        absl::StatusOr<engine::OutputConstraint> constraint = constraints.CompileNow(*source);
         if (!constraint.ok()) return constraint.status();
         converted->constraint = *std::move(constraint);
       }
       requests.push_back(*std::move(converted));
     }
     return requests;
+  }
+
+  // The typed-output state of generation part `part` (null for completions and embeddings).
+  std::shared_ptr<worker::TypedOutputState> typed(size_t part) const {
+    return part < typed_.size() ? typed_[part] : nullptr;
   }
 
   void Expect(size_t engine_requests) {
@@ -162,6 +180,9 @@ class BatchJob : public std::enable_shared_from_this<BatchJob> {
   const std::string model_;
   absl::Mutex mu_;
   std::optional<gateway::OpenAiResponseBuilder> builder_ ABSL_GUARDED_BY(mu_);
+  // Per generation part, set by Convert before any part runs; tool call ids are random per line.
+  std::vector<std::shared_ptr<worker::TypedOutputState>> typed_;
+  absl::BitGen bits_;
   std::vector<v1::Embedding> embeddings_ ABSL_GUARDED_BY(mu_);
   size_t remaining_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<absl::Status> error_ ABSL_GUARDED_BY(mu_);
@@ -172,8 +193,11 @@ class BatchJob : public std::enable_shared_from_this<BatchJob> {
 class JobSink final : public engine::GenerationSink {
  public:
   JobSink(std::shared_ptr<BatchJob> job, size_t part, BatchRunner& runner)
-      : job_(std::move(job)), part_(part), runner_(runner) {}
-  void OnResponse(v1::GenerateResponse response) override { job_->OnResponse(part_, response); }
+      : job_(std::move(job)), part_(part), runner_(runner), typed_(job_->typed(part)) {}
+  void OnResponse(v1::GenerateResponse response) override {
+    if (typed_ != nullptr) typed_->Apply(response);
+    job_->OnResponse(part_, response);
+  }
   void OnDone(absl::Status status) override {
     job_->OnDone(status);
     runner_.EngineRequestDone();
@@ -183,7 +207,15 @@ class JobSink final : public engine::GenerationSink {
   const std::shared_ptr<BatchJob> job_;
   const size_t part_;
   BatchRunner& runner_;
+  const std::shared_ptr<worker::TypedOutputState> typed_;
 };
+
+// As the worker compiles them: tool-call grammars may generate the model's marker special tokens.
+worker::ConstraintCompilerOptions BatchConstraintOptions(const worker::ServedModel& model) {
+  worker::ConstraintCompilerOptions options;
+  options.marker_tokens = worker::MarkerSpecialTokens(model, model.tool_call_format, model.reasoning);
+  return options;
+}
 
 }  // namespace
 
@@ -191,7 +223,7 @@ BatchRunner::BatchRunner(engine::Engine& engine, const worker::ServedModel& mode
                          std::ostream* progress)
     : engine_(engine),
       model_(model),
-      constraints_(*model.tokenizer, engine.manifest().eos_token_ids),
+      constraints_(*model.tokenizer, engine.manifest().eos_token_ids, BatchConstraintOptions(model)),
       window_(window),
       out_(out),
       progress_(progress),
