@@ -43,7 +43,7 @@ if [[ "$LLMC_SANITIZE" == *thread* ]]; then
   [ $# -eq 0 ] && serial='^integration: ?fault:'
 fi
 status=0
-"${runner[@]}" ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 600 -R '^(unit|integration|grammar):' \
+"${runner[@]}" ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 600 -R '^(unit|integration|grammar|typed_output):' \
   -E "$left_out${serial:+|$serial}" "$@" || status=$?
 if [ -n "$serial" ]; then
   "${runner[@]}" ctest --output-on-failure -j 1 --timeout 600 -R "$serial" -E "$left_out" || status=$?
