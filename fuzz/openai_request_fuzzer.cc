@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "common/request_limits.h"
 #include "absl/strings/match.h"
+#include "common/request_limits.h"
 #include "common/utf8.h"
 #include "gateway/openai/openai_error.h"
 #include "gateway/openai/openai_request.h"

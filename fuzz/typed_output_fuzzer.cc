@@ -40,6 +40,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "llmc/v1/types.pb.h"
 #include "nlohmann/json.hpp"
 #include "worker/grammar/automaton.h"
@@ -209,8 +210,7 @@ void CheckCalls(const Setup& setup, const Parsed& parsed, std::string_view text)
 bool SameCalls(const std::vector<ToolCallPart>& a, const std::vector<ToolCallPart>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].index != b[i].index || a[i].id != b[i].id || a[i].name != b[i].name ||
-        a[i].arguments != b[i].arguments) {
+    if (a[i].index != b[i].index || a[i].id != b[i].id || a[i].name != b[i].name || a[i].arguments != b[i].arguments) {
       return false;
     }
   }
@@ -230,8 +230,8 @@ void CheckParse(const Setup& setup, std::string_view text, uint8_t how, Random& 
   const TypedDelta& out = whole.delta;
   const ReasoningMarkers& markers = setup.markers;
   const bool may_open_reasoning =
-      markers.enabled() && (setup.starts_in_reasoning ||
-                            (!markers.start.empty() && text.find(markers.start) != std::string_view::npos));
+      markers.enabled() &&
+      (setup.starts_in_reasoning || (!markers.start.empty() && text.find(markers.start) != std::string_view::npos));
   if (!may_open_reasoning) {
     if (!out.reasoning.empty()) Fail("reasoning from a text that cannot open it", text);
     if (out.tool_calls.empty() && out.content != text) Fail("no call, but the content is not the text", text);
@@ -298,8 +298,7 @@ int NextByte(const std::bitset<256>& allowed, const std::string& walked, const s
   if (random.Below(2) == 0) {
     for (const std::string& target : targets) {
       for (size_t k = std::min(walked.size(), target.size() - 1); k > 0; --k) {
-        if (walked.compare(walked.size() - k, k, target, 0, k) == 0 &&
-            allowed[static_cast<unsigned char>(target[k])]) {
+        if (walked.compare(walked.size() - k, k, target, 0, k) == 0 && allowed[static_cast<unsigned char>(target[k])]) {
           return static_cast<unsigned char>(target[k]);
         }
       }
@@ -345,8 +344,8 @@ void CheckForcedCalls(const llmc::v1::ToolCallConstraint& constraint, ToolCallFo
   }
   for (const ToolCallPart& call : calls) {
     if (named && call.name != constraint.name()) Fail("the named tool is not the one called" + where, input);
-    const bool known = std::any_of(tools.begin(), tools.end(),
-                                   [&](const FunctionTool& tool) { return tool.name == call.name; });
+    const bool known =
+        std::any_of(tools.begin(), tools.end(), [&](const FunctionTool& tool) { return tool.name == call.name; });
     if (!known) Fail("the parser reads a call of '" + call.name + "', not among the tools" + where, input);
   }
 }
@@ -376,7 +375,7 @@ void CheckToolGrammar(const Setup& setup, std::string_view text, uint8_t config,
   constraint.set_reasoning_start(setup.markers.start);
   constraint.set_reasoning_end(setup.markers.end);
   constraint.set_starts_in_reasoning(setup.starts_in_reasoning);
-  if ((config & 0x80) != 0) constraint.mutable_content()->mutable_json_object();
+  if ((config & 0x80) != 0) constraint.mutable_content()->set_json_object(true);
 
   absl::StatusOr<llmc::grammar::Grammar> grammar =
       llmc::typed_output::BuildToolCallGrammar(constraint, llmc::grammar::JsonSchemaOptions{});
@@ -407,7 +406,7 @@ void CheckToolGrammar(const Setup& setup, std::string_view text, uint8_t config,
     const std::bitset<256> allowed = matcher.AllowedNextBytes();
     if (allowed.none()) break;
     const char byte = static_cast<char>(NextByte(allowed, walked, targets, random));
-    if (!matcher.AcceptBytes(std::string_view(&byte, 1))) Fail("the grammar refused an allowed byte", text);
+    if (!matcher.AcceptBytes(absl::string_view(&byte, 1))) Fail("the grammar refused an allowed byte", text);
     walked += byte;
   }
   if (matcher.CanEnd() && check_calls) CheckForcedCalls(constraint, setup.format, *tools, walked, text);

@@ -86,15 +86,16 @@ absl::Status CheckToolCalls(const FieldReader& fields) {
 
 // As vLLM hands tool calls to templates: `arguments` sent as a JSON string becomes the object it spells
 // ("" becomes {}), since templates print it with tojson; an empty tool_calls list is dropped (Llama 3.1's
-// template refuses one).
-void NormalizeToolCalls(ordered_json& message) {
+// template refuses one). The JSON inside the string is held to the body's own depth and key limits.
+absl::Status NormalizeToolCalls(ordered_json& message, const std::string& param) {
   const auto calls = message.find("tool_calls");
-  if (calls == message.end()) return;
+  if (calls == message.end()) return absl::OkStatus();
   if (calls->is_array() && calls->empty()) {
     message.erase(calls);
-    return;
+    return absl::OkStatus();
   }
-  for (auto& call : *calls) {
+  for (size_t i = 0; i < calls->size(); ++i) {
+    ordered_json& call = (*calls)[i];
     const auto function = call.find("function");
     if (function == call.end() || !function->is_object()) continue;
     const auto arguments = function->find("arguments");
@@ -104,9 +105,12 @@ void NormalizeToolCalls(ordered_json& message) {
       *arguments = ordered_json::object();
       continue;
     }
+    RETURN_IF_ERROR(CheckJsonShape(text, absl::StrCat(param, ".tool_calls[", i, "].function.arguments"),
+                                   "a tool call's arguments"));
     ordered_json parsed = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_object()) *arguments = std::move(parsed);
   }
+  return absl::OkStatus();
 }
 
 // Checks one message and returns the fields a template sees, in the client's order, role mapped.
@@ -145,7 +149,7 @@ absl::StatusOr<ordered_json> ReadMessage(const json& message, const ordered_json
     forwarded["content"] = "";
   }
   ForwardReasoning(ordered, forwarded);
-  NormalizeToolCalls(forwarded);
+  RETURN_IF_ERROR(NormalizeToolCalls(forwarded, param));
   return forwarded;
 }
 

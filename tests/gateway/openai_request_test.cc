@@ -720,5 +720,22 @@ TEST_CASE("openai_request: an assistant turn's reasoning reaches the template as
   CHECK(messages[1]["reasoning_content"] == "because");
 }
 
+TEST_CASE("openai_request: JSON inside a tool call's arguments string has the body's limits", "[unit][openai][tools]") {
+  const auto with_arguments = [](const std::string& arguments) {
+    const json call = {{"id", "c1"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", arguments}}}};
+    return Chat({{"messages", json::array({{{"role", "user"}, {"content", "q"}},
+                                           {{"role", "assistant"}, {"tool_calls", json::array({call})}}})}});
+  };
+  ExpectInvalid(with_arguments(std::string(100, '[') + std::string(100, ']')),
+                "messages[1].tool_calls[0].function.arguments", "deeper than 64");
+  std::string many = "{";
+  for (int i = 0; i < 10001; ++i) many += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  ExpectInvalid(with_arguments(many + "}"), "messages[1].tool_calls[0].function.arguments", "more than 10000 keys");
+  const absl::StatusOr<OpenAiRequest> fine = with_arguments(R"({"a":[1,2]})");
+  REQUIRE(fine.ok());
+  CHECK(json::parse(fine->generate.chat().messages_json())[1]["tool_calls"][0]["function"]["arguments"] ==
+        json{{"a", {1, 2}}});
+}
+
 }  // namespace
 }  // namespace llmc::gateway
