@@ -46,6 +46,12 @@ inline constexpr int64_t kMaxPrompts = 256;           // entries of a completion
 inline constexpr int64_t kMaxTotalChoices = 1024;     // prompts × n in one completions request
 inline constexpr int64_t kMaxTopLogprobs = 20;        // chat's top_logprobs, and what a worker returns
 inline constexpr int64_t kMaxCompletionLogprobs = 5;  // the legacy completions API's logprobs (OpenAI's bound)
+// Each stop string's bytes (UTF-8), and the entries of stop_token_ids. OpenAI allows 4 stop strings and no
+// stop_token_ids; vLLM bounds neither. Real stops are markers ("</answer>", "\n\nUser:", a template's end
+// tag) of tens of bytes, and a model has a handful of end ids; the caps bound what the engine holds back
+// and scans per token (stop_string_matcher.h) far above that.
+inline constexpr size_t kMaxStopStringBytes = 512;
+inline constexpr int64_t kMaxStopTokenIds = 64;
 // Structured outputs and token restrictions. Multi-prompt completions copy them into every prompt's request.
 inline constexpr size_t kMaxConstraintTextBytes = 256 << 10;  // a JSON schema (compact), regex or grammar
 inline constexpr int64_t kMaxChoiceStrings = 1024;            // entries of a `choice` constraint
@@ -57,6 +63,9 @@ inline constexpr int64_t kMaxBadWords = 1024;
 inline constexpr size_t kMaxBadWordBytes = 1 << 10;
 // A completions prompt list copies those into every prompt's request: their bytes times the prompts, at most.
 inline constexpr size_t kMaxRestrictionBytesPerRequest = 16 << 20;
+// vLLM's cache_salt: a client's, and what a worker accepts (the client's plus the gateway's per-API-key part).
+inline constexpr size_t kMaxCacheSaltBytes = 256;
+inline constexpr size_t kMaxWorkerCacheSaltBytes = 512;
 // The shape of a request body's JSON: deeper nesting would make copying and printing it recurse that deep,
 // more keys in one object would make the order-keeping parse quadratic.
 inline constexpr size_t kMaxJsonDepth = 64;

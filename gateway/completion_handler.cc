@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "gateway/openai/answer_shaper.h"
+#include "gateway/openai/cache_salt.h"
 #include "gateway/openai/openai_error.h"
 #include "gateway/openai/openai_response.h"
 #include "gateway/openai/responses_output.h"
@@ -322,35 +323,42 @@ void WithBody(BoundedExecutor& large_bodies, const HttpRequest& request, std::sh
   }
 }
 
+std::string CompletionHandler::KeySaltOf(const HttpRequest& request) const {
+  if (!options_.cache_salt_per_api_key) return "";
+  const auto authorization = request.find(boost::beast::http::field::authorization);
+  if (authorization == request.end()) return "";
+  return ApiKeySaltPart({authorization->value().data(), authorization->value().size()});
+}
+
 void CompletionHandler::Handle(OpenAiKind kind, const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) {
   WithBody(large_bodies_, request, std::move(writer), options_.retry_after_seconds,
-           [this, kind](std::string_view body, std::shared_ptr<ResponseWriter> writer) {
-             ParseAndDispatch(kind, body, std::move(writer));
+           [this, kind, key_salt = KeySaltOf(request)](std::string_view body, std::shared_ptr<ResponseWriter> writer) {
+             ParseAndDispatch(kind, body, key_salt, std::move(writer));
            });
 }
 
 void CompletionHandler::HandleResponses(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer) {
   WithBody(large_bodies_, request, std::move(writer), options_.retry_after_seconds,
-           [this](std::string_view body, std::shared_ptr<ResponseWriter> writer) {
+           [this, key_salt = KeySaltOf(request)](std::string_view body, std::shared_ptr<ResponseWriter> writer) {
              absl::StatusOr<ResponsesRequest> parsed = ParseResponsesRequest(body);
              if (!parsed.ok()) return SendError(*writer, parsed.status(), options_.retry_after_seconds);
              auto shaper =
                  std::make_unique<ResponsesOutputBuilder>(*parsed, NewResponsesId(), absl::ToUnixSeconds(absl::Now()));
-             Dispatch(parsed->chat, std::move(shaper), std::move(writer));
+             Dispatch(parsed->chat, key_salt, std::move(shaper), std::move(writer));
            });
 }
 
-void CompletionHandler::ParseAndDispatch(OpenAiKind kind, std::string_view body,
+void CompletionHandler::ParseAndDispatch(OpenAiKind kind, std::string_view body, const std::string& key_salt,
                                          std::shared_ptr<ResponseWriter> writer) {
   absl::StatusOr<OpenAiRequest> parsed =
       kind == OpenAiKind::kChat ? ParseChatCompletionRequest(body) : ParseCompletionRequest(body);
   if (!parsed.ok()) return SendError(*writer, parsed.status(), options_.retry_after_seconds);
   auto shaper = std::make_unique<ChatCompletionShaper>(*parsed, options_.system_fingerprint);
-  Dispatch(*parsed, std::move(shaper), std::move(writer));
+  Dispatch(*parsed, key_salt, std::move(shaper), std::move(writer));
 }
 
-void CompletionHandler::Dispatch(OpenAiRequest& parsed, std::unique_ptr<AnswerShaper> shaper,
-                                 std::shared_ptr<ResponseWriter> writer) {
+void CompletionHandler::Dispatch(OpenAiRequest& parsed, const std::string& key_salt,
+                                 std::unique_ptr<AnswerShaper> shaper, std::shared_ptr<ResponseWriter> writer) {
   auto generation = std::make_shared<Generation>(parsed, std::move(shaper), writer, metrics_, options_);
   std::vector<v1::GenerateRequest> generates;
   generates.push_back(std::move(parsed.generate));
@@ -359,6 +367,9 @@ void CompletionHandler::Dispatch(OpenAiRequest& parsed, std::unique_ptr<AnswerSh
     // Each generation of a prompt list has its own id in the logs of both sides.
     generates[i].set_request_id(generates.size() == 1 ? writer->request_id()
                                                       : absl::StrCat(writer->request_id(), "-", i));
+    if (options_.cache_salt_per_api_key) {
+      generates[i].set_cache_salt(CombineCacheSalt(key_salt, generates[i].cache_salt()));
+    }
   }
   generation->Run(dispatcher_, generates);
 }

@@ -28,6 +28,8 @@ class CompletionHandler {
     absl::Duration request_timeout = absl::Seconds(600);
     uint32_t retry_after_seconds = 1;
     std::string system_fingerprint;
+    // Prefix-cache salts per API key (config cache_salt_per_api_key): cache_salt.h.
+    bool cache_salt_per_api_key = false;
   };
 
   // `large_bodies` parses bodies beyond kInlineParseBytes, off the I/O thread.
@@ -45,9 +47,13 @@ class CompletionHandler {
   void HandleResponses(const HttpRequest& request, std::shared_ptr<ResponseWriter> writer);
 
  private:
-  void ParseAndDispatch(OpenAiKind kind, std::string_view body, std::shared_ptr<ResponseWriter> writer);
+  void ParseAndDispatch(OpenAiKind kind, std::string_view body, const std::string& key_salt,
+                        std::shared_ptr<ResponseWriter> writer);
+  // With cache_salt_per_api_key: the request's API key part of its cache salt (ApiKeySaltPart); else "".
+  std::string KeySaltOf(const HttpRequest& request) const;
   // Runs `parsed`'s generations (its generate requests are moved out) and answers through `shaper`.
-  void Dispatch(OpenAiRequest& parsed, std::unique_ptr<AnswerShaper> shaper, std::shared_ptr<ResponseWriter> writer);
+  void Dispatch(OpenAiRequest& parsed, const std::string& key_salt, std::unique_ptr<AnswerShaper> shaper,
+                std::shared_ptr<ResponseWriter> writer);
 
   GenerationDispatcher& dispatcher_;
   GatewayMetrics& metrics_;

@@ -62,7 +62,23 @@ GatewayMetrics::GatewayMetrics()
                                  .Name("llmc_gateway_queued_response_bytes")
                                  .Help("Response bytes waiting in the gateway for slow clients, over all connections")
                                  .Register(*registry_)
-                                 .Add({})) {}
+                                 .Add({})),
+      open_connections_(prometheus::BuildGauge()
+                            .Name("llmc_gateway_open_connections")
+                            .Help("Client connections open (at most max_connections)")
+                            .Register(*registry_)
+                            .Add({})),
+      refused_connections_(prometheus::BuildCounter()
+                               .Name("llmc_gateway_refused_connections_total")
+                               .Help("Connections refused with a 503 because max_connections were open")
+                               .Register(*registry_)
+                               .Add({})),
+      inflight_body_bytes_(prometheus::BuildGauge()
+                               .Name("llmc_gateway_inflight_body_bytes")
+                               .Help("Request-body bytes being received, by declared length (at most "
+                                     "max_inflight_body_bytes)")
+                               .Register(*registry_)
+                               .Add({})) {}
 
 void GatewayMetrics::OnRequestDone(absl::string_view method, absl::string_view route, int status,
                                    absl::Duration duration) {

@@ -24,6 +24,10 @@ class GatewayMetrics final : public HttpObserver {
   std::shared_ptr<prometheus::Registry> prometheus_registry() const { return registry_; }
 
   void OnRequestDone(absl::string_view method, absl::string_view route, int status, absl::Duration duration) override;
+  void OnConnectionOpened() override { open_connections_.Increment(); }
+  void OnConnectionClosed() override { open_connections_.Decrement(); }
+  void OnConnectionRefused() override { refused_connections_.Increment(); }
+  void OnBodyBytesReserved(int64_t delta) override { inflight_body_bytes_.Increment(static_cast<double>(delta)); }
   void OnResponseBytesQueued(int64_t delta) override { queued_response_bytes_.Increment(static_cast<double>(delta)); }
   void GenerationStarted() { in_flight_.Increment(); }
   void GenerationEnded() { in_flight_.Decrement(); }
@@ -48,6 +52,9 @@ class GatewayMetrics final : public HttpObserver {
   prometheus::Counter& retries_;
   prometheus::Gauge& worker_channels_;
   prometheus::Gauge& queued_response_bytes_;
+  prometheus::Gauge& open_connections_;
+  prometheus::Counter& refused_connections_;
+  prometheus::Gauge& inflight_body_bytes_;
 };
 
 }  // namespace llmc::gateway

@@ -1,5 +1,10 @@
 #include "gateway/gateway_server.h"
 
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -18,17 +23,20 @@ namespace {
 constexpr int kLargeBodyThreads = 2;
 constexpr size_t kLargeBodyQueue = 32;
 
-HttpServerOptions HttpOptionsFrom(const config::GatewayConfig& config) {
+HttpServerOptions HttpOptionsFrom(const config::GatewayConfig& config, std::vector<std::string> api_keys) {
   HttpServerOptions options;
   options.num_threads = config.num_threads;
   options.max_body_bytes = config.max_body_bytes;
   options.max_header_bytes = config.max_header_bytes;
+  options.max_connections = config.max_connections;
+  options.max_inflight_body_bytes = config.max_inflight_body_bytes;
+  options.retry_after_seconds = config.retry_after_seconds;
   options.read_timeout = config.read_timeout;
   options.idle_timeout = config.idle_timeout;
   options.write_timeout = config.write_timeout;
   options.socket_send_buffer_bytes = config.socket_send_buffer_bytes;
   options.sse_keepalive_interval = config.sse_keepalive_interval;
-  options.api_keys = config.api_keys;
+  options.api_keys = std::move(api_keys);
   options.cors_allow_origins = config.cors_allow_origins;
   return options;
 }
@@ -62,7 +70,8 @@ GatewayServer::GatewayServer(config::GatewayConfig config)
                   [metrics = metrics_] { metrics->CountRetries(1); }),
       worker_calls_(router_, channels_, config_.max_attempts),
       completions_(dispatcher_, *metrics_, large_bodies_,
-                   {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION)}),
+                   {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION),
+                    config_.cache_salt_per_api_key}),
       worker_call_handler_(worker_calls_, router_, large_bodies_,
                            {config_.request_timeout, config_.retry_after_seconds}),
       large_bodies_(kLargeBodyThreads, kLargeBodyQueue) {}
@@ -120,8 +129,16 @@ void GatewayServer::AddRoutes() {
 }
 
 absl::Status GatewayServer::Start() {
+  // The keys of the config, its api_keys_file and LLMC_API_KEYS; none at all is allowed on loopback only,
+  // unless the config says allow_unauthenticated.
+  ASSIGN_OR_RETURN(std::vector<std::string> api_keys, config_.EffectiveApiKeys(std::getenv("LLMC_API_KEYS")));
+  RETURN_IF_ERROR(config_.CheckExposure(api_keys));
+  if (api_keys.empty() && config_.allow_unauthenticated) {
+    LLMC_LOG(Warning).With("address", config_.listen_address)
+        << "allow_unauthenticated: serving without API keys to anyone who can connect";
+  }
   router_.Start();
-  http_ = std::make_unique<HttpServer>(HttpOptionsFrom(config_), metrics_);
+  http_ = std::make_unique<HttpServer>(HttpOptionsFrom(config_, std::move(api_keys)), metrics_);
   AddRoutes();
   ASSIGN_OR_RETURN(address_, http_->Start(config_.listen_address));
   LLMC_LOG(Info).With("http", address_.ToString()).With("controller", config_.controller_address) << "gateway ready";

@@ -9,6 +9,8 @@
 #   LLMC_WORKERS  number of workers per model (default 1; each uses LLMC_THREADS intra-op threads)
 #   LLMC_THREADS  CPU threads per worker (default: all cores divided among the workers)
 #   LLMC_PORT     gateway HTTP port (default 8000)
+#   LLMC_API_KEYS bearer API keys the gateway requires, comma-separated (default: none; the gateway listens
+#                 on 127.0.0.1 only, where it may serve without keys)
 # Extra arguments go to every worker, e.g. --dtype=float32 or --max_running=16.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/prefix_hash.h"
 
@@ -18,6 +19,10 @@ void AppendCapped(std::string& key, absl::string_view part) {
 
 std::string RoutingKey(const v1::GenerateRequest& request) {
   std::string key;
+  // Salted requests share a worker's cached blocks only with the same salt, so they route by prefix only
+  // with them too (the length first: no salt is the start of another's key).
+  if (!request.cache_salt().empty())
+    AppendCapped(key, absl::StrCat("s", request.cache_salt().size(), ":", request.cache_salt()));
   switch (request.input_case()) {
     case v1::GenerateRequest::kPrompt:
       AppendCapped(key, "p\x1f");

@@ -12,7 +12,8 @@ namespace llmc::gateway {
 // The bytes that decide where a generation's prompt starts: for chat the tools, the request's template and
 // the messages as the client sent them (each turn of a conversation extends the previous turn's JSON
 // array), for a text prompt the text, for token ids their bytes. Requests whose keys share a start share
-// the start of their prompts. At most kMaxPrefixBytes (common/prefix_hash.h): the hashes look no further.
+// the start of their prompts. A cache_salt comes first: requests with different salts (which share no
+// cached blocks) share no start. At most kMaxPrefixBytes (common/prefix_hash.h): the hashes look no further.
 std::string RoutingKey(const v1::GenerateRequest& request);
 
 // PrefixChunkHashes of the routing key, as PickWorker's prefix_hashes.

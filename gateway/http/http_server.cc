@@ -13,6 +13,7 @@
 #include "boost/asio/steady_timer.hpp"
 #include "boost/asio/strand.hpp"
 #include "common/logging.h"
+#include "gateway/http/error_body.h"
 #include "gateway/http/http_server_state.h"
 #include "gateway/http/http_session.h"
 
@@ -49,6 +50,19 @@ struct HttpServer::Impl {
   tcp::acceptor acceptor{asio::make_strand(*contexts.front())};
   asio::steady_timer accept_backoff{acceptor.get_executor()};
   std::shared_ptr<HttpServerState> state;
+  std::string refusal;  // the whole 503 answer to a connection beyond max_connections
+
+  // A connection beyond max_connections: a 503 written once without waiting (a fresh socket's send buffer
+  // takes it whole), then closed, so the refusal costs neither memory nor a session. A client that had
+  // already sent its request may see only the close (the unread request makes the kernel reset it).
+  void Refuse(tcp::socket socket) {
+    error_code ignored;
+    socket.non_blocking(true, ignored);
+    socket.write_some(asio::buffer(refusal), ignored);
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+    if (state->observer() != nullptr) state->observer()->OnConnectionRefused();
+  }
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(NextContext()), [this](error_code error, tcp::socket socket) {
@@ -63,6 +77,10 @@ struct HttpServer::Impl {
         return;
       }
       error_code ignored;
+      if (!state->TryOpenConnection()) {
+        Refuse(std::move(socket));
+        return Accept();
+      }
       socket.set_option(tcp::no_delay(true), ignored);  // events must leave at once, not wait for Nagle
       if (state->options().socket_send_buffer_bytes > 0) {
         socket.set_option(
@@ -94,6 +112,12 @@ absl::StatusOr<HostPort> HttpServer::Start(const std::string& listen_address) {
   const uint32_t threads = std::max<uint32_t>(1, state_->options().num_threads);
   auto impl = std::make_unique<Impl>(threads);
   impl->state = state_;
+  const std::string body = OpenAiErrorBody(
+      absl::StrCat("the gateway has ", state_->options().max_connections, " connections open, its limit; retry later"),
+      "service_unavailable_error", "too_many_connections");
+  impl->refusal = absl::StrCat(
+      "HTTP/1.1 503 Service Unavailable\r\nServer: llmc\r\nContent-Type: application/json\r\nContent-Length: ",
+      body.size(), "\r\nRetry-After: ", state_->options().retry_after_seconds, "\r\nConnection: close\r\n\r\n", body);
 
   error_code error;
   tcp::endpoint endpoint;

@@ -15,6 +15,9 @@ struct HttpServerOptions {
   uint32_t num_threads = 4;                                   // I/O threads, each with its own io_context
   uint64_t max_body_bytes = 8 << 20;                          // larger bodies get 413
   uint32_t max_header_bytes = 16 << 10;                       // larger header blocks get 431
+  uint32_t max_connections = 4096;                            // beyond: a 503 written at once, then closed
+  uint64_t max_inflight_body_bytes = 256ull << 20;            // bodies being received; beyond: 503 + Retry-After
+  uint32_t retry_after_seconds = 1;                           // the Retry-After of those 503s
   absl::Duration read_timeout = absl::Seconds(30);            // from a request's first byte to its last
   absl::Duration idle_timeout = absl::Seconds(60);            // a keep-alive connection waiting for a request
   absl::Duration write_timeout = absl::Seconds(30);           // one write the client does not drain closes it
@@ -31,6 +34,11 @@ class HttpObserver {
 
   virtual void OnConnectionOpened() {}
   virtual void OnConnectionClosed() {}
+  // A connection beyond max_connections, answered 503 and closed at once (no OnConnectionOpened).
+  virtual void OnConnectionRefused() {}
+  // Request-body bytes reserved against max_inflight_body_bytes (+ when a body starts to be received, -
+  // when it is whole or the request failed).
+  virtual void OnBodyBytesReserved(int64_t delta) {}
   // One call per request that got a response (or whose client went away, status 499). `route` is the
   // registered path, or "" for requests that matched none (404, malformed), so label sets stay bounded;
   // `method` is the request's method when some route uses it, else "OTHER".

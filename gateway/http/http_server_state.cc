@@ -28,6 +28,30 @@ void HttpServerState::RemoveSession(HttpSession* session) {
   sessions_.erase(session);
 }
 
+bool HttpServerState::TryOpenConnection() {
+  uint32_t open = connections_.load(std::memory_order_relaxed);
+  do {
+    if (open >= options_.max_connections) return false;
+  } while (!connections_.compare_exchange_weak(open, open + 1, std::memory_order_relaxed));
+  return true;
+}
+
+void HttpServerState::ConnectionClosed() { connections_.fetch_sub(1, std::memory_order_relaxed); }
+
+bool HttpServerState::TryReserveBody(uint64_t bytes) {
+  uint64_t reserved = body_bytes_.load(std::memory_order_relaxed);
+  do {
+    if (bytes > options_.max_inflight_body_bytes || reserved > options_.max_inflight_body_bytes - bytes) return false;
+  } while (!body_bytes_.compare_exchange_weak(reserved, reserved + bytes, std::memory_order_relaxed));
+  if (observer_ != nullptr) observer_->OnBodyBytesReserved(static_cast<int64_t>(bytes));
+  return true;
+}
+
+void HttpServerState::ReleaseBody(uint64_t bytes) {
+  body_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  if (observer_ != nullptr) observer_->OnBodyBytesReserved(-static_cast<int64_t>(bytes));
+}
+
 std::vector<std::shared_ptr<HttpSession>> HttpServerState::BeginStop() {
   {
     absl::MutexLock lock(&gate_mu_);

@@ -1,6 +1,8 @@
 #ifndef LLMC_GATEWAY_HTTP_HTTP_SERVER_STATE_H_
 #define LLMC_GATEWAY_HTTP_HTTP_SERVER_STATE_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -35,6 +37,18 @@ class HttpServerState {
   bool AddSession(HttpSession* session, std::weak_ptr<HttpSession> handle);
   void RemoveSession(HttpSession* session);
 
+  // The connection cap: false when max_connections are open already; else the caller holds one until
+  // ConnectionClosed.
+  bool TryOpenConnection();
+  void ConnectionClosed();
+  uint32_t open_connections() const { return connections_.load(std::memory_order_relaxed); }
+
+  // The body budget: false when `bytes` more would pass max_inflight_body_bytes; else the caller holds
+  // them until ReleaseBody.
+  bool TryReserveBody(uint64_t bytes);
+  void ReleaseBody(uint64_t bytes);
+  uint64_t reserved_body_bytes() const { return body_bytes_.load(std::memory_order_relaxed); }
+
   // Closes the gate and returns the sessions alive now, for the server to close.
   std::vector<std::shared_ptr<HttpSession>> BeginStop();
 
@@ -42,6 +56,9 @@ class HttpServerState {
   const HttpServerOptions options_;
   HttpRouter router_;
   const std::shared_ptr<HttpObserver> observer_;
+
+  std::atomic<uint32_t> connections_{0};
+  std::atomic<uint64_t> body_bytes_{0};
 
   absl::Mutex gate_mu_;  // acquired before sessions_mu_ when both are held
   bool open_ ABSL_GUARDED_BY(gate_mu_) = true;

@@ -173,7 +173,11 @@ HttpSession::HttpSession(asio::ip::tcp::socket socket, std::shared_ptr<HttpServe
 HttpSession::~HttpSession() {
   state_->RemoveSession(this);
   CountQueued(-static_cast<int64_t>(queued_bytes_));
-  if (!counted_closed_ && state_->observer() != nullptr) state_->observer()->OnConnectionClosed();
+  ReleaseBody();
+  if (!counted_closed_) {
+    state_->ConnectionClosed();
+    if (state_->observer() != nullptr) state_->observer()->OnConnectionClosed();
+  }
 }
 
 void HttpSession::Start() {
@@ -292,15 +296,62 @@ void HttpSession::OnHeader(error_code error) {
   if (phase_ == Phase::kClosed) return;
   if (error) return OnReadError(error);
   if (parser_->is_done()) return OnRequest();
+  if (RejectAtHeader()) return;
   const auto expect = parser_->get()[http::field::expect];
   if (!absl::EqualsIgnoreCase(View(expect), "100-continue")) return ReadBody();
-  // Clients such as curl wait for this before sending a large body.
+  // Clients such as curl wait for this before sending a large body; it goes out only once the header
+  // passed the checks above, so a refused client never sends its body.
   static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   asio::async_write(socket_, asio::buffer(kContinue), [self = shared_from_this()](error_code write_error, size_t) {
     if (self->phase_ == Phase::kClosed) return;
     if (write_error) return self->CloseSocket();
     self->ReadBody();
   });
+}
+
+bool HttpSession::RejectAtHeader() {
+  const HttpRouter& router = state_->router();
+  const auto& header = parser_->get();
+  const absl::string_view method = View(header.method_string());
+  const HttpRouter::Lookup lookup = router.Find(method, View(header.target()));
+  const bool preflight = method == "OPTIONS" && lookup.match == HttpRouter::Match::kMethodNotAllowed;
+  const bool route_error =
+      !preflight && (lookup.match != HttpRouter::Match::kFound ||
+                     (lookup.route->requires_auth && !router.Authorized(View(header[http::field::authorization]))));
+  if (!route_error) {
+    // A chunked body does not say its size: it may take up to the limit.
+    const auto declared = parser_->content_length();
+    const uint64_t bytes = declared ? std::min<uint64_t>(*declared, options_.max_body_bytes) : options_.max_body_bytes;
+    if (state_->TryReserveBody(bytes)) {
+      reserved_body_bytes_ = bytes;
+      return false;
+    }
+  }
+  // Answered from the header alone; what the client sends next is drained, never buffered.
+  DisarmDeadline();
+  const HttpRequest request = parser_->release();
+  parser_.reset();
+  buffer_.consume(buffer_.size());
+  BeginExchange(View(request.method_string()), View(request.target()), View(request["X-Request-Id"]),
+                View(request[http::field::origin]), /*keep_alive=*/false, request.version());
+  if (route_error) {
+    AnswerRouteError(lookup, View(request.method_string()), View(request.target()),
+                     View(request[http::field::authorization]));
+    return true;
+  }
+  exchange_.route = lookup.route_path;
+  SendError(503,
+            absl::StrCat("the gateway is receiving ", options_.max_inflight_body_bytes,
+                         " bytes of request bodies at once, its limit; retry later"),
+            "service_unavailable_error", "too_many_request_bodies",
+            {{"Retry-After", absl::StrCat(options_.retry_after_seconds)}});
+  return true;
+}
+
+void HttpSession::ReleaseBody() {
+  if (reserved_body_bytes_ == 0) return;
+  state_->ReleaseBody(reserved_body_bytes_);
+  reserved_body_bytes_ = 0;
 }
 
 void HttpSession::ReadBody() {
@@ -316,6 +367,7 @@ void HttpSession::OnBody(error_code error) {
 
 void HttpSession::OnReadError(error_code error) {
   DisarmDeadline();
+  ReleaseBody();
   if (timed_out_) {
     BeginExchange("-", "-", "", "", false, 11);
     return SendError(408, "the request was not received in time", kInvalidRequest, "request_timeout");
@@ -323,12 +375,21 @@ void HttpSession::OnReadError(error_code error) {
   if (error == http::error::end_of_stream || error == http::error::partial_message || !IsParseError(error)) {
     return CloseSocket();  // the client went away mid-request
   }
-  const bool have_header = parser_->is_header_done();
+  // A declared length over the limit fails as the header ends, its fields all read.
+  const bool have_header = parser_->is_header_done() || error == http::error::body_limit;
   const auto& partial = parser_->get();
   BeginExchange(have_header ? std::string(partial.method_string()) : "-",
                 have_header ? std::string(partial.target()) : "-", have_header ? View(partial["X-Request-Id"]) : "",
                 have_header ? View(partial[http::field::origin]) : "", false, 11);
   if (error == http::error::body_limit) {
+    // An unknown route or a missing key is told as such, whatever the body's size.
+    const absl::string_view method = View(partial.method_string());
+    const HttpRouter::Lookup lookup = state_->router().Find(method, View(partial.target()));
+    if (lookup.match != HttpRouter::Match::kNotFound) exchange_.route = lookup.route_path;
+    if (!(method == "OPTIONS" && lookup.match == HttpRouter::Match::kMethodNotAllowed) &&
+        AnswerRouteError(lookup, method, View(partial.target()), View(partial[http::field::authorization]))) {
+      return;
+    }
     return SendError(413, absl::StrCat("request body is larger than the limit of ", options_.max_body_bytes, " bytes"),
                      kInvalidRequest, "request_too_large");
   }
@@ -342,6 +403,7 @@ void HttpSession::OnReadError(error_code error) {
 
 void HttpSession::OnRequest() {
   DisarmDeadline();
+  ReleaseBody();  // the body is read: the budget is for bodies still arriving
   const HttpRequest request = parser_->release();
   parser_.reset();
   BeginExchange(View(request.method_string()), View(request.target()), View(request["X-Request-Id"]),
@@ -367,22 +429,7 @@ void HttpSession::Dispatch(const HttpRequest& request) {
     }
     return ApplySend(exchange_.id, 204, "", "", std::move(headers));
   }
-  if (lookup.match == HttpRouter::Match::kNotFound) {
-    return SendError(404, absl::StrCat("Unknown request URL: ", method, " ", HttpRouter::PathOf(target)),
-                     kInvalidRequest, "not_found");
-  }
-  if (lookup.match == HttpRouter::Match::kMethodNotAllowed) {
-    return SendError(
-        405, absl::StrCat("Method ", method, " is not allowed for ", exchange_.route, " (allowed: ", lookup.allow, ")"),
-        kInvalidRequest, "method_not_allowed", {{"Allow", lookup.allow}});
-  }
-  if (lookup.route->requires_auth && !router.Authorized(View(request[http::field::authorization]))) {
-    const bool presented = !request[http::field::authorization].empty();
-    return SendError(401,
-                     presented ? "Incorrect API key provided."
-                               : "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
-                     "authentication_error", "invalid_api_key", {{"WWW-Authenticate", "Bearer"}});
-  }
+  if (AnswerRouteError(lookup, method, target, View(request[http::field::authorization]))) return;
 
   auto writer =
       std::make_shared<Writer>(weak_from_this(), state_, exchange_.id, exchange_.request_id, exchange_.gone_flag);
@@ -397,6 +444,31 @@ void HttpSession::Dispatch(const HttpRequest& request) {
       ClientGone();
     }
   }
+}
+
+bool HttpSession::AnswerRouteError(const HttpRouter::Lookup& lookup, absl::string_view method, absl::string_view target,
+                                   absl::string_view authorization) {
+  if (lookup.match != HttpRouter::Match::kNotFound) exchange_.route = lookup.route_path;
+  if (lookup.match == HttpRouter::Match::kNotFound) {
+    SendError(404, absl::StrCat("Unknown request URL: ", method, " ", HttpRouter::PathOf(target)), kInvalidRequest,
+              "not_found");
+    return true;
+  }
+  if (lookup.match == HttpRouter::Match::kMethodNotAllowed) {
+    SendError(
+        405, absl::StrCat("Method ", method, " is not allowed for ", exchange_.route, " (allowed: ", lookup.allow, ")"),
+        kInvalidRequest, "method_not_allowed", {{"Allow", lookup.allow}});
+    return true;
+  }
+  if (lookup.route->requires_auth && !state_->router().Authorized(authorization)) {
+    const bool presented = !authorization.empty();
+    SendError(401,
+              presented ? "Incorrect API key provided."
+                        : "You didn't provide an API key. Send it as 'Authorization: Bearer <key>'.",
+              "authentication_error", "invalid_api_key", {{"WWW-Authenticate", "Bearer"}});
+    return true;
+  }
+  return false;
 }
 
 // ---- The exchange ----------------------------------------------------------------------------------------
@@ -728,8 +800,10 @@ void HttpSession::CloseSocket() {
   exchange_.on_gone = nullptr;
   RunDrained();  // the producer learns the end from its own callbacks
   self_.reset();
+  ReleaseBody();
   if (!counted_closed_) {
     counted_closed_ = true;
+    state_->ConnectionClosed();
     if (state_->observer() != nullptr) state_->observer()->OnConnectionClosed();
   }
 }

@@ -20,6 +20,7 @@
 #include "boost/beast/core/flat_buffer.hpp"
 #include "boost/beast/http/parser.hpp"
 #include "gateway/http/http_handler.h"
+#include "gateway/http/http_router.h"
 #include "gateway/http/http_server_state.h"
 
 namespace llmc::gateway {
@@ -91,6 +92,14 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // clear with the parser not done (a header whose body has not started to arrive).
   void ParseBuffered(boost::system::error_code& error);
   void OnHeader(boost::system::error_code error);
+  // What a request's header settles before its body is read: an unknown route (404), a wrong method (405) or
+  // a missing API key (401), and the body budget (503). True when it answered, with Connection: close and
+  // the body left unread; false when the body may be read (its bytes then reserved).
+  bool RejectAtHeader();
+  // Answers 404, 405 or 401 when `lookup` (of `method` on `target`) or `authorization` calls for one.
+  bool AnswerRouteError(const HttpRouter::Lookup& lookup, absl::string_view method, absl::string_view target,
+                        absl::string_view authorization);
+  void ReleaseBody();
   void ReadBody();
   void OnBody(boost::system::error_code error);
   void OnReadError(boost::system::error_code error);
@@ -153,6 +162,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool timed_out_ = false;
   uint64_t deadline_generation_ = 0;
   uint64_t drained_bytes_ = 0;
+  uint64_t reserved_body_bytes_ = 0;  // of the body being read, held in the server's body budget
 
   // At most this much queued for the client counts as drained (ResponseWriter::WhenDrained).
   static constexpr size_t kDrainedBytes = 16 * 1024;

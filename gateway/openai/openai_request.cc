@@ -128,6 +128,10 @@ absl::Status ParseStop(const FieldReader& fields, v1::SamplingParams& sampling) 
   }
   for (std::string& text : strings) {
     if (text.empty()) return InvalidParameter("stop", "'stop' must not contain an empty string");
+    if (text.size() > limits::kMaxStopStringBytes) {
+      return InvalidParameter("stop", absl::StrCat("each 'stop' string may be at most ", limits::kMaxStopStringBytes,
+                                                   " bytes long, got one of ", text.size()));
+    }
     sampling.add_stop(std::move(text));
   }
   return absl::OkStatus();
@@ -137,6 +141,10 @@ absl::Status ParseStopTokenIds(const FieldReader& fields, v1::SamplingParams& sa
   const json* ids = fields.Find("stop_token_ids");
   if (ids == nullptr) return absl::OkStatus();
   if (!ids->is_array()) return fields.WrongType("stop_token_ids", *ids, "an array of token ids");
+  if (static_cast<int64_t>(ids->size()) > limits::kMaxStopTokenIds) {
+    return InvalidParameter("stop_token_ids", absl::StrCat("'stop_token_ids' may hold at most ",
+                                                           limits::kMaxStopTokenIds, " ids, got ", ids->size()));
+  }
   for (const json& id : *ids) {
     if (!id.is_number_integer()) return fields.WrongType("stop_token_ids", id, "an array of token ids");
     if (id.is_number_unsigned() ? id.get<uint64_t>() > static_cast<uint64_t>(kMaxTokenId) : id.get<int64_t>() < 0) {
@@ -335,6 +343,16 @@ absl::Status ParseCommon(const json& body, OrderedBody& ordered, OpenAiKind kind
   RETURN_IF_ERROR(RejectUnsupported(fields, kind, request.num_choices(), request.beam_search()));
   ASSIGN_OR_RETURN(std::optional<std::string> user, fields.String("user"));
   if (user.has_value()) request.generate.set_user(*std::move(user));
+  // vLLM's cache_salt: only requests with the same salt share prefix-cache blocks (and routing by prefix).
+  ASSIGN_OR_RETURN(std::optional<std::string> cache_salt, fields.String("cache_salt"));
+  if (cache_salt.has_value()) {
+    if (cache_salt->empty()) return InvalidParameter("cache_salt", "'cache_salt' must be a non-empty string");
+    if (cache_salt->size() > limits::kMaxCacheSaltBytes) {
+      return InvalidParameter("cache_salt", absl::StrCat("'cache_salt' may be at most ", limits::kMaxCacheSaltBytes,
+                                                         " bytes long, got ", cache_salt->size()));
+    }
+    request.generate.set_cache_salt(*std::move(cache_salt));
+  }
   ASSIGN_OR_RETURN(const std::optional<bool> add_special_tokens, fields.Bool("add_special_tokens"));
   if (add_special_tokens.has_value()) request.generate.set_add_special_tokens(*add_special_tokens);
   return absl::OkStatus();

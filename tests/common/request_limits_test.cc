@@ -116,6 +116,44 @@ TEST_CASE_METHOD(LimitsFixture, "request limits: gateway and worker agree on n, 
   CHECK(!GatewayAccepts("stop", stops(limits::kMaxStopStrings + 1)));
   CHECK(!WorkerAccepts(set_stops(limits::kMaxStopStrings + 1)));
 
+  // Each stop string's bytes, a lone string as well as a list's entries; and the stop token ids.
+  const std::string longest(limits::kMaxStopStringBytes, 'x');
+  const std::string too_long = longest + "x";
+  CHECK(GatewayAccepts("stop", longest));
+  CHECK(GatewayAccepts("stop", json::array({"a", longest})));
+  CHECK(WorkerAccepts([&](v1::SamplingParams& p) { p.add_stop(longest); }));
+  CHECK(!GatewayAccepts("stop", too_long));
+  CHECK(!GatewayAccepts("stop", json::array({"a", too_long})));
+  CHECK(!WorkerAccepts([&](v1::SamplingParams& p) { p.add_stop(too_long); }));
+  const auto ids = [](int64_t count) { return json(std::vector<int32_t>(static_cast<size_t>(count), 7)); };
+  const auto set_ids = [](int64_t count) {
+    return [count](v1::SamplingParams& p) {
+      for (int64_t i = 0; i < count; ++i) p.add_stop_token_ids(7);
+    };
+  };
+  CHECK(GatewayAccepts("stop_token_ids", ids(limits::kMaxStopTokenIds)));
+  CHECK(WorkerAccepts(set_ids(limits::kMaxStopTokenIds)));
+  CHECK(!GatewayAccepts("stop_token_ids", ids(limits::kMaxStopTokenIds + 1)));
+  CHECK(!WorkerAccepts(set_ids(limits::kMaxStopTokenIds + 1)));
+  // The refusals name the parameter.
+  json body = {{"model", "fake-model"}, {"prompt", "hi"}, {"stop", too_long}};
+  CHECK_THAT(std::string(gateway::ParseCompletionRequest(body.dump()).status().message()),
+             Catch::Contains("'stop'") && Catch::Contains("512 bytes"));
+  body = {{"model", "fake-model"}, {"prompt", "hi"}, {"stop_token_ids", ids(limits::kMaxStopTokenIds + 1)}};
+  CHECK_THAT(std::string(gateway::ParseCompletionRequest(body.dump()).status().message()),
+             Catch::Contains("'stop_token_ids'"));
+  v1::GenerateRequest request;
+  request.set_model("fake-model");
+  request.set_prompt("hi");
+  request.mutable_sampling()->add_stop("ok");
+  request.mutable_sampling()->add_stop(too_long);
+  CHECK_THAT(std::string(worker::ToGenerationRequest(request, model_).status().message()),
+             Catch::Contains("sampling.stop[1]"));
+  request.mutable_sampling()->clear_stop();
+  set_ids(limits::kMaxStopTokenIds + 1)(*request.mutable_sampling());
+  CHECK_THAT(std::string(worker::ToGenerationRequest(request, model_).status().message()),
+             Catch::Contains("sampling.stop_token_ids"));
+
   CHECK(WorkerAccepts([](v1::SamplingParams& p) {
     p.set_logprobs(true);
     p.set_top_logprobs(limits::kMaxTopLogprobs);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -298,6 +299,92 @@ TEST_CASE("http server: API keys guard routes that require them", "[unit][http]"
   REQUIRE(open);
   CHECK(open->result_int() == 200);
   CHECK(open->body() == "open");
+}
+
+TEST_CASE("http server: route and key are checked from the header, before the body is read", "[unit][http]") {
+  HttpServerOptions options = SmallOptions();
+  options.api_keys = {"sk-first"};
+  TestServer server(options);
+  for (const auto& [target, key, status] : std::vector<std::tuple<std::string, std::string, unsigned>>{
+           {"/echo", "", 401}, {"/echo", "Bearer sk-wrong", 401}, {"/nowhere", "Bearer sk-first", 404}}) {
+    INFO(target << " " << key);
+    HttpTestClient client(server.port);
+    // The header announces a body that never comes: the answer cannot have waited for it.
+    std::string head = "POST " + target + " HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\nExpect: 100-continue\r\n";
+    if (!key.empty()) head += "Authorization: " + key + "\r\n";
+    REQUIRE(client.Write(head + "\r\n"));
+    auto response = client.Read();
+    REQUIRE(response);
+    CHECK(response->result_int() == status);  // not 100 Continue first
+    CHECK_FALSE(response->keep_alive());
+    CHECK(client.PeerCloses(absl::Seconds(5)));
+  }
+  // A declared body over the limit: the missing key is what the client hears of first.
+  HttpTestClient client(server.port);
+  auto response = client.RoundTrip("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n");
+  REQUIRE(response);
+  CHECK(response->result_int() == 401);
+}
+
+TEST_CASE("http server: a body beyond max_inflight_body_bytes gets 503 with Retry-After", "[unit][http]") {
+  HttpServerOptions options = SmallOptions();
+  options.max_inflight_body_bytes = 1024;
+  options.retry_after_seconds = 7;
+  TestServer server(options);
+  HttpTestClient first(server.port);
+  REQUIRE(first.Write("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1024\r\nExpect: 100-continue\r\n\r\n"));
+  auto interim = first.Read();
+  REQUIRE(interim);
+  REQUIRE(interim->result_int() == 100);
+  {
+    HttpTestClient second(server.port);
+    REQUIRE(second.Write("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n"));
+    auto refused = second.Read();
+    REQUIRE(refused);
+    CHECK(refused->result_int() == 503);
+    CHECK((*refused)["Retry-After"] == "7");
+    CHECK(ErrorOf(*refused)["code"] == "too_many_request_bodies");
+  }
+  // Once the first body is whole, its share is free again.
+  auto echoed = first.RoundTrip(std::string(1024, 'a'));
+  REQUIRE(echoed);
+  CHECK(echoed->result_int() == 200);
+  HttpTestClient third(server.port);
+  auto accepted = third.RoundTrip(RawRequest("POST", "/echo", {}, std::string(10, 'b')));
+  REQUIRE(accepted);
+  CHECK(accepted->result_int() == 200);
+}
+
+TEST_CASE("http server: a connection beyond max_connections gets 503 and is closed", "[unit][http]") {
+  HttpServerOptions options = SmallOptions();
+  options.max_connections = 2;
+  auto observer = std::make_shared<CountingObserver>();
+  TestServer server(options, observer);
+  std::vector<std::unique_ptr<HttpTestClient>> held;
+  for (int i = 0; i < 2; ++i) {
+    held.push_back(std::make_unique<HttpTestClient>(server.port));
+    auto response = held.back()->RoundTrip(RawRequest("GET", "/hello"));
+    REQUIRE(response);
+    REQUIRE(response->result_int() == 200);
+  }
+  {
+    HttpTestClient extra(server.port);
+    auto refused = extra.Read();
+    REQUIRE(refused);
+    CHECK(refused->result_int() == 503);
+    CHECK_FALSE(refused->keep_alive());
+    CHECK(ErrorOf(*refused)["code"] == "too_many_connections");
+    CHECK(extra.PeerCloses(absl::Seconds(5)));
+  }
+  CHECK(observer->opened == 2);
+  held.pop_back();
+  CHECK(WaitUntil(
+      [&] {
+        HttpTestClient next(server.port);
+        auto response = next.RoundTrip(RawRequest("GET", "/hello"));
+        return response && response->result_int() == 200;
+      },
+      absl::Seconds(5)));
 }
 
 TEST_CASE("http server: CORS preflight and headers follow the allowed origins", "[unit][http]") {

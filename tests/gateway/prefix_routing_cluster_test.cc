@@ -95,5 +95,43 @@ TEST_CASE("prefix routing: prefix_aware serves more prompt tokens from the worke
   CHECK(prefix_aware.cached_tokens >= prefix_aware.prompt_tokens * 5 / 6 * 6 / 10);
 }
 
+TEST_CASE("prefix cache: salts per request and per API key keep cached prompts apart through the processes",
+          "[integration][gateway][prefix_cache]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(),
+                       SmallWorkerArgs(controller.address(), "salted", {"--max_model_len=2048"}));
+  GatewayProcess gateway(
+      LLMC_GATEWAY_BINARY, controller.address(),
+      {"--routing_refresh_interval=200ms", "--api_keys=key-a,key-b", "--cache_salt_per_api_key=true"});
+  REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 1; }, absl::Seconds(60)));
+  REQUIRE(gateway.WaitHealthy());
+  std::string prompt = "A shared document:";
+  for (int sentence = 0; sentence < 24; ++sentence)
+    prompt += " Sentence " + std::to_string(sentence) + " says a thing.";
+  // The cached prompt tokens of one request made with `key` and, when not empty, `salt`.
+  const auto cached = [&](const std::string& key, const std::string& salt) -> int64_t {
+    json body = {{"model", kSmallModelName}, {"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0}};
+    if (!salt.empty()) body["cache_salt"] = salt;
+    const HttpReply reply =
+        PostJson(gateway.port(), "/v1/completions", body.dump(), {{"Authorization", "Bearer " + key}});
+    INFO(reply.body);
+    REQUIRE(reply.status == 200);
+    const json usage = json::parse(reply.body)["usage"];
+    return usage.contains("prompt_tokens_details") ? usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>() : 0;
+  };
+  CHECK(cached("key-a", "") == 0);
+  CHECK(cached("key-a", "") > 0);     // the same key: its own prompt is cached
+  CHECK(cached("key-b", "") == 0);    // another key learns nothing of it
+  CHECK(cached("key-a", "s1") == 0);  // another salt under the same key
+  CHECK(cached("key-a", "s1") > 0);
+  CHECK(cached("key-a", "s2") == 0);
+  CHECK(cached("key-b", "s1") == 0);  // the same salt under another key
+  const HttpReply wrong = PostJson(gateway.port(), "/v1/completions",
+                                   json({{"model", kSmallModelName}, {"prompt", "x"}, {"cache_salt", 1}}).dump(),
+                                   {{"Authorization", "Bearer key-a"}});
+  CHECK(wrong.status == 400);
+  CHECK_THAT(wrong.body, Catch::Contains("cache_salt"));
+}
+
 }  // namespace
 }  // namespace llmc::testing

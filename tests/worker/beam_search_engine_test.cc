@@ -16,6 +16,8 @@
 
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"
+#include "worker/engine/beam_history.h"
+#include "worker/engine/beam_search_action.h"
 #include "worker/engine/engine.h"
 #include "worker/model/loaded_model.h"
 
@@ -314,6 +316,67 @@ TEST_CASE("beam search: cancelling a search frees every beam's blocks", "[integr
   CHECK(sink->status().code() == absl::StatusCode::kCancelled);
   for (int i = 0; i < 200 && engine->Load().num_kv_blocks_used != 0; ++i) absl::SleepFor(absl::Milliseconds(10));
   CHECK(engine->Load().num_kv_blocks_used == 0);
+}
+
+TEST_CASE("beam search: a selection copies no beam's history, and never the prompt after the first",
+          "[integration][engine][beam]") {
+  // Four beams, 16 tokens, nothing ending early (no regrowth of the beam count): the first selection copies
+  // the prompt into the three beams that join the first; later ones rewrite spare vectors only after the
+  // point where two outputs part, at most width × the output so far, however long the prompt.
+  const BeamSettings settings{4, 2, 16, 1.0f, v1::BEAM_EARLY_STOPPING_NEVER, {}};
+  auto engine = StartEngine(/*prefix_caching=*/true);
+  for (const int64_t prompt_length : {20, 600}) {
+    INFO("a prompt of " << prompt_length);
+    BeamSearchAction::ResetCopyCounts();
+    GenerationRequest request = BeamRequest(Prompt(13, prompt_length), settings);
+    request.sampling.ignore_eos = true;
+    request.sampling.top_logprobs = 5;
+    auto sink = testing::SubmitCollecting(*engine, std::move(request));
+    REQUIRE(sink->WaitDone());
+    REQUIRE(sink->status().ok());
+    for (uint32_t i = 0; i < settings.n; ++i) {
+      CHECK(sink->choice(i).tokens.size() == settings.max_tokens);
+      CHECK(sink->choice(i).logprobs.size() == settings.max_tokens);
+    }
+    const BeamSearchAction::CopyCounts counts = BeamSearchAction::copy_counts();
+    const int64_t width = settings.width;
+    CHECK(counts.selections == settings.max_tokens);
+    // One history node per extension: at most 2 × width per selection, whatever the length so far.
+    CHECK(counts.history_nodes <= 2 * width * counts.selections);
+    CHECK(counts.tokens_copied_whole == (width - 1) * prompt_length);
+    CHECK(counts.max_tokens_rewritten <= width * static_cast<int64_t>(settings.max_tokens));
+    CHECK(counts.tokens_rewritten <= counts.selections * width * static_cast<int64_t>(settings.max_tokens));
+  }
+  CHECK(engine->Load().num_kv_blocks_used == 0);
+}
+
+TEST_CASE("beam search: histories share their nodes and free long chains without deep recursion",
+          "[unit][engine][beam]") {
+  BeamHistory root;
+  CHECK(root.size() == 0);
+  const BeamHistory ab = root.Extend(1, "a", {}).Extend(2, "b", {});
+  v1::TokenLogprob entry;
+  entry.set_token_id(3);
+  const BeamHistory abc = ab.Extend(3, "c", {entry});
+  const BeamHistory abd = ab.Extend(4, "d", {});
+  CHECK(BeamHistory::CommonLength(abc, abd) == 2);
+  CHECK(BeamHistory::CommonLength(abc, ab) == 2);
+  CHECK(BeamHistory::CommonLength(abc, root) == 0);
+  CHECK(BeamHistory::CommonLength(abc, abc) == 3);
+  const BeamHistory::Output output = abc.Lay();
+  CHECK(output.tokens == std::vector<int32_t>{1, 2, 3});
+  CHECK(output.text == "abc");
+  REQUIRE(output.logprobs.size() == 1);
+  CHECK(output.logprobs[0].token_id() == 3);
+  CHECK(abd.Lay().text == "abd");
+  // A chain far longer than any stack could unwind recursively.
+  auto chain = std::make_unique<BeamHistory>(abc);
+  for (int i = 0; i < 2000000; ++i) *chain = chain->Extend(i, "", {});
+  const BeamHistory branch = chain->Extend(7, "x", {});
+  CHECK(BeamHistory::CommonLength(branch, abd) == 2);
+  chain.reset();
+  CHECK(branch.size() == 2000004);
+  CHECK(abc.Lay().text == "abc");  // the shared start outlives the chain
 }
 
 }  // namespace

@@ -187,5 +187,23 @@ TEST_CASE("prefix cache: n = 4 computes its prompt once and the choices sample a
   for (size_t c = 1; c < 4; ++c) CHECK(actual.tokens[c] != actual.tokens[0]);
 }
 
+TEST_CASE("prefix cache: only requests with the same cache_salt share cached blocks, with the tokens of misses",
+          "[integration][engine][prefix_cache]") {
+  auto engine = StartEngine(Options(true));
+  const auto salted = [](std::string salt) {
+    GenerationRequest request = Request(Prompt(70, 70, 0), /*sampled=*/false);
+    request.cache_salt = std::move(salt);
+    return request;
+  };
+  const std::vector<Outcome> outcomes =
+      RunOneByOne(*engine, {salted("alice"), salted("bob"), salted(""), salted("alice"), salted("bob")});
+  CHECK(outcomes[0].cached_tokens == 0);
+  CHECK(outcomes[1].cached_tokens == 0);  // another salt: alice's blocks are not bob's
+  CHECK(outcomes[2].cached_tokens == 0);  // nor the unsalted cache's
+  CHECK(outcomes[3].cached_tokens == 64);
+  CHECK(outcomes[4].cached_tokens == 64);
+  for (const Outcome& outcome : outcomes) CHECK(outcome.tokens == outcomes[0].tokens);
+}
+
 }  // namespace
 }  // namespace llmc::engine

@@ -206,6 +206,19 @@ TEST_CASE_METHOD(ConversionFixture, "request conversion: beam search fields pass
   CHECK(ToGenerationRequest(spelled_out, model_).ok());
 }
 
+TEST_CASE_METHOD(ConversionFixture, "request conversion: the cache salt passes through, bounded", "[unit][worker]") {
+  v1::GenerateRequest request = PromptRequest("hi");
+  request.set_cache_salt("tenant");
+  auto converted = ToGenerationRequest(request, model_);
+  REQUIRE(converted.ok());
+  CHECK(converted->cache_salt == "tenant");
+  request.set_cache_salt(std::string(513, 's'));
+  converted = ToGenerationRequest(request, model_);
+  REQUIRE_FALSE(converted.ok());
+  CHECK(converted.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(converted.status().message()), Catch::Contains("cache_salt"));
+}
+
 TEST_CASE_METHOD(ConversionFixture, "request conversion: beam search refuses sampling and prompt logprobs",
                  "[unit][worker]") {
   struct Case {

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "tests/support/byte_tokenizer.h"
@@ -15,8 +16,22 @@ namespace {
 
 class SchedulerFixture {
  public:
-  SchedulerFixture(int32_t num_blocks, SchedulerLimits limits)
-      : tokenizer_(testing::MakeByteTokenizer()), allocator_(num_blocks), scheduler_(allocator_, limits) {}
+  SchedulerFixture(int32_t num_blocks, SchedulerLimits limits, BlockHashFunction hash = BlockHash)
+      : tokenizer_(testing::MakeByteTokenizer()), allocator_(num_blocks), scheduler_(allocator_, limits, hash) {}
+
+  // A request with one choice, the prompt `prompt` and the cache salt `salt`, queued with the scheduler.
+  Sequence* AddPrompt(uint64_t id, std::vector<int32_t> prompt, std::string salt = "") {
+    auto group = std::make_unique<RequestGroup>();
+    group->id = id;
+    group->request.prompt_token_ids = std::move(prompt);
+    group->request.sampling.max_tokens = 64;
+    group->request.cache_salt = std::move(salt);
+    group->sequences.push_back(std::make_unique<Sequence>(*group, 0, *tokenizer_));
+    Sequence* sequence = group->sequences.back().get();
+    scheduler_.AddWaiting(sequence);
+    groups_.push_back(std::move(group));
+    return sequence;
+  }
 
   // A request with one choice whose prompt is `prompt_length` tokens, queued with the scheduler.
   Sequence* Add(uint64_t id, int64_t prompt_length) { return AddGroup(id, prompt_length, 1, std::nullopt).front(); }
@@ -234,6 +249,109 @@ TEST_CASE("scheduler: with prefix caching a repeated prompt starts after its cac
   const int32_t free_before = fixture.allocator().num_free();
   fixture.scheduler().Remove(warm);
   CHECK(fixture.allocator().num_free() == free_before + 1);  // only its private block
+}
+
+TEST_CASE("scheduler: with prefix caching only requests with the same cache salt share blocks", "[unit][engine]") {
+  SchedulerFixture fixture(/*num_blocks=*/64, {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/8,
+                                               /*enable_prefix_caching=*/true});
+  const std::vector<int32_t> prompt(18, 'a');
+  Sequence* alice = fixture.AddPrompt(1, prompt, "alice");
+  fixture.Step();
+  // Another salt and no salt: nothing cached for them.
+  Sequence* bob = fixture.AddPrompt(2, prompt, "bob");
+  Sequence* unsalted = fixture.AddPrompt(3, prompt);
+  SchedulerOutput plan = fixture.Step();
+  CHECK(TokensFor(plan, bob) == 18);
+  CHECK(TokensFor(plan, unsalted) == 18);
+  CHECK(bob->num_cached_prompt_tokens == 0);
+  CHECK(unsalted->num_cached_prompt_tokens == 0);
+  // The same salt: the 4 full blocks alice computed.
+  Sequence* alice_again = fixture.AddPrompt(4, prompt, "alice");
+  plan = fixture.Step();
+  CHECK(TokensFor(plan, alice_again) == 2);
+  CHECK(alice_again->num_cached_prompt_tokens == 16);
+  for (int k = 0; k < 4; ++k) CHECK(alice_again->block_table[k] == alice->block_table[k]);
+}
+
+TEST_CASE("scheduler: with prefix caching a hash collision never gives a prompt another prompt's blocks",
+          "[unit][engine]") {
+  // Every block hashes alike: each lookup has a candidate, and only its identity tells it apart.
+  SchedulerFixture fixture(
+      /*num_blocks=*/64,
+      {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/8, /*enable_prefix_caching=*/true},
+      [](uint64_t, absl::Span<const int32_t>) -> uint64_t { return 7; });
+  Sequence* victim = fixture.AddPrompt(1, std::vector<int32_t>(9, 'a'));
+  fixture.Step();
+  CHECK(fixture.allocator().num_cached() == 1);  // the first block; the second collides with it
+  std::vector<int32_t> other(9, 'a');
+  other[0] = 'b';
+  Sequence* prober = fixture.AddPrompt(2, other);
+  Sequence* salted = fixture.AddPrompt(3, std::vector<int32_t>(9, 'a'), "tenant");
+  SchedulerOutput plan = fixture.Step();
+  CHECK(TokensFor(plan, prober) == 9);
+  CHECK(TokensFor(plan, salted) == 9);
+  CHECK(prober->block_table[0] != victim->block_table[0]);
+  CHECK(salted->block_table[0] != victim->block_table[0]);
+  // The same prompt still finds what is cached of it.
+  Sequence* again = fixture.AddPrompt(4, std::vector<int32_t>(9, 'a'));
+  plan = fixture.Step();
+  CHECK(again->num_cached_prompt_tokens == 4);
+  CHECK(again->block_table[0] == victim->block_table[0]);
+}
+
+TEST_CASE("scheduler: with prefix caching a block cached after an evicted parent is never found after a colliding one",
+          "[unit][engine]") {
+  // The first blocks "aaaa" and "bbbb" collide (crafted); every other hash is the real chain. Before blocks
+  // were chained by identity, a hit compared only the parent's hash, so the victim's second block, cached
+  // after "aaaa", was served after "bbbb" once "aaaa" had been evicted and "bbbb" cached in its place.
+  SchedulerFixture fixture(
+      /*num_blocks=*/16,
+      {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/8, /*enable_prefix_caching=*/true},
+      [](uint64_t parent, absl::Span<const int32_t> tokens) -> uint64_t {
+        return tokens[0] == 'a' || tokens[0] == 'b' ? 7 : BlockHash(parent, tokens);
+      });
+  const auto prompt = [](char head, char middle) {
+    std::vector<int32_t> tokens(4, head);
+    tokens.insert(tokens.end(), 4, middle);
+    tokens.push_back('q');
+    return tokens;
+  };
+  // Two victims with one head at once: the first's copy of "aaaa" is cached, and the second's "xxxx" after it.
+  Sequence* first = fixture.AddPrompt(1, prompt('a', 'y'));
+  Sequence* victim = fixture.AddPrompt(2, prompt('a', 'x'));
+  fixture.Step();
+  // The first leaves; taking every free block evicts its "aaaa" (the victim holds its own copy, and "xxxx").
+  fixture.scheduler().Remove(first);
+  std::vector<int32_t> all_free;
+  REQUIRE(fixture.allocator().Allocate(fixture.allocator().num_free(), all_free));
+  fixture.allocator().Release(all_free);
+  // The attacker's "bbbb" is cached under the colliding hash.
+  Sequence* attacker = fixture.AddPrompt(3, prompt('b', 'r'));
+  fixture.Step();
+  CHECK(attacker->num_cached_prompt_tokens == 0);
+  fixture.scheduler().Remove(victim);  // "xxxx" stays cached, free
+  // "bbbb" then "xxxx": the head is the attacker's own block, and the victim's "xxxx" is not taken after it.
+  Sequence* probe = fixture.AddPrompt(4, prompt('b', 'x'));
+  SchedulerOutput plan = fixture.Step();
+  CHECK(probe->num_cached_prompt_tokens == 4);
+  CHECK(TokensFor(plan, probe) == 5);
+}
+
+TEST_CASE("scheduler: with prefix caching a prompt computed twice at once caches its tail after the shared head",
+          "[unit][engine]") {
+  SchedulerFixture fixture(/*num_blocks=*/64, {/*block_size=*/4, /*max_num_batched_tokens=*/64, /*max_running=*/8,
+                                               /*enable_prefix_caching=*/true});
+  // Two prompts with one head, admitted in one step: both compute it, the first's copy is cached.
+  std::vector<int32_t> first(9, 'a'), second(9, 'a');
+  for (int t = 4; t < 8; ++t) second[t] = 'c';
+  fixture.AddPrompt(1, first);
+  Sequence* computed = fixture.AddPrompt(2, second);
+  fixture.Step();
+  // The second's own second block is cached after the first's copy of the head.
+  Sequence* again = fixture.AddPrompt(3, second);
+  fixture.Step();
+  CHECK(again->num_cached_prompt_tokens == 8);
+  CHECK(again->block_table[1] == computed->block_table[1]);
 }
 
 TEST_CASE("scheduler: with prefix caching the later choices share the prompt choice 0 computed", "[unit][engine]") {

@@ -37,6 +37,9 @@ struct GenerationRequest {
   // response carrying the embedding and usage; sampling options other than n = 1 are not read.
   Pooling pooling = Pooling::kNone;
   absl::Time deadline = absl::InfiniteFuture();  // past it: DEADLINE_EXCEEDED
+  // Prefix caching: only requests with the same salt share cached blocks (vLLM's cache_salt; the gateway
+  // may add one per API key). Empty: the unsalted cache.
+  std::string cache_salt;
 };
 
 // Where the engine delivers a request's output. Called on the engine thread: implementations must only

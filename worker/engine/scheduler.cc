@@ -120,25 +120,34 @@ void Scheduler::CopyOnWrite(Sequence& sequence, SchedulerOutput& output) {
 void Scheduler::ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const {
   const int64_t block_size = limits_.block_size;
   for (int64_t k = static_cast<int64_t>(sequence.block_hashes.size()); k < num_blocks; ++k) {
-    const uint64_t parent = k == 0 ? kRootBlockHash : sequence.block_hashes[k - 1];
+    const uint64_t parent =
+        k == 0 ? RootBlockHash(sequence.group.request.cache_salt) : sequence.block_hashes[k - 1].hash;
     sequence.block_hashes.push_back(
-        BlockHash(parent, absl::MakeConstSpan(sequence.tokens).subspan(k * block_size, block_size)));
+        {block_hash_(parent, absl::MakeConstSpan(sequence.tokens).subspan(k * block_size, block_size)), kNoBlockId});
   }
+}
+
+BlockId Scheduler::CachedId(const Sequence& sequence, int64_t k) const {
+  const BlockId own = allocator_.id(sequence.block_table[k]);
+  return own != kNoBlockId ? own : sequence.block_hashes[k].id;
 }
 
 void Scheduler::TakeCachedPrefix(Sequence& sequence) {
   if (!limits_.enable_prefix_caching || !sequence.block_table.empty() || !sequence.may_use_cached_prefix()) return;
   const int64_t block_size = limits_.block_size;
   const auto tokens = absl::MakeConstSpan(sequence.tokens);
+  const absl::string_view salt = sequence.group.request.cache_salt;
   // The last token is always computed: its logits give the next token.
   const int64_t num_blocks = (static_cast<int64_t>(tokens.size()) - 1) / block_size;
+  BlockId parent = kNoBlockId;
   for (int64_t k = 0; k < num_blocks; ++k) {
     ExtendBlockHashes(sequence, k + 1);
+    BlockKey& key = sequence.block_hashes[k];
     const std::optional<int32_t> block =
-        allocator_.TakeCached(sequence.block_hashes[k], k == 0 ? kRootBlockHash : sequence.block_hashes[k - 1],
-                              tokens.subspan(k * block_size, block_size));
+        allocator_.TakeCached(key.hash, parent, salt, tokens.subspan(k * block_size, block_size));
     if (!block.has_value()) break;
     sequence.block_table.push_back(*block);
+    parent = key.id = allocator_.id(*block);
   }
   sequence.num_computed = static_cast<int64_t>(sequence.block_table.size()) * block_size;
 }
@@ -156,10 +165,15 @@ void Scheduler::CacheFilledBlocks(Sequence& sequence, int64_t num_tokens) {
   const int64_t filled = sequence.num_computed / block_size;
   ExtendBlockHashes(sequence, filled);
   const auto tokens = absl::MakeConstSpan(sequence.tokens);
+  const absl::string_view salt = sequence.group.request.cache_salt;
   for (int64_t k = (sequence.num_computed - num_tokens) / block_size; k < filled; ++k) {
-    allocator_.Cache(sequence.block_table[k], sequence.block_hashes[k],
-                     k == 0 ? kRootBlockHash : sequence.block_hashes[k - 1],
-                     tokens.subspan(k * block_size, block_size));
+    // Contents are cached after their parent's by identity: those whose parent is not cached cannot be
+    // (nor can anything after them).
+    const BlockId parent = k == 0 ? kNoBlockId : CachedId(sequence, k - 1);
+    if (k > 0 && parent == kNoBlockId) break;
+    BlockKey& key = sequence.block_hashes[k];
+    key.id =
+        allocator_.Cache(sequence.block_table[k], key.hash, parent, salt, tokens.subspan(k * block_size, block_size));
   }
 }
 

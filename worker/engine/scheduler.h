@@ -15,7 +15,8 @@ struct SchedulerLimits {
   int64_t block_size = 16;
   int64_t max_num_batched_tokens = 512;  // tokens in one step: decode tokens plus prefill chunks
   int64_t max_running = 32;
-  // Full blocks are kept under the hash of their tokens and shared by later sequences with the same prefix.
+  // Full blocks are kept as their tokens after their parent block (block_allocator.h) and shared by later
+  // sequences with the same prefix and cache salt.
   bool enable_prefix_caching = false;
 };
 
@@ -61,7 +62,9 @@ inline constexpr int64_t kMaxPromptLogprobRowsPerStep = 128;
 // into a copy (copy-on-write, SchedulerOutput::block_copies). Engine thread only.
 class Scheduler {
  public:
-  Scheduler(BlockAllocator& allocator, const SchedulerLimits& limits) : allocator_(allocator), limits_(limits) {}
+  // `block_hash` chains the prefix cache's hashes (tests inject colliding ones).
+  Scheduler(BlockAllocator& allocator, const SchedulerLimits& limits, BlockHashFunction block_hash = BlockHash)
+      : allocator_(allocator), limits_(limits), block_hash_(block_hash) {}
 
   void AddWaiting(Sequence* sequence);
   // Beam search: `child` (a new beam extending `parent` by one token) joins where its parent is: running on
@@ -97,6 +100,9 @@ class Scheduler {
   bool WaitsForChoiceZero(const Sequence& sequence) const;
   // Prefix caching: `sequence`'s block hashes up to its first `num_blocks` full blocks.
   void ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const;
+  // The identity under which the cache holds the contents of `sequence`'s full block k (its own block's,
+  // else the one Sequence::block_hashes noted); kNoBlockId when they are not cached.
+  BlockId CachedId(const Sequence& sequence, int64_t k) const;
   // Gives a sequence that holds no blocks the cached blocks of its longest cached prefix.
   void TakeCachedPrefix(Sequence& sequence);
   // A later choice whose choice 0 holds the computed prompt shares all its prompt blocks instead.
@@ -113,6 +119,7 @@ class Scheduler {
 
   BlockAllocator& allocator_;
   const SchedulerLimits limits_;
+  const BlockHashFunction block_hash_;
   std::deque<Sequence*> waiting_;         // by arrival, oldest first
   std::vector<Sequence*> running_;        // by arrival (request id, choice), oldest first
   int64_t prompt_logprob_rows_left_ = 0;  // this step's

@@ -14,8 +14,7 @@ Sequence::Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::
       tokens(group.request.prompt_token_ids),
       prompt_length(static_cast<int64_t>(group.request.prompt_token_ids.size())),
       rng(MakeChoiceGenerator(group.request.sampling, choice_index)),
-      detokenizer(tokenizer, group.request.sampling.skip_special_tokens,
-                  group.request.sampling.decoded_special_tokens),
+      detokenizer(tokenizer, group.request.sampling.skip_special_tokens, group.request.sampling.decoded_special_tokens),
       stop_matcher(group.request.sampling.stop, group.request.sampling.include_stop_str_in_output) {
   tokens.reserve(prompt_length + group.request.sampling.max_tokens);
 }
@@ -23,19 +22,14 @@ Sequence::Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::
 Sequence::Sequence(const Sequence& parent, uint32_t choice_index)
     : group(parent.group),
       choice_index(choice_index),
-      tokens(parent.tokens),
       prompt_length(parent.prompt_length),
-      block_hashes(parent.block_hashes),
       num_cached_prompt_tokens(parent.num_cached_prompt_tokens),
       rng(parent.rng),
       detokenizer(parent.detokenizer),
       stop_matcher(parent.stop_matcher),
       last_token_time(parent.last_token_time),
       cumulative_logprob(parent.cumulative_logprob),
-      beam_text(parent.beam_text),
-      beam_logprobs(parent.beam_logprobs) {
-  tokens.reserve(prompt_length + group.request.sampling.max_tokens);
-}
+      beam_history(parent.beam_history) {}
 
 int64_t RequestGroup::cached_prompt_tokens() const {
   if (!sequences.empty()) return sequences.front()->num_cached_prompt_tokens;

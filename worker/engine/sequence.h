@@ -12,6 +12,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "llmc/v1/types.pb.h"
+#include "worker/engine/beam_history.h"
+#include "worker/engine/block_allocator.h"
 #include "worker/engine/generation.h"
 #include "worker/tokenizer/incremental_detokenizer.h"
 #include "worker/tokenizer/stop_string_matcher.h"
@@ -29,8 +31,9 @@ class ConstraintState;
 //   finish_reason: the request table (request_table.h), the one place a choice ends.
 struct Sequence {
   Sequence(RequestGroup& group, uint32_t choice_index, const tokenizer::Tokenizer& tokenizer);
-  // Beam search: a new beam that extends `parent` (its tokens, text and stop state; no blocks, nothing
-  // computed: Scheduler::Fork gives it its parent's).
+  // Beam search: a new beam that extends `parent` (its output history, text and stop state; no tokens and no
+  // block hashes: the beam search action lends or gives it its parent's; no blocks, nothing computed:
+  // Scheduler::Fork gives it its parent's).
   Sequence(const Sequence& parent, uint32_t choice_index);
 
   RequestGroup& group;
@@ -39,9 +42,12 @@ struct Sequence {
   const int64_t prompt_length;
   int64_t num_computed = 0;  // leading tokens whose K/V are in the cache
   std::vector<int32_t> block_table;
-  // Prefix caching: the chained hashes of the first full blocks of `tokens` (kept across preemptions, as
-  // the tokens do not change), and how many prompt tokens the cache held when it was last admitted.
-  std::vector<uint64_t> block_hashes;
+  // Prefix caching: for the first full blocks of `tokens`, their chained hashes and the identities under
+  // which the cache holds their contents (block_allocator.h: of the block it found or cached, or of the same
+  // contents cached first by another sequence), kept across preemptions as the tokens do not change; and how
+  // many prompt tokens the cache held when it was last admitted. (Named for the hashes it began with; beam
+  // search copies it with the tokens.)
+  std::vector<BlockKey> block_hashes;
   int64_t num_cached_prompt_tokens = 0;
   std::mt19937_64 rng;
   tokenizer::IncrementalDetokenizer detokenizer;
@@ -52,12 +58,11 @@ struct Sequence {
   std::vector<float> pooled;
   // Choice 0 of a request that asked for prompt logprobs: those of the prompt positions computed so far.
   std::vector<v1::TokenLogprob> prompt_logprobs;
-  // A beam (beam_search_action.h, their one writer): its cumulative logprob, its output so far (text and
-  // logprob entries, delivered when the search ends), and the next tokens its last step proposed (empty
-  // until it has proposed).
+  // A beam (beam_search_action.h, their one writer): its cumulative logprob, its output so far (tokens, text
+  // and logprob entries, shared with the beams it came from and delivered when the search ends), and the
+  // next tokens its last step proposed (empty until it has proposed).
   double cumulative_logprob = 0;
-  std::string beam_text;
-  std::vector<v1::TokenLogprob> beam_logprobs;
+  BeamHistory beam_history;
   std::vector<std::pair<int32_t, float>> beam_candidates;
 
   int64_t num_output() const { return static_cast<int64_t>(tokens.size()) - prompt_length; }
@@ -82,9 +87,7 @@ struct Sequence {
 
 // A beam that met a stop condition, kept while it is among its request's beam_width best finished ones.
 struct FinishedBeam {
-  std::vector<int32_t> output_tokens;
-  std::string text;
-  std::vector<v1::TokenLogprob> logprobs;
+  BeamHistory output;
   v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
   std::string stop_reason;
   double score = 0;
@@ -94,6 +97,13 @@ struct FinishedBeam {
 struct BeamSearchState {
   uint32_t next_choice_index = 1;      // of the next beam: keeps the scheduler's arrival order
   std::vector<FinishedBeam> finished;  // best first, at most beam_width
+  // The token vectors of beams that ended without a new beam, kept (at most beam_width) to be rewritten from
+  // where their outputs part for later new beams instead of copying the prompt again (beam_search_action.h).
+  struct SpareTokens {
+    std::vector<int32_t> tokens;
+    BeamHistory output;
+  };
+  std::vector<SpareTokens> spare_tokens;
   int64_t cached_prompt_tokens = 0;
   int64_t completion_tokens = 0;  // of the beams returned, once the search has ended
 };

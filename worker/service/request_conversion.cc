@@ -212,8 +212,18 @@ absl::StatusOr<engine::SamplingOptions> ToSamplingOptions(const v1::SamplingPara
     if (params.stop(i).empty()) {
       return absl::InvalidArgumentError(absl::StrCat("sampling.stop[", i, "] must not be empty"));
     }
+    if (params.stop(i).size() > limits::kMaxStopStringBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling.stop[", i, "] may be at most ",
+                                                     limits::kMaxStopStringBytes, " bytes long, got ",
+                                                     params.stop(i).size()));
+    }
   }
   options.stop.assign(params.stop().begin(), params.stop().end());
+  if (params.stop_token_ids_size() > limits::kMaxStopTokenIds) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling.stop_token_ids may hold at most ",
+                                                   limits::kMaxStopTokenIds, " ids, got ",
+                                                   params.stop_token_ids_size()));
+  }
   options.stop_token_ids.assign(params.stop_token_ids().begin(), params.stop_token_ids().end());
   RETURN_IF_ERROR(CheckIdsInVocabulary(options.stop_token_ids, "sampling.stop_token_ids", model));
   options.ignore_eos = params.ignore_eos();
@@ -230,6 +240,11 @@ absl::StatusOr<engine::GenerationRequest> ToGenerationRequest(const v1::Generate
   RETURN_IF_ERROR(CheckModelName(request.model(), model));
   engine::GenerationRequest out;
   out.request_id = request.request_id();
+  if (request.cache_salt().size() > limits::kMaxWorkerCacheSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_salt may be at most ", limits::kMaxWorkerCacheSaltBytes,
+                                                   " bytes, got ", request.cache_salt().size()));
+  }
+  out.cache_salt = request.cache_salt();
   std::string chat_text;
   ASSIGN_OR_RETURN(out.prompt_token_ids, PromptTokenIdsAndText(request, model, &chat_text));
   ASSIGN_OR_RETURN(out.sampling, ToSamplingOptions(request.sampling(), out.prompt_token_ids.size(), model));
