@@ -198,6 +198,15 @@ TEST_CASE("json schema enum and const, serialized compactly", "[grammar][json_sc
   Check(Json::parse(R"({"enum":["a","bb","ccc"],"minLength":2})"), {R"("bb")", R"("ccc")"}, {R"("a")"});
   Check(Json::parse(R"({"type":"integer","enum":[1,5,10],"maximum":5})"), {"1", "5"}, {"10"});
   Check(Json::parse(R"({"const":"line\nbreak \"q\""})"), {R"("line\nbreak \"q\"")"}, {});
+  // pattern beside enum: search semantics, checked by the project's own regex matcher.
+  Check(Json::parse(R"({"enum":["apple","grape","kiwi"],"pattern":"^[ag]"})"), {R"("apple")", R"("grape")"},
+        {R"("kiwi")"});
+  Check(Json::parse(R"({"enum":["xay","b"],"pattern":"a"})"), {R"("xay")"}, {R"("b")"});
+  // A value long enough to overflow std::regex's recursive matcher is checked in one pass.
+  const std::string long_value(200000, 'a');
+  const Json long_enum = {{"enum", {long_value + "b", "c"}}, {"pattern", "^(a|b)*$"}};
+  CHECK(CompileJsonSchema(long_enum, {}).ok());
+  CHECK_THAT(Refusal(Json::parse(R"x({"enum":["a"],"pattern":"(?=a)"})x")), Catch::Contains("pattern"));
 }
 
 TEST_CASE("json schema objects: order, required and optional members, commas", "[grammar][json_schema]") {

@@ -5,7 +5,6 @@
 #include "worker/grammar/json_schema_compiler.h"
 
 #include <algorithm>
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/grammar/json_schema_internal.h"
+#include "worker/grammar/matcher.h"
+#include "worker/grammar/regex_compiler.h"
 
 namespace llmc::grammar {
 namespace json_schema {
@@ -229,12 +230,17 @@ absl::StatusOr<bool> SchemaCompiler::EnumValueAllowed(const Json& value, const J
     if (schema.contains("format")) return Unsupported("format", pointer, "alongside enum or const");
     if (schema.contains("pattern")) {
       if (!schema.at("pattern").is_string()) return InvalidValue("pattern", pointer, "not a string");
-      try {
-        const std::regex regex(schema.at("pattern").get<std::string>(), std::regex::ECMAScript);
-        if (!std::regex_search(value.get<std::string>(), regex)) return false;
-      } catch (const std::regex_error&) {
-        return Unsupported("pattern", pointer, "alongside enum or const");
-      }
+      // Our own regex front end and matcher (linear in the value), not std::regex, which recurses per
+      // character on client-supplied patterns.
+      RegexOptions options;
+      options.full_match = false;
+      absl::StatusOr<Expr> pattern = CompileRegex(schema.at("pattern").get<std::string>(), options);
+      if (!pattern.ok()) return Unsupported("pattern", pointer, "alongside enum or const");
+      Grammar grammar;
+      grammar.root = grammar.AddRule("root", *std::move(pattern));
+      absl::StatusOr<bool> matches = MatchesText(grammar, value.get<std::string>());
+      if (!matches.ok()) return Unsupported("pattern", pointer, "alongside enum or const");
+      if (!*matches) return false;
     }
     return true;
   }
