@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -39,14 +38,58 @@ char LevelLetter(LogLevel level) {
   return '?';
 }
 
-// Quotes values with spaces so that lines stay machine-splittable.
-void AppendField(std::string& line, absl::string_view key, absl::string_view value) {
-  absl::StrAppend(&line, " ", key, "=");
-  if (value.empty() || value.find_first_of(" \t\"=") != absl::string_view::npos) {
-    absl::StrAppend(&line, "\"", absl::CEscape(value), "\"");
-  } else {
-    absl::StrAppend(&line, value);
+bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
+// Control characters as \n, \r, \t or \xNN; with `quoted`, also `"` and `\`. Bytes from 0x80 up pass
+// through, so UTF-8 text stays readable.
+void AppendEscaped(std::string& line, absl::string_view text, bool quoted) {
+  for (const char ch : text) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      line += "\\n";
+    } else if (c == '\r') {
+      line += "\\r";
+    } else if (c == '\t') {
+      line += "\\t";
+    } else if (IsControl(c)) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      line += "\\x";
+      line += kHex[c >> 4];
+      line += kHex[c & 0xf];
+    } else if (quoted && (c == '"' || c == '\\')) {
+      line += '\\';
+      line += ch;
+    } else {
+      line += ch;
+    }
   }
+}
+
+// One key=value field. A value that is empty or holds a space, `"`, `=`, `\` or a control character is quoted
+// and escaped, so that a client's text (a request id, a model name) can neither start a new line nor forge
+// another field: lines stay machine-splittable.
+void AppendField(std::string& line, absl::string_view key, absl::string_view value) {
+  line += ' ';
+  for (const char ch : key) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    line += (IsControl(c) || c == ' ' || c == '=' || c == '"') ? '_' : ch;
+  }
+  line += '=';
+  bool quote = value.empty();
+  for (const char ch : value) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (IsControl(c) || c == ' ' || c == '"' || c == '=' || c == '\\') {
+      quote = true;
+      break;
+    }
+  }
+  if (!quote) {
+    line.append(value.data(), value.size());
+    return;
+  }
+  line += '"';
+  AppendEscaped(line, value, /*quoted=*/true);
+  line += '"';
 }
 
 }  // namespace
@@ -95,7 +138,10 @@ LogMessage::~LogMessage() {
   absl::StrAppend(&line, " ", base ? base + 1 : file_, ":", line_, "]");
   for (const auto& [key, value] : ThreadContext()) AppendField(line, key, value);
   for (const auto& [key, value] : fields_) AppendField(line, key, value);
-  absl::StrAppend(&line, " ", message_.str(), "\n");
+  // The message may quote a client's text too: control characters are escaped, so one call is one line.
+  line += ' ';
+  AppendEscaped(line, message_.str(), /*quoted=*/false);
+  line += '\n';
   // One write() per line keeps lines from different threads whole.
   size_t written = 0;
   while (written < line.size()) {

@@ -36,6 +36,8 @@ ControllerServer::ControllerServer(config::ControllerConfig config, const Clock&
   // The configuration was validated, so the policy name is known.
   auto policy = dispatch::MakeDispatchPolicy(settings, config_.dispatch_seed);
   registry_ = std::make_unique<WorkerRegistry>(clock, config_.expiry_after(), std::move(policy).value());
+  // Workers of a previous controller come back on their next heartbeat: until then the table is partial.
+  registry_->StartWarming(config_.effective_routing_warmup());
   metrics_ = std::make_unique<ControllerMetrics>(*registry_, config_.dispatch_policy);
   feed_ = std::make_unique<RoutingFeed>(*registry_, std::move(settings), kRoutingCoalesce);
   service_ = std::make_unique<ControllerService>(*registry_, *metrics_, *feed_, config_.heartbeat_interval);

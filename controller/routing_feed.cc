@@ -18,12 +18,15 @@ class RoutingFeed::WatchStream final : public grpc::ServerWriteReactor<v1::Routi
     if (writing_ || finishing_) return;
     uint64_t version = 0;
     v1::RoutingUpdate update = feed_.registry_.Changes(gateway_id_, version_, version);
+    // The first table after warming ends is whole, so the gateway drops the workers that never came back.
+    if (warming_sent_ && !update.warming() && !update.full()) update = feed_.registry_.Changes(gateway_id_, 0, version);
     const bool empty = !update.full() && update.workers().empty() && update.removed_worker_ids().empty() &&
                        update.remote_picks().empty() && update.applied_report_seq() == applied_sent_;
     version_ = version;
     if (empty) return;
     if (update.full()) *update.mutable_settings() = feed_.settings_;
     applied_sent_ = update.applied_report_seq();
+    warming_sent_ = update.warming();
     update_ = std::move(update);
     writing_ = true;
     StartWrite(&update_);
@@ -64,6 +67,7 @@ class RoutingFeed::WatchStream final : public grpc::ServerWriteReactor<v1::Routi
   absl::Mutex mu_;
   uint64_t version_ ABSL_GUARDED_BY(mu_) = 0;  // what the gateway has; 0 sends the whole table
   uint64_t applied_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  bool warming_sent_ ABSL_GUARDED_BY(mu_) = false;  // the last update said the controller was warming
   v1::RoutingUpdate update_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
@@ -110,9 +114,14 @@ size_t RoutingFeed::num_watchers() const {
 void RoutingFeed::Loop() {
   constexpr absl::Duration kIdleWait = absl::Milliseconds(100);
   uint64_t seen = 0;
+  bool was_warming = true;
   while (!stop_.HasBeenNotified()) {
     const uint64_t version = registry_.AwaitChange(seen, kIdleWait);
-    if (version == seen) continue;
+    // The end of warming changes no version, but every gateway is sent the whole table then.
+    const bool warming = registry_.warming();
+    const bool warm_now = was_warming && !warming;
+    was_warming = warming;
+    if (version == seen && !warm_now) continue;
     // Changes come in bursts (a heartbeat, then the picks it frees up): one update carries the burst.
     if (stop_.WaitForNotificationWithTimeout(coalesce_)) break;
     seen = version;

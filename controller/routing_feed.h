@@ -20,6 +20,8 @@ namespace llmc::controller {
 // what changed. One thread waits for the registry to change, lets a burst of changes gather for
 // `coalesce`, and hands each watch stream its next update; a stream still writing the previous one
 // catches up when that write is done, so a slow gateway gets fewer, larger updates and holds no one up.
+// While the registry is warming (just started) its updates say so; when warming ends each stream gets the
+// whole table again, which the gateways then take as complete.
 class RoutingFeed {
  public:
   RoutingFeed(WorkerRegistry& registry, v1::DispatchSettings settings, absl::Duration coalesce);

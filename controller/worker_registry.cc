@@ -155,6 +155,18 @@ absl::StatusOr<PickedWorker> WorkerRegistry::Pick(absl::string_view model,
   return PickedWorker{(*chosen)->worker_id, (*chosen)->address};
 }
 
+void WorkerRegistry::StartWarming(absl::Duration duration) {
+  const absl::Time now = clock_.Now();
+  absl::MutexLock lock(&mu_);
+  warm_until_ = now + duration;
+}
+
+bool WorkerRegistry::warming() const {
+  const absl::Time now = clock_.Now();
+  absl::MutexLock lock(&mu_);
+  return now < warm_until_;
+}
+
 std::vector<v1::WorkerInfo> WorkerRegistry::ListWorkers(absl::string_view model) const {
   const absl::Time now = clock_.Now();
   std::vector<v1::WorkerInfo> result;
@@ -256,6 +268,7 @@ v1::RoutingUpdate WorkerRegistry::Changes(uint64_t gateway_id, uint64_t since_ve
   published_version_ = version_;
   const bool full = since_version == 0 || since_version < dropped_version_;
   update.set_full(full);
+  update.set_warming(now < warm_until_);
   if (full) {
     for (const auto& [id, worker] : workers_) *update.add_workers() = dispatch::ToWorkerInfo(worker, now);
   } else {

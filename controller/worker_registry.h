@@ -44,7 +44,8 @@ class WorkerRegistry {
   std::vector<std::string> ExpireSilent();
 
   // Chooses a ready, live worker serving `model` and not in `excluded`, and counts the pick against it.
-  // NOT_FOUND when no registered worker serves the model; UNAVAILABLE when some do but none can take it.
+  // NOT_FOUND when no registered worker serves the model; UNAVAILABLE when some do but none can take it,
+  // and when no worker is registered at all.
   // `prefix_hashes` describe the request's input for the prefix_aware policy.
   absl::StatusOr<PickedWorker> Pick(absl::string_view model, const absl::flat_hash_set<std::string>& excluded,
                                     absl::Span<const uint64_t> prefix_hashes = {});
@@ -66,6 +67,11 @@ class WorkerRegistry {
   void SetWatchers(size_t count);
   // Waits until the table's version passes `version`, or `timeout`; returns the version then.
   uint64_t AwaitChange(uint64_t version, absl::Duration timeout) const;
+
+  // After a (re)start the registry holds only the workers that re-registered so far: for `duration` its
+  // routing table says it is warming, and gateways keep the workers they knew that it does not list yet.
+  void StartWarming(absl::Duration duration);
+  bool warming() const;
 
   absl::string_view policy_name() const { return policy_->name(); }
   absl::Duration expiry_after() const { return expiry_after_; }
@@ -106,6 +112,7 @@ class WorkerRegistry {
   uint64_t dropped_version_ ABSL_GUARDED_BY(mu_) = 0;  // history before it is gone: a full update
   std::deque<RelayedPick> relayed_ ABSL_GUARDED_BY(mu_);
   size_t watchers_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time warm_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   struct AppliedReports {
     uint64_t seq = 0;           // the gateway's highest report applied
     uint64_t last_version = 0;  // when it last reported, to forget the gateway silent longest

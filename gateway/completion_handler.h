@@ -61,7 +61,7 @@ class CompletionHandler {
   const Options options_;
 };
 
-// An error answer in the OpenAI envelope, with Retry-After on 429.
+// An error answer in the OpenAI envelope, with Retry-After on 429 and 503.
 void SendError(ResponseWriter& writer, const absl::Status& status, uint32_t retry_after_seconds);
 
 // Runs `parse` on the request's body: on this (I/O) thread for a body up to

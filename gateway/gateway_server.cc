@@ -1,5 +1,6 @@
 #include "gateway/gateway_server.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <utility>
@@ -68,7 +69,7 @@ GatewayServer::GatewayServer(config::GatewayConfig config)
               }),
       dispatcher_(router_, channels_, {config_.max_attempts, config_.worker_accept_timeout},
                   [metrics = metrics_] { metrics->CountRetries(1); }),
-      worker_calls_(router_, channels_, config_.max_attempts),
+      worker_calls_(router_, channels_, config_.max_attempts, config_.worker_call_timeout),
       completions_(dispatcher_, *metrics_, large_bodies_,
                    {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION),
                     config_.cache_salt_per_api_key}),
@@ -122,6 +123,9 @@ void GatewayServer::AddRoutes() {
       /*requires_auth=*/false);
   http_->Route(
       "GET", "/health", [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleHealth(std::move(w)); },
+      /*requires_auth=*/false);
+  http_->Route(
+      "GET", "/ready", [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleReady(std::move(w)); },
       /*requires_auth=*/false);
   http_->Route(
       "GET", "/metrics", [this](const HttpRequest&, std::shared_ptr<ResponseWriter> w) { HandleMetrics(std::move(w)); },
@@ -188,6 +192,17 @@ void GatewayServer::HandleHealth(std::shared_ptr<ResponseWriter> writer) {
   } else {
     SendError(*writer, absl::UnavailableError("no ready worker is known yet"), 1);
   }
+}
+
+// The gateway's own readiness: it takes requests whether or not a worker is ready, and answers those it
+// cannot place with 503 and Retry-After itself. A probe on /health would take the gateway out of its
+// Service whenever the workers are away, and clients would get "connection refused" instead.
+void GatewayServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
+  const std::vector<v1::WorkerInfo> workers = router_.replica().Workers();
+  const auto ready = std::count_if(workers.begin(), workers.end(), [](const v1::WorkerInfo& worker) {
+    return worker.state() == v1::WORKER_STATE_READY;
+  });
+  writer->Send(200, "application/json", nlohmann::ordered_json{{"status", "ready"}, {"ready_workers", ready}}.dump());
 }
 
 void GatewayServer::HandleMetrics(std::shared_ptr<ResponseWriter> writer) {

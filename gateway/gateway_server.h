@@ -18,7 +18,7 @@
 
 namespace llmc::gateway {
 
-// The gateway process: the HTTP server with the OpenAI routes, /health and /metrics, wired to the
+// The gateway process: the HTTP server with the OpenAI routes, /health, /ready and /metrics, wired to the
 // controller (routing) and the workers (generation) from one configuration.
 class GatewayServer {
  public:
@@ -38,6 +38,7 @@ class GatewayServer {
   void HandleModel(const std::string& id, std::shared_ptr<ResponseWriter> writer);
   void HandleVersion(std::shared_ptr<ResponseWriter> writer);
   void HandleHealth(std::shared_ptr<ResponseWriter> writer);
+  void HandleReady(std::shared_ptr<ResponseWriter> writer);
   void HandleMetrics(std::shared_ptr<ResponseWriter> writer);
 
   const config::GatewayConfig config_;

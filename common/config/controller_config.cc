@@ -16,6 +16,7 @@ absl::Status ControllerConfig::Validate() const {
   if (expiry_missed_heartbeats == 0) {
     return absl::InvalidArgumentError("expiry_missed_heartbeats must be at least 1");
   }
+  if (routing_warmup < absl::ZeroDuration()) return absl::InvalidArgumentError("routing_warmup must be >= 0");
   RETURN_IF_ERROR(
       ValidateOneOf("dispatch_policy", dispatch_policy, {"shortest_queue", "lottery", "power_of_two", "prefix_aware"}));
   for (const auto& [name, weight] : {std::pair<const char*, double>{"prefix_weight", prefix_weight},

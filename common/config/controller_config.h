@@ -15,6 +15,9 @@ struct ControllerConfig {
   std::string metrics_address = "0.0.0.0:21081";
   absl::Duration heartbeat_interval = absl::Seconds(2);
   uint32_t expiry_missed_heartbeats = 3;
+  // After start, how long the routing table is "warming": workers of a previous controller re-register on
+  // their next heartbeat, and gateways keep the workers they knew meanwhile. 0: expiry_after().
+  absl::Duration routing_warmup = absl::ZeroDuration();
   std::string dispatch_policy = "shortest_queue";
   uint64_t dispatch_seed = 0;
   // prefix_aware: the weights of a worker's score, and how many prefix chunk hashes it remembers.
@@ -26,6 +29,9 @@ struct ControllerConfig {
 
   // A worker is dropped when its last heartbeat is older than this.
   absl::Duration expiry_after() const { return heartbeat_interval * expiry_missed_heartbeats; }
+  absl::Duration effective_routing_warmup() const {
+    return routing_warmup > absl::ZeroDuration() ? routing_warmup : expiry_after();
+  }
 
   template <typename Visitor>
   void VisitFields(Visitor& v) {
@@ -33,6 +39,9 @@ struct ControllerConfig {
     v("metrics_address", metrics_address, "host:port of the HTTP /metrics endpoint; empty disables it");
     v("heartbeat_interval", heartbeat_interval, "how often workers are told to send heartbeats");
     v("expiry_missed_heartbeats", expiry_missed_heartbeats, "missed heartbeats after which a worker is dropped");
+    v("routing_warmup", routing_warmup,
+      "after start, how long gateways keep the workers they knew while workers re-register; 0: "
+      "expiry_missed_heartbeats x heartbeat_interval");
     v("dispatch_policy", dispatch_policy,
       "how PickWorker chooses: shortest_queue, lottery, power_of_two or prefix_aware");
     v("dispatch_seed", dispatch_seed, "seed of the dispatch random generator; 0 seeds from the OS");

@@ -67,6 +67,9 @@ absl::Status GatewayConfig::Validate() const {
   RETURN_IF_ERROR(ValidatePositive("sse_keepalive_interval", sse_keepalive_interval));
   RETURN_IF_ERROR(ValidatePositive("request_timeout", request_timeout));
   RETURN_IF_ERROR(ValidatePositive("routing_refresh_interval", routing_refresh_interval));
+  if (worker_call_timeout < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("worker_call_timeout must not be negative");
+  }
   if (worker_accept_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("worker_accept_timeout must not be negative");
   }

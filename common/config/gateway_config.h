@@ -36,6 +36,7 @@ struct GatewayConfig {
   absl::Duration routing_refresh_interval = absl::Seconds(2);
   uint32_t max_attempts = 3;                                // workers tried when one refuses before the first token
   absl::Duration worker_accept_timeout = absl::Seconds(5);  // a worker that has not taken a stream by then is skipped
+  absl::Duration worker_call_timeout = absl::Seconds(30);   // one attempt of a unary worker call (tokenize, embed)
   uint32_t retry_after_seconds = 1;                         // the Retry-After of a 429
   std::string log_level = "info";
 
@@ -80,7 +81,10 @@ struct GatewayConfig {
     v("worker_accept_timeout", worker_accept_timeout,
       "a worker that does not accept a generation stream this fast (stopped, overloaded host) is skipped and "
       "another tried; 0 waits up to request_timeout");
-    v("retry_after_seconds", retry_after_seconds, "Retry-After header of 429 answers");
+    v("worker_call_timeout", worker_call_timeout,
+      "a worker that does not answer a tokenize, detokenize or embeddings call this fast (stopped, overloaded) "
+      "is skipped and another tried; none left: 503. 0 waits up to request_timeout");
+    v("retry_after_seconds", retry_after_seconds, "Retry-After header of 429 and 503 answers");
     v("log_level", log_level, "debug, info, warning or error");
   }
 

@@ -99,13 +99,17 @@ bool RoutingReplica::Apply(const v1::RoutingUpdate& update) {
       workers_.clear();
       controller_picks_.clear();
     }
-    absl::flat_hash_set<std::string> listed;
-    for (const v1::WorkerInfo& info : update.workers()) listed.insert(info.worker_id());
-    std::vector<std::string> gone;
-    for (const auto& [id, worker] : workers_) {
-      if (!listed.contains(id)) gone.push_back(id);
+    // A warming controller (just restarted) lists only the workers that re-registered so far: the others
+    // are kept until a table that is not warming leaves them out.
+    if (!update.warming()) {
+      absl::flat_hash_set<std::string> listed;
+      for (const v1::WorkerInfo& info : update.workers()) listed.insert(info.worker_id());
+      std::vector<std::string> gone;
+      for (const auto& [id, worker] : workers_) {
+        if (!listed.contains(id)) gone.push_back(id);
+      }
+      for (const std::string& id : gone) Remove(id);
     }
-    for (const std::string& id : gone) Remove(id);
     has_table_ = true;
   }
   bool moved = update.full() || !update.removed_worker_ids().empty();

@@ -37,7 +37,9 @@ class RoutingReplica {
   // heartbeats and the picks.
   RoutingReplica(uint64_t gateway_id, uint64_t seed, const Clock& clock = Clock::Real());
 
-  // Applies one update of the stream. Changes before the first full table are ignored. True when the set
+  // Applies one update of the stream. Changes before the first full table are ignored. A full table of a
+  // warming controller (`warming`: just restarted) replaces only the workers it lists; the others stay until
+  // a full table that is not warming. True when the set
   // of workers or of their addresses changed (the gateway then drops channels no worker uses).
   bool Apply(const v1::RoutingUpdate& update);
   bool has_table() const;

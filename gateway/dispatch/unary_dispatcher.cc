@@ -1,9 +1,11 @@
 #include "gateway/dispatch/unary_dispatcher.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
 
@@ -57,7 +59,12 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
  private:
   void OnPicked(absl::StatusOr<PickedWorker> picked) {
     auto context = std::make_shared<grpc::ClientContext>();
-    context->set_deadline(absl::ToChronoTime(deadline_));
+    // A worker that stopped keeps its connection open: its attempt ends at attempt_timeout, not at the
+    // request's deadline, and another is tried.
+    absl::Time attempt_deadline = deadline_;
+    const absl::Duration attempt_timeout = dispatcher_.attempt_timeout_;
+    if (attempt_timeout > absl::ZeroDuration()) attempt_deadline = std::min(deadline_, absl::Now() + attempt_timeout);
+    context->set_deadline(absl::ToChronoTime(attempt_deadline));
     bool cancelled = false;
     absl::Status last_failure;
     {
@@ -80,6 +87,12 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
 
   void OnCallDone(const std::string& worker_id, const grpc::Status& grpc_status) {
     absl::Status status = FromGrpcStatus(grpc_status);
+    const absl::Duration attempt_timeout = dispatcher_.attempt_timeout_;
+    if (status.code() == absl::StatusCode::kDeadlineExceeded && attempt_timeout > absl::ZeroDuration() &&
+        absl::Now() < deadline_) {
+      status = absl::UnavailableError(
+          absl::StrCat("worker ", worker_id, " did not answer within ", absl::FormatDuration(attempt_timeout)));
+    }
     bool retry = false;
     {
       absl::MutexLock lock(&mu_);

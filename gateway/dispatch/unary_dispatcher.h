@@ -32,8 +32,12 @@ using UnaryStarter =
 // and returns once each has called its `done`, so no callback runs on a destroyed dispatcher.
 class UnaryDispatcher {
  public:
-  UnaryDispatcher(WorkerRouter& router, WorkerChannels& channels, uint32_t max_attempts)
-      : router_(router), channels_(channels), max_attempts_(max_attempts) {}
+  // `attempt_timeout` bounds each worker's answer (0: only the call's deadline): a worker that does not
+  // answer by then (stopped, wedged) counts as a refusal, so another is tried; with none left the call ends
+  // UNAVAILABLE.
+  UnaryDispatcher(WorkerRouter& router, WorkerChannels& channels, uint32_t max_attempts,
+                  absl::Duration attempt_timeout = absl::ZeroDuration())
+      : router_(router), channels_(channels), max_attempts_(max_attempts), attempt_timeout_(attempt_timeout) {}
   ~UnaryDispatcher() { Shutdown(); }
   UnaryDispatcher(const UnaryDispatcher&) = delete;
   UnaryDispatcher& operator=(const UnaryDispatcher&) = delete;
@@ -54,6 +58,7 @@ class UnaryDispatcher {
   WorkerRouter& router_;
   WorkerChannels& channels_;
   const uint32_t max_attempts_;
+  const absl::Duration attempt_timeout_;
   absl::Mutex mu_;
   absl::flat_hash_map<UnaryRun*, std::weak_ptr<UnaryRun>> runs_ ABSL_GUARDED_BY(mu_);
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

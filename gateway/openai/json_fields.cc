@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/request_limits.h"
+#include "common/json_shape.h"
 #include "gateway/openai/openai_error.h"
 
 namespace llmc::gateway {
@@ -36,50 +36,9 @@ std::string DescribeJsonType(const nlohmann::json& value) {
 }
 
 absl::Status CheckJsonShape(std::string_view text, std::string_view param, std::string_view what) {
-  std::vector<uint32_t> keys_per_level;  // one entry per open array or object; keys counted for objects
-  std::vector<bool> is_object;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        in_string = true;
-        break;
-      case '{':
-      case '[':
-        if (keys_per_level.size() == limits::kMaxJsonDepth) {
-          return InvalidParameter(
-              param, absl::StrCat(std::string(what), " nests JSON deeper than ", limits::kMaxJsonDepth, " levels"));
-        }
-        keys_per_level.push_back(0);
-        is_object.push_back(c == '{');
-        break;
-      case '}':
-      case ']':
-        if (!keys_per_level.empty()) {
-          keys_per_level.pop_back();
-          is_object.pop_back();
-        }
-        break;
-      case ':':
-        if (!is_object.empty() && is_object.back() && ++keys_per_level.back() > limits::kMaxJsonObjectKeys) {
-          return InvalidParameter(param, absl::StrCat(std::string(what), " has a JSON object with more than ",
-                                                      limits::kMaxJsonObjectKeys, " keys"));
-        }
-        break;
-      default:
-        break;
-    }
-  }
-  return absl::OkStatus();
+  const absl::Status status = CheckJsonShapeLimits(text, what);
+  if (status.ok()) return status;
+  return InvalidParameter(param, std::string_view(status.message().data(), status.message().size()));
 }
 
 std::string JsonParseErrorDetail(const nlohmann::json::exception& error) {

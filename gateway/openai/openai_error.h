@@ -21,7 +21,13 @@ std::string ErrorCodeOf(const absl::Status& status);
 // bug to answer with an error body for it).
 int HttpStatusOf(const absl::Status& status);
 
-// {"error":{"message","type","param","code"}} for a non-streaming error answer.
+// The status as a client may see it. INTERNAL, UNKNOWN and DATA_LOSS (a failed model step, libtorch's or
+// CUDA's exception text, a bug) and any other error whose text names the cluster's inside (worker addresses
+// from gRPC's transport errors, exception text) get a generic message of the same code, keeping the payloads
+// (`param`, `code`); the detail goes to the log at Warning. INVALID_ARGUMENT is the client's own and passes.
+absl::Status ForClient(const absl::Status& status);
+
+// {"error":{"message","type","param","code"}} for a non-streaming error answer; its message is ForClient's.
 std::string ErrorEnvelope(const absl::Status& status);
 // The same envelope as the data of an SSE event, sent inside a stream before `data: [DONE]` (no framing).
 std::string StreamErrorEvent(const absl::Status& status);

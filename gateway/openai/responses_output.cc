@@ -305,7 +305,8 @@ std::vector<SseEvent> ResponsesOutputBuilder::Finish(const v1::Usage& usage) {
   return events;
 }
 
-std::vector<SseEvent> ResponsesOutputBuilder::Fail(const absl::Status& status) {
+std::vector<SseEvent> ResponsesOutputBuilder::Fail(const absl::Status& given) {
+  const absl::Status status = ForClient(given);
   std::string message(status.message());
   if (message.empty()) message = absl::StatusCodeToString(status.code());
   error_ = ordered_json{{"code", FailureCode(status)}, {"message", std::move(message)}};

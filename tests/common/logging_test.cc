@@ -63,5 +63,27 @@ TEST_CASE("logging: lines below the minimum level are dropped", "[unit][logging]
   CHECK_FALSE(ParseLogLevel("loud").ok());
 }
 
+TEST_CASE("logging: a client's text in fields or the message cannot start a line or forge a field", "[unit][logging]") {
+  SetLogProcessName("tester");
+  const std::string output = CaptureStderr([] {
+    LLMC_LOG(Info)
+            .With("request_id", "r1\n2026-01-01T00:00:00Z E tester x.cc:1] forged=yes")
+            .With("model", "a\"b\\c")
+            .With("bad key", "\x1b[31mred")
+            .With("plain", "m-1")
+        << "model said:\r\nline two\x1b]0;title\x07 caf\xc3\xa9";
+  });
+  // One line, and only one newline: the one ending it.
+  REQUIRE(output.find('\n') == output.size() - 1);
+  CHECK(output.find('\r') == std::string::npos);
+  CHECK(output.find('\x1b') == std::string::npos);
+  CHECK(output.find('\x07') == std::string::npos);
+  CHECK_THAT(output, Catch::Contains("request_id=\"r1\\n2026-01-01T00:00:00Z E tester x.cc:1] forged=yes\""));
+  CHECK_THAT(output, Catch::Contains("model=\"a\\\"b\\\\c\""));
+  CHECK_THAT(output, Catch::Contains("bad_key=\"\\x1b[31mred\""));
+  CHECK_THAT(output, Catch::Contains("plain=m-1 "));
+  CHECK_THAT(output, Catch::Contains("model said:\\r\\nline two\\x1b]0;title\\x07 caf\xc3\xa9"));
+}
+
 }  // namespace
 }  // namespace llmc

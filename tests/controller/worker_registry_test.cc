@@ -122,9 +122,10 @@ TEST_CASE("registry: a silent worker is neither picked nor accepted before the s
 TEST_CASE("registry: NOT_FOUND for unknown models, UNAVAILABLE when no worker can take one", "[unit][registry]") {
   ManualClock clock;
   auto registry = MakeRegistry(clock, "shortest_queue");
+  // No worker at all is a cluster starting: retryable, not "no such model".
   auto none = registry->Pick("qwen", {});
-  CHECK(none.status().code() == absl::StatusCode::kNotFound);
-  CHECK_THAT(std::string(none.status().message()), Catch::Contains("available: none"));
+  CHECK(none.status().code() == absl::StatusCode::kUnavailable);
+  CHECK_THAT(std::string(none.status().message()), Catch::Contains("no worker is registered"));
 
   auto starting = MakeRegistration("w1", "10.0.0.1:21002", "qwen");
   starting.set_state(v1::WORKER_STATE_STARTING);
@@ -155,7 +156,22 @@ TEST_CASE("registry: deregistration removes the worker at once", "[unit][registr
   REQUIRE(registry->Register(MakeRegistration("w1", "10.0.0.1:21002", "qwen")).ok());
   CHECK(registry->Deregister("w1"));
   CHECK_FALSE(registry->Deregister("w1"));
-  CHECK(registry->Pick("qwen", {}).status().code() == absl::StatusCode::kNotFound);
+  CHECK(registry->Pick("qwen", {}).status().code() == absl::StatusCode::kUnavailable);
+  CHECK(registry->ListWorkers().empty());
+}
+
+TEST_CASE("registry: the routing table says it is warming for a while after start", "[unit][registry]") {
+  ManualClock clock;
+  auto registry = MakeRegistry(clock, "shortest_queue");
+  uint64_t version = 0;
+  CHECK_FALSE(registry->Changes(1, 0, version).warming());
+  registry->StartWarming(absl::Seconds(6));
+  REQUIRE(registry->Register(MakeRegistration("w1", "10.0.0.1:21002", "qwen")).ok());
+  CHECK(registry->warming());
+  CHECK(registry->Changes(1, 0, version).warming());
+  clock.Advance(absl::Seconds(6));
+  CHECK_FALSE(registry->warming());
+  CHECK_FALSE(registry->Changes(1, 0, version).warming());
 }
 
 }  // namespace

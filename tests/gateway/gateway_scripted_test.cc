@@ -106,9 +106,10 @@ Streamed ReadStream(SseClient& client, bool chat) {
 }
 
 struct ScriptedCluster {
-  explicit ScriptedCluster(std::vector<std::string> texts)
+  explicit ScriptedCluster(std::vector<std::string> texts) : ScriptedCluster(WorkerScript{std::move(texts)}) {}
+  explicit ScriptedCluster(WorkerScript script)
       : controller(LLMC_CONTROLLER_BINARY, {}),
-        worker(WorkerScript{std::move(texts)}),
+        worker(std::move(script)),
         gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"}),
         registration(controller.address(), MakeRegistration("scripted-worker", worker.address(), kModel),
                      absl::Milliseconds(200)) {}
@@ -288,6 +289,61 @@ TEST_CASE("gateway scripted: /health turns 200 once a worker registers and /metr
                   absl::Seconds(5)));
   CHECK(MetricSum(metrics.body, "llmc_gateway_time_to_first_token_seconds_count").value_or(0) == 2);
   CHECK(cluster.worker.generate_calls() == 2);
+}
+
+// Text that must stay in the gateway's log: a worker's address and libtorch's exception text.
+void CheckNoInternalDetail(const std::string& body) {
+  INFO(body);
+  for (const char* leak : {"10.0.0.5", "21002", "CUDA", "c10", "threw", "illegal memory", "ipv4", "127.0.0.1"}) {
+    CHECK(body.find(leak) == std::string::npos);
+  }
+}
+
+TEST_CASE("gateway scripted: a failed model step's exception text and worker addresses stay out of the answer",
+          "[integration][gateway]") {
+  const std::string detail =
+      "the model step threw: CUDA error: an illegal memory access was encountered (worker 10.0.0.5:21002)\n"
+      "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44";
+  SECTION("not streamed: the worker fails before its first token") {
+    ScriptedCluster cluster(WorkerScript{{}, v1::FINISH_REASON_STOP, 5, grpc::StatusCode::INTERNAL, detail});
+    cluster.registration.Start();
+    REQUIRE(cluster.gateway.WaitHealthy());
+    const HttpReply reply = PostJson(cluster.gateway.port(), "/v1/chat/completions", ChatBody(false).dump());
+    CHECK(reply.status == 500);
+    CheckNoInternalDetail(reply.body);
+    CHECK(ParseJson(reply.body)["error"]["type"] == "server_error");
+    CHECK(cluster.worker.generate_calls() >= 1);
+  }
+  SECTION("streamed: the worker fails after a token") {
+    ScriptedCluster cluster(WorkerScript{{"Hello"}, v1::FINISH_REASON_STOP, 5, grpc::StatusCode::INTERNAL, detail});
+    cluster.registration.Start();
+    REQUIRE(cluster.gateway.WaitHealthy());
+    SseClient client(cluster.gateway.port(), "/v1/chat/completions", ChatBody(true).dump());
+    REQUIRE(client.status() == 200);
+    const std::vector<std::string> events = client.ReadAll(absl::Seconds(30));
+    INFO("raw: " << client.raw());
+    REQUIRE(events.size() >= 2);
+    CHECK(events.back() == "[DONE]");
+    CHECK(ParseJson(events[events.size() - 2])["error"]["type"] == "server_error");
+    CheckNoInternalDetail(client.raw());
+  }
+  SECTION("a worker that cannot be reached: gRPC's error names its address") {
+    ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+    GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
+    // A port nothing listens on: connections to it are refused.
+    std::string dead_address;
+    {
+      ScriptedWorker gone(WorkerScript{{"x"}});
+      dead_address = gone.address();
+    }
+    FakeWorker registration(controller.address(), MakeRegistration("gone-worker", dead_address, kModel),
+                            absl::Milliseconds(200));
+    registration.Start();
+    REQUIRE(gateway.WaitHealthy());
+    const HttpReply reply = PostJson(gateway.port(), "/v1/chat/completions", ChatBody(false).dump());
+    CHECK(reply.status == 503);
+    CheckNoInternalDetail(reply.body);
+  }
 }
 
 }  // namespace

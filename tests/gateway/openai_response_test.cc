@@ -533,6 +533,50 @@ TEST_CASE("openai_error: the OpenAI envelope", "[unit][openai]") {
   CHECK(WithErrorCode(absl::OkStatus(), "x").ok());
 }
 
+TEST_CASE("openai_error: engine exception text and worker addresses never reach the client", "[unit][openai]") {
+  const auto message_of = [](const absl::Status& status) {
+    return json::parse(ErrorEnvelope(status))["error"]["message"].get<std::string>();
+  };
+  const std::vector<std::string> leaks = {"10.0.0.5", "21002", "CUDA", "c10", "threw", "ipv4", "illegal", "fd00"};
+  const auto check_clean = [&](const std::string& message) {
+    INFO(message);
+    for (const std::string& leak : leaks) CHECK(message.find(leak) == std::string::npos);
+  };
+  // A failed model step (INTERNAL with libtorch's text), as the worker sends it.
+  const absl::Status model_failed = WithErrorCode(
+      absl::InternalError("the model step threw: CUDA error: an illegal memory access was encountered\n"
+                          "Exception raised from c10_cuda_check_implementation at ../c10/cuda/CUDAException.cpp:44"),
+      "x_code");
+  check_clean(message_of(model_failed));
+  CHECK(message_of(model_failed) == "the server failed while processing this request");
+  CHECK(json::parse(ErrorEnvelope(model_failed))["error"]["type"] == "server_error");
+  CHECK(json::parse(ErrorEnvelope(model_failed))["error"]["code"] == "x_code");  // payloads are kept
+  CHECK(HttpStatusOf(ForClient(model_failed)) == 500);
+  check_clean(json::parse(StreamErrorEvent(model_failed))["error"]["message"].get<std::string>());
+
+  // gRPC's transport errors name the worker's address.
+  for (const absl::Status& status : {
+           absl::UnavailableError("failed to connect to all addresses; last error: UNKNOWN: ipv4:10.0.0.5:21002: "
+                                  "Failed to connect to remote host: Connection refused"),
+           absl::UnavailableError("connections to all backends failing; last error: [fd00::5]:21002"),
+           absl::DeadlineExceededError("Deadline Exceeded at 10.0.0.5:21002"),
+           absl::UnknownError("Stream removed by 10.0.0.5"),
+       }) {
+    const absl::Status client = ForClient(status);
+    CHECK(client.code() == status.code());
+    check_clean(message_of(status));
+  }
+  CHECK(message_of(absl::UnavailableError("failed to connect to all addresses; ipv4:10.0.0.5:21002")) ==
+        "no worker could serve this request right now; retry shortly");
+
+  // Messages about the request itself, or the cluster's state without its inside, pass unchanged.
+  CHECK(message_of(absl::UnavailableError("the gateway is shutting down")) == "the gateway is shutting down");
+  CHECK(message_of(absl::ResourceExhaustedError("all workers are busy")) == "all workers are busy");
+  CHECK(message_of(absl::NotFoundError("model 'torch-10.0.0.5' does not exist")) ==
+        "model 'torch-10.0.0.5' does not exist");
+  CHECK(message_of(InvalidParameter("messages", "CUDA is not a role")) == "CUDA is not a role");
+}
+
 TEST_CASE("openai_response: echo with logprobs puts the prompt's logprobs first", "[unit][openai]") {
   const OpenAiRequest request = ParsedCompletion({{"logprobs", 1}, {"echo", true}, {"n", 2}});
   v1::GenerateResponse first;

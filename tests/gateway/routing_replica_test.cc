@@ -53,6 +53,28 @@ TEST_CASE("routing replica: picks nothing before the first full table", "[unit][
   CHECK_FALSE(replica.TakeReport().has_value());
 }
 
+TEST_CASE("routing replica: a warming controller's table keeps the workers it does not list yet", "[unit][routing]") {
+  RoutingReplica replica(kGateway, 1);
+  replica.Apply(Full("shortest_queue", {Worker("w1", 0), Worker("w2", 0)}));
+  // A restarted controller: nobody re-registered yet, then w1 did.
+  v1::RoutingUpdate empty = Full("shortest_queue", {});
+  empty.set_warming(true);
+  replica.Apply(empty);
+  CHECK(replica.Workers().size() == 2);
+  CHECK(replica.Pick("qwen", {}, {}).ok());
+  v1::RoutingUpdate partial = Full("shortest_queue", {Worker("w1", 0, 0, 2)});
+  partial.set_warming(true);
+  replica.Apply(partial);
+  CHECK(replica.Workers().size() == 2);
+  // Warming over: the table is whole, and w2 never came back.
+  replica.Apply(Full("shortest_queue", {Worker("w1", 0, 0, 2)}));
+  REQUIRE(replica.Workers().size() == 1);
+  CHECK(replica.Workers()[0].worker_id() == "w1");
+  // No worker at all is a cluster starting, not a model nobody serves.
+  replica.Apply(Full("shortest_queue", {}));
+  CHECK(replica.Pick("qwen", {}, {}).status().code() == absl::StatusCode::kUnavailable);
+}
+
 TEST_CASE("routing replica: picks as the controller would, spreading a burst by counting its picks",
           "[unit][routing]") {
   RoutingReplica replica(kGateway, 1);

@@ -23,10 +23,13 @@ std::vector<v1::GenerateResponse> BuildMessages(const WorkerScript& script, cons
       delta->set_index(static_cast<uint32_t>(i));
       delta->add_token_ids(static_cast<int32_t>(1000 + i));
       delta->set_text(script.texts[i]);
-      if (i + 1 == script.texts.size()) delta->set_finish_reason(script.finish);
+      if (i + 1 == script.texts.size() && script.error_code == grpc::StatusCode::OK) {
+        delta->set_finish_reason(script.finish);
+      }
     }
     messages.push_back(std::move(message));
   }
+  if (script.error_code != grpc::StatusCode::OK) return messages;
   if (messages.empty()) messages.emplace_back();
   v1::Usage* usage = messages.back().mutable_usage();
   usage->set_prompt_tokens(script.prompt_tokens);
@@ -38,7 +41,10 @@ std::vector<v1::GenerateResponse> BuildMessages(const WorkerScript& script, cons
 // Writes the prepared messages one at a time (one write in flight).
 class ScriptReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
  public:
-  explicit ScriptReactor(std::vector<v1::GenerateResponse> messages) : messages_(std::move(messages)) { WriteNext(); }
+  ScriptReactor(std::vector<v1::GenerateResponse> messages, grpc::Status end)
+      : messages_(std::move(messages)), end_(std::move(end)) {
+    WriteNext();
+  }
 
   void OnWriteDone(bool ok) override {
     if (!ok) return Finish(grpc::Status(grpc::StatusCode::CANCELLED, "write failed"));
@@ -48,11 +54,12 @@ class ScriptReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse
 
  private:
   void WriteNext() {
-    if (next_ == messages_.size()) return Finish(grpc::Status::OK);
+    if (next_ == messages_.size()) return Finish(end_);
     StartWrite(&messages_[next_++]);
   }
 
   std::vector<v1::GenerateResponse> messages_;
+  const grpc::Status end_;
   size_t next_ = 0;
 };
 
@@ -68,7 +75,7 @@ class ScriptedWorker::Service final : public v1::Worker::CallbackService {
       absl::MutexLock lock(&mu_);
       requests_.push_back(*request);
     }
-    return new ScriptReactor(BuildMessages(script_, *request));
+    return new ScriptReactor(BuildMessages(script_, *request), grpc::Status(script_.error_code, script_.error_message));
   }
 
   int calls() const {

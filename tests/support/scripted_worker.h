@@ -16,6 +16,10 @@ struct WorkerScript {
   std::vector<std::string> texts;
   v1::FinishReason finish = v1::FINISH_REASON_STOP;
   uint32_t prompt_tokens = 5;
+  // Not OK: the stream sends the texts (no finish reason, no usage) and then ends with this status, as a
+  // worker whose model step failed does.
+  grpc::StatusCode error_code = grpc::StatusCode::OK;
+  std::string error_message = "";
 };
 
 // An in-process llmc.v1.Worker gRPC server on a free loopback port whose Generate streams a script instead

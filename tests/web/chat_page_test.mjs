@@ -180,6 +180,15 @@ async function run() {
                document.querySelectorAll("#model option").length === 0;
       });
       await setField("#api-key", opts.apiKey);
+      // The key stays in this tab (sessionStorage) unless "Remember the key on this device" is ticked: off.
+      const stored = await page.evaluate(() => ({
+        remember: document.getElementById("remember-key").checked,
+        local: Object.keys(localStorage).map((k) => localStorage.getItem(k)).join("\n"),
+        session: sessionStorage.getItem("llmc-chat-api-key"),
+      }));
+      check(!stored.remember, "'Remember the key on this device' is ticked by default");
+      check(!stored.local.includes(opts.apiKey), "the API key was written to localStorage");
+      check(stored.session === opts.apiKey, `sessionStorage holds ${JSON.stringify(stored.session)}, not the key`);
     }
     await waitFor(`#model never listed '${opts.model}'`, (model) =>
         [...document.querySelectorAll("#model option")].some((o) => o.value === model), [opts.model]);

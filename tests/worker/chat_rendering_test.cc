@@ -3,7 +3,11 @@
 #include "worker/service/chat_rendering.h"
 
 #include <catch2/catch.hpp>
+#include <iterator>
+#include <random>
+#include <regex>
 
+#include "absl/strings/str_cat.h"
 #include "worker/jinja/template.h"
 
 namespace llmc::worker {
@@ -105,6 +109,87 @@ TEST_CASE("chat rendering: content parts become a string unless the template loo
   v1::ChatInput own = chat;
   own.set_chat_template("{% for m in messages %}{% for p in m.content %}[{{ p.text }}]{% endfor %}{% endfor %}");
   CHECK(RenderChat(own, model).value() == "[a][b]");
+}
+
+TEST_CASE("chat rendering: the content-parts check is linear and accepts what the pattern did",
+          "[unit][worker][jinja]") {
+  // What {%-?\s*for\s+[\w, ]+\s+in\s+[^%]*content (std::regex, searched) accepted and refused.
+  CHECK(TemplateReadsContentParts("x{%for a in content"));
+  CHECK(TemplateReadsContentParts("{%-\n\tfor  k, v  in\tmessage.content_parts %}"));
+  CHECK(TemplateReadsContentParts("{% {% for x in y.content"));
+  CHECK(TemplateReadsContentParts("{%- for a,b in c %}{% for p in m['content'] %}"));
+  CHECK_FALSE(TemplateReadsContentParts("{% for in content"));      // no loop variable
+  CHECK_FALSE(TemplateReadsContentParts("{% for x in %content"));   // a % before content
+  CHECK_FALSE(TemplateReadsContentParts("{% for x.y in content"));  // '.' is not in the variable list
+  CHECK_FALSE(TemplateReadsContentParts("{%-- for x in content"));
+  CHECK(TemplateReadsContentParts("{%  for\tx\tin content"));
+  CHECK(TemplateReadsContentParts("{% for in in content"));  // "in" as the loop variable
+  CHECK(TemplateReadsContentParts("{% for   in content"));   // spaces as the variable list, as before
+
+  // Against std::regex itself, on short texts made of the pattern's pieces.
+  const std::regex pattern(R"(\{%-?\s*for\s+[\w, ]+\s+in\s+[^%]*content)");
+  const char* const pieces[] = {"{%", "{% for ", "-",   " ", "\t", "\n",   "for",  "in", "content", "cont",
+                                "x",  ",",       "a b", "%", "_",  " in ", "for ", "\v", " x in ",  "\f"};
+  std::mt19937 random(44);
+  int matches = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    for (size_t n = random() % 12; n > 0; --n) text += pieces[random() % std::size(pieces)];
+    const bool expected = std::regex_search(text, pattern);
+    matches += expected;
+    if (TemplateReadsContentParts(text) != expected) FAIL("differs from std::regex on '" << text << "'");
+  }
+  CHECK(matches > 20);
+
+  // Texts on which std::regex recursed once per byte (a stack overflow in a worker loading a package or
+  // rendering a request's template): a long run of [^%]* after an open loop, a long variable list, many
+  // open loops. Each is one pass now.
+  const std::string run(8 << 20, 'a');
+  CHECK_FALSE(TemplateReadsContentParts("{% for x in " + run));
+  CHECK(TemplateReadsContentParts("{% for x in " + run + "content"));
+  CHECK_FALSE(TemplateReadsContentParts("{% for " + std::string(4 << 20, ' ') + "in x"));
+  std::string loops;
+  for (int i = 0; i < 200000; ++i) loops += "{% for a in b ";
+  CHECK_FALSE(TemplateReadsContentParts(loops));
+  CHECK(TemplateReadsContentParts(loops + "content"));
+}
+
+TEST_CASE("chat rendering: JSON fields from gRPC meet the gateway's depth and key limits", "[unit][worker][jinja]") {
+  const ServedModel model = JinjaModel();
+  const auto refusal = [&](const v1::ChatInput& chat) {
+    absl::StatusOr<std::string> text = RenderChat(chat, model);
+    REQUIRE_FALSE(text.ok());
+    CHECK(text.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(text.status().message());
+  };
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  std::string many_keys = "{";
+  for (int i = 0; i <= 10000; ++i) absl::StrAppend(&many_keys, i == 0 ? "" : ",", "\"k", i, "\":0");
+  many_keys += "}";
+
+  v1::ChatInput deep_messages = Input("[{\"role\":\"user\",\"content\":" + deep + "}]");
+  CHECK(refusal(deep_messages) == "chat.messages_json nests JSON deeper than 64 levels");
+  v1::ChatInput wide_messages = Input("[{\"role\":\"user\",\"content\":\"hi\",\"x\":" + many_keys + "}]");
+  CHECK(refusal(wide_messages) == "chat.messages_json has a JSON object with more than 10000 keys");
+
+  v1::ChatInput chat = Input(R"([{"role":"user","content":"hi"}])");
+  v1::ChatInput deep_tools = chat;
+  deep_tools.set_tools_json(deep);
+  CHECK(refusal(deep_tools) == "chat.tools_json nests JSON deeper than 64 levels");
+  v1::ChatInput wide_kwargs = chat;
+  wide_kwargs.set_chat_template_kwargs_json(many_keys);
+  CHECK(refusal(wide_kwargs) == "chat.chat_template_kwargs_json has a JSON object with more than 10000 keys");
+  v1::ChatInput deep_kwargs = chat;
+  deep_kwargs.set_chat_template_kwargs_json("{\"a\":" + deep + "}");
+  CHECK(refusal(deep_kwargs) == "chat.chat_template_kwargs_json nests JSON deeper than 64 levels");
+
+  // Up to the limits, as the gateway: accepted.
+  v1::ChatInput fine = chat;
+  fine.set_chat_template_kwargs_json("{\"a\":" + std::string(62, '[') + "1" + std::string(62, ']') + "}");
+  CHECK(RenderChat(fine, model).ok());
+  v1::ChatInput fine_messages =
+      Input("[{\"role\":\"user\",\"content\":\"hi\",\"x\":" + std::string(62, '[') + "1" + std::string(62, ']') + "}]");
+  CHECK(RenderChat(fine_messages, model).ok());
 }
 
 }  // namespace

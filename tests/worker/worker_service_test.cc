@@ -1,10 +1,12 @@
 // The Worker gRPC service over the fake engine, in-process on a loopback port, driven by a real client.
 #include "worker/service/worker_service.h"
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <string>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
@@ -287,6 +289,72 @@ TEST_CASE("worker service: Tokenize, Detokenize and GetStatus answer", "[unit][w
     CHECK(response.models(0).vocab_size() == 300);
     CHECK(response.load().max_running() == 64);
     CHECK(!response.version().empty());
+  }
+}
+
+TEST_CASE("worker service: a large Tokenize or Detokenize runs on the bounded executor, not the gRPC thread",
+          "[unit][worker]") {
+  ServiceFixture fixture;
+  // Hold both executor threads and fill its queue: a request that needs it is refused at once.
+  BoundedExecutor& executor = fixture.service_->large_requests_for_testing();
+  absl::Notification release;
+  std::atomic<int> holding{0};
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(executor.TrySubmit([&] {
+      ++holding;
+      release.WaitForNotification();
+    }));
+  }
+  REQUIRE(WaitUntil([&] { return holding.load() == 2; }, absl::Seconds(5)));
+  int queued = 0;
+  while (executor.TrySubmit([] {})) ++queued;
+  REQUIRE(queued > 0);
+
+  v1::TokenizeRequest large;
+  large.set_text(std::string(WorkerService::kInlineConversionBytes + 1, 'a'));
+  large.set_count_only(true);
+  v1::DetokenizeRequest large_ids;
+  for (size_t i = 0; i < WorkerService::kInlineConversionBytes; ++i) large_ids.add_token_ids('a');
+  {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::TokenizeResponse response;
+    CHECK(fixture.stub_->Tokenize(&context, large, &response).error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::DetokenizeResponse response;
+    CHECK(fixture.stub_->Detokenize(&context, large_ids, &response).error_code() ==
+          grpc::StatusCode::RESOURCE_EXHAUSTED);
+  }
+  {
+    // A small one is answered on the gRPC thread meanwhile.
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::TokenizeRequest small;
+    small.set_text("hello");
+    small.set_count_only(true);
+    v1::TokenizeResponse response;
+    REQUIRE(fixture.stub_->Tokenize(&context, small, &response).ok());
+    CHECK(response.count() == 5);
+  }
+  release.Notify();
+  // Once the executor is free, the large ones are answered from it.
+  REQUIRE(WaitUntil([&] { return executor.TrySubmit([] {}); }, absl::Seconds(5)));
+  {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::TokenizeResponse response;
+    REQUIRE(fixture.stub_->Tokenize(&context, large, &response).ok());
+    CHECK(response.count() == static_cast<uint32_t>(WorkerService::kInlineConversionBytes + 1));
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(context);
+    v1::DetokenizeResponse response;
+    REQUIRE(fixture.stub_->Detokenize(&context, large_ids, &response).ok());
+    CHECK(response.text().size() == WorkerService::kInlineConversionBytes);
   }
 }
 

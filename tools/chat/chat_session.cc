@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "tools/chat/terminal_text.h"
 
 namespace llmc::chat {
 
@@ -77,11 +78,11 @@ void ChatSession::SwitchModel(const std::string& name) {
     return;
   }
   if (!models.ok()) {
-    Err() << "error: cannot check the model: " << models.status().message() << "\n";
+    Err() << "error: cannot check the model: " << ForTerminal(models.status().message()) << "\n";
     return;
   }
   if (std::find(models->begin(), models->end(), name) == models->end()) {
-    Err() << "error: the server has no model '" << name << "' (it serves: " << absl::StrJoin(*models, ", ")
+    Err() << "error: the server has no model '" << name << "' (it serves: " << ForTerminal(absl::StrJoin(*models, ", "))
           << "); still using " << options_.request.model << "\n";
     return;
   }
@@ -106,15 +107,19 @@ void ChatSession::Reply(const std::string& text) {
   callbacks.on_start = [this] { out_ << "ASSISTANT: " << std::flush; };
   // Reasoning shows first, marked apart; the history keeps only the answer, as chat templates expect.
   bool in_reasoning = false;
-  callbacks.on_reasoning = [this, &in_reasoning](absl::string_view delta) {
+  // The model's text may hold terminal control sequences (its own, or a prompt injection's): they are
+  // dropped before printing; the history keeps the text as the server sent it.
+  TerminalTextFilter reasoning_filter;
+  TerminalTextFilter text_filter;
+  callbacks.on_reasoning = [this, &in_reasoning, &reasoning_filter](absl::string_view delta) {
     if (!in_reasoning) out_ << "[reasoning] ";
     in_reasoning = true;
-    out_ << delta << std::flush;
+    out_ << reasoning_filter.Filter(delta) << std::flush;
   };
-  callbacks.on_text = [this, &in_reasoning](absl::string_view delta) {
+  callbacks.on_text = [this, &in_reasoning, &text_filter](absl::string_view delta) {
     if (in_reasoning) out_ << "\n[answer] ";
     in_reasoning = false;
-    out_ << delta << std::flush;
+    out_ << text_filter.Filter(delta) << std::flush;
   };
   const ReplyOutcome outcome = StreamReply(options_.server, options_.request, messages, callbacks);
   interrupts_.Take();
@@ -129,7 +134,7 @@ void ChatSession::Reply(const std::string& text) {
       out_ << "[interrupted]\n" << std::flush;
       return;
     case ReplyOutcome::Kind::kFailed:
-      Err() << "error: " << outcome.error << "\n";
+      Err() << "error: " << ForTerminal(outcome.error) << "\n";
       return;
   }
 }
@@ -149,11 +154,11 @@ bool ChatSession::ShowRenderedPrompt(const std::vector<ChatMessage>& messages) {
     return true;
   }
   if (!rendered.ok()) {
-    Err() << "[debug: cannot render the prompt: " << rendered.status().message() << "]\n";
+    Err() << "[debug: cannot render the prompt: " << ForTerminal(rendered.status().message()) << "]\n";
     return true;
   }
   std::ostream& err = Err();
-  err << "[prompt as the server renders it, " << rendered->tokens << " tokens]\n" << rendered->text;
+  err << "[prompt as the server renders it, " << rendered->tokens << " tokens]\n" << ForTerminal(rendered->text);
   if (!absl::EndsWith(rendered->text, "\n")) err << "\n";
   err << "[end of prompt]\n" << std::flush;
   return true;

@@ -159,7 +159,8 @@ void BeamSearchAction::PassOnTokens(RequestGroup& group) {
   int64_t rewritten = 0;
   // A parent's second and later new beams first, while every parent still has its tokens.
   for (size_t i = 0; i < going_on_.size(); ++i) {
-    auto& [parent, child] = going_on_[i];
+    Sequence* const parent = going_on_[i].first;  // not a structured binding: clang 14 cannot capture one
+    std::unique_ptr<Sequence>& child = going_on_[i].second;
     const bool first = std::none_of(going_on_.begin(), going_on_.begin() + static_cast<std::ptrdiff_t>(i),
                                     [&](const auto& entry) { return entry.first == parent; });
     if (first) continue;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_shape.h"
 #include "common/status_macros.h"
 #include "worker/jinja/template.h"
 
@@ -13,7 +14,11 @@ namespace {
 
 using nlohmann::ordered_json;
 
+// A request over gRPC need not have come through the gateway: its JSON fields meet the same depth and key
+// limits as the gateway's body before they are parsed (a deep text would make the parse, the copies and the
+// template recurse that deep; an object with many keys makes the order-keeping parse quadratic).
 absl::StatusOr<ordered_json> ParseJsonField(const std::string& text, absl::string_view field) {
+  RETURN_IF_ERROR(CheckJsonShapeLimits(text, absl::StrCat("chat.", field)));
   try {
     return ordered_json::parse(text);
   } catch (const ordered_json::exception& error) {

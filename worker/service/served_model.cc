@@ -2,9 +2,9 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <climits>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -69,10 +69,86 @@ absl::Status ApplyOutputFormatOverrides(const std::string& tool_call_parser, con
   return absl::OkStatus();
 }
 
+namespace {
+
+// One element of the pattern below: a byte class, repeated once, at most once, at least once or any times.
+struct PatternItem {
+  enum class Repeat { kOnce, kOptional, kPlus, kStar };
+  bool (*matches)(unsigned char c);
+  Repeat repeat;
+};
+
+// std::regex's \s and \w in the "C" locale.
+bool IsSpace(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+bool IsWord(unsigned char c) { return std::isalnum(c) != 0 || c == '_'; }
+
+template <char kChar>
+bool Is(unsigned char c) {
+  return c == static_cast<unsigned char>(kChar);
+}
+
+using R = PatternItem::Repeat;
+// {%-?\s*for\s+[\w, ]+\s+in\s+[^%]*content
+constexpr PatternItem kLoopOverContent[] = {
+    {Is<'{'>, R::kOnce},
+    {Is<'%'>, R::kOnce},
+    {Is<'-'>, R::kOptional},
+    {IsSpace, R::kStar},
+    {Is<'f'>, R::kOnce},
+    {Is<'o'>, R::kOnce},
+    {Is<'r'>, R::kOnce},
+    {IsSpace, R::kPlus},
+    {[](unsigned char c) { return IsWord(c) || c == ',' || c == ' '; }, R::kPlus},
+    {IsSpace, R::kPlus},
+    {Is<'i'>, R::kOnce},
+    {Is<'n'>, R::kOnce},
+    {IsSpace, R::kPlus},
+    {[](unsigned char c) { return c != '%'; }, R::kStar},
+    {Is<'c'>, R::kOnce},
+    {Is<'o'>, R::kOnce},
+    {Is<'n'>, R::kOnce},
+    {Is<'t'>, R::kOnce},
+    {Is<'e'>, R::kOnce},
+    {Is<'n'>, R::kOnce},
+    {Is<'t'>, R::kOnce},
+};
+constexpr size_t kItems = sizeof(kLoopOverContent) / sizeof(kLoopOverContent[0]);
+static_assert(kItems < 64);
+
+bool MayBeSkipped(const PatternItem& item) { return item.repeat == R::kOptional || item.repeat == R::kStar; }
+
+// The items that may consume the next byte when item `next` is the first not yet matched (bit kItems: the
+// whole pattern may end here).
+uint64_t Reachable(size_t next) {
+  uint64_t set = 0;
+  for (size_t i = next; i < kItems; ++i) {
+    set |= uint64_t{1} << i;
+    if (!MayBeSkipped(kLoopOverContent[i])) return set;
+  }
+  return set | (uint64_t{1} << kItems);
+}
+
+}  // namespace
+
+// Searches with the set of pattern positions alive after each byte (a position automaton): one pass over the
+// text, a fixed amount of work per byte, whatever the text. std::regex backtracked here, recursing once per
+// byte, so a long template could overflow the stack.
 bool TemplateReadsContentParts(const std::string& source) {
-  static const std::regex* const kLoopOverContent =
-      new std::regex(R"(\{%-?\s*for\s+[\w, ]+\s+in\s+[^%]*content)", std::regex::optimize);
-  return std::regex_search(source, *kLoopOverContent);
+  const uint64_t start = Reachable(0);
+  uint64_t alive = start;  // items that may consume the next byte
+  for (const char ch : source) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    uint64_t next = start;  // a search: a match may begin at any byte
+    for (size_t i = 0; i < kItems; ++i) {
+      if ((alive >> i & 1) == 0 || !kLoopOverContent[i].matches(c)) continue;
+      const R repeat = kLoopOverContent[i].repeat;
+      if (repeat == R::kPlus || repeat == R::kStar) next |= uint64_t{1} << i;
+      next |= Reachable(i + 1);
+    }
+    if (next >> kItems & 1) return true;
+    alive = next;
+  }
+  return false;
 }
 
 absl::Status LoadPackageChatTemplate(const std::string& package_dir, const model::ModelManifest& manifest,

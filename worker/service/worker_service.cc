@@ -145,17 +145,33 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* WorkerService::Tokenize(grpc::CallbackServerContext* context,
                                                   const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
-  absl::StatusOr<v1::TokenizeResponse> result = worker::Tokenize(*request, model_);
-  if (result.ok()) *response = *std::move(result);
-  return FinishUnary(context, result.status());
+  // A large text (megabytes) would hold this gRPC thread while it is tokenized: it goes to the bounded
+  // executor, as Generate's large requests do.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Convert(
+      request->ByteSizeLong(), "",
+      [this, reactor, request, response] {
+        absl::StatusOr<v1::TokenizeResponse> result = worker::Tokenize(*request, model_);
+        if (result.ok()) *response = *std::move(result);
+        reactor->Finish(ToGrpcStatus(result.status()));
+      },
+      [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* WorkerService::Detokenize(grpc::CallbackServerContext* context,
                                                     const v1::DetokenizeRequest* request,
                                                     v1::DetokenizeResponse* response) {
-  absl::StatusOr<v1::DetokenizeResponse> result = worker::Detokenize(*request, model_);
-  if (result.ok()) *response = *std::move(result);
-  return FinishUnary(context, result.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Convert(
+      request->ByteSizeLong(), "",
+      [this, reactor, request, response] {
+        absl::StatusOr<v1::DetokenizeResponse> result = worker::Detokenize(*request, model_);
+        if (result.ok()) *response = *std::move(result);
+        reactor->Finish(ToGrpcStatus(result.status()));
+      },
+      [reactor](const absl::Status& status) { reactor->Finish(ToGrpcStatus(status)); });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* WorkerService::Embed(grpc::CallbackServerContext* context, const v1::EmbedRequest* request,

@@ -33,9 +33,12 @@ class WorkerService final : public v1::Worker::CallbackService {
   // Generate and Embed calls not yet done (their last message or status may still be on its way).
   int64_t live_streams() const { return live_streams_.load() + live_embed_calls_.load(); }
 
-  // Generate requests up to this size are rendered and tokenized on the gRPC thread; larger ones on a
-  // bounded executor (RESOURCE_EXHAUSTED when it is full, so the gateway tries another worker).
+  // Generate, Embed, Tokenize and Detokenize requests up to this size are rendered and tokenized on the gRPC
+  // thread; larger ones on a bounded executor (RESOURCE_EXHAUSTED when it is full, so the gateway tries
+  // another worker).
   static constexpr size_t kInlineConversionBytes = 64 * 1024;
+  // The executor of large requests, for tests that hold it busy.
+  BoundedExecutor& large_requests_for_testing() { return large_requests_; }
 
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* context,
                                                            const v1::GenerateRequest* request) override;
