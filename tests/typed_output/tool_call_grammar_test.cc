@@ -675,5 +675,21 @@ TEST_CASE("tool-call grammar: random walks never reach a dead end, in every form
   }
 }
 
+TEST_CASE("tool-call grammar: names the parser could not read back are refused", "[typed_output][grammar]") {
+  const std::string spaced = R"([{"type":"function","function":{"name":"get weather"}}])";
+  CHECK_THAT(Error(Constraint("hermes", v1::TOOL_CHOICE_REQUIRED, true, spaced)),
+             Catch::StartsWith("tools[0].function.name: 'get weather'"));
+  const std::string dashed =
+      R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"c-ty":{"type":"string"}}}}}])";
+  CHECK_THAT(Error(Constraint("pythonic", v1::TOOL_CHOICE_REQUIRED, true, dashed)),
+             Catch::Contains("the property 'c-ty'"));
+  // Other formats write the property inside JSON or XML, where the name reads back.
+  CHECK(Compile(Constraint("hermes", v1::TOOL_CHOICE_REQUIRED, true, dashed)) != nullptr);
+  CHECK(Compile(Constraint("qwen3_coder", v1::TOOL_CHOICE_REQUIRED, true, dashed)) != nullptr);
+  const std::string markup =
+      R"([{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a>b":{"type":"string"}}}}}])";
+  CHECK_THAT(Error(Constraint("qwen3_coder", v1::TOOL_CHOICE_REQUIRED, true, markup)), Catch::Contains("'a>b'"));
+}
+
 }  // namespace
 }  // namespace llmc::typed_output

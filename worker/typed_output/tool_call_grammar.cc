@@ -6,9 +6,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "worker/typed_output/call_parsing.h"
 #include "worker/typed_output/constraint_grammar.h"
 #include "worker/typed_output/output_format.h"
 #include "worker/typed_output/tool_call_grammar_arguments.h"
@@ -129,6 +131,49 @@ absl::StatusOr<Expr> Call(ToolCallFormat format, const IndexedTool& tool, bool c
   return absl::InvalidArgumentError("this model has no tool-call format; set the worker's tool_call_parser");
 }
 
+bool IsIdentifier(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (const char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+// Names the parser could not read back out of the format's text are refused rather than forced into calls
+// that would come back as content: a tool's name must be a plausible one in every format, and pythonic
+// keywords must be identifiers, Qwen3-Coder's parameter names free of markup and line breaks.
+absl::Status CheckNames(ToolCallFormat format, const IndexedTool& tool) {
+  const std::string& name = tool.function.name;
+  if (!internal::IsPlausibleName(name) || (format == ToolCallFormat::kPythonic && !IsIdentifier(name))) {
+    return absl::InvalidArgumentError(absl::StrCat("tools[", tool.index, "].function.name: '", name,
+                                                   "' cannot be written as a ", std::string(ToolCallFormatName(format)),
+                                                   " call this model's parser reads back"));
+  }
+  if (format != ToolCallFormat::kPythonic && format != ToolCallFormat::kQwen3CoderXml) return absl::OkStatus();
+  const auto properties = tool.function.parameters.find("properties");
+  std::vector<std::string> keys;
+  if (properties != tool.function.parameters.end() && properties->is_object()) {
+    for (const auto& [key, unused] : properties->items()) keys.push_back(key);
+  }
+  const auto required = tool.function.parameters.find("required");
+  if (required != tool.function.parameters.end() && required->is_array()) {
+    for (const auto& key : *required) {
+      if (key.is_string()) keys.push_back(key.get<std::string>());
+    }
+  }
+  for (const std::string& key : keys) {
+    const bool readable = format == ToolCallFormat::kPythonic
+                              ? IsIdentifier(key)
+                              : !key.empty() && key.find_first_of("<>\n\r") == std::string::npos;
+    if (!readable) {
+      return absl::InvalidArgumentError(absl::StrCat("tools[", tool.index, "].function.parameters: the property '", key,
+                                                     "' cannot be written as a ",
+                                                     std::string(ToolCallFormatName(format)), " argument name"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The reasoning block an answer may begin with (or, when the prompt opened it, begins inside).
 Expr Reasoning(Grammar& host, const v1::ToolCallConstraint& constraint) {
   const std::string& start = constraint.reasoning_start();
@@ -192,6 +237,7 @@ absl::StatusOr<Grammar> BuildToolCallGrammar(const v1::ToolCallConstraint& const
   }
   ASSIGN_OR_RETURN(const std::vector<IndexedTool> tools, ReadTools(constraint.tools_json()));
   if (tools.empty()) return absl::InvalidArgumentError("there are no function tools to call");
+  for (const IndexedTool& tool : tools) RETURN_IF_ERROR(CheckNames(format, tool));
 
   Grammar out;
   out.root = out.AddRule("root");
