@@ -58,7 +58,7 @@ struct StreamChunk {
     kData,       // a chunk (with or without text and usage)
   };
   Kind kind = Kind::kMalformed;
-  std::string text;  // generated text in it: choices[0].delta.content (or reasoning_content) / choices[0].text
+  std::string text;       // generated text in it: choices[0].delta.content (or reasoning_content) / choices[0].text
   std::string reasoning;  // chat: the reasoning_content part of `text` (it comes first)
   std::optional<int64_t> completion_tokens;  // from a usage object
   std::optional<int64_t> prompt_tokens;

@@ -42,16 +42,16 @@ struct ReplyOutcome {
   Kind kind = Kind::kFailed;
   std::string text;       // the content that streamed in, also when interrupted or failed midway
   std::string reasoning;  // the reasoning that streamed in apart from the content (reasoning models)
-  std::string error;     // kFailed: the server's message, or why the connection failed
-  bool started = false;  // the server accepted the request and began streaming
-  int64_t tokens = 0;    // usage.completion_tokens of the last chunk, else the number of text deltas
+  std::string error;      // kFailed: the server's message, or why the connection failed
+  bool started = false;   // the server accepted the request and began streaming
+  int64_t tokens = 0;     // usage.completion_tokens of the last chunk, else the number of text deltas
   std::optional<absl::Duration> time_to_first_token;
   absl::Duration elapsed;
 };
 
 struct ReplyCallbacks {
-  std::function<void()> on_start;                       // the answer is a 200 stream
-  std::function<void(absl::string_view text)> on_text;  // each content delta as it arrives
+  std::function<void()> on_start;                            // the answer is a 200 stream
+  std::function<void(absl::string_view text)> on_text;       // each content delta as it arrives
   std::function<void(absl::string_view text)> on_reasoning;  // each reasoning delta as it arrives
 };
 

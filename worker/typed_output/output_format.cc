@@ -34,8 +34,8 @@ absl::StatusOr<ToolCallFormat> ParseToolCallFormat(std::string_view name) {
     if (known == name) return format;
     names.emplace_back(known);
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown tool-call format '", std::string(name),
-                                                 "'; expected one of ", absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown tool-call format '", std::string(name), "'; expected one of ", absl::StrJoin(names, ", ")));
 }
 
 std::vector<std::string> ToolCallMarkers(ToolCallFormat format) {
