@@ -15,61 +15,25 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/support/child_process.h"
-#include "tests/support/controller_process.h"
-#include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/small_cluster.h"
 #include "tests/support/small_model.h"
-#include "tests/support/worker_process.h"
 
 namespace llmc::testing {
 namespace {
 
 using nlohmann::json;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 constexpr char kChatPath[] = "/v1/chat/completions";
 constexpr char kCompletionsPath[] = "/v1/completions";
 
-// One controller, one worker serving the small package, and a gateway in front.
-class Cluster {
+// The cluster every test here starts.
+class Cluster : public SmallCluster {
  public:
+  // The package's Qwen3 template makes it a reasoning model, whose constraints would apply after an optional
+  // <think> block (tool_calling_cluster_test.cc checks that); here the constraint is the whole answer.
   explicit Cluster(std::vector<std::string> gateway_flags = {})
-      : controller_(LLMC_CONTROLLER_BINARY, {}),
-        // The package's Qwen3 template makes it a reasoning model, whose constraints would apply after an optional
-        // <think> block (tool_calling_cluster_test.cc checks that); here the constraint is the whole answer.
-        worker_(LLMC_WORKER_BINARY, SmallModelPackage(),
-                SmallWorkerArgs(controller_.address(), "structured-worker", {"--reasoning_parser=none"})),
-        gateway_(LLMC_GATEWAY_BINARY, controller_.address(), WithRefresh(std::move(gateway_flags))) {
-    REQUIRE(gateway_.WaitHealthy());
-  }
-
-  GatewayProcess& gateway() { return gateway_; }
-  int port() const { return gateway_.port(); }
-  // The gateway's and the worker's logs, for a failure's report.
-  std::string Logs() {
-    return "gateway log:\n" + gateway_.process().ReadLog() + "\nworker log:\n" + worker_.process().ReadLog();
-  }
-
- private:
-  static std::vector<std::string> WithRefresh(std::vector<std::string> flags) {
-    flags.push_back("--routing_refresh_interval=200ms");
-    return flags;
-  }
-
-  ControllerProcess controller_;
-  WorkerProcess worker_;
-  GatewayProcess gateway_;
+      : SmallCluster("structured-worker", {"--reasoning_parser=none"}, std::move(gateway_flags)) {}
 };
 
 json Chat(int max_tokens, const std::string& content = "Tell me about the sea.") {

@@ -16,58 +16,23 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/support/child_process.h"
-#include "tests/support/controller_process.h"
-#include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
+#include "tests/support/small_cluster.h"
 #include "tests/support/small_model.h"
-#include "tests/support/worker_process.h"
 
 namespace llmc::testing {
 namespace {
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // Ordered: the client's key order is what chat templates show the model (tojson), as clients send it.
 using json = nlohmann::ordered_json;
 
 constexpr char kChatPath[] = "/v1/chat/completions";
 
-// One controller, one worker serving the small package, and a gateway in front.
-class Cluster {
+// The cluster every test here starts.
+class Cluster : public SmallCluster {
  public:
   explicit Cluster(std::vector<std::string> gateway_flags = {})
-      : controller_(LLMC_CONTROLLER_BINARY, {}),
-        worker_(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller_.address(), "tools-worker")),
-        gateway_(LLMC_GATEWAY_BINARY, controller_.address(), WithRefresh(std::move(gateway_flags))) {
-    REQUIRE(gateway_.WaitHealthy());
-  }
-
-  GatewayProcess& gateway() { return gateway_; }
-  int port() const { return gateway_.port(); }
-  // The gateway's and the worker's logs, for a failure's report.
-  std::string Logs() {
-    return "gateway log:\n" + gateway_.process().ReadLog() + "\nworker log:\n" + worker_.process().ReadLog();
-  }
-
- private:
-  static std::vector<std::string> WithRefresh(std::vector<std::string> flags) {
-    flags.push_back("--routing_refresh_interval=200ms");
-    return flags;
-  }
-
-  ControllerProcess controller_;
-  WorkerProcess worker_;
-  GatewayProcess gateway_;
+      : SmallCluster("tools-worker", {}, std::move(gateway_flags)) {}
 };
 
 json Chat(int max_tokens, const std::string& content = "What is the weather in Paris?") {
