@@ -11,17 +11,19 @@
 
 namespace llmc {
 
-absl::StatusOr<StartedGrpcServer> StartGrpcServer(const std::string& listen_address, grpc::Service& service) {
+absl::StatusOr<StartedGrpcServer> StartGrpcServer(const std::string& listen_address, grpc::Service& service,
+                                                  const GrpcServerOptions& options) {
   ASSIGN_OR_RETURN(HostPort listen, ParseHostPort(listen_address, /*allow_port_zero=*/true));
   KeepGrpcCallbackPoolUntilExit();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(listen_address,
+                           options.credentials ? options.credentials : grpc::InsecureServerCredentials(), &bound_port);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
-  builder.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  builder.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   builder.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

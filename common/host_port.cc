@@ -2,8 +2,11 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+
 #include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -73,6 +76,18 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, bool allow_port_z
   if (port == 0 && !allow_port_zero) return Malformed(text, "port 0 cannot be dialled");
   result.port = static_cast<uint16_t>(port);
   return result;
+}
+
+bool IsLoopbackHost(const std::string& host) {
+  if (absl::EqualsIgnoreCase(host, "localhost")) return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
+    static const in6_addr kLoopback = IN6ADDR_LOOPBACK_INIT;
+    return std::equal(std::begin(v6.s6_addr), std::end(v6.s6_addr), std::begin(kLoopback.s6_addr));
+  }
+  return false;
 }
 
 }  // namespace llmc

@@ -22,6 +22,10 @@ struct HostPort {
 // that ask the kernel for a free port); addresses other processes dial must name a real port.
 absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, bool allow_port_zero = false);
 
+// True for hosts only this machine reaches: 127.0.0.0/8, ::1 and "localhost". Another name may resolve to
+// anything, so it is not loopback.
+bool IsLoopbackHost(const std::string& host);
+
 }  // namespace llmc
 
 #endif  // LLMC_COMMON_HOST_PORT_H_

@@ -9,7 +9,7 @@
 
 namespace llmc {
 
-absl::Status CheckJsonShapeLimits(std::string_view text, std::string_view what) {
+absl::Status CheckJsonShapeLimits(std::string_view text, std::string_view what, size_t max_depth) {
   std::vector<uint32_t> keys_per_level;  // one entry per open array or object; keys counted for objects
   std::vector<bool> is_object;
   bool in_string = false;
@@ -29,9 +29,9 @@ absl::Status CheckJsonShapeLimits(std::string_view text, std::string_view what) 
         break;
       case '{':
       case '[':
-        if (keys_per_level.size() == limits::kMaxJsonDepth) {
+        if (keys_per_level.size() == max_depth) {
           return absl::InvalidArgumentError(
-              absl::StrCat(std::string(what), " nests JSON deeper than ", limits::kMaxJsonDepth, " levels"));
+              absl::StrCat(std::string(what), " nests JSON deeper than ", max_depth, " levels"));
         }
         keys_per_level.push_back(0);
         is_object.push_back(c == '{');

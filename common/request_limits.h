@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -38,7 +39,24 @@ inline constexpr FloatLimit kLengthPenalty{"length_penalty", -10, 10};
 inline constexpr FloatLimit kRepetitionPenalty{"repetition_penalty", 0, FLT_MAX, /*min_exclusive=*/true};
 inline constexpr FloatLimit kLogitBias{"logit_bias", -100, 100};  // each entry's value
 
-inline constexpr int64_t kMinTopK = -1;               // -1 (or 0) disables top-k
+inline constexpr int64_t kMinTopK = -1;  // -1 (or 0) disables top-k
+
+// Beam search follows the most likely continuations and samples nothing: temperature, top_p, top_k and min_p
+// must keep the values that leave the distribution alone (an absent one reads as that value). The first
+// that does not, with the values allowed, or nullopt.
+struct BeamSearchConflict {
+  const char* name;
+  const char* allowed;
+  double value = 0;
+};
+inline std::optional<BeamSearchConflict> FindBeamSearchConflict(double temperature, double top_p, int64_t top_k,
+                                                                double min_p) {
+  if (temperature != 0) return BeamSearchConflict{"temperature", "0", temperature};
+  if (top_p != 1) return BeamSearchConflict{"top_p", "1", top_p};
+  if (top_k > 0) return BeamSearchConflict{"top_k", "-1 or 0", static_cast<double>(top_k)};
+  if (min_p != 0) return BeamSearchConflict{"min_p", "0", min_p};
+  return std::nullopt;
+}
 inline constexpr int64_t kMaxChoices = 16;            // n, and best_of (the beam width of beam search)
 inline constexpr int64_t kMinBeamWidth = 2;           // beam search needs at least two beams
 inline constexpr int64_t kMaxStopStrings = 16;        // entries of stop
@@ -70,6 +88,9 @@ inline constexpr size_t kMaxWorkerCacheSaltBytes = 512;
 // more keys in one object would make the order-keeping parse quadratic.
 inline constexpr size_t kMaxJsonDepth = 64;
 inline constexpr uint32_t kMaxJsonObjectKeys = 10000;
+// A chat's messages as the gateway forwards them: a tool call's arguments, sent as a JSON string and held to
+// kMaxJsonDepth there, become an object five levels down (list, message, tool_calls, call, function).
+inline constexpr size_t kMaxMessagesJsonDepth = kMaxJsonDepth + 5;
 
 }  // namespace llmc::limits
 

@@ -1,9 +1,11 @@
 #include "controller/controller_server.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_server.h"
+#include "common/internal_auth/internal_call_authenticator.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -15,6 +17,9 @@ constexpr char kServiceName[] = "llmc.v1.Controller";
 // How long the routing feed lets changes gather before it sends them: gateways see a heartbeat within a
 // couple of milliseconds, and a burst of reported picks costs one update, not one each.
 constexpr absl::Duration kRoutingCoalesce = absl::Milliseconds(2);
+// The largest message the controller takes: a full ReportPicks (4096 picks of 256 prefix hashes, ~9.5 MB)
+// fits; registrations are far smaller (the registry refuses any past 64 KiB).
+constexpr int kMaxControllerMessageBytes = 16 << 20;
 
 // Several sweeps per heartbeat interval, so a worker expires at most a fraction of an interval late.
 absl::Duration SweepInterval(absl::Duration heartbeat_interval) {
@@ -23,7 +28,10 @@ absl::Duration SweepInterval(absl::Duration heartbeat_interval) {
 
 }  // namespace
 
-ControllerServer::ControllerServer(config::ControllerConfig config, const Clock& clock) : config_(std::move(config)) {
+ControllerServer::ControllerServer(config::ControllerConfig config, const Clock& clock)
+    : config_(std::move(config)),
+      credentials_(internal_auth::LoadClusterCredentials(
+          config_.internal_auth, std::getenv(internal_auth::kClusterSecretEnvironmentVariable))) {
   v1::DispatchSettings settings;
   settings.set_policy(config_.dispatch_policy);
   settings.set_prefix_weight(config_.prefix_weight);
@@ -35,18 +43,26 @@ ControllerServer::ControllerServer(config::ControllerConfig config, const Clock&
   settings.set_queue_tokens(defaults.queue_tokens);
   // The configuration was validated, so the policy name is known.
   auto policy = dispatch::MakeDispatchPolicy(settings, config_.dispatch_seed);
-  registry_ = std::make_unique<WorkerRegistry>(clock, config_.expiry_after(), std::move(policy).value());
+  registry_ =
+      std::make_unique<WorkerRegistry>(clock, config_.expiry_after(), std::move(policy).value(), config_.max_workers);
   // Workers of a previous controller come back on their next heartbeat: until then the table is partial.
   registry_->StartWarming(config_.effective_routing_warmup());
   metrics_ = std::make_unique<ControllerMetrics>(*registry_, config_.dispatch_policy);
   feed_ = std::make_unique<RoutingFeed>(*registry_, std::move(settings), kRoutingCoalesce);
-  service_ = std::make_unique<ControllerService>(*registry_, *metrics_, *feed_, config_.heartbeat_interval);
+  internal_auth::InternalCallAuthenticator authenticator(credentials_.ok() ? credentials_->secret : "");
+  service_ = std::make_unique<ControllerService>(*registry_, *metrics_, *feed_, config_.heartbeat_interval,
+                                                 std::move(authenticator));
 }
 
 ControllerServer::~ControllerServer() { Shutdown(); }
 
 absl::Status ControllerServer::Start() {
-  ASSIGN_OR_RETURN(StartedGrpcServer started, StartGrpcServer(config_.listen_address, *service_));
+  RETURN_IF_ERROR(credentials_.status());
+  RETURN_IF_ERROR(internal_auth::CheckInternalExposure(*credentials_, config_.internal_auth, config_.listen_address));
+  GrpcServerOptions grpc_options;
+  grpc_options.credentials = internal_auth::InternalServerCredentials(*credentials_);
+  grpc_options.max_receive_message_bytes = kMaxControllerMessageBytes;
+  ASSIGN_OR_RETURN(StartedGrpcServer started, StartGrpcServer(config_.listen_address, *service_, grpc_options));
   server_ = std::move(started.server);
   grpc_address_ = started.address;
 
@@ -69,6 +85,7 @@ absl::Status ControllerServer::Start() {
           .With("policy", config_.dispatch_policy)
           .With("heartbeat_interval", absl::FormatDuration(config_.heartbeat_interval))
           .With("expiry_after", absl::FormatDuration(config_.expiry_after()))
+          .With("internal_auth", internal_auth::InternalAuthSummary(*credentials_))
       << "controller listening";
   return absl::OkStatus();
 }

@@ -5,10 +5,12 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "common/config/controller_config.h"
 #include "common/host_port.h"
+#include "common/internal_auth/cluster_credentials.h"
 #include "common/metrics_http_server.h"
 #include "controller/controller_metrics.h"
 #include "controller/controller_service.h"
@@ -40,6 +42,8 @@ class ControllerServer {
   void SweepLoop();
 
   const config::ControllerConfig config_;
+  // The cluster secret and TLS files, loaded with the configuration; an error here fails Start.
+  const absl::StatusOr<internal_auth::ClusterCredentials> credentials_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<ControllerMetrics> metrics_;
   std::unique_ptr<RoutingFeed> feed_;

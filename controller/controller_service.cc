@@ -10,16 +10,19 @@
 
 namespace llmc::controller {
 ControllerService::ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics, RoutingFeed& feed,
-                                     absl::Duration heartbeat_interval)
+                                     absl::Duration heartbeat_interval,
+                                     internal_auth::InternalCallAuthenticator authenticator)
     : registry_(registry),
       metrics_(metrics),
       feed_(feed),
-      heartbeat_interval_ms_(static_cast<uint32_t>(absl::ToInt64Milliseconds(heartbeat_interval))) {}
+      heartbeat_interval_ms_(static_cast<uint32_t>(absl::ToInt64Milliseconds(heartbeat_interval))),
+      authenticator_(std::move(authenticator)) {}
 
 grpc::ServerUnaryReactor* ControllerService::RegisterWorker(grpc::CallbackServerContext* context,
                                                             const v1::RegisterWorkerRequest* request,
                                                             v1::RegisterWorkerResponse* response) {
-  const absl::Status status = registry_.Register(*request);
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
+  const absl::Status status = registry_.Register(*request, internal_auth::PeerHost(context->peer()));
   metrics_.CountRegistration(status);
   if (status.ok()) {
     std::string models;
@@ -37,7 +40,9 @@ grpc::ServerUnaryReactor* ControllerService::RegisterWorker(grpc::CallbackServer
 grpc::ServerUnaryReactor* ControllerService::Heartbeat(grpc::CallbackServerContext* context,
                                                        const v1::HeartbeatRequest* request,
                                                        v1::HeartbeatResponse* response) {
-  const absl::StatusOr<HeartbeatOutcome> outcome = registry_.Heartbeat(*request);
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
+  const absl::StatusOr<HeartbeatOutcome> outcome =
+      registry_.Heartbeat(*request, internal_auth::PeerHost(context->peer()));
   if (!outcome.ok()) return FinishUnary(context, outcome.status());
   const bool known = *outcome == HeartbeatOutcome::kAccepted;
   metrics_.CountHeartbeat(known);
@@ -52,7 +57,15 @@ grpc::ServerUnaryReactor* ControllerService::Heartbeat(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ControllerService::DeregisterWorker(grpc::CallbackServerContext* context,
                                                               const v1::DeregisterWorkerRequest* request,
                                                               v1::DeregisterWorkerResponse* response) {
-  response->set_was_registered(registry_.Deregister(request->worker_id()));
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
+  const absl::StatusOr<bool> was_registered =
+      registry_.Deregister(request->worker_id(), internal_auth::PeerHost(context->peer()));
+  if (!was_registered.ok()) {
+    LLMC_LOG(Warning).With("worker_id", request->worker_id()).With("peer", context->peer())
+        << "deregistration refused: " << was_registered.status().message();
+    return FinishUnary(context, was_registered.status());
+  }
+  response->set_was_registered(*was_registered);
   LLMC_LOG(Info).With("worker_id", request->worker_id()) << "worker deregistered";
   return FinishUnary(context, absl::OkStatus());
 }
@@ -60,6 +73,7 @@ grpc::ServerUnaryReactor* ControllerService::DeregisterWorker(grpc::CallbackServ
 grpc::ServerUnaryReactor* ControllerService::PickWorker(grpc::CallbackServerContext* context,
                                                         const v1::PickWorkerRequest* request,
                                                         v1::PickWorkerResponse* response) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
   if (request->model().empty()) return FinishUnary(context, absl::InvalidArgumentError("model must not be empty"));
   const absl::flat_hash_set<std::string> excluded(request->exclude_worker_ids().begin(),
                                                   request->exclude_worker_ids().end());
@@ -77,6 +91,7 @@ grpc::ServerUnaryReactor* ControllerService::PickWorker(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ControllerService::ListModels(grpc::CallbackServerContext* context,
                                                         const v1::ListModelsRequest* request,
                                                         v1::ListModelsResponse* response) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
   for (auto& summary : registry_.ListModels()) *response->add_models() = std::move(summary);
   return FinishUnary(context, absl::OkStatus());
 }
@@ -84,6 +99,7 @@ grpc::ServerUnaryReactor* ControllerService::ListModels(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* ControllerService::ListWorkers(grpc::CallbackServerContext* context,
                                                          const v1::ListWorkersRequest* request,
                                                          v1::ListWorkersResponse* response) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
   for (auto& worker : registry_.ListWorkers(request->model())) *response->add_workers() = std::move(worker);
   response->set_policy(std::string(registry_.policy_name()));
   return FinishUnary(context, absl::OkStatus());
@@ -91,12 +107,16 @@ grpc::ServerUnaryReactor* ControllerService::ListWorkers(grpc::CallbackServerCon
 
 grpc::ServerWriteReactor<v1::RoutingUpdate>* ControllerService::WatchRouting(grpc::CallbackServerContext* context,
                                                                              const v1::WatchRoutingRequest* request) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) {
+    return RefuseStream<v1::RoutingUpdate>(auth);
+  }
   return feed_.Watch(context, request);
 }
 
 grpc::ServerUnaryReactor* ControllerService::ReportPicks(grpc::CallbackServerContext* context,
                                                          const v1::ReportPicksRequest* request,
                                                          v1::ReportPicksResponse* response) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
   // A gateway reports what it picked while its previous report was in flight (a millisecond or so); more
   // than this is a broken peer, and would hold the registry's mutex too long.
   if (request->picks_size() > dispatch::kMaxPicksPerReport) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "common/internal_auth/internal_call_authenticator.h"
 #include "controller/controller_metrics.h"
 #include "controller/routing_feed.h"
 #include "controller/worker_registry.h"
@@ -12,10 +13,12 @@ namespace llmc::controller {
 
 // The Controller gRPC service (callback API). Every unary RPC is a short registry operation finished on the
 // calling gRPC thread; WatchRouting streams are served by the RoutingFeed. Nothing here waits on a worker.
+// Every RPC is refused UNAUTHENTICATED unless `authenticator` accepts it; registrations are bound to the
+// calling host.
 class ControllerService final : public v1::Controller::CallbackService {
  public:
   ControllerService(WorkerRegistry& registry, ControllerMetrics& metrics, RoutingFeed& feed,
-                    absl::Duration heartbeat_interval);
+                    absl::Duration heartbeat_interval, internal_auth::InternalCallAuthenticator authenticator = {});
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
                                            const v1::RegisterWorkerRequest* request,
@@ -41,6 +44,7 @@ class ControllerService final : public v1::Controller::CallbackService {
   ControllerMetrics& metrics_;
   RoutingFeed& feed_;
   const uint32_t heartbeat_interval_ms_;
+  const internal_auth::InternalCallAuthenticator authenticator_;
 };
 
 }  // namespace llmc::controller

@@ -32,19 +32,32 @@ absl::Status ValidateWorkerId(absl::string_view worker_id) {
 }
 
 absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
+  if (request.ByteSizeLong() > WorkerRegistry::kMaxRegistrationBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a registration must not exceed ", WorkerRegistry::kMaxRegistrationBytes, " bytes"));
+  }
   RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
   RETURN_IF_ERROR(Annotate(ParseHostPort(request.address()).status(), "address"));
   if (request.models().empty()) return absl::InvalidArgumentError("a worker must serve at least one model");
+  if (request.models_size() > WorkerRegistry::kMaxModelsPerWorker) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a worker may serve at most ", WorkerRegistry::kMaxModelsPerWorker, " models"));
+  }
   std::vector<absl::string_view> names;
   for (const auto& model : request.models()) {
     if (model.name().empty()) return absl::InvalidArgumentError("model name must not be empty");
+    if (model.name().size() > kMaxIdLength) {
+      return absl::InvalidArgumentError(absl::StrCat("model name longer than ", kMaxIdLength, " bytes"));
+    }
     if (std::find(names.begin(), names.end(), model.name()) != names.end()) {
       return absl::InvalidArgumentError(absl::StrCat("model '", model.name(), "' listed twice"));
     }
     names.push_back(model.name());
   }
-  if (!std::isfinite(request.speed_weight()) || request.speed_weight() < 0) {
-    return absl::InvalidArgumentError("speed_weight must be a finite number >= 0");
+  if (!std::isfinite(request.speed_weight()) || request.speed_weight() < 0 ||
+      request.speed_weight() > WorkerRegistry::kMaxSpeedWeight) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("speed_weight must be a number in [0, ", WorkerRegistry::kMaxSpeedWeight, "]"));
   }
   if (request.state() == v1::WORKER_STATE_UNSPECIFIED) return absl::OkStatus();
   if (!v1::WorkerState_IsValid(request.state())) return absl::InvalidArgumentError("unknown worker state");
@@ -54,15 +67,15 @@ absl::Status ValidateRegistration(const v1::RegisterWorkerRequest& request) {
 }  // namespace
 
 WorkerRegistry::WorkerRegistry(const Clock& clock, absl::Duration expiry_after,
-                               std::unique_ptr<dispatch::DispatchPolicy> policy)
-    : clock_(clock), expiry_after_(expiry_after), policy_(std::move(policy)) {
+                               std::unique_ptr<dispatch::DispatchPolicy> policy, size_t max_workers)
+    : clock_(clock), expiry_after_(expiry_after), max_workers_(max_workers), policy_(std::move(policy)) {
   // Registration numbers differ from a previous controller's, so a gateway that saw a worker under the
   // old controller never mistakes a restart of it for the same registration.
   std::random_device random;
   registrations_ = (static_cast<uint64_t>(random()) << 32) | random();
 }
 
-absl::Status WorkerRegistry::Register(const v1::RegisterWorkerRequest& request) {
+absl::Status WorkerRegistry::Register(const v1::RegisterWorkerRequest& request, absl::string_view peer) {
   RETURN_IF_ERROR(ValidateRegistration(request));
   dispatch::RegisteredWorker worker;
   worker.worker_id = request.worker_id();
@@ -73,16 +86,30 @@ absl::Status WorkerRegistry::Register(const v1::RegisterWorkerRequest& request) 
   worker.state = request.state() == v1::WORKER_STATE_UNSPECIFIED ? v1::WORKER_STATE_READY : request.state();
   worker.speed_weight = request.speed_weight() > 0 ? request.speed_weight() : 1.0;
   worker.registered_at = worker.last_heartbeat = clock_.Now();
+  worker.peer = std::string(peer);
   absl::MutexLock lock(&mu_);
+  auto existing = workers_.find(worker.worker_id);
+  if (existing != workers_.end() && existing->second.peer != peer && IsLive(existing->second, worker.registered_at)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("worker_id '", worker.worker_id,
+                     "' is registered from another host; it can be taken over only once that "
+                     "registration expires (",
+                     absl::FormatDuration(expiry_after_), " without a heartbeat)"));
+  }
+  if (existing == workers_.end() && workers_.size() >= max_workers_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the controller already has ", max_workers_, " workers registered (max_workers)"));
+  }
   // Registering again under a known id means a restarted worker, whose caches start empty.
-  if (workers_.contains(worker.worker_id)) policy_->Forget(worker.worker_id);
+  if (existing != workers_.end()) policy_->Forget(worker.worker_id);
   worker.registration = ++registrations_;
   MarkChanged(worker);
   workers_.insert_or_assign(worker.worker_id, std::move(worker));
   return absl::OkStatus();
 }
 
-absl::StatusOr<HeartbeatOutcome> WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& request) {
+absl::StatusOr<HeartbeatOutcome> WorkerRegistry::Heartbeat(const v1::HeartbeatRequest& request,
+                                                           absl::string_view peer) {
   RETURN_IF_ERROR(ValidateWorkerId(request.worker_id()));
   if (!v1::WorkerState_IsValid(request.state())) return absl::InvalidArgumentError("unknown worker state");
   const absl::Time now = clock_.Now();
@@ -99,6 +126,10 @@ absl::StatusOr<HeartbeatOutcome> WorkerRegistry::Heartbeat(const v1::HeartbeatRe
     return HeartbeatOutcome::kUnknownWorker;
   }
   dispatch::RegisteredWorker& worker = it->second;
+  if (worker.peer != peer) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("worker_id '", worker.worker_id, "' is registered from another host"));
+  }
   worker.load = dispatch::SanitizedLoad(request.load());
   if (request.state() != v1::WORKER_STATE_UNSPECIFIED) worker.state = request.state();
   worker.picks_since_heartbeat = 0;
@@ -108,10 +139,15 @@ absl::StatusOr<HeartbeatOutcome> WorkerRegistry::Heartbeat(const v1::HeartbeatRe
   return HeartbeatOutcome::kAccepted;
 }
 
-bool WorkerRegistry::Deregister(absl::string_view worker_id) {
+absl::StatusOr<bool> WorkerRegistry::Deregister(absl::string_view worker_id, absl::string_view peer) {
   absl::MutexLock lock(&mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return false;
+  if (it->second.peer != peer) {
+    return absl::PermissionDeniedError(absl::StrCat("worker_id '", worker_id, "' is registered from another host"));
+  }
   policy_->Forget(worker_id);
-  if (workers_.erase(std::string(worker_id)) == 0) return false;
+  workers_.erase(it);
   MarkRemoved(worker_id);
   return true;
 }
@@ -143,7 +179,16 @@ absl::StatusOr<PickedWorker> WorkerRegistry::Pick(absl::string_view model,
   const auto is_excluded = [&](absl::string_view id) { return excluded.contains(id); };
   absl::StatusOr<dispatch::RegisteredWorker*> chosen =
       dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, {prefix_hashes, now});
-  if (!chosen.ok()) return chosen.status();
+  if (!chosen.ok()) {
+    // Just restarted, the registry knows only the workers that re-registered so far: the ones that serve this
+    // model may be on their way, so this is retryable (a gateway's fresh routing table asks here too).
+    if (absl::IsNotFound(chosen.status()) && now < warm_until_) {
+      return absl::UnavailableError(absl::StrCat(chosen.status().message(),
+                                                 " yet: the controller started moments ago and workers may "
+                                                 "still be registering"));
+    }
+    return chosen.status();
+  }
   MarkChanged(**chosen);
   if (watchers_ == 0) return PickedWorker{(*chosen)->worker_id, (*chosen)->address};
   // Gateways learn where the prefix went, as from each other's picks.

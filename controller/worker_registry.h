@@ -32,14 +32,26 @@ enum class HeartbeatOutcome { kAccepted, kUnknownWorker };
 // for the mutex's own condition).
 class WorkerRegistry {
  public:
-  WorkerRegistry(const Clock& clock, absl::Duration expiry_after, std::unique_ptr<dispatch::DispatchPolicy> policy);
+  static constexpr size_t kDefaultMaxWorkers = 1024;
+  static constexpr int kMaxModelsPerWorker = 64;
+  static constexpr size_t kMaxRegistrationBytes = 64 * 1024;
+  static constexpr double kMaxSpeedWeight = 100;
+
+  WorkerRegistry(const Clock& clock, absl::Duration expiry_after, std::unique_ptr<dispatch::DispatchPolicy> policy,
+                 size_t max_workers = kDefaultMaxWorkers);
+
+  // A registration belongs to the host (`peer`, internal_auth::PeerHost of the caller) that made it: while
+  // it is live, only that host may register the id again, heartbeat or deregister it; others get
+  // ALREADY_EXISTS (register) or PERMISSION_DENIED until it expires. Empty `peer`: in-process callers.
 
   // Adds a worker, or replaces the entry with the same id (a restarted worker). INVALID_ARGUMENT names
-  // what is wrong: empty id, malformed address, no models, duplicate or empty model names, bad weight.
-  absl::Status Register(const v1::RegisterWorkerRequest& request);
-  absl::StatusOr<HeartbeatOutcome> Heartbeat(const v1::HeartbeatRequest& request);
+  // what is wrong: empty id, malformed address, no or too many models, duplicate or empty model names, a
+  // weight outside [0, kMaxSpeedWeight], more than kMaxRegistrationBytes. RESOURCE_EXHAUSTED for a new id
+  // when max_workers are registered.
+  absl::Status Register(const v1::RegisterWorkerRequest& request, absl::string_view peer = {});
+  absl::StatusOr<HeartbeatOutcome> Heartbeat(const v1::HeartbeatRequest& request, absl::string_view peer = {});
   // True when the worker was registered.
-  bool Deregister(absl::string_view worker_id);
+  absl::StatusOr<bool> Deregister(absl::string_view worker_id, absl::string_view peer = {});
   // Drops workers whose last heartbeat is older than the expiry; returns their ids.
   std::vector<std::string> ExpireSilent();
 
@@ -99,6 +111,7 @@ class WorkerRegistry {
 
   const Clock& clock_;
   const absl::Duration expiry_after_;
+  const size_t max_workers_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, dispatch::RegisteredWorker> workers_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<dispatch::DispatchPolicy> policy_ ABSL_PT_GUARDED_BY(mu_);

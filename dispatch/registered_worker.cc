@@ -23,6 +23,8 @@ v1::WorkerLoad SanitizedLoad(v1::WorkerLoad load) {
   const auto rate = [](float value) { return std::isfinite(value) && value > 0 ? value : 0.0f; };
   load.set_tokens_per_second(rate(load.tokens_per_second()));
   load.set_prefill_tokens_per_second(std::min(rate(load.prefill_tokens_per_second()), kMaxPrefillTokensPerSecond));
+  load.set_max_running(std::min(load.max_running(), kMaxReportedCapacity));
+  load.set_max_waiting(std::min(load.max_waiting(), kMaxReportedCapacity));
   return load;
 }
 

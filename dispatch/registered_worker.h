@@ -27,6 +27,8 @@ struct RegisteredWorker {
   uint64_t heartbeats = 0;       // heartbeats accepted since registration: names the current load report
   uint64_t registration = 0;     // the controller's number for this registration
   uint64_t changed_version = 0;  // the registry's version when this entry last changed
+  // The controller's only: the host the registration came from; only it may heartbeat or deregister.
+  std::string peer;
 
   bool Serves(absl::string_view model) const;
   // Sequences the worker runs at once (at least 1).
@@ -36,8 +38,10 @@ struct RegisteredWorker {
 };
 
 // A worker's reported load with its figures made usable by the policies: the KV cache use within [0, 1]
-// (1 when not a number), rates that are not finite or are negative as 0 (unknown), and a prefill rate of
-// at most 1e9 tokens/s. Scores stay numbers whatever a worker sends.
+// (1 when not a number), rates that are not finite or are negative as 0 (unknown), a prefill rate of at
+// most 1e9 tokens/s and capacities (max_running, max_waiting) of at most kMaxReportedCapacity. Scores stay
+// numbers, and no worker draws all the traffic by claiming a huge capacity, whatever a worker sends.
+inline constexpr uint32_t kMaxReportedCapacity = 1 << 16;
 v1::WorkerLoad SanitizedLoad(v1::WorkerLoad load);
 
 // The worker as ListWorkers and the routing feed describe it, ages measured at `now`.

@@ -14,7 +14,9 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "gateway/openai/answer_shaper.h"
+#include "gateway/openai/answer_size.h"
 #include "gateway/openai/cache_salt.h"
 #include "gateway/openai/openai_error.h"
 #include "gateway/openai/openai_response.h"
@@ -94,6 +96,7 @@ class ChatCompletionShaper final : public AnswerShaper {
     return builder_.Accumulate(response, prompt);
   }
   std::string FinalJson(const v1::Usage& usage) override { return builder_.FinalJson(usage); }
+  size_t AnswerBytes() const override { return builder_.AnswerBytes(); }
   // The worker counts only the function tools it was sent; the client counts all it sent.
   absl::Status MapError(absl::Status status) const override {
     return NameClientTool(std::move(status), tool_positions_);
@@ -213,7 +216,13 @@ class Generation final : public std::enable_shared_from_this<Generation> {
       }
       delta.set_choice_index(static_cast<uint32_t>(prompt * choices_per_prompt_ + delta.choice_index()));
     }
-    if (!stream_) return shaper_->Accumulate(response, prompt);
+    if (!stream_) {
+      RETURN_IF_ERROR(shaper_->Accumulate(response, prompt));
+      if (const size_t bytes = shaper_->AnswerBytes(); bytes > options_.max_response_bytes) {
+        return AnswerTooLarge(bytes, options_.max_response_bytes);
+      }
+      return absl::OkStatus();
+    }
     // One hand-over per message, so the first token's head and chunks leave in one write.
     std::vector<SseEvent> events;
     const bool start = !started_;
@@ -342,6 +351,9 @@ void CompletionHandler::HandleResponses(const HttpRequest& request, std::shared_
            [this, key_salt = KeySaltOf(request)](std::string_view body, std::shared_ptr<ResponseWriter> writer) {
              absl::StatusOr<ResponsesRequest> parsed = ParseResponsesRequest(body);
              if (!parsed.ok()) return SendError(*writer, parsed.status(), options_.retry_after_seconds);
+             if (absl::Status fits = CheckAnswerCanFit(parsed->chat, options_.max_response_bytes); !fits.ok()) {
+               return SendError(*writer, parsed->params.Translate(std::move(fits)), options_.retry_after_seconds);
+             }
              auto shaper =
                  std::make_unique<ResponsesOutputBuilder>(*parsed, NewResponsesId(), absl::ToUnixSeconds(absl::Now()));
              Dispatch(parsed->chat, key_salt, std::move(shaper), std::move(writer));
@@ -353,6 +365,9 @@ void CompletionHandler::ParseAndDispatch(OpenAiKind kind, std::string_view body,
   absl::StatusOr<OpenAiRequest> parsed =
       kind == OpenAiKind::kChat ? ParseChatCompletionRequest(body) : ParseCompletionRequest(body);
   if (!parsed.ok()) return SendError(*writer, parsed.status(), options_.retry_after_seconds);
+  if (absl::Status fits = CheckAnswerCanFit(*parsed, options_.max_response_bytes); !fits.ok()) {
+    return SendError(*writer, fits, options_.retry_after_seconds);
+  }
   auto shaper = std::make_unique<ChatCompletionShaper>(*parsed, options_.system_fingerprint);
   Dispatch(*parsed, key_salt, std::move(shaper), std::move(writer));
 }

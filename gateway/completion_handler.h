@@ -30,6 +30,8 @@ class CompletionHandler {
     std::string system_fingerprint;
     // Prefix-cache salts per API key (config cache_salt_per_api_key): cache_salt.h.
     bool cache_salt_per_api_key = false;
+    // The largest non-streamed answer held for one request (config max_response_bytes): answer_size.h.
+    uint64_t max_response_bytes = 128ull << 20;
   };
 
   // `large_bodies` parses bodies beyond kInlineParseBytes, off the I/O thread.

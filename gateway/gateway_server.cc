@@ -23,6 +23,10 @@ namespace {
 // waits in a short queue, and beyond it gets 429 rather than growing the gateway's memory.
 constexpr int kLargeBodyThreads = 2;
 constexpr size_t kLargeBodyQueue = 32;
+// Each unary call to the controller; past it the cached routing table answers.
+constexpr absl::Duration kControllerDeadline = absl::Seconds(1);
+// After the grace period, time for the error events and 503s of the requests ended to reach their clients.
+constexpr absl::Duration kFinalFlush = absl::Seconds(2);
 
 HttpServerOptions HttpOptionsFrom(const config::GatewayConfig& config, std::vector<std::string> api_keys) {
   HttpServerOptions options;
@@ -60,19 +64,24 @@ nlohmann::ordered_json ModelJson(const v1::ModelSummary& model, int64_t created)
 GatewayServer::GatewayServer(config::GatewayConfig config)
     : config_(std::move(config)),
       metrics_(std::make_shared<GatewayMetrics>()),
-      router_(config_.controller_address, config_.routing_refresh_interval,
-              [this](const std::vector<v1::WorkerInfo>& workers) {
-                // Channels of workers that left (deregistered or expired) would otherwise pile up.
-                absl::flat_hash_set<std::string> addresses;
-                for (const v1::WorkerInfo& worker : workers) addresses.insert(worker.address());
-                channels_.RetainOnly(addresses);
-              }),
+      credentials_(internal_auth::LoadClusterCredentials(
+          config_.internal_auth, std::getenv(internal_auth::kClusterSecretEnvironmentVariable))),
+      channels_(credentials_.value_or(internal_auth::ClusterCredentials{})),
+      router_(
+          config_.controller_address, config_.routing_refresh_interval,
+          [this](const std::vector<v1::WorkerInfo>& workers) {
+            // Channels of workers that left (deregistered or expired) would otherwise pile up.
+            absl::flat_hash_set<std::string> addresses;
+            for (const v1::WorkerInfo& worker : workers) addresses.insert(worker.address());
+            channels_.RetainOnly(addresses);
+          },
+          kControllerDeadline, credentials_.value_or(internal_auth::ClusterCredentials{})),
       dispatcher_(router_, channels_, {config_.max_attempts, config_.worker_accept_timeout},
                   [metrics = metrics_] { metrics->CountRetries(1); }),
       worker_calls_(router_, channels_, config_.max_attempts, config_.worker_call_timeout),
       completions_(dispatcher_, *metrics_, large_bodies_,
                    {config_.request_timeout, config_.retry_after_seconds, absl::StrCat("llmc-", LLMC_VERSION),
-                    config_.cache_salt_per_api_key}),
+                    config_.cache_salt_per_api_key, config_.max_response_bytes}),
       worker_call_handler_(worker_calls_, router_, large_bodies_,
                            {config_.request_timeout, config_.retry_after_seconds}),
       large_bodies_(kLargeBodyThreads, kLargeBodyQueue) {}
@@ -133,6 +142,7 @@ void GatewayServer::AddRoutes() {
 }
 
 absl::Status GatewayServer::Start() {
+  RETURN_IF_ERROR(credentials_.status());
   // The keys of the config, its api_keys_file and LLMC_API_KEYS; none at all is allowed on loopback only,
   // unless the config says allow_unauthenticated.
   ASSIGN_OR_RETURN(std::vector<std::string> api_keys, config_.EffectiveApiKeys(std::getenv("LLMC_API_KEYS")));
@@ -147,6 +157,25 @@ absl::Status GatewayServer::Start() {
   ASSIGN_OR_RETURN(address_, http_->Start(config_.listen_address));
   LLMC_LOG(Info).With("http", address_.ToString()).With("controller", config_.controller_address) << "gateway ready";
   return absl::OkStatus();
+}
+
+void GatewayServer::Drain() {
+  if (http_ == nullptr || draining_.exchange(true)) return Shutdown();
+  http_->StopAccepting();
+  if (const int64_t running = http_->requests_in_flight(); running > 0) {
+    LLMC_LOG(Info) << "draining: waiting up to " << absl::FormatDuration(config_.drain_grace_period) << " for "
+                   << running << " requests";
+  }
+  if (!http_->WaitForRequests(absl::Now() + config_.drain_grace_period)) {
+    LLMC_LOG(Warning) << "drain grace period over: ending " << http_->requests_in_flight() << " requests";
+    // Each generation and worker call ends with UNAVAILABLE ("the gateway is shutting down"), which its
+    // handler answers through the still open connection: an error event and [DONE], or a 503.
+    large_bodies_.Shutdown();
+    dispatcher_.Shutdown();
+    worker_calls_.Shutdown();
+    http_->WaitForRequests(absl::Now() + kFinalFlush);
+  }
+  Shutdown();
 }
 
 void GatewayServer::Shutdown() {
@@ -197,7 +226,19 @@ void GatewayServer::HandleHealth(std::shared_ptr<ResponseWriter> writer) {
 // The gateway's own readiness: it takes requests whether or not a worker is ready, and answers those it
 // cannot place with 503 and Retry-After itself. A probe on /health would take the gateway out of its
 // Service whenever the workers are away, and clients would get "connection refused" instead.
+// While it drains (SIGTERM) it is not ready, so that a load balancer that still holds a connection to it
+// stops sending. Nor while the controller refuses its internal credentials: a gateway with the wrong
+// secret could serve nothing, and a rollout that brings it stalls instead of replacing working gateways.
 void GatewayServer::HandleReady(std::shared_ptr<ResponseWriter> writer) {
+  if (draining_.load()) {
+    return SendError(*writer, absl::UnavailableError("the gateway is shutting down"), config_.retry_after_seconds);
+  }
+  if (router_.refused_by_controller()) {
+    return SendError(*writer,
+                     absl::UnavailableError("the gateway could not authenticate to the controller (internal "
+                                            "authentication failed)"),
+                     config_.retry_after_seconds);
+  }
   const std::vector<v1::WorkerInfo> workers = router_.replica().Workers();
   const auto ready = std::count_if(workers.begin(), workers.end(), [](const v1::WorkerInfo& worker) {
     return worker.state() == v1::WORKER_STATE_READY;

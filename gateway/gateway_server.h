@@ -1,12 +1,15 @@
 #ifndef LLMC_GATEWAY_GATEWAY_SERVER_H_
 #define LLMC_GATEWAY_GATEWAY_SERVER_H_
 
+#include <atomic>
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/bounded_executor.h"
 #include "common/config/gateway_config.h"
 #include "common/host_port.h"
+#include "common/internal_auth/cluster_credentials.h"
 #include "gateway/completion_handler.h"
 #include "gateway/dispatch/generation_dispatcher.h"
 #include "gateway/dispatch/unary_dispatcher.h"
@@ -28,6 +31,11 @@ class GatewayServer {
   GatewayServer& operator=(const GatewayServer&) = delete;
 
   absl::Status Start();
+  // Graceful stop (SIGTERM): stops accepting connections and turns /ready 503, lets the requests in flight
+  // finish for up to drain_grace_period, then ends the rest (streams with an error event, others with 503)
+  // and Shutdown()s.
+  void Drain();
+  // Immediate stop: requests in flight are cut. Idempotent.
   void Shutdown();
 
   const HostPort& address() const { return address_; }
@@ -43,6 +51,8 @@ class GatewayServer {
 
   const config::GatewayConfig config_;
   std::shared_ptr<GatewayMetrics> metrics_;
+  // What the gateway's calls to the controller and workers carry; an error here fails Start.
+  const absl::StatusOr<internal_auth::ClusterCredentials> credentials_;
   WorkerChannels channels_;  // before router_: its refresh thread prunes them
   WorkerRouter router_;
   GenerationDispatcher dispatcher_;
@@ -52,6 +62,7 @@ class GatewayServer {
   BoundedExecutor large_bodies_;  // after the handlers, whose methods its tasks call: destroyed first
   std::unique_ptr<HttpServer> http_;
   HostPort address_;
+  std::atomic<bool> draining_{false};
 };
 
 }  // namespace llmc::gateway

@@ -17,6 +17,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   shutdown.Wait();
-  server.Shutdown();
+  server.Drain();
   return 0;
 }

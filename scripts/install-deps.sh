@@ -16,8 +16,8 @@ packages=(
   libtorch-dev python3-torch python3-numpy libopenblas0-openmp
   # tests and tools (python3-jinja2: the reference renderer for the chat-template parity test;
   # python3-jsonschema and python3-rfc3987: the JSON Schema validator and its uri format checker that judge
-  # the grammar engine's schema corpus)
-  catch2 curl python3-jinja2 python3-jsonschema python3-rfc3987
+  # the grammar engine's schema corpus; openssl: the certificates of the internal TLS test)
+  catch2 curl openssl python3-jinja2 python3-jsonschema python3-rfc3987
   # headless browser for the web chat page test (driven by puppeteer-core from npm)
   chromium
 )

@@ -12,6 +12,9 @@
 #   LLMC_API_KEYS bearer API keys the gateway requires, comma-separated (default: none; the gateway listens
 #                 on 127.0.0.1 only, where it may serve without keys)
 # Extra arguments go to every worker, e.g. --dtype=float32 or --max_running=16.
+#
+# Internal gRPC is authenticated as in a real deployment: a random cluster secret is made at start, in a file
+# only this user can read, and given to every process (--cluster_secret_file); it is deleted on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,26 +34,35 @@ done
 total_workers=$(( workers * ${#models[@]} ))
 threads="${LLMC_THREADS:-$(( $(nproc) / total_workers > 0 ? $(nproc) / total_workers : 1 ))}"
 
+secret_dir="$(mktemp -d)"
+chmod 700 "$secret_dir"
+secret_file="$secret_dir/cluster-secret"
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret_file")
+
 pids=()
 stop_all() {
   trap - INT TERM EXIT
   [ ${#pids[@]} -gt 0 ] && kill -TERM "${pids[@]}" 2>/dev/null || true
   wait || true
+  rm -rf "$secret_dir"
 }
 trap stop_all INT TERM EXIT
 
-build/controller/llmc-controller --listen_address=127.0.0.1:21001 --metrics_address=127.0.0.1:21081 &
+build/controller/llmc-controller --listen_address=127.0.0.1:21001 --metrics_address=127.0.0.1:21081 \
+  --cluster_secret_file="$secret_file" &
 pids+=($!)
 i=0
 for package in "${models[@]}"; do
   for ((w = 0; w < workers; w++, i++)); do
     build/worker/llmc-worker --model_path="$package" --listen_address="127.0.0.1:$((21100 + i))" \
       --metrics_address="127.0.0.1:$((21200 + i))" --controller_address=127.0.0.1:21001 \
-      --worker_id="worker-$i" --num_threads="$threads" --kv_cache_bytes=$((1 << 30)) "$@" &
+      --worker_id="worker-$i" --num_threads="$threads" --kv_cache_bytes=$((1 << 30)) \
+      --cluster_secret_file="$secret_file" "$@" &
     pids+=($!)
   done
 done
-build/gateway/llmc-gateway --listen_address="127.0.0.1:$port" --controller_address=127.0.0.1:21001 &
+build/gateway/llmc-gateway --listen_address="127.0.0.1:$port" --controller_address=127.0.0.1:21001 \
+  --cluster_secret_file="$secret_file" &
 pids+=($!)
 
 # Ready once every model is listed (each worker registers when its model is loaded).

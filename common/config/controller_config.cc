@@ -27,6 +27,10 @@ absl::Status ControllerConfig::Validate() const {
     }
   }
   if (prefix_index_entries == 0) return absl::InvalidArgumentError("prefix_index_entries must be at least 1");
+  if (max_workers < 1 || max_workers > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat("max_workers must be in [1, 65536], got ", max_workers));
+  }
+  RETURN_IF_ERROR(internal_auth.Validate());
   return ValidateLogLevel("log_level", log_level);
 }
 

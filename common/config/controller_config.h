@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/config/internal_auth_config.h"
 
 namespace llmc::config {
 
@@ -25,7 +26,10 @@ struct ControllerConfig {
   double load_weight = 1.0;
   double kv_weight = 0.5;
   uint64_t prefix_index_entries = 1 << 20;
+  // Workers a controller keeps at most: registrations of new ids beyond it are refused.
+  uint32_t max_workers = 1024;
   std::string log_level = "info";
+  InternalAuthConfig internal_auth;  // its keys sit at the top of the section
 
   // A worker is dropped when its last heartbeat is older than this.
   absl::Duration expiry_after() const { return heartbeat_interval * expiry_missed_heartbeats; }
@@ -50,6 +54,8 @@ struct ControllerConfig {
       "prefix_aware: weight of the prefill tokens a worker likely has queued and of its queue relative to capacity");
     v("kv_weight", kv_weight, "prefix_aware: weight of a worker's KV cache use");
     v("prefix_index_entries", prefix_index_entries, "prefix_aware: prefix chunk hashes remembered (LRU)");
+    v("max_workers", max_workers, "workers registered at once at most; registrations of new ids beyond it are refused");
+    internal_auth.VisitFields(v);
     v("log_level", log_level, "debug, info, warning or error");
   }
 

@@ -1,7 +1,5 @@
 #include "common/config/gateway_config.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -28,18 +26,6 @@ void AddKey(absl::string_view key, std::vector<std::string>& keys) {
   if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.emplace_back(key);
 }
 
-bool IsLoopbackHost(const std::string& host) {
-  if (absl::EqualsIgnoreCase(host, "localhost")) return true;
-  in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  if (inet_pton(AF_INET6, host.c_str(), &v6) == 1) {
-    static const in6_addr kLoopback = IN6ADDR_LOOPBACK_INIT;
-    return std::equal(std::begin(v6.s6_addr), std::end(v6.s6_addr), std::begin(kLoopback.s6_addr));
-  }
-  return false;  // another name: it may resolve to anything
-}
-
 }  // namespace
 
 absl::Status GatewayConfig::Validate() const {
@@ -56,6 +42,10 @@ absl::Status GatewayConfig::Validate() const {
         absl::StrCat("max_body_bytes must be in [1024, ", kMaxRequestBodyBytes, "], got ", max_body_bytes));
   }
   if (max_header_bytes < 1024) return absl::InvalidArgumentError("max_header_bytes must be at least 1024");
+  if (max_response_bytes < (1 << 20)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_response_bytes must be at least 1048576 (1 MiB), got ", max_response_bytes));
+  }
   if (max_connections < 1) return absl::InvalidArgumentError("max_connections must be at least 1");
   if (max_inflight_body_bytes < max_body_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("max_inflight_body_bytes (", max_inflight_body_bytes,
@@ -73,9 +63,13 @@ absl::Status GatewayConfig::Validate() const {
   if (worker_accept_timeout < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("worker_accept_timeout must not be negative");
   }
+  if (drain_grace_period < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("drain_grace_period must not be negative");
+  }
   if (max_attempts < 1 || max_attempts > 16) {
     return absl::InvalidArgumentError(absl::StrCat("max_attempts must be in [1, 16], got ", max_attempts));
   }
+  RETURN_IF_ERROR(internal_auth.Validate());
   return ValidateLogLevel("log_level", log_level);
 }
 

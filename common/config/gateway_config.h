@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/config/internal_auth_config.h"
 
 namespace llmc::config {
 
@@ -24,6 +25,7 @@ struct GatewayConfig {
   bool serve_web_chat = true;                   // the chat page at /
   uint32_t num_threads = 4;                     // HTTP I/O threads
   uint64_t max_body_bytes = 8 << 20;
+  uint64_t max_response_bytes = 128ull << 20;  // one non-streamed answer, held until it is whole
   uint32_t max_header_bytes = 16 << 10;
   uint32_t max_connections = 4096;                            // concurrent client connections; beyond: 503 and close
   uint64_t max_inflight_body_bytes = 256ull << 20;            // request bodies being received, over all connections
@@ -38,7 +40,9 @@ struct GatewayConfig {
   absl::Duration worker_accept_timeout = absl::Seconds(5);  // a worker that has not taken a stream by then is skipped
   absl::Duration worker_call_timeout = absl::Seconds(30);   // one attempt of a unary worker call (tokenize, embed)
   uint32_t retry_after_seconds = 1;                         // the Retry-After of a 429
+  absl::Duration drain_grace_period = absl::Seconds(30);    // on SIGTERM, how long running requests may finish
   std::string log_level = "info";
+  InternalAuthConfig internal_auth;  // its keys sit at the top of the section
 
   template <typename Visitor>
   void VisitFields(Visitor& v) {
@@ -63,6 +67,10 @@ struct GatewayConfig {
     v("num_threads", num_threads, "HTTP I/O threads, each with its own io_context; connections go to them in turn");
     v("max_body_bytes", max_body_bytes, "largest request body accepted (at most 32 MiB); larger gets 413");
     v("max_header_bytes", max_header_bytes, "largest request header block accepted");
+    v("max_response_bytes", max_response_bytes,
+      "largest non-streamed answer the gateway holds for one request (at least 1 MiB): a request whose answer "
+      "could never fit gets 400 naming the numbers, and an answer that grows past it ends with a 400; streamed "
+      "answers are not bounded by it");
     v("max_connections", max_connections,
       "concurrent client connections per gateway process; one beyond gets a 503 and is closed at once");
     v("max_inflight_body_bytes", max_inflight_body_bytes,
@@ -85,6 +93,10 @@ struct GatewayConfig {
       "a worker that does not answer a tokenize, detokenize or embeddings call this fast (stopped, overloaded) "
       "is skipped and another tried; none left: 503. 0 waits up to request_timeout");
     v("retry_after_seconds", retry_after_seconds, "Retry-After header of 429 and 503 answers");
+    v("drain_grace_period", drain_grace_period,
+      "on SIGTERM the gateway stops accepting connections and lets running requests finish for this long; then "
+      "streams end with an error event and other requests get 503");
+    internal_auth.VisitFields(v);
     v("log_level", log_level, "debug, info, warning or error");
   }
 

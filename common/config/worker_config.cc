@@ -65,6 +65,7 @@ absl::Status WorkerConfig::Validate() const {
   RETURN_IF_ERROR(ValidateListenAddress("metrics_address", metrics_address, /*allow_empty=*/true));
   RETURN_IF_ERROR(ValidatePositive("heartbeat_interval", heartbeat_interval));
   RETURN_IF_ERROR(ValidatePositive("drain_grace_period", drain_grace_period));
+  RETURN_IF_ERROR(internal_auth.Validate());
   return ValidateLogLevel("log_level", log_level);
 }
 

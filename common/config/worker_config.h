@@ -6,6 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/config/internal_auth_config.h"
+#include "common/engine_limits.h"
 
 namespace llmc::config {
 
@@ -22,14 +24,14 @@ struct WorkerConfig {
 
   // Engine
   uint64_t kv_cache_bytes = 0;  // 0: use kv_cache_memory_fraction
-  double kv_cache_memory_fraction = 0.3;
-  uint32_t block_size = 16;
-  uint32_t max_num_batched_tokens = 512;      // token budget of one step (decode tokens + prefill chunks)
-  uint32_t max_running = 32;                  // sequences in the continuous batch
-  uint32_t max_waiting = 256;                 // queued requests before RESOURCE_EXHAUSTED
-  uint32_t max_consecutive_failed_steps = 3;  // then the worker leaves rotation (UNHEALTHY)
-  bool enable_prefix_caching = true;          // reuse the KV blocks of prompt prefixes seen before
-  uint32_t num_threads = 0;                   // intra-op threads for CPU kernels; 0 keeps libtorch's default
+  double kv_cache_memory_fraction = kDefaultEngineLimits.kv_cache_memory_fraction;
+  uint32_t block_size = kDefaultEngineLimits.block_size;
+  uint32_t max_num_batched_tokens = kDefaultEngineLimits.max_num_batched_tokens;
+  uint32_t max_running = kDefaultEngineLimits.max_running;
+  uint32_t max_waiting = kDefaultEngineLimits.max_waiting;                                    // then RESOURCE_EXHAUSTED
+  uint32_t max_consecutive_failed_steps = kDefaultEngineLimits.max_consecutive_failed_steps;  // then UNHEALTHY
+  bool enable_prefix_caching = true;  // reuse the KV blocks of prompt prefixes seen before
+  uint32_t num_threads = 0;           // intra-op threads for CPU kernels; 0 keeps libtorch's default
   absl::Duration request_timeout = absl::ZeroDuration();  // 0: no deadline beyond the caller's
   bool trust_request_chat_template = false;               // render a request's own chat_template
   uint32_t json_max_whitespace = 0;          // structured outputs: whitespace allowed at each place JSON allows it
@@ -47,6 +49,7 @@ struct WorkerConfig {
   absl::Duration heartbeat_interval = absl::Seconds(2);  // until the controller says otherwise
   absl::Duration drain_grace_period = absl::Seconds(30);
   std::string log_level = "info";
+  InternalAuthConfig internal_auth;  // its keys sit at the top of the section
 
   template <typename Visitor>
   void VisitFields(Visitor& v) {
@@ -98,6 +101,7 @@ struct WorkerConfig {
       "llmc (llmc:* metrics), vllm (vLLM's vllm:* names, as the llm-d endpoint picker reads them) or both");
     v("heartbeat_interval", heartbeat_interval, "heartbeat period until the controller names its own");
     v("drain_grace_period", drain_grace_period, "on SIGTERM, how long in-flight streams may run before abort");
+    internal_auth.VisitFields(v);
     v("log_level", log_level, "debug, info, warning or error");
   }
 

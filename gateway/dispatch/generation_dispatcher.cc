@@ -8,7 +8,9 @@
 #include "absl/synchronization/mutex.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
+#include "gateway/dispatch/internal_auth_failure.h"
 #include "gateway/dispatch/prefix_routing.h"
+#include "gateway/dispatch/worker_retry.h"
 #include "grpcpp/alarm.h"
 
 namespace llmc::gateway {
@@ -27,7 +29,8 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
         request_(request),
         prefix_hashes_(RequestPrefixHashes(request)),
         deadline_(deadline),
-        callbacks_(std::move(callbacks)) {}
+        callbacks_(std::move(callbacks)),
+        retry_(dispatcher.options_.max_attempts) {}
 
   void PickNext() {
     std::vector<std::string> excluded;
@@ -38,7 +41,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       if (cancelled_) {
         cancelled = cancel_reason_;
       } else {
-        excluded = refused_;
+        excluded = retry_.refused();
         round = ++pick_round_;
       }
     }
@@ -100,7 +103,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       absl::MutexLock lock(&mu_);
       answered_round_ = round;
       pick_.reset();
-      refusal = last_refusal_;
+      refusal = retry_.last_refusal();
       if (cancelled_) cancelled = cancel_reason_;
     }
     // Cancelled meanwhile: end with the cancellation's reason, without sending the request to a worker.
@@ -182,7 +185,10 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   }
 
   void OnCallDone(uint64_t attempt, const std::string& worker_id, const grpc::Status& grpc_status) {
-    absl::Status status = FromGrpcStatus(grpc_status);
+    // A worker that refuses the gateway's credentials is tried like a failing one: another may take them.
+    absl::Status status = IsInternalAuthFailure(grpc_status)
+                              ? InternalAuthFailure("a worker", absl::StrCat("worker ", worker_id), grpc_status)
+                              : FromGrpcStatus(grpc_status);
     bool retry = false;
     std::unique_ptr<grpc::Alarm> alarm;
     {
@@ -196,16 +202,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
       }
       alarm = std::move(accept_alarm_);
       call_.reset();
-      ++attempts_;
-      // INTERNAL before any output is a failed model step: another worker may well succeed.
-      const bool refusal = status.code() == absl::StatusCode::kResourceExhausted ||
-                           status.code() == absl::StatusCode::kUnavailable ||
-                           status.code() == absl::StatusCode::kInternal;
-      if (refusal && !received_ && !cancelled_ && attempts_ < dispatcher_.options_.max_attempts) {
-        refused_.push_back(worker_id);
-        last_refusal_ = status;
-        retry = true;
-      }
+      retry = retry_.RetryAfter(status, worker_id, /*may_retry=*/!received_ && !cancelled_);
     }
     if (!retry) return Finish(status);
     if (dispatcher_.on_retry_) dispatcher_.on_retry_();
@@ -222,9 +219,7 @@ class DispatchRun final : public DispatchHandle, public std::enable_shared_from_
   absl::Mutex mu_;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool received_ ABSL_GUARDED_BY(mu_) = false;
-  uint32_t attempts_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<std::string> refused_ ABSL_GUARDED_BY(mu_);
-  absl::Status last_refusal_ ABSL_GUARDED_BY(mu_);
+  WorkerRetry retry_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<GenerateCallHandle> call_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<PendingPick> pick_ ABSL_GUARDED_BY(mu_);  // the pick of pick_round_, while unanswered
   uint64_t pick_round_ ABSL_GUARDED_BY(mu_) = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/prefix_hash.h"
 
@@ -83,6 +84,7 @@ bool RoutingReplica::Apply(const v1::RoutingUpdate& update) {
   const absl::Time now = clock_.Now();
   absl::MutexLock lock(&mu_);
   if (!update.full() && !has_table_) return false;
+  controller_warming_ = update.warming();
   if (update.full()) {
     const std::string settings = update.settings().SerializeAsString();
     if (policy_ == nullptr || settings != settings_) {
@@ -153,7 +155,15 @@ absl::StatusOr<PickedWorker> RoutingReplica::Pick(const std::string& model,
   const absl::Span<const uint64_t> hashes(prefix_hashes.data(), num_hashes);
   absl::StatusOr<dispatch::RegisteredWorker*> chosen =
       dispatch::PickWorker(workers_, model, {is_live, is_excluded}, *policy_, {hashes, clock_.Now()});
-  if (!chosen.ok()) return chosen.status();
+  if (!chosen.ok()) {
+    // As the warming controller answers (worker_registry.cc): its workers may not all be back yet.
+    if (absl::IsNotFound(chosen.status()) && controller_warming_) {
+      return absl::UnavailableError(absl::StrCat(chosen.status().message(),
+                                                 " yet: the controller started moments ago and workers may "
+                                                 "still be registering"));
+    }
+    return chosen.status();
+  }
   const dispatch::RegisteredWorker& worker = **chosen;
   local_picks_.push_back({next_seq_, worker.worker_id});
   ++local_counts_[worker.worker_id];

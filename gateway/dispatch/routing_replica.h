@@ -90,7 +90,8 @@ class RoutingReplica {
   const Clock& clock_;
   mutable absl::Mutex mu_;
   bool has_table_ ABSL_GUARDED_BY(mu_) = false;
-  std::string settings_ ABSL_GUARDED_BY(mu_);  // the serialized DispatchSettings the policy was made from
+  bool controller_warming_ ABSL_GUARDED_BY(mu_) = false;  // the last update said so
+  std::string settings_ ABSL_GUARDED_BY(mu_);             // the serialized DispatchSettings the policy was made from
   std::unique_ptr<dispatch::DispatchPolicy> policy_ ABSL_GUARDED_BY(mu_);
   dispatch::WorkerMap workers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, uint32_t> controller_picks_ ABSL_GUARDED_BY(mu_);

@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
+#include "gateway/dispatch/internal_auth_failure.h"
+#include "gateway/dispatch/worker_retry.h"
 
 namespace llmc::gateway {
 
@@ -20,14 +22,15 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
         model_(std::move(model)),
         deadline_(deadline),
         start_(std::move(start)),
-        done_(std::move(done)) {}
+        done_(std::move(done)),
+        retry_(dispatcher.max_attempts_) {}
 
   void PickNext() {
     std::vector<std::string> excluded;
     {
       absl::MutexLock lock(&mu_);
       if (cancelled_) return Finish(absl::UnavailableError("the gateway is shutting down"));
-      excluded = failed_workers_;
+      excluded = retry_.refused();
     }
     auto pick = dispatcher_.router_.Pick(
         model_, excluded, /*prefix_hashes=*/{},
@@ -72,7 +75,7 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
       picked_ = true;
       pick_.reset();
       cancelled = cancelled_;
-      last_failure = last_failure_;
+      last_failure = retry_.last_refusal();
       if (picked.ok() && !cancelled) context_ = context;
     }
     if (cancelled) return Finish(absl::UnavailableError("the gateway is shutting down"));
@@ -86,7 +89,9 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
   }
 
   void OnCallDone(const std::string& worker_id, const grpc::Status& grpc_status) {
-    absl::Status status = FromGrpcStatus(grpc_status);
+    absl::Status status = IsInternalAuthFailure(grpc_status)
+                              ? InternalAuthFailure("a worker", absl::StrCat("worker ", worker_id), grpc_status)
+                              : FromGrpcStatus(grpc_status);
     const absl::Duration attempt_timeout = dispatcher_.attempt_timeout_;
     if (status.code() == absl::StatusCode::kDeadlineExceeded && attempt_timeout > absl::ZeroDuration() &&
         absl::Now() < deadline_) {
@@ -98,15 +103,7 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
       absl::MutexLock lock(&mu_);
       context_.reset();
       picked_ = false;
-      // A worker draining or gone, one whose queue is full, or a failed model step: another may succeed.
-      const bool refusal = status.code() == absl::StatusCode::kUnavailable ||
-                           status.code() == absl::StatusCode::kResourceExhausted ||
-                           status.code() == absl::StatusCode::kInternal;
-      if (refusal && !cancelled_ && failed_workers_.size() + 1 < dispatcher_.max_attempts_) {
-        failed_workers_.push_back(worker_id);
-        last_failure_ = status;
-        retry = true;
-      }
+      retry = retry_.RetryAfter(status, worker_id, /*may_retry=*/!cancelled_);
     }
     if (!retry) return Finish(status);
     LLMC_LOG(Info).With("worker_id", worker_id) << "worker refused (" << status.message() << "); trying another";
@@ -132,8 +129,7 @@ class UnaryRun final : public std::enable_shared_from_this<UnaryRun> {
   bool picked_ ABSL_GUARDED_BY(mu_) = false;  // the current pick has been answered
   std::shared_ptr<PendingPick> pick_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> failed_workers_ ABSL_GUARDED_BY(mu_);
-  absl::Status last_failure_ ABSL_GUARDED_BY(mu_);
+  WorkerRetry retry_ ABSL_GUARDED_BY(mu_);
 };
 
 std::function<void()> UnaryDispatcher::Call(const std::string& model, absl::Time deadline, UnaryStarter start,

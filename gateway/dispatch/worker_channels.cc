@@ -1,14 +1,14 @@
 #include "gateway/dispatch/worker_channels.h"
 
 #include "common/grpc_callback_pool.h"
+#include "common/internal_auth/internal_channel.h"
 #include "common/message_limits.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 
 namespace llmc::gateway {
 
-std::shared_ptr<grpc::Channel> MakeClusterChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeClusterChannel(const std::string& address,
+                                                  const internal_auth::ClusterCredentials& credentials) {
   KeepGrpcCallbackPoolUntilExit();
   grpc::ChannelArguments arguments;
   arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20'000);
@@ -19,13 +19,13 @@ std::shared_ptr<grpc::Channel> MakeClusterChannel(const std::string& address) {
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1'000);
   arguments.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
   arguments.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), arguments);
+  return internal_auth::CreateInternalChannel(address, credentials, std::move(arguments));
 }
 
 std::shared_ptr<v1::Worker::Stub> WorkerChannels::Stub(const std::string& address) {
   absl::MutexLock lock(&mu_);
   auto& stub = stubs_[address];
-  if (stub == nullptr) stub = v1::Worker::NewStub(MakeClusterChannel(address));
+  if (stub == nullptr) stub = v1::Worker::NewStub(MakeClusterChannel(address, credentials_));
   return stub;
 }
 

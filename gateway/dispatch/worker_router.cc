@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
+#include "gateway/dispatch/internal_auth_failure.h"
 #include "gateway/dispatch/worker_channels.h"
 
 namespace llmc::gateway {
@@ -36,8 +37,8 @@ bool ControllerUnreachable(const grpc::Status& status) {
 
 WorkerRouter::WorkerRouter(const std::string& controller_address, absl::Duration retry_interval,
                            std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh,
-                           absl::Duration controller_deadline)
-    : stub_(v1::Controller::NewStub(MakeClusterChannel(controller_address))),
+                           absl::Duration controller_deadline, const internal_auth::ClusterCredentials& credentials)
+    : stub_(v1::Controller::NewStub(MakeClusterChannel(controller_address, credentials))),
       retry_interval_(retry_interval),
       controller_deadline_(controller_deadline),
       on_refresh_(std::move(on_refresh)),
@@ -120,6 +121,9 @@ void WorkerRouter::WatchLoop() {
       const bool moved = replica_.Apply(update);
       if (update.full()) {
         watching_.store(replica_.has_table());
+        if (refused_.exchange(false)) {
+          LLMC_LOG(Info) << "the controller accepts the gateway's credentials again";
+        }
         if (replica_.has_table() && !first_table_.HasBeenNotified()) first_table_.Notify();
         retry = kFirstRetry;
       }
@@ -131,8 +135,15 @@ void WorkerRouter::WatchLoop() {
       absl::MutexLock lock(&watch_mu_);
       watch_context_ = nullptr;
     }
-    LLMC_LOG(Debug) << "routing table stream ended (" << status.error_message() << "); watching again in "
-                    << absl::FormatDuration(retry);
+    if (IsInternalAuthFailure(status)) {
+      // Logged once until the controller accepts the gateway again: it retries every retry_interval.
+      if (!refused_.exchange(true)) {
+        InternalAuthFailure("the controller", "the controller (watching the routing table)", status).IgnoreError();
+      }
+    } else {
+      LLMC_LOG(Debug) << "routing table stream ended (" << status.error_message() << "); watching again in "
+                      << absl::FormatDuration(retry);
+    }
     stop_.WaitForNotificationWithTimeout(retry);
     retry = std::min(retry * 2, retry_interval_);
   }
@@ -230,6 +241,8 @@ std::shared_ptr<PendingPick> WorkerRouter::AskController(const std::string& mode
           absl::StatusOr<PickedWorker> picked = replica_.Pick(model, exclude_worker_ids, prefix_hashes);
           if (picked.ok()) picked->from_cache = true;
           done(std::move(picked));
+        } else if (IsInternalAuthFailure(status)) {
+          done(InternalAuthFailure("the controller", "the controller (PickWorker)", status));
         } else {
           done(FromGrpcStatus(status));
         }
@@ -274,6 +287,8 @@ void WorkerRouter::ListModels(ModelsCallback done) {
           done(absl::CancelledError("the gateway is shutting down"));
         } else if (ControllerUnreachable(status)) {
           done(ModelsFromCache());
+        } else if (IsInternalAuthFailure(status)) {
+          done(InternalAuthFailure("the controller", "the controller (ListModels)", status));
         } else {
           done(FromGrpcStatus(status));
         }

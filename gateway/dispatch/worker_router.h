@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/internal_auth/cluster_credentials.h"
 #include "gateway/dispatch/routing_replica.h"
 #include "llmc/v1/controller.grpc.pb.h"
 
@@ -40,10 +41,11 @@ class WorkerRouter {
  public:
   // `on_refresh` (may be empty) runs on the watch thread with the table whenever workers leave it.
   // `retry_interval` bounds the wait before watching again after the stream broke. `controller_deadline`
-  // bounds each unary call to the controller; past it the cached table answers.
+  // bounds each unary call to the controller; past it the cached table answers. Calls carry `credentials`.
   WorkerRouter(const std::string& controller_address, absl::Duration retry_interval,
                std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh = {},
-               absl::Duration controller_deadline = absl::Seconds(1));
+               absl::Duration controller_deadline = absl::Seconds(1),
+               const internal_auth::ClusterCredentials& credentials = {});
   ~WorkerRouter();
   WorkerRouter(const WorkerRouter&) = delete;
   WorkerRouter& operator=(const WorkerRouter&) = delete;
@@ -66,6 +68,9 @@ class WorkerRouter {
   bool HasReadyWorker() const;
   // True while the routing table streams from the controller.
   bool watching() const { return watching_.load(); }
+  // True while the controller refuses the gateway's internal credentials (its last WatchRouting ended
+  // UNAUTHENTICATED or PERMISSION_DENIED): a misconfiguration only the operator can fix.
+  bool refused_by_controller() const { return refused_.load(); }
   const RoutingReplica& replica() const { return replica_; }
 
  private:
@@ -89,6 +94,7 @@ class WorkerRouter {
   const std::function<void(const std::vector<v1::WorkerInfo>&)> on_refresh_;
   RoutingReplica replica_;
   std::atomic<bool> watching_{false};
+  std::atomic<bool> refused_{false};
   absl::Notification first_table_;
   absl::Notification stop_;
   std::thread watch_thread_;

@@ -64,6 +64,15 @@ struct HttpServer::Impl {
     if (state->observer() != nullptr) state->observer()->OnConnectionRefused();
   }
 
+  // Closes the acceptor on its own strand; safe from any thread.
+  void CloseAcceptor() {
+    asio::post(acceptor.get_executor(), [this] {
+      error_code ignored;
+      acceptor.close(ignored);
+      accept_backoff.cancel();
+    });
+  }
+
   void Accept() {
     acceptor.async_accept(asio::make_strand(NextContext()), [this](error_code error, tcp::socket socket) {
       if (!acceptor.is_open()) return;
@@ -151,14 +160,21 @@ absl::StatusOr<HostPort> HttpServer::Start(const std::string& listen_address) {
   return bound;
 }
 
+void HttpServer::StopAccepting() {
+  if (impl_ == nullptr || state_->draining()) return;
+  impl_->CloseAcceptor();
+  for (const auto& session : state_->BeginDrain()) session->CloseWhenIdle();
+  LLMC_LOG(Info).With("requests", absl::StrCat(state_->requests_in_flight())) << "HTTP server stopped accepting";
+}
+
+bool HttpServer::WaitForRequests(absl::Time deadline) { return state_->AwaitNoRequests(deadline); }
+
+int64_t HttpServer::requests_in_flight() const { return state_->requests_in_flight(); }
+
 void HttpServer::Stop() {
   if (impl_ == nullptr) return;
   std::vector<std::shared_ptr<HttpSession>> sessions = state_->BeginStop();
-  asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
-    error_code ignored;
-    impl->acceptor.close(ignored);
-    impl->accept_backoff.cancel();
-  });
+  impl_->CloseAcceptor();
   for (const auto& session : sessions) session->Close();
   sessions.clear();
   // With the acceptor closed and every connection closed, the threads run out of work and return.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/host_port.h"
 #include "gateway/http/http_handler.h"
 #include "gateway/http/http_server_options.h"
@@ -33,6 +34,15 @@ class HttpServer {
   // Binds `listen_address` ("host:port"; port 0 picks a free port) and starts serving; returns the bound
   // address. Fails when the address is bad or cannot be bound. Once per server.
   absl::StatusOr<HostPort> Start(const std::string& listen_address);
+
+  // The start of a graceful stop: closes the listener (new connections are refused), closes idle keep-alive
+  // connections, and ends every response from now on with `Connection: close`. Requests already in flight
+  // (and those arriving on connections already open) are still served. Idempotent.
+  void StopAccepting();
+  // Waits until no request is in flight (from its first byte to the end of its response); false when
+  // `deadline` came first.
+  bool WaitForRequests(absl::Time deadline);
+  int64_t requests_in_flight() const;
 
   // Stops accepting, closes every connection (handlers still working get OnClientGone) and joins the I/O
   // threads. Writers held elsewhere become no-ops. Idempotent.

@@ -52,14 +52,46 @@ void HttpServerState::ReleaseBody(uint64_t bytes) {
   if (observer_ != nullptr) observer_->OnBodyBytesReserved(-static_cast<int64_t>(bytes));
 }
 
+void HttpServerState::RequestStarted() {
+  absl::MutexLock lock(&requests_mu_);
+  ++requests_;
+}
+
+void HttpServerState::RequestEnded() {
+  absl::MutexLock lock(&requests_mu_);
+  --requests_;
+}
+
+bool HttpServerState::AwaitNoRequests(absl::Time deadline) {
+  absl::MutexLock lock(&requests_mu_);
+  const auto none = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(requests_mu_) { return requests_ == 0; };
+  return requests_mu_.AwaitWithDeadline(absl::Condition(&none), deadline);
+}
+
+int64_t HttpServerState::requests_in_flight() {
+  absl::MutexLock lock(&requests_mu_);
+  return requests_;
+}
+
+std::vector<std::shared_ptr<HttpSession>> HttpServerState::BeginDrain() {
+  absl::MutexLock lock(&sessions_mu_);
+  // Set under the lock: a session added after this list was taken sees it.
+  draining_.store(true, std::memory_order_release);
+  return LiveSessions();
+}
+
 std::vector<std::shared_ptr<HttpSession>> HttpServerState::BeginStop() {
   {
     absl::MutexLock lock(&gate_mu_);
     open_ = false;
   }
-  std::vector<std::shared_ptr<HttpSession>> live;
   absl::MutexLock lock(&sessions_mu_);
   stopping_ = true;
+  return LiveSessions();
+}
+
+std::vector<std::shared_ptr<HttpSession>> HttpServerState::LiveSessions() {
+  std::vector<std::shared_ptr<HttpSession>> live;
   for (const auto& [pointer, handle] : sessions_) {
     if (auto session = handle.lock()) live.push_back(std::move(session));
   }

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "gateway/http/http_router.h"
 #include "gateway/http/http_server_options.h"
 
@@ -49,16 +50,35 @@ class HttpServerState {
   void ReleaseBody(uint64_t bytes);
   uint64_t reserved_body_bytes() const { return body_bytes_.load(std::memory_order_relaxed); }
 
+  // Requests from their first byte to the end of their response (or their client's leaving): what a drain
+  // waits for. Each session counts at most one at a time.
+  void RequestStarted();
+  void RequestEnded();
+  // Waits until no request is in flight; false when `deadline` came first.
+  bool AwaitNoRequests(absl::Time deadline);
+  int64_t requests_in_flight();
+
+  // The drain: from now on every response says `Connection: close` and idle connections are closed.
+  // Returns the sessions alive now, for the server to tell.
+  std::vector<std::shared_ptr<HttpSession>> BeginDrain();
+  bool draining() const { return draining_.load(std::memory_order_acquire); }
+
   // Closes the gate and returns the sessions alive now, for the server to close.
   std::vector<std::shared_ptr<HttpSession>> BeginStop();
 
  private:
+  std::vector<std::shared_ptr<HttpSession>> LiveSessions() ABSL_EXCLUSIVE_LOCKS_REQUIRED(sessions_mu_);
+
   const HttpServerOptions options_;
   HttpRouter router_;
   const std::shared_ptr<HttpObserver> observer_;
 
   std::atomic<uint32_t> connections_{0};
   std::atomic<uint64_t> body_bytes_{0};
+  std::atomic<bool> draining_{false};
+
+  absl::Mutex requests_mu_;
+  int64_t requests_ ABSL_GUARDED_BY(requests_mu_) = 0;
 
   absl::Mutex gate_mu_;  // acquired before sessions_mu_ when both are held
   bool open_ ABSL_GUARDED_BY(gate_mu_) = true;

@@ -6,6 +6,7 @@
 #include <exception>
 #include <random>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -82,13 +83,14 @@ HttpSession::HttpSession(asio::ip::tcp::socket socket, std::shared_ptr<HttpServe
       deadline_(strand_),
       write_timer_(strand_),
       keepalive_timer_(strand_),
-      hang_up_timer_(strand_) {
+      hang_up_timer_(strand_),
+      outputs_(state_->observer()) {
   if (state_->observer() != nullptr) state_->observer()->OnConnectionOpened();
 }
 
 HttpSession::~HttpSession() {
   state_->RemoveSession(this);
-  CountQueued(-static_cast<int64_t>(queued_bytes_));
+  UncountRequest();
   ReleaseBody();
   if (!counted_closed_) {
     state_->ConnectionClosed();
@@ -113,6 +115,15 @@ void HttpSession::Close() {
     } else {
       self->CloseSocket();
     }
+  });
+}
+
+void HttpSession::CloseWhenIdle() {
+  asio::post(strand_, [self = shared_from_this()] {
+    // A connection that has not brought its first request yet may be sending it now: it is served.
+    const bool idle = self->phase_ == Phase::kIdle && self->exchange_count_ > 0 && self->buffer_.size() == 0;
+    if (idle) return self->CloseSocket();
+    self->exchange_.keep_alive = false;
   });
 }
 
@@ -182,6 +193,7 @@ void HttpSession::OnReadSome(error_code error, size_t bytes) {
 
 void HttpSession::BeginRead() {
   phase_ = Phase::kReading;
+  CountRequest();
   parser_.emplace();
   parser_->header_limit(options_.max_header_bytes);
   parser_->body_limit(options_.max_body_bytes);
@@ -399,9 +411,10 @@ void HttpSession::BeginExchange(absl::string_view method, absl::string_view targ
   if (state_->router().cors_enabled()) exchange_.allowed_origin = state_->router().AllowedOrigin(origin);
   exchange_.started = std::chrono::steady_clock::now();
   exchange_.gone_flag = std::make_shared<std::atomic<bool>>(false);
-  exchange_.keep_alive = keep_alive;
+  exchange_.keep_alive = keep_alive && !state_->draining();
   exchange_.chunked = version >= 11;
   phase_ = Phase::kHandling;
+  CountRequest();
   self_ = shared_from_this();
   if (read_pending_) return;
   if (buffer_.size() < kMaxReadAhead) {
@@ -447,6 +460,7 @@ std::string HttpSession::ResponseHead(int status, const HttpHeaders& headers) co
 
 void HttpSession::FinishExchange() {
   LogExchange();
+  UncountRequest();
   self_.reset();
   if (exchange_.keep_alive) {
     WaitForRequest();
@@ -555,80 +569,45 @@ void HttpSession::ApplyOnClientGone(uint64_t exchange, std::function<void()> cal
 void HttpSession::ApplyWhenDrained(uint64_t exchange, std::function<void()> callback) {
   // The producer asks once it has handed over its output: send that before the producer goes on (for a
   // stream, before its next gRPC read starts), so the client is not kept waiting behind it.
-  if (phase_ != Phase::kClosed && !writing_ && !outputs_.empty()) WriteNext();
-  if (!Accepts(exchange) || queued_bytes_ <= kDrainedBytes) return callback();
-  if (on_drained_) RunDrained();  // a producer waits for one callback at a time; never strand one
-  on_drained_ = std::move(callback);
-}
-
-void HttpSession::CountQueued(int64_t delta) {
-  queued_bytes_ = static_cast<size_t>(static_cast<int64_t>(queued_bytes_) + delta);
-  if (delta != 0 && state_->observer() != nullptr) state_->observer()->OnResponseBytesQueued(delta);
-}
-
-void HttpSession::RunDrained() {
-  std::function<void()> callback = std::move(on_drained_);
-  on_drained_ = nullptr;
-  if (callback) callback();
+  if (phase_ != Phase::kClosed && !outputs_.writing() && !outputs_.empty()) WriteNext();
+  if (!Accepts(exchange)) return callback();
+  outputs_.WhenDrained(std::move(callback));
 }
 
 // ---- Writing ---------------------------------------------------------------------------------------------
 
 void HttpSession::Enqueue(std::string bytes, bool ends_response) {
   if (phase_ == Phase::kClosed) return;
-  CountQueued(static_cast<int64_t>(bytes.size()));
-  outputs_.push_back(Output{std::move(bytes), ends_response});
-  if (writing_ || flush_posted_) return;
+  outputs_.Push(std::move(bytes), ends_response);
+  if (outputs_.writing() || flush_posted_) return;
   // The write starts after the handlers already waiting on the strand, so what they add leaves with it: a
   // first token brings the stream's head and two events, which reach the client in one segment.
   flush_posted_ = true;
   asio::post(strand_, [self = shared_from_this()] {
     self->flush_posted_ = false;
-    if (self->phase_ != Phase::kClosed && !self->writing_ && !self->outputs_.empty()) self->WriteNext();
+    if (self->phase_ != Phase::kClosed && !self->outputs_.writing() && !self->outputs_.empty()) self->WriteNext();
   });
 }
 
 void HttpSession::WriteNext() {
-  writing_ = true;
-  write_buffers_.clear();
-  size_t bytes = 0;
-  for (const Output& output : outputs_) {
-    if (write_buffers_.size() == kMaxBuffersPerWrite ||
-        (bytes > 0 && bytes + output.bytes.size() > kMaxBytesPerWrite)) {
-      break;
-    }
-    write_buffers_.push_back(asio::buffer(output.bytes));
-    bytes += output.bytes.size();
-    if (output.ends_response) break;
-  }
+  const std::vector<asio::const_buffer>& buffers = outputs_.StartWrite();
   const uint64_t generation = ++write_generation_;
   write_timer_.expires_after(ToSteady(options_.write_timeout));
   write_timer_.async_wait([self = shared_from_this(), generation](error_code error) {
-    if (error || generation != self->write_generation_ || !self->writing_) return;
+    if (error || generation != self->write_generation_ || !self->outputs_.writing()) return;
     self->ClientGone();  // the client stopped reading
   });
-  // The buffers point into outputs_, a deque: adding to its back moves none of them.
-  asio::async_write(socket_, write_buffers_,
-                    [self = shared_from_this()](error_code error, size_t) { self->OnWrite(error); });
+  asio::async_write(socket_, buffers, [self = shared_from_this()](error_code error, size_t) { self->OnWrite(error); });
 }
 
 void HttpSession::OnWrite(error_code error) {
-  writing_ = false;
   write_timer_.cancel();
-  if (phase_ == Phase::kClosed) {
-    outputs_.clear();
-    CountQueued(-static_cast<int64_t>(queued_bytes_));
-    return;
+  if (phase_ == Phase::kClosed) return outputs_.Clear();
+  if (error) {
+    outputs_.Clear();  // none of it will reach the client
+    return ClientGone();
   }
-  if (error) return ClientGone();
-  bool ends_response = false;
-  for (size_t written = write_buffers_.size(); written > 0; --written) {
-    ends_response = outputs_.front().ends_response;
-    CountQueued(-static_cast<int64_t>(outputs_.front().bytes.size()));
-    outputs_.pop_front();
-  }
-  write_buffers_.clear();
-  if (queued_bytes_ <= kDrainedBytes) RunDrained();
+  const bool ends_response = outputs_.FinishWrite();  // which may run the drained callback
   if (!outputs_.empty()) return WriteNext();
   if (ends_response && phase_ == Phase::kHandling) FinishExchange();
 }
@@ -690,6 +669,18 @@ void HttpSession::OnKeepalive(uint64_t exchange) {
 
 // ---- Closing ---------------------------------------------------------------------------------------------
 
+void HttpSession::CountRequest() {
+  if (request_counted_) return;
+  request_counted_ = true;
+  state_->RequestStarted();
+}
+
+void HttpSession::UncountRequest() {
+  if (!request_counted_) return;
+  request_counted_ = false;
+  state_->RequestEnded();
+}
+
 void HttpSession::StartDrain() {
   phase_ = Phase::kDraining;
   error_code ignored;
@@ -709,12 +700,10 @@ void HttpSession::CloseSocket() {
   hang_up_timer_.cancel();
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  if (!writing_) {  // else the write's buffer stays valid until its handler runs
-    outputs_.clear();
-    CountQueued(-static_cast<int64_t>(queued_bytes_));
-  }
+  if (!outputs_.writing()) outputs_.Clear();  // else the write's buffers stay valid until its handler runs
   exchange_.on_gone = nullptr;
-  RunDrained();  // the producer learns the end from its own callbacks
+  outputs_.RunDrainedCallback();  // the producer learns the end from its own callbacks
+  UncountRequest();
   self_.reset();
   ReleaseBody();
   if (!counted_closed_) {

@@ -4,17 +4,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "boost/asio/any_io_executor.hpp"
-#include "boost/asio/buffer.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/asio/steady_timer.hpp"
 #include "boost/beast/core/flat_buffer.hpp"
@@ -22,6 +19,7 @@
 #include "gateway/http/http_handler.h"
 #include "gateway/http/http_router.h"
 #include "gateway/http/http_server_state.h"
+#include "gateway/http/output_queue.h"
 
 namespace llmc::gateway {
 
@@ -42,6 +40,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void Start();
   // Thread-safe: closes the connection; a handler still working is told its client is gone.
   void Close();
+  // Thread-safe, for the server's drain: an idle keep-alive connection closes now; one with a request in
+  // flight answers it with `Connection: close` and closes after it.
+  void CloseWhenIdle();
 
  private:
   class Writer;
@@ -76,11 +77,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     // Shared with the exchange's writer, which may outlive the session: set when the client went away.
     std::shared_ptr<std::atomic<bool>> gone_flag;
     std::chrono::steady_clock::time_point last_write;
-  };
-
-  struct Output {
-    std::string bytes;
-    bool ends_response = false;
   };
 
   // Reading.
@@ -123,12 +119,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void ApplyEndEventStream(uint64_t exchange);
   void ApplyOnClientGone(uint64_t exchange, std::function<void()> callback);
   void ApplyWhenDrained(uint64_t exchange, std::function<void()> callback);
-  void RunDrained();
-  void CountQueued(int64_t delta);
   bool Accepts(uint64_t exchange) const;
 
-  // Writing: one async_write in flight, of everything queued up to one response's end (and the limits
-  // below); what comes meanwhile is queued.
+  // Writing: one async_write in flight, of what outputs_ gathers (up to one response's end); what comes
+  // meanwhile is queued.
   void Enqueue(std::string bytes, bool ends_response);
   void WriteNext();
   void OnWrite(boost::system::error_code error);
@@ -142,6 +136,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // pending to notice the client leave: poll for its hang-up instead.
   void WatchForHangUp();
   void OnKeepalive(uint64_t exchange);
+
+  // A request in flight, from its first byte to the end of its response, in the server's count.
+  void CountRequest();
+  void UncountRequest();
 
   void StartDrain();
   void CloseSocket();
@@ -164,19 +162,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   uint64_t drained_bytes_ = 0;
   uint64_t reserved_body_bytes_ = 0;  // of the body being read, held in the server's body budget
 
-  // At most this much queued for the client counts as drained (ResponseWriter::WhenDrained).
-  static constexpr size_t kDrainedBytes = 16 * 1024;
-
-  static constexpr size_t kMaxBuffersPerWrite = 64;
-  static constexpr size_t kMaxBytesPerWrite = 256 * 1024;
-
-  std::deque<Output> outputs_;
-  size_t queued_bytes_ = 0;  // in outputs_
-  // The write in flight: its first write_buffers_.size() entries of outputs_.
-  std::vector<boost::asio::const_buffer> write_buffers_;
+  OutputQueue outputs_;
   bool flush_posted_ = false;
-  std::function<void()> on_drained_;  // the producer waiting for the queue to drain
-  bool writing_ = false;
   uint64_t write_generation_ = 0;
 
   Exchange exchange_;
@@ -184,6 +171,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   // Keeps the session alive while a handler works and no I/O is pending; cleared when the exchange ends.
   std::shared_ptr<HttpSession> self_;
   bool counted_closed_ = false;
+  bool request_counted_ = false;
 };
 
 }  // namespace llmc::gateway

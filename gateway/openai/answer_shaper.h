@@ -34,6 +34,9 @@ class AnswerShaper {
   // the caller answers with the error instead.
   virtual absl::Status Accumulate(const v1::GenerateResponse& response, size_t prompt) = 0;
   virtual std::string FinalJson(const v1::Usage& usage) = 0;
+  // About the size of the body FinalJson would give now: the caller ends the answer with an error once it
+  // passes the gateway's max_response_bytes.
+  virtual size_t AnswerBytes() const = 0;
 
   // An error about to be sent, as this API names it (a request field renamed to the one the client sent).
   virtual absl::Status MapError(absl::Status status) const { return status; }

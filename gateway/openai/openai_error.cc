@@ -14,6 +14,7 @@ namespace {
 
 constexpr char kParamTypeUrl[] = "llmc/openai-param";
 constexpr char kCodeTypeUrl[] = "llmc/openai-code";
+constexpr char kClientMessageTypeUrl[] = "llmc/client-message";
 
 std::string PayloadOf(const absl::Status& status, const char* type_url) {
   const absl::optional<absl::Cord> payload = status.GetPayload(type_url);
@@ -102,6 +103,7 @@ std::string_view GenericMessage(absl::StatusCode code) {
 }  // namespace
 
 absl::Status ForClient(const absl::Status& status) {
+  if (status.GetPayload(kClientMessageTypeUrl).has_value()) return status;
   const absl::StatusCode code = status.code();
   const bool internal_code =
       code == absl::StatusCode::kInternal || code == absl::StatusCode::kUnknown || code == absl::StatusCode::kDataLoss;
@@ -136,6 +138,11 @@ absl::Status WithErrorCode(absl::Status status, std::string_view code) {
 }
 
 std::string ErrorCodeOf(const absl::Status& status) { return PayloadOf(status, kCodeTypeUrl); }
+
+absl::Status WithClientMessage(absl::Status status) {
+  if (!status.ok()) status.SetPayload(kClientMessageTypeUrl, absl::Cord());
+  return status;
+}
 
 int HttpStatusOf(const absl::Status& status) {
   return status.ok() ? HttpStatusFor(absl::StatusCode::kInternal) : HttpStatusFor(status.code());

@@ -17,6 +17,10 @@ std::string ParameterOf(const absl::Status& status);
 absl::Status WithErrorCode(absl::Status status, std::string_view code);
 std::string ErrorCodeOf(const absl::Status& status);
 
+// Marks a status whose message was written for the client (it names no address, secret or exception text),
+// so that ForClient passes it whatever its code: an INTERNAL that says what went wrong on the server's side.
+absl::Status WithClientMessage(absl::Status status);
+
 // The HTTP status for an error, from the table in common/status_codes.h (an OK status reads as 500: it is a
 // bug to answer with an error body for it).
 int HttpStatusOf(const absl::Status& status);
@@ -24,7 +28,8 @@ int HttpStatusOf(const absl::Status& status);
 // The status as a client may see it. INTERNAL, UNKNOWN and DATA_LOSS (a failed model step, libtorch's or
 // CUDA's exception text, a bug) and any other error whose text names the cluster's inside (worker addresses
 // from gRPC's transport errors, exception text) get a generic message of the same code, keeping the payloads
-// (`param`, `code`); the detail goes to the log at Warning. INVALID_ARGUMENT is the client's own and passes.
+// (`param`, `code`); the detail goes to the log at Warning. INVALID_ARGUMENT is the client's own and passes, and
+// so does a status marked WithClientMessage.
 absl::Status ForClient(const absl::Status& status);
 
 // {"error":{"message","type","param","code"}} for a non-streaming error answer; its message is ForClient's.

@@ -46,8 +46,10 @@ ordered_json ChatEntry(const Entry& entry, bool tokens_as_ids) {
   return out;
 }
 
-void AppendCompletionLogprob(const v1::TokenLogprob& token, size_t max_alternatives, bool tokens_as_ids,
-                             uint64_t& text_offset, ordered_json& out) {
+}  // namespace
+
+void AppendCompletionTokenLogprob(const v1::TokenLogprob& token, size_t max_alternatives, bool tokens_as_ids,
+                                  uint64_t& text_offset, ordered_json& out) {
   out["tokens"].push_back(Named(token, tokens_as_ids));
   out["token_logprobs"].push_back(LogprobValue(token.logprob()));
   // Alternatives best first, then the token itself if it is not among them. Distinct ids can share a text
@@ -65,8 +67,6 @@ void AppendCompletionLogprob(const v1::TokenLogprob& token, size_t max_alternati
   out["text_offset"].push_back(text_offset);
   text_offset += CountCodePoints(token.token());
 }
-
-}  // namespace
 
 uint64_t CountCodePoints(const std::string& text) {
   uint64_t count = 0;
@@ -96,7 +96,7 @@ ordered_json EmptyCompletionLogprobs() {
 void AppendCompletionLogprobs(const TokenLogprobs& logprobs, bool tokens_as_ids, uint64_t& text_offset,
                               ordered_json& out) {
   for (const v1::TokenLogprob& token : logprobs) {
-    AppendCompletionLogprob(token, token.top_size(), tokens_as_ids, text_offset, out);
+    AppendCompletionTokenLogprob(token, token.top_size(), tokens_as_ids, text_offset, out);
   }
 }
 
@@ -104,7 +104,7 @@ void AppendCompletionPromptLogprobs(const TokenLogprobs& prompt, uint32_t altern
                                     uint64_t& text_offset, ordered_json& out) {
   for (int i = 0; i < prompt.size(); ++i) {
     if (i > 0) {
-      AppendCompletionLogprob(prompt[i], alternatives, tokens_as_ids, text_offset, out);
+      AppendCompletionTokenLogprob(prompt[i], alternatives, tokens_as_ids, text_offset, out);
       continue;
     }
     // Nothing predicts the first token.
@@ -116,29 +116,28 @@ void AppendCompletionPromptLogprobs(const TokenLogprobs& prompt, uint32_t altern
   }
 }
 
+ordered_json VllmPromptLogprobsPosition(const v1::TokenLogprob& token, uint32_t alternatives) {
+  const auto entry = [](float logprob, uint32_t rank, const std::string& text) {
+    return ordered_json{{"logprob", LogprobValue(logprob)}, {"rank", rank}, {"decoded_token", text}};
+  };
+  // The token itself first, then the alternatives not already there, as vLLM lists them.
+  ordered_json position = ordered_json::object();
+  position[std::to_string(token.token_id())] = entry(token.logprob(), token.rank(), token.token());
+  const size_t count = std::min<size_t>(alternatives, token.top_size());
+  for (size_t k = 0; k < count; ++k) {
+    const v1::TopLogprob& alternative = token.top(static_cast<int>(k));
+    const std::string key = std::to_string(alternative.token_id());
+    if (!position.contains(key)) {
+      position[key] = entry(alternative.logprob(), static_cast<uint32_t>(k + 1), alternative.token());
+    }
+  }
+  return position;
+}
+
 ordered_json VllmPromptLogprobs(const TokenLogprobs& prompt, uint32_t alternatives) {
   ordered_json out = ordered_json::array();
   for (int i = 0; i < prompt.size(); ++i) {
-    if (i == 0) {
-      out.push_back(nullptr);
-      continue;
-    }
-    const v1::TokenLogprob& token = prompt[i];
-    const auto entry = [](float logprob, uint32_t rank, const std::string& text) {
-      return ordered_json{{"logprob", LogprobValue(logprob)}, {"rank", rank}, {"decoded_token", text}};
-    };
-    // The token itself first, then the alternatives not already there, as vLLM lists them.
-    ordered_json position = ordered_json::object();
-    position[std::to_string(token.token_id())] = entry(token.logprob(), token.rank(), token.token());
-    const size_t count = std::min<size_t>(alternatives, token.top_size());
-    for (size_t k = 0; k < count; ++k) {
-      const v1::TopLogprob& alternative = token.top(static_cast<int>(k));
-      const std::string key = std::to_string(alternative.token_id());
-      if (!position.contains(key)) {
-        position[key] = entry(alternative.logprob(), static_cast<uint32_t>(k + 1), alternative.token());
-      }
-    }
-    out.push_back(std::move(position));
+    out.push_back(i == 0 ? ordered_json(nullptr) : VllmPromptLogprobsPosition(prompt[i], alternatives));
   }
   return out;
 }

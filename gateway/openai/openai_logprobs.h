@@ -26,6 +26,9 @@ nlohmann::ordered_json EmptyCompletionLogprobs();
 // text, in code points like Python's len(); `text_offset` is advanced past each token.
 void AppendCompletionLogprobs(const TokenLogprobs& logprobs, bool tokens_as_ids, uint64_t& text_offset,
                               nlohmann::ordered_json& out);
+// One token's entries, with at most `max_alternatives` alternatives.
+void AppendCompletionTokenLogprob(const v1::TokenLogprob& token, size_t max_alternatives, bool tokens_as_ids,
+                                  uint64_t& text_offset, nlohmann::ordered_json& out);
 
 // Completions with echo: the prompt's tokens, the first with null token_logprobs and top_logprobs, the others
 // with at most `alternatives` alternatives (the token itself always comes too).
@@ -34,6 +37,8 @@ void AppendCompletionPromptLogprobs(const TokenLogprobs& prompt, uint32_t altern
 // vLLM's `prompt_logprobs`: [null, {"<token id>": {"logprob", "rank", "decoded_token"}}, ...], one entry per
 // prompt token with the token itself and at most `alternatives` alternatives.
 nlohmann::ordered_json VllmPromptLogprobs(const TokenLogprobs& prompt, uint32_t alternatives);
+// One position's entry of that array (not the first, which is null).
+nlohmann::ordered_json VllmPromptLogprobsPosition(const v1::TokenLogprob& token, uint32_t alternatives);
 
 // The number of code points in UTF-8 `text` (ill-formed bytes count by their lead bytes).
 uint64_t CountCodePoints(const std::string& text);

@@ -246,25 +246,13 @@ absl::StatusOr<v1::BeamEarlyStopping> ParseEarlyStopping(const FieldReader& fiel
 // Beam search follows the most likely continuations: it samples nothing, so sampling parameters are refused and
 // an absent temperature becomes 0.
 absl::Status RequireGreedyForBeamSearch(v1::SamplingParams& sampling) {
-  if (sampling.has_temperature() && sampling.temperature() != 0) {
-    return InvalidParameter("temperature", absl::StrCat("beam search does not sample: 'temperature' must be 0 or "
-                                                        "absent with 'use_beam_search', got ",
-                                                        sampling.temperature()));
-  }
-  if (sampling.has_top_p() && sampling.top_p() != 1) {
-    return InvalidParameter("top_p", absl::StrCat("beam search does not sample: 'top_p' must be 1 or absent with "
-                                                  "'use_beam_search', got ",
-                                                  sampling.top_p()));
-  }
-  if (sampling.has_top_k() && sampling.top_k() > 0) {
-    return InvalidParameter("top_k", absl::StrCat("beam search does not sample: 'top_k' must be -1, 0 or absent "
-                                                  "with 'use_beam_search', got ",
-                                                  sampling.top_k()));
-  }
-  if (sampling.has_min_p() && sampling.min_p() != 0) {
-    return InvalidParameter("min_p", absl::StrCat("beam search does not sample: 'min_p' must be 0 or absent with "
-                                                  "'use_beam_search', got ",
-                                                  sampling.min_p()));
+  const std::optional<limits::BeamSearchConflict> conflict = limits::FindBeamSearchConflict(
+      sampling.has_temperature() ? sampling.temperature() : 0, sampling.has_top_p() ? sampling.top_p() : 1,
+      sampling.has_top_k() ? sampling.top_k() : 0, sampling.has_min_p() ? sampling.min_p() : 0);
+  if (conflict.has_value()) {
+    return InvalidParameter(
+        conflict->name, absl::StrCat("beam search does not sample: '", conflict->name, "' must be ", conflict->allowed,
+                                     " or absent with 'use_beam_search', got ", conflict->value));
   }
   sampling.set_temperature(0);
   return absl::OkStatus();

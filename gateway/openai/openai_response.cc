@@ -71,23 +71,22 @@ OpenAiResponseBuilder::OpenAiResponseBuilder(const OpenAiRequest& request, std::
       tokens_as_ids_(request.tokens_as_ids),
       echo_logprobs_(request.kind == OpenAiKind::kCompletion && request.echo && request.logprobs),
       prompt_logprobs_(request.prompt_logprobs),
-      vllm_prompt_logprobs_(request.num_prompts()),
-      prompt_started_(request.num_prompts(), false),
+      prompts_(request.num_prompts()),
       stop_strings_(request.generate.sampling().stop().begin(), request.generate.sampling().stop().end()),
       stop_token_ids_(request.generate.sampling().stop_token_ids().begin(),
                       request.generate.sampling().stop_token_ids().end()),
       generated_per_prompt_(request.num_choices()),
       best_of_n_(request.best_of_n),
       choices_(request.total_choices()) {
+  for (size_t prompt = 0; echo_ && prompt < prompts_.size() && prompt < request.echo_texts.size(); ++prompt) {
+    prompts_[prompt].echo_text = request.echo_texts[prompt];
+    prompts_[prompt].echo_code_points = CountCodePoints(request.echo_texts[prompt]);
+  }
   for (size_t i = 0; i < choices_.size(); ++i) {
     Choice& choice = choices_[i];
     // Choice i answers prompt i / n.
-    const size_t prompt = i / request.num_choices();
-    choice.prompt = prompt;
-    if (echo_ && prompt < request.echo_texts.size()) choice.echo_text = request.echo_texts[prompt];
-    choice.text = choice.echo_text;
-    choice.text_offset = CountCodePoints(choice.echo_text);
-    choice.logprobs = is_chat() ? ordered_json::array() : EmptyCompletionLogprobs();
+    choice.prompt = i / request.num_choices();
+    choice.text_offset = prompts_[choice.prompt].echo_code_points;
   }
 }
 
@@ -106,18 +105,34 @@ absl::Status OpenAiResponseBuilder::Check(const v1::TokenDelta& delta) const {
   return absl::OkStatus();
 }
 
-void OpenAiResponseBuilder::TakePromptLogprobs(size_t prompt,
-                                               const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& logprobs) {
-  if (prompt >= vllm_prompt_logprobs_.size() || logprobs.empty()) return;
-  if (prompt_logprobs_.has_value()) vllm_prompt_logprobs_[prompt] = VllmPromptLogprobs(logprobs, *prompt_logprobs_);
+bool OpenAiResponseBuilder::JoinPromptLogprobs(size_t prompt, const v1::GenerateResponse& response,
+                                               const TokenLogprobs** whole) {
+  *whole = &response.prompt_logprobs();
+  if (prompt >= prompts_.size()) return true;
+  TokenLogprobs& parts = prompts_[prompt].logprob_parts;
+  if (response.deltas().empty() && !response.prompt_logprobs().empty()) {
+    parts.MergeFrom(response.prompt_logprobs());
+    return false;
+  }
+  if (parts.empty()) return true;
+  parts.MergeFrom(response.prompt_logprobs());
+  *whole = &parts;
+  return true;
+}
+
+void OpenAiResponseBuilder::TakePromptLogprobs(size_t prompt, const TokenLogprobs& logprobs) {
+  if (prompt >= prompts_.size() || logprobs.empty()) return;
+  Prompt& state = prompts_[prompt];
+  if (prompt_logprobs_.has_value())
+    state.vllm_prompt_logprobs_text = VllmPromptLogprobsText(logprobs, *prompt_logprobs_);
   if (!echo_logprobs_) return;
+  // The offsets count the prompt's token texts, and the generated tokens' offsets follow on from them.
+  uint64_t text_offset = 0;
+  state.echo_logprobs = CompletionLogprobsText();
+  state.echo_logprobs.AppendPrompt(logprobs, top_logprobs_, tokens_as_ids_, text_offset);
   const size_t first = prompt * generated_per_prompt_;
   for (size_t i = first; i < first + generated_per_prompt_ && i < choices_.size(); ++i) {
-    // The offsets count the prompt's token texts, and the generated tokens' offsets follow on from them.
-    Choice& choice = choices_[i];
-    choice.text_offset = 0;
-    choice.logprobs = EmptyCompletionLogprobs();
-    AppendCompletionPromptLogprobs(logprobs, top_logprobs_, tokens_as_ids_, choice.text_offset, choice.logprobs);
+    choices_[i].text_offset = text_offset;
   }
 }
 
@@ -192,16 +207,25 @@ std::vector<std::string> OpenAiResponseBuilder::Start() {
 absl::StatusOr<std::vector<std::string>> OpenAiResponseBuilder::OnResponse(const v1::GenerateResponse& response,
                                                                            size_t prompt) {
   std::vector<std::string> chunks;
-  if (prompt < prompt_started_.size() && !prompt_started_[prompt]) {
-    prompt_started_[prompt] = true;
-    TakePromptLogprobs(prompt, response.prompt_logprobs());
+  const TokenLogprobs* prompt_logprobs = nullptr;
+  if (!JoinPromptLogprobs(prompt, response, &prompt_logprobs)) return chunks;
+  if (prompt < prompts_.size() && !prompts_[prompt].started) {
+    prompts_[prompt].started = true;
+    // The echo chunks' logprobs: the prompt's, whose offsets the generated tokens' continue.
+    ordered_json echo_logprobs = nullptr;
+    uint64_t text_offset = 0;
+    if (echo_logprobs_ && !prompt_logprobs->empty()) {
+      echo_logprobs = EmptyCompletionLogprobs();
+      AppendCompletionPromptLogprobs(*prompt_logprobs, top_logprobs_, tokens_as_ids_, text_offset, echo_logprobs);
+    }
+    prompts_[prompt].logprob_parts.Clear();
     const size_t first = prompt * generated_per_prompt_;
     for (size_t i = first; echo_ && i < first + generated_per_prompt_ && i < choices_.size(); ++i) {
+      if (!echo_logprobs.is_null()) choices_[i].text_offset = text_offset;
       ordered_json choice;
       choice["index"] = i;
-      choice["text"] = choices_[i].echo_text;
-      choice["logprobs"] =
-          echo_logprobs_ && !response.prompt_logprobs().empty() ? choices_[i].logprobs : ordered_json(nullptr);
+      choice["text"] = prompts_[prompt].echo_text;
+      choice["logprobs"] = echo_logprobs;
       choice["finish_reason"] = nullptr;
       choice["stop_reason"] = nullptr;
       chunks.push_back(DumpJson(Chunk(std::move(choice))));
@@ -280,7 +304,10 @@ std::vector<std::string> OpenAiResponseBuilder::Finish(const v1::Usage& usage) c
 }
 
 absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& response, size_t prompt) {
-  TakePromptLogprobs(prompt, response.prompt_logprobs());
+  const TokenLogprobs* prompt_logprobs = nullptr;
+  if (!JoinPromptLogprobs(prompt, response, &prompt_logprobs)) return absl::OkStatus();
+  TakePromptLogprobs(prompt, *prompt_logprobs);
+  if (prompt < prompts_.size()) prompts_[prompt].logprob_parts.Clear();
   for (const v1::TokenDelta& delta : response.deltas()) {
     if (absl::Status status = Check(delta); !status.ok()) return status;
     Choice& choice = choices_[delta.choice_index()];
@@ -294,9 +321,9 @@ absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& respo
     for (const v1::TokenLogprob& logprob : delta.logprobs()) choice.cumulative_logprob += logprob.logprob();
     if (logprobs_) {
       if (is_chat()) {
-        AppendChatLogprobs(delta.logprobs(), tokens_as_ids_, choice.logprobs);
+        choice.chat_logprobs.Append(delta.logprobs(), tokens_as_ids_);
       } else {
-        AppendCompletionLogprobs(delta.logprobs(), tokens_as_ids_, choice.text_offset, choice.logprobs);
+        choice.completion_logprobs.Append(delta.logprobs(), tokens_as_ids_, choice.text_offset);
       }
     }
     if (delta.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
@@ -309,11 +336,24 @@ absl::Status OpenAiResponseBuilder::Accumulate(const v1::GenerateResponse& respo
 
 void OpenAiResponseBuilder::AccumulateToolCall(const v1::ToolCallDelta& call, Choice& choice) {
   if (!call.id().empty() || call.index() >= choice.tool_calls.size()) {
-    choice.tool_calls.push_back(ordered_json{
-        {"id", call.id()}, {"type", "function"}, {"function", ordered_json{{"name", call.name()}, {"arguments", ""}}}});
+    choice.tool_calls.push_back(ToolCall{call.id(), call.name(), ""});
   }
   const size_t index = std::min<size_t>(call.index(), choice.tool_calls.size() - 1);
-  choice.tool_calls[index]["function"]["arguments"].get_ref<std::string&>() += call.arguments();
+  choice.tool_calls[index].arguments += call.arguments();
+}
+
+size_t OpenAiResponseBuilder::AnswerBytes() const {
+  size_t bytes = 0;
+  for (const Choice& choice : choices_) {
+    const Prompt& prompt = prompts_[choice.prompt];
+    bytes += prompt.echo_text.size() + choice.text.size() + choice.reasoning.size() + choice.chat_logprobs.bytes() +
+             choice.completion_logprobs.bytes() + prompt.echo_logprobs.bytes();
+    for (const ToolCall& call : choice.tool_calls) bytes += call.id.size() + call.name.size() + call.arguments.size();
+    // Completions repeat the prompt's logprobs in each choice; chat answers them once.
+    if (!is_chat()) bytes += prompt.vllm_prompt_logprobs_text.size();
+  }
+  if (is_chat() && !prompts_.empty()) bytes += prompts_[0].vllm_prompt_logprobs_text.size();
+  return bytes;
 }
 
 std::vector<const OpenAiResponseBuilder::Choice*> OpenAiResponseBuilder::AnsweredChoices() const {
@@ -341,35 +381,71 @@ ordered_json OpenAiResponseBuilder::ChatMessage(const Choice& state) const {
     message["reasoning_content"] = state.reasoning;
     message["reasoning"] = state.reasoning;
   }
-  if (!state.tool_calls.empty()) message["tool_calls"] = state.tool_calls;
+  if (!state.tool_calls.empty()) {
+    ordered_json calls = ordered_json::array();
+    for (const ToolCall& call : state.tool_calls) {
+      calls.push_back(ordered_json{{"id", call.id},
+                                   {"type", "function"},
+                                   {"function", ordered_json{{"name", call.name}, {"arguments", call.arguments}}}});
+    }
+    message["tool_calls"] = std::move(calls);
+  }
   return message;
 }
 
+// Written straight into the body: the accumulated texts are spliced in, never copied into a tree.
 std::string OpenAiResponseBuilder::FinalJson(const v1::Usage& usage) const {
-  ordered_json out = Header(is_chat() ? kChatObject : kCompletionObject);
-  ordered_json choices = ordered_json::array();
   const std::vector<const Choice*> answered = AnsweredChoices();
+  std::string body = DumpJson(Header(is_chat() ? kChatObject : kCompletionObject));
+  body.pop_back();  // the header's closing brace: the choices follow
+  body.reserve(AnswerBytes() + 512 * (answered.size() + 1));
+  body += ",\"choices\":[";
   for (size_t i = 0; i < answered.size(); ++i) {
     const Choice& state = *answered[i];
-    ordered_json choice;
-    choice["index"] = i;
+    const Prompt& prompt = prompts_[state.prompt];
+    if (i > 0) body += ',';
+    absl::StrAppend(&body, "{\"index\":", i);
     if (is_chat()) {
-      choice["message"] = ChatMessage(state);
-      choice["logprobs"] = logprobs_ ? ordered_json{{"content", state.logprobs}} : ordered_json(nullptr);
+      body += ",\"message\":";
+      body += DumpJson(ChatMessage(state));
+      body += ",\"logprobs\":";
+      if (logprobs_) {
+        body += "{\"content\":";
+        state.chat_logprobs.AppendArrayTo(body);
+        body += '}';
+      } else {
+        body += "null";
+      }
     } else {
-      choice["text"] = state.text;
-      choice["logprobs"] = logprobs_ ? state.logprobs : ordered_json(nullptr);
+      body += ",\"text\":";
+      body += DumpJson(ordered_json(prompt.echo_text + state.text));
+      body += ",\"logprobs\":";
+      if (logprobs_) {
+        state.completion_logprobs.AppendObjectTo(body, echo_logprobs_ ? &prompt.echo_logprobs : nullptr);
+      } else {
+        body += "null";
+      }
     }
-    choice["finish_reason"] = FinishReasonJson(state.finish_reason);
-    choice["stop_reason"] = StopReason(state.finish_reason, state.stop_reason);
-    if (prompt_logprobs_.has_value() && !is_chat()) choice["prompt_logprobs"] = vllm_prompt_logprobs_[state.prompt];
-    choices.push_back(std::move(choice));
+    body += ",\"finish_reason\":";
+    body += DumpJson(FinishReasonJson(state.finish_reason));
+    body += ",\"stop_reason\":";
+    body += DumpJson(StopReason(state.finish_reason, state.stop_reason));
+    if (prompt_logprobs_.has_value() && !is_chat()) {
+      body += ",\"prompt_logprobs\":";
+      body += prompt.vllm_prompt_logprobs_text.empty() ? "null" : prompt.vllm_prompt_logprobs_text;
+    }
+    body += '}';
   }
-  out["choices"] = std::move(choices);
+  body += ']';
   // vLLM puts a chat request's prompt logprobs beside the choices.
-  if (prompt_logprobs_.has_value() && is_chat()) out["prompt_logprobs"] = vllm_prompt_logprobs_[0];
-  out["usage"] = UsageJson(usage);
-  return DumpJson(out);
+  if (prompt_logprobs_.has_value() && is_chat()) {
+    body += ",\"prompt_logprobs\":";
+    body += prompts_[0].vllm_prompt_logprobs_text.empty() ? "null" : prompts_[0].vllm_prompt_logprobs_text;
+  }
+  body += ",\"usage\":";
+  body += DumpJson(UsageJson(usage));
+  body += '}';
+  return body;
 }
 
 }  // namespace llmc::gateway

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "gateway/openai/logprobs_text.h"
 #include "gateway/openai/openai_request.h"
 #include "llmc/v1/worker.pb.h"
 #include "nlohmann/json.hpp"
@@ -38,25 +39,44 @@ class OpenAiResponseBuilder {
   // The usage chunk (choices: []) when stream_options.include_usage was set; nothing otherwise.
   std::vector<std::string> Finish(const v1::Usage& usage) const;
 
-  // Non-streaming. Errors as for OnResponse; after one, answer with ErrorEnvelope instead of FinalJson.
+  // Non-streaming. Errors as for OnResponse; after one, answer with ErrorEnvelope instead of FinalJson. What
+  // accumulates is kept compactly (text, logprobs as their JSON text), about the size of the final body.
   absl::Status Accumulate(const v1::GenerateResponse& response, size_t prompt = 0);
+  // About the bytes FinalJson would answer with now (what the gateway's max_response_bytes bounds).
+  size_t AnswerBytes() const;
   // The "chat.completion" or "text_completion" body with every choice (with best_of, each prompt's n best by
   // cumulative logprob, numbered as if only they were generated) and usage.
   std::string FinalJson(const v1::Usage& usage) const;
 
  private:
+  struct ToolCall {
+    std::string id;
+    std::string name;
+    std::string arguments;
+  };
   struct Choice {
     size_t prompt = 0;
-    std::string echo_text;  // completions with echo: its prompt
-    std::string text;
-    nlohmann::ordered_json logprobs;  // chat: the `content` array; completions: the four arrays
-    uint64_t text_offset = 0;         // completions: code points of the choice's text so far
+    std::string text;  // generated (with echo, the answer's text is the prompt's then this)
+    ChatLogprobsText chat_logprobs;
+    CompletionLogprobsText completion_logprobs;  // the generated tokens' (echo: the prompt's come first)
+    uint64_t text_offset = 0;                    // completions: code points of the choice's text so far
     v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
     std::string stop_reason;
     double cumulative_logprob = 0;  // of the generated tokens (best_of ranks by it)
     // Chat with typed output: `text` is the content; reasoning and the calls (OpenAI's message.tool_calls).
     std::string reasoning;
-    std::vector<nlohmann::ordered_json> tool_calls;
+    std::vector<ToolCall> tool_calls;
+  };
+  // What a prompt's choices share.
+  struct Prompt {
+    std::string echo_text;  // completions with echo: the prompt
+    uint64_t echo_code_points = 0;
+    bool started = false;  // a message with deltas has arrived
+    // A long prompt's logprobs come in parts over messages without deltas; the part that completes them rides
+    // with the first deltas.
+    TokenLogprobs logprob_parts;
+    CompletionLogprobsText echo_logprobs;   // non-streamed echo with logprobs
+    std::string vllm_prompt_logprobs_text;  // with prompt_logprobs: the JSON array
   };
 
   // The choices FinalJson answers with, in answer order: all of them, or per prompt the best_of_n_ best.
@@ -67,7 +87,10 @@ class OpenAiResponseBuilder {
   static void AccumulateToolCall(const v1::ToolCallDelta& call, Choice& choice);
   nlohmann::ordered_json ChatMessage(const Choice& state) const;
   // The worker's prompt logprobs for `prompt` (they come before any of its choices' tokens).
-  void TakePromptLogprobs(size_t prompt, const google::protobuf::RepeatedPtrField<v1::TokenLogprob>& logprobs);
+  // Joins `response`'s prompt logprobs to the parts before; false while more parts are to come (a message
+  // without deltas), else `whole` points at them all.
+  bool JoinPromptLogprobs(size_t prompt, const v1::GenerateResponse& response, const TokenLogprobs** whole);
+  void TakePromptLogprobs(size_t prompt, const TokenLogprobs& logprobs);
   nlohmann::ordered_json Header(const char* object) const;
   nlohmann::ordered_json Chunk(nlohmann::ordered_json choice) const;
   nlohmann::ordered_json LogprobsOf(const v1::TokenDelta& delta, Choice& choice) const;
@@ -88,8 +111,7 @@ class OpenAiResponseBuilder {
   bool tokens_as_ids_;
   bool echo_logprobs_;  // completions with echo and logprobs: the logprobs start with the prompt's
   std::optional<uint32_t> prompt_logprobs_;
-  std::vector<nlohmann::ordered_json> vllm_prompt_logprobs_;  // per prompt, with prompt_logprobs_
-  std::vector<bool> prompt_started_;                          // per prompt: a response has arrived (streaming)
+  std::vector<Prompt> prompts_;
   std::vector<std::string> stop_strings_;
   std::vector<int32_t> stop_token_ids_;
   uint32_t generated_per_prompt_;

@@ -324,6 +324,12 @@ absl::Status ResponsesOutputBuilder::Accumulate(const v1::GenerateResponse& resp
   return Consume(response, nullptr);
 }
 
+size_t ResponsesOutputBuilder::AnswerBytes() const {
+  size_t bytes = pending_whitespace_.size();
+  for (const Item& item : items_) bytes += item.text.size() + item.call_id.size() + item.name.size();
+  return bytes;
+}
+
 std::string ResponsesOutputBuilder::FinalJson(const v1::Usage& usage) {
   CloseAll(nullptr);
   return DumpJson(ResponseJson(FinalStatus(), &usage));

@@ -46,6 +46,7 @@ class ResponsesOutputBuilder final : public AnswerShaper {
   std::vector<SseEvent> Fail(const absl::Status& status) override;
   absl::Status Accumulate(const v1::GenerateResponse& response, size_t prompt) override;
   std::string FinalJson(const v1::Usage& usage) override;
+  size_t AnswerBytes() const override;
   absl::Status MapError(absl::Status status) const override { return params_.Translate(std::move(status)); }
 
  private:

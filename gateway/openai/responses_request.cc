@@ -173,7 +173,7 @@ ordered_json ChatContent(const std::vector<std::string>& texts) {
 // reasoning_content of the assistant message that follows it (and is dropped when none does).
 class InputReader {
  public:
-  InputReader(ordered_json& messages, std::vector<std::string>& sources) : messages_(messages), sources_(sources) {}
+  InputReader(ordered_json& messages, ResponsesParamMap& params) : messages_(messages), params_(params) {}
 
   absl::Status Read(const FieldReader& body) {
     const json* input = body.Find("input");
@@ -264,6 +264,7 @@ class InputReader {
     if (!message.contains("tool_calls")) message["tool_calls"] = ordered_json::array();
     message["tool_calls"].push_back(ordered_json{
         {"id", call_id}, {"type", "function"}, {"function", ordered_json{{"name", name}, {"arguments", arguments}}}});
+    params_.call_sources.back().push_back(param);
     return absl::OkStatus();
   }
 
@@ -327,11 +328,12 @@ class InputReader {
 
   void Push(ordered_json message, const std::string& source) {
     messages_.push_back(std::move(message));
-    sources_.push_back(source);
+    params_.message_sources.push_back(source);
+    params_.call_sources.emplace_back();
   }
 
   ordered_json& messages_;
-  std::vector<std::string>& sources_;
+  ResponsesParamMap& params_;
   bool last_is_assistant_ = false;  // the last message is an assistant turn later function calls join
   std::string pending_reasoning_;
 };
@@ -581,8 +583,15 @@ std::string ResponsesParamMap::ToResponses(std::string_view chat_param) const {
   if (SplitIndexed(param, "messages", index, rest)) {
     if (index >= message_sources.size()) return "input";
     const std::string& source = message_sources[index];
-    // Message content parts keep their order; other parts of a message (tool calls) map to the item itself.
+    // Message content parts keep their order; a tool call maps to the function_call item it came from (its
+    // fields are that item's: `.function.arguments` is `.arguments`); other parts map to the item itself.
     if (absl::StartsWith(source, "input[") && absl::StartsWith(rest, ".content")) return source + rest;
+    size_t call = 0;
+    std::string call_rest;
+    if (index < call_sources.size() && SplitIndexed(rest.substr(rest.empty() ? 0 : 1), "tool_calls", call, call_rest) &&
+        call < call_sources[index].size()) {
+      return call_sources[index][call] + Without(call_rest, ".function");
+    }
     return source;
   }
   if (absl::StartsWith(param, "response_format")) {
@@ -629,8 +638,9 @@ absl::StatusOr<ResponsesTranslation> TranslateResponsesBody(std::string_view bod
   if (instructions.has_value() && !instructions->empty()) {
     messages.push_back(ordered_json{{"role", "system"}, {"content", *instructions}});
     out.params.message_sources.push_back("instructions");
+    out.params.call_sources.emplace_back();
   }
-  RETURN_IF_ERROR(InputReader(messages, out.params.message_sources).Read(fields));
+  RETURN_IF_ERROR(InputReader(messages, out.params).Read(fields));
   out.chat_body["messages"] = std::move(messages);
 
   out.echo["instructions"] = instructions.has_value() ? ordered_json(*instructions) : ordered_json(nullptr);

@@ -18,6 +18,8 @@ namespace llmc::gateway {
 struct ResponsesParamMap {
   // Chat messages[i] came from this Responses field: "instructions", "input" (a string input) or "input[k]".
   std::vector<std::string> message_sources;
+  // The tool calls of chat messages[i] came from these Responses items ("input[k]", one function_call each).
+  std::vector<std::vector<std::string>> call_sources;
   // Chat tools[i] came from Responses tools[tool_sources[i]] (the tools of other types are left out).
   std::vector<size_t> tool_sources;
   // The chat body's chat_template_kwargs came only from `reasoning.effort`.

@@ -60,8 +60,8 @@ TEST_CASE("power_of_two: never picks the busier of two, and spreads a burst", "[
   for (int i = 0; i < 4; ++i) {
     REQUIRE(registry->Register(MakeRegistration("w" + std::to_string(i), "10.0.0.3:1", "m", 8)).ok());
   }
-  REQUIRE(registry->Deregister("idle"));
-  REQUIRE(registry->Deregister("busy"));
+  REQUIRE(registry->Deregister("idle").value());
+  REQUIRE(registry->Deregister("busy").value());
   const auto counts = CountPicks(*registry, 400);
   for (const auto& [id, count] : counts) {
     INFO(id);

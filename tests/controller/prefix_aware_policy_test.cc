@@ -194,7 +194,7 @@ TEST_CASE("prefix_aware: a worker that registers again or leaves is forgotten", 
   REQUIRE(registry->Register(MakeRegistration(home, "10.0.0.1:1", "m", 64)).ok());
   HeartbeatAll(clock, *registry, 2, 64, {{home, {0, 1}}});
   CHECK(PickFor(*registry, prompt) == other);
-  REQUIRE(registry->Deregister(other));
+  REQUIRE(registry->Deregister(other).value());
   CHECK(PickFor(*registry, prompt) == home);
 }
 

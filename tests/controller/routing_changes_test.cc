@@ -64,7 +64,7 @@ TEST_CASE("routing changes: the first update is the whole table, later ones only
   CHECK(Find(delta, "w2").heartbeats() == 1);
   version = next;
 
-  CHECK(registry->Deregister("w1"));
+  CHECK(registry->Deregister("w1").value());
   const v1::RoutingUpdate removal = registry->Changes(kGatewayA, version, next);
   CHECK(Ids(removal).empty());
   REQUIRE(removal.removed_worker_ids_size() == 1);
@@ -100,7 +100,7 @@ TEST_CASE("routing changes: a gateway too far behind the kept history gets the w
   for (int i = 0; i < 5000; ++i) {
     const std::string id = "brief-" + std::to_string(i);
     REQUIRE(registry->Register(MakeRegistration(id, "10.0.0.9:1", "qwen")).ok());
-    REQUIRE(registry->Deregister(id));
+    REQUIRE(registry->Deregister(id).value());
   }
   uint64_t next = 0;
   const v1::RoutingUpdate update = registry->Changes(kGatewayA, behind, next);

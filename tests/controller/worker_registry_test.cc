@@ -154,8 +154,8 @@ TEST_CASE("registry: deregistration removes the worker at once", "[unit][registr
   ManualClock clock;
   auto registry = MakeRegistry(clock, "lottery");
   REQUIRE(registry->Register(MakeRegistration("w1", "10.0.0.1:21002", "qwen")).ok());
-  CHECK(registry->Deregister("w1"));
-  CHECK_FALSE(registry->Deregister("w1"));
+  CHECK(registry->Deregister("w1").value());
+  CHECK_FALSE(registry->Deregister("w1").value());
   CHECK(registry->Pick("qwen", {}).status().code() == absl::StatusCode::kUnavailable);
   CHECK(registry->ListWorkers().empty());
 }
@@ -169,9 +169,14 @@ TEST_CASE("registry: the routing table says it is warming for a while after star
   REQUIRE(registry->Register(MakeRegistration("w1", "10.0.0.1:21002", "qwen")).ok());
   CHECK(registry->warming());
   CHECK(registry->Changes(1, 0, version).warming());
+  // A model no worker has registered again yet is retryable while warming, and unknown after.
+  const auto pick = registry->Pick("mistral", {});
+  CHECK(pick.status().code() == absl::StatusCode::kUnavailable);
+  CHECK_THAT(std::string(pick.status().message()), Catch::Contains("started moments ago"));
   clock.Advance(absl::Seconds(6));
   CHECK_FALSE(registry->warming());
   CHECK_FALSE(registry->Changes(1, 0, version).warming());
+  CHECK(registry->Pick("mistral", {}).status().code() == absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -54,8 +54,12 @@ function resolveArgs(container, pod, objects, dir) {
     if (config) resolved = `--config=${configFile(config[1], container, pod, objects, dir)}`;
     return resolved;
   });
-  // llmc binaries read no environment variables: one that no arg uses is configuration that does nothing.
-  for (const name of env.keys()) assert.ok(used.has(name), `${container.name}: env ${name} is used by no arg`);
+  // llmc binaries read no environment variables but these (secrets, which belong in no arg nor ConfigMap):
+  // another one that no arg uses is configuration that does nothing.
+  const readByBinaries = new Set(['LLMC_CLUSTER_SECRET', 'LLMC_API_KEYS']);
+  for (const name of env.keys()) {
+    assert.ok(used.has(name) || readByBinaries.has(name), `${container.name}: env ${name} is used by no arg`);
+  }
   return args;
 }
 
@@ -146,8 +150,9 @@ for (const overlay of overlays) {
       assert.ok(worker.pod.terminationGracePeriodSeconds >= needed,
                 `worker terminationGracePeriodSeconds ${worker.pod.terminationGracePeriodSeconds} < ${needed}`);
       const gateway = configs.gateway;
-      assert.ok(gateway.pod.terminationGracePeriodSeconds > preStopSleepSeconds(gateway.container) + 1,
-                'gateway terminationGracePeriodSeconds must outlast its preStop sleep');
+      const gatewayNeeded = preStopSleepSeconds(gateway.container) + durationSeconds(gateway.config.drain_grace_period) + 5;
+      assert.ok(gateway.pod.terminationGracePeriodSeconds >= gatewayNeeded,
+                `gateway terminationGracePeriodSeconds ${gateway.pod.terminationGracePeriodSeconds} < ${gatewayNeeded}`);
 
       const modelMount = worker.container.volumeMounts.find((m) => worker.config.model_path.startsWith(`${m.mountPath}/`));
       assert.ok(modelMount, `worker model_path ${worker.config.model_path} is on no volume`);

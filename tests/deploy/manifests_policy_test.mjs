@@ -115,3 +115,15 @@ for (const overlay of overlays) {
     if (overlay === 'overlays/cpu') assert.equal(container.resources.limits.cpu, container.resources.requests.cpu);
   });
 }
+
+for (const overlay of overlays) {
+  test(`${overlay}: every process gets the cluster secret from the Secret llmc-cluster-secret`, () => {
+    for (const { deployment, pod } of podSpecs(renderOverlay(overlay))) {
+      if (!deployment.metadata.name.match(/^llmc-(controller|worker|gateway)$/)) continue;
+      const secret = (pod.containers[0].env || []).find((e) => e.name === 'LLMC_CLUSTER_SECRET');
+      assert.ok(secret, `${deployment.metadata.name}: LLMC_CLUSTER_SECRET`);
+      assert.deepEqual(secret.valueFrom.secretKeyRef, { name: 'llmc-cluster-secret', key: 'cluster-secret' },
+                       `${deployment.metadata.name}: from the Secret, never a literal value`);
+    }
+  });
+}

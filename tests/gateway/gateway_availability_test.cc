@@ -119,7 +119,9 @@ TEST_CASE("availability: requests during a controller restart get 200 or 503 wit
   controller->process().Signal(SIGTERM);
   REQUIRE(controller->process().WaitForExit(absl::Seconds(10)) == 0);
   controller.reset();
-  controller = std::make_unique<ControllerProcess>(LLMC_CONTROLLER_BINARY, std::vector<std::string>{}, controller_port);
+  // A restart: the routing table warms while the worker registers again (the test controllers' default is none).
+  controller = std::make_unique<ControllerProcess>(LLMC_CONTROLLER_BINARY,
+                                                   std::vector<std::string>{"--routing_warmup=5s"}, controller_port);
   // The gateway watches the new controller at once; the worker comes back on its next heartbeat.
   const bool back = WaitUntil([&] { return registration.successful_registrations() >= 2; }, absl::Seconds(10));
   absl::SleepFor(absl::Seconds(1));

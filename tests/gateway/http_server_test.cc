@@ -693,6 +693,44 @@ TEST_CASE("http server: Stop closes connections, tells working handlers, and ref
   writer->Send(200, "text/plain", "still a no-op");
 }
 
+TEST_CASE("http server: StopAccepting refuses new connections, closes idle ones, lets requests finish with a close",
+          "[unit][http]") {
+  auto observer = std::make_shared<CountingObserver>();
+  TestServer server(SmallOptions(), observer);
+  HttpTestClient idle(server.port);
+  REQUIRE(idle.RoundTrip(RawRequest("GET", "/hello")));
+  HttpTestClient streaming(server.port);
+  REQUIRE(streaming.Write(RawRequest("POST", "/stream", {}, "{}")));
+  REQUIRE(streaming.StartStream());
+  auto writer = server.WaitForPending();
+  REQUIRE(writer != nullptr);
+  HttpTestClient not_yet_asked(server.port);  // connected, its request still to come
+  REQUIRE(WaitUntil([&] { return observer->opened == 3; }, absl::Seconds(5)));
+
+  server.server.StopAccepting();
+  CHECK(idle.PeerCloses(absl::Seconds(5)));
+  CHECK(WaitUntil([&] { return !HttpTestClient(server.port).connected(); }, absl::Seconds(5)));
+  CHECK_FALSE(server.server.WaitForRequests(absl::Now() + absl::Milliseconds(50)));
+
+  // A connection accepted before the drain is served once, and told the connection closes.
+  auto late = not_yet_asked.RoundTrip(RawRequest("GET", "/hello"));
+  REQUIRE(late);
+  CHECK(late->result_int() == 200);
+  CHECK((*late)[boost::beast::http::field::connection] == "close");
+  CHECK(not_yet_asked.PeerCloses(absl::Seconds(5)));
+
+  // The stream in flight runs to its end, then its connection closes.
+  writer->WriteEvent("last");
+  writer->EndEventStream();
+  streaming.ReadChunks([](const auto&) { return false; });
+  CHECK(streaming.StreamComplete());
+  CHECK(streaming.chunks() == std::vector<std::string>{"data: last\n\n"});
+  CHECK(streaming.PeerCloses(absl::Seconds(5)));
+  CHECK(server.server.WaitForRequests(absl::Now() + absl::Seconds(5)));
+  CHECK(server.server.requests_in_flight() == 0);
+  CHECK(server.gone == 0);
+}
+
 TEST_CASE("http server: Start reports a port that cannot be bound", "[unit][http]") {
   TestServer first;
   HttpServer second(SmallOptions());

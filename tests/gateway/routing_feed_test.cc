@@ -10,6 +10,7 @@
 #include "controller/controller_server.h"
 #include "gateway/dispatch/worker_router.h"
 #include "grpcpp/create_channel.h"
+#include "tests/support/cluster_secret.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/metrics_text.h"
@@ -21,6 +22,7 @@ namespace {
 using testing::ControllerProcess;
 using testing::MakeRegistration;
 using testing::ScrapeMetric;
+using testing::TestClusterCredentials;
 using testing::WaitUntil;
 
 absl::StatusOr<PickedWorker> PickNow(WorkerRouter& router, const std::string& model,
@@ -70,7 +72,7 @@ TEST_CASE("routing feed: a gateway picks from the streamed table and the control
           "[integration][routing]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, kQuietHeartbeats);
   RegisterWorkers(controller, 2);
-  WorkerRouter router(controller.address(), absl::Seconds(1));
+  WorkerRouter router(controller.address(), absl::Seconds(1), {}, absl::Seconds(1), TestClusterCredentials());
   router.Start();
   REQUIRE(WaitUntil([&] { return router.watching() && router.replica().Workers().size() == 2; }, absl::Seconds(10)));
   CHECK(ScrapeMetric(controller.metrics_port(), "llmc_controller_routing_watchers") == 1);
@@ -110,8 +112,8 @@ TEST_CASE("routing feed: a gateway picks from the streamed table and the control
 TEST_CASE("routing feed: gateways see each other's picks, for load and for prefixes", "[integration][routing]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {"--heartbeat_interval=1h", "--dispatch_policy=prefix_aware"});
   RegisterWorkers(controller, 4);
-  WorkerRouter first(controller.address(), absl::Seconds(1));
-  WorkerRouter second(controller.address(), absl::Seconds(1));
+  WorkerRouter first(controller.address(), absl::Seconds(1), {}, absl::Seconds(1), TestClusterCredentials());
+  WorkerRouter second(controller.address(), absl::Seconds(1), {}, absl::Seconds(1), TestClusterCredentials());
   first.Start();
   second.Start();
   REQUIRE(WaitUntil([&] { return first.watching() && second.watching(); }, absl::Seconds(10)));
@@ -141,7 +143,7 @@ TEST_CASE("routing feed: while the controller is away the gateway picks from its
           "[integration][routing]") {
   auto controller = std::make_unique<ControllerProcess>(LLMC_CONTROLLER_BINARY, kQuietHeartbeats);
   RegisterWorkers(*controller, 1);
-  WorkerRouter router(controller->address(), absl::Milliseconds(200));
+  WorkerRouter router(controller->address(), absl::Milliseconds(200), {}, absl::Seconds(1), TestClusterCredentials());
   router.Start();
   REQUIRE(WaitUntil([&] { return router.watching() && router.replica().Workers().size() == 1; }, absl::Seconds(10)));
   controller.reset();

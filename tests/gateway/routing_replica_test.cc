@@ -66,10 +66,13 @@ TEST_CASE("routing replica: a warming controller's table keeps the workers it do
   partial.set_warming(true);
   replica.Apply(partial);
   CHECK(replica.Workers().size() == 2);
+  // A model none of them serves may be on a worker that has not registered again yet: retryable.
+  CHECK(replica.Pick("llama", {}, {}).status().code() == absl::StatusCode::kUnavailable);
   // Warming over: the table is whole, and w2 never came back.
   replica.Apply(Full("shortest_queue", {Worker("w1", 0, 0, 2)}));
   REQUIRE(replica.Workers().size() == 1);
   CHECK(replica.Workers()[0].worker_id() == "w1");
+  CHECK(replica.Pick("llama", {}, {}).status().code() == absl::StatusCode::kNotFound);
   // No worker at all is a cluster starting, not a model nobody serves.
   replica.Apply(Full("shortest_queue", {}));
   CHECK(replica.Pick("qwen", {}, {}).status().code() == absl::StatusCode::kUnavailable);

@@ -8,15 +8,21 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "llmc/v1/controller.grpc.pb.h"
 #include "tests/support/child_process.h"
+#include "tests/support/cluster_secret.h"
 
 namespace llmc::testing {
 
-// The real llmc-controller binary on free loopback ports, with clients for its services.
+// The real llmc-controller binary on free loopback ports, with clients for its services; the process and
+// the clients share kTestClusterSecret (tests/support/cluster_secret.h).
 class ControllerProcess {
  public:
-  // Starts the binary with `extra_args` after the address flags; `grpc_port` 0 picks a free port.
-  // Throws when the process does not report SERVING on the health service within 20 s.
-  ControllerProcess(const std::string& binary, std::vector<std::string> extra_args, int grpc_port = 0);
+  // Starts the binary with `extra_args` after the address flags and `environment` (NAME=VALUE) added to this
+  // process's; `grpc_port` 0 picks a free port. The helper's clients use `client_credentials` (internal TLS
+  // for a controller started with it). Throws when the process does not report SERVING on the health service
+  // within 20 s.
+  ControllerProcess(const std::string& binary, std::vector<std::string> extra_args, int grpc_port = 0,
+                    std::vector<std::string> environment = {},
+                    const internal_auth::ClusterCredentials& client_credentials = TestClusterCredentials());
 
   std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int grpc_port() const { return grpc_port_; }

@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "tests/support/cluster_secret.h"
 #include "tests/support/http_get.h"
 #include "tests/support/wait.h"
 
@@ -14,7 +15,7 @@ GatewayProcess::GatewayProcess(const std::string& binary, const std::string& con
                                    "--controller_address=" + controller_address};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   const std::string log = MakeTempDir("llmc-gateway") + "/gateway.log";
-  process_ = std::make_unique<ChildProcess>(binary, args, log);
+  process_ = std::make_unique<ChildProcess>(binary, args, log, WithTestClusterSecret({}));
   const bool listening =
       WaitUntil([&] { return !process_->running() || LoopbackPortAccepts(port_); }, absl::Seconds(20));
   if (!listening || !process_->running()) {

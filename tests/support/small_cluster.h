@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/support/cluster_secret.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/small_model.h"
@@ -30,15 +31,20 @@ inline constexpr bool kSanitized = false;
 
 class SmallCluster {
  public:
+  // `controller_flags` go to the controller; the helpers' own gRPC clients use `client_credentials`.
   SmallCluster(const std::string& worker_id, std::vector<std::string> worker_flags,
-               std::vector<std::string> gateway_flags)
-      : controller_(LLMC_CONTROLLER_BINARY, {}),
+               std::vector<std::string> gateway_flags, std::vector<std::string> controller_flags = {},
+               const internal_auth::ClusterCredentials& client_credentials = TestClusterCredentials())
+      : controller_(LLMC_CONTROLLER_BINARY, std::move(controller_flags), /*grpc_port=*/0, {}, client_credentials),
         worker_(LLMC_WORKER_BINARY, SmallModelPackage(),
-                SmallWorkerArgs(controller_.address(), worker_id, std::move(worker_flags))),
+                SmallWorkerArgs(controller_.address(), worker_id, std::move(worker_flags)), absl::Seconds(120), {},
+                client_credentials),
         gateway_(LLMC_GATEWAY_BINARY, controller_.address(), WithRefresh(std::move(gateway_flags))) {
     REQUIRE(gateway_.WaitHealthy());
   }
 
+  ControllerProcess& controller() { return controller_; }
+  WorkerProcess& worker() { return worker_; }
   GatewayProcess& gateway() { return gateway_; }
   int port() const { return gateway_.port(); }
   // The gateway's and the worker's logs, for a failure's report.

@@ -1,7 +1,9 @@
 #include "tests/support/worker_process.h"
 
 #include <stdexcept>
+#include <utility>
 
+#include "tests/support/cluster_secret.h"
 #include "tests/support/grpc_channel.h"
 #include "tests/support/wait.h"
 
@@ -9,16 +11,17 @@ namespace llmc::testing {
 
 WorkerProcess::WorkerProcess(const std::string& binary, const std::string& model_path,
                              std::vector<std::string> extra_args, absl::Duration ready_timeout,
-                             std::vector<std::string> environment)
+                             std::vector<std::string> environment,
+                             const internal_auth::ClusterCredentials& client_credentials)
     : grpc_port_(PickFreePort()), metrics_port_(PickFreePort()) {
   std::vector<std::string> args = {"--model_path=" + model_path, "--listen_address=" + address(),
                                    "--metrics_address=127.0.0.1:" + std::to_string(metrics_port_)};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   const std::string log = MakeTempDir("llmc-worker") + "/worker.log";
-  process_ = std::make_unique<ChildProcess>(binary, args, log, environment);
+  process_ = std::make_unique<ChildProcess>(binary, args, log, WithTestClusterSecret(std::move(environment)));
   // The gRPC port opens once the model is loaded; dialling earlier would put the channel into backoff.
   WaitUntil([&] { return !process_->running() || LoopbackPortAccepts(grpc_port_); }, ready_timeout);
-  auto channel = MakeTestChannel(address());
+  auto channel = MakeTestChannel(address(), client_credentials);
   worker_ = v1::Worker::NewStub(channel);
   health_ = grpc::health::v1::Health::NewStub(channel);
   const bool serving = WaitUntil(

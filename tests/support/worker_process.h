@@ -9,6 +9,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "llmc/v1/worker.grpc.pb.h"
 #include "tests/support/child_process.h"
+#include "tests/support/cluster_secret.h"
 
 namespace llmc::testing {
 
@@ -16,10 +17,11 @@ namespace llmc::testing {
 class WorkerProcess {
  public:
   // Starts the binary with `extra_args` after the model and address flags, and `environment` (NAME=VALUE)
-  // added to this process's. Throws, with the worker's log, when it does not report SERVING on the health
-  // service within `ready_timeout`.
+  // added to this process's. The helper's clients use `client_credentials`. Throws, with the worker's log,
+  // when it does not report SERVING on the health service within `ready_timeout`.
   WorkerProcess(const std::string& binary, const std::string& model_path, std::vector<std::string> extra_args,
-                absl::Duration ready_timeout = absl::Seconds(120), std::vector<std::string> environment = {});
+                absl::Duration ready_timeout = absl::Seconds(120), std::vector<std::string> environment = {},
+                const internal_auth::ClusterCredentials& client_credentials = TestClusterCredentials());
 
   std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int grpc_port() const { return grpc_port_; }

@@ -168,7 +168,7 @@ TEST_CASE("chat rendering: JSON fields from gRPC meet the gateway's depth and ke
   many_keys += "}";
 
   v1::ChatInput deep_messages = Input("[{\"role\":\"user\",\"content\":" + deep + "}]");
-  CHECK(refusal(deep_messages) == "chat.messages_json nests JSON deeper than 64 levels");
+  CHECK(refusal(deep_messages) == "chat.messages_json nests JSON deeper than 69 levels");
   v1::ChatInput wide_messages = Input("[{\"role\":\"user\",\"content\":\"hi\",\"x\":" + many_keys + "}]");
   CHECK(refusal(wide_messages) == "chat.messages_json has a JSON object with more than 10000 keys");
 
@@ -190,6 +190,14 @@ TEST_CASE("chat rendering: JSON fields from gRPC meet the gateway's depth and ke
   v1::ChatInput fine_messages =
       Input("[{\"role\":\"user\",\"content\":\"hi\",\"x\":" + std::string(62, '[') + "1" + std::string(62, ']') + "}]");
   CHECK(RenderChat(fine_messages, model).ok());
+  // A tool call's arguments the gateway accepted (64 levels inside their string) sit five levels down in the
+  // forwarded messages (found by fuzz/json_in_strings_fuzzer.cc).
+  const std::string deepest_arguments = std::string(63, '[') + "{}" + std::string(63, ']');
+  v1::ChatInput call_messages = Input(R"([{"role":"assistant","content":"","tool_calls":[{"id":"c","type":"function",)"
+                                      R"("function":{"name":"f","arguments":)" +
+                                      deepest_arguments + "}}]}]");
+  const absl::StatusOr<std::string> rendered_call = RenderChat(call_messages, model);
+  CHECK(rendered_call.status() == absl::OkStatus());
 }
 
 }  // namespace

@@ -213,8 +213,11 @@ TEST_CASE("engine: cancelling mid-stream frees every KV block", "[integration][e
 TEST_CASE("engine: a request past its deadline ends with DEADLINE_EXCEEDED and frees its blocks",
           "[integration][engine]") {
   auto engine = StartEngine(SmallOptions());
+  // Four choices of 2000 tokens each: far more work than 100 ms holds even on a fast machine (one choice of
+  // this tiny model once ran its 2000 tokens inside 300 ms).
   GenerationRequest request = Greedy(ToIds(Reference().prompts[3]), 2000);
-  request.deadline = absl::Now() + absl::Milliseconds(300);
+  request.sampling.n = 4;
+  request.deadline = absl::Now() + absl::Milliseconds(100);
   auto sink = std::make_shared<CollectingSink>();
   REQUIRE(engine->Submit(std::move(request), sink).ok());
   REQUIRE(sink->WaitDone());

@@ -2,6 +2,7 @@
 #include "worker/service/response_merge.h"
 
 #include <catch2/catch.hpp>
+#include <vector>
 
 namespace llmc::worker {
 namespace {
@@ -72,6 +73,58 @@ TEST_CASE("response merge: typed parts append in order", "[unit][worker]") {
   CHECK(typed.content() == "ab");
   REQUIRE(typed.tool_calls_size() == 1);
   CHECK(typed.tool_calls(0).name() == "f");
+}
+
+// A prompt logprob entry of about 200 bytes: 20 alternatives.
+v1::TokenLogprob PromptEntry(int32_t id) {
+  v1::TokenLogprob entry;
+  entry.set_token_id(id);
+  entry.set_token("tok");
+  entry.set_logprob(-1.0f);
+  for (int k = 0; k < 20; ++k) {
+    v1::TopLogprob* top = entry.add_top();
+    top->set_token_id(k);
+    top->set_token("t");
+    top->set_logprob(-2.0f);
+  }
+  return entry;
+}
+
+TEST_CASE("response merge: a long prompt's logprobs split into bounded parts, in order, the last with the deltas",
+          "[unit][worker]") {
+  v1::GenerateResponse response;
+  for (int32_t i = 0; i < 1000; ++i) *response.add_prompt_logprobs() = PromptEntry(i);
+  *response.add_deltas() = Delta(0, 0, 10, "Hel");
+  response.add_prompt_token_ids(7);
+  const size_t whole = response.ByteSizeLong();
+  constexpr size_t kPart = 16 << 10;
+  REQUIRE(whole > 8 * kPart);
+
+  std::vector<v1::GenerateResponse> parts = SplitPromptLogprobs(response, kPart);
+  REQUIRE(parts.size() > 8);
+  int32_t next = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    INFO("part " << i);
+    const bool last = i + 1 == parts.size();
+    CHECK(parts[i].ByteSizeLong() <= kPart + (last ? 64 : 0));  // the last also carries the deltas
+    CHECK(parts[i].deltas_size() == (last ? 1 : 0));
+    for (const v1::TokenLogprob& entry : parts[i].prompt_logprobs()) CHECK(entry.token_id() == next++);
+  }
+  CHECK(next == 1000);
+  CHECK(parts.back().prompt_token_ids_size() == 1);
+
+  // Merged back (a reader far behind), they read as the one message.
+  v1::GenerateResponse merged = std::move(parts[0]);
+  for (size_t i = 1; i < parts.size(); ++i) MergeInto(merged, std::move(parts[i]));
+  CHECK(merged.prompt_logprobs_size() == 1000);
+  CHECK(merged.prompt_logprobs(999).token_id() == 999);
+  CHECK(merged.deltas(0).text() == "Hel");
+
+  // A small one, or one without prompt logprobs, stays whole.
+  v1::GenerateResponse small;
+  *small.add_prompt_logprobs() = PromptEntry(1);
+  *small.add_deltas() = Delta(0, 0, 10, "Hel");
+  CHECK(SplitPromptLogprobs(small, kPart).size() == 1);
 }
 
 }  // namespace

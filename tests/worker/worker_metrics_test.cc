@@ -20,6 +20,7 @@ TEST_CASE("worker metrics: engine events and load appear under vLLM's names", "[
   load.num_kv_blocks = 10;
   load.num_kv_blocks_used = 4;
   metrics.RefreshLoad(load);
+  metrics.SetStreamQueuedBytes(4096);
   metrics.OnStep({100, 3, absl::Milliseconds(20), absl::Milliseconds(18)});
   metrics.OnFirstToken(absl::Milliseconds(50));
   metrics.OnInterToken(absl::Milliseconds(30));
@@ -33,6 +34,7 @@ TEST_CASE("worker metrics: engine events and load appear under vLLM's names", "[
   CHECK_THAT(text, Catch::Contains("llmc:num_requests_running{model_name=\"tiny\"} 3"));
   CHECK_THAT(text, Catch::Contains("llmc:num_requests_waiting{model_name=\"tiny\"} 2"));
   CHECK_THAT(text, Catch::Contains("llmc:kv_cache_usage_perc{model_name=\"tiny\"} 0.4"));
+  CHECK_THAT(text, Catch::Contains("llmc:stream_queued_bytes{model_name=\"tiny\"} 4096"));
   CHECK_THAT(text, Catch::Contains("llmc:prompt_tokens_total{model_name=\"tiny\"} 24"));
   CHECK_THAT(text, Catch::Contains("llmc:generation_tokens_total{model_name=\"tiny\"} 7"));
   CHECK_THAT(text, Catch::Contains("llmc:num_preemptions_total{model_name=\"tiny\"} 1"));

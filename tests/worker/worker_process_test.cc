@@ -188,8 +188,9 @@ TEST_CASE("worker process: a missing model_path or package is a clear error", "[
   CHECK(no_path.exit_code == 2);
   CHECK_THAT(no_path.output, Catch::Contains("model_path is required"));
 
-  const CommandResult missing = RunCommand(
-      LLMC_WORKER_BINARY, {"--model_path=/nonexistent/package", "--controller_address=", "--metrics_address="});
+  const CommandResult missing =
+      RunCommand(LLMC_WORKER_BINARY, {"--model_path=/nonexistent/package", "--listen_address=127.0.0.1:0",
+                                      "--controller_address=", "--metrics_address="});
   CHECK(missing.exit_code == 1);
   CHECK_THAT(missing.output, Catch::Contains("/nonexistent/package"));
 }

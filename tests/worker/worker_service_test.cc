@@ -35,7 +35,8 @@ class ServiceFixture {
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     REQUIRE(server_ != nullptr);
-    stub_ = v1::Worker::NewStub(testing::MakeTestChannel("127.0.0.1:" + std::to_string(port)));
+    address_ = "127.0.0.1:" + std::to_string(port);
+    stub_ = v1::Worker::NewStub(testing::MakeTestChannel(address_));
   }
 
   ~ServiceFixture() {
@@ -48,6 +49,7 @@ class ServiceFixture {
   FakeEngine engine_;
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::string address_;
   std::unique_ptr<v1::Worker::Stub> stub_;
 };
 
@@ -235,6 +237,34 @@ TEST_CASE("worker service: invalid requests, other models and a draining worker 
   CHECK(result.status.error_code() == grpc::StatusCode::UNAVAILABLE);
   CHECK_THAT(result.status.error_message(), Catch::Contains("draining"));
   CHECK(fixture.engine_.submitted().empty());
+}
+
+TEST_CASE("worker service: a reader that falls behind past the queue cap gets FAILED_PRECONDITION; others go on",
+          "[unit][worker]") {
+  ServiceFixture fixture;
+  fixture.service_->set_max_stream_queued_bytes(2048);
+  // A client that takes at most 1 KiB ahead of its reads (no window growth), and then reads nothing.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto slow_stub =
+      v1::Worker::NewStub(grpc::CreateCustomChannel(fixture.address_, grpc::InsecureChannelCredentials(), args));
+  // 16 choices echoing a 2,000-token prompt: some 500 KB, far more than gRPC's buffers hold for the reader.
+  v1::GenerateRequest request = IdsRequest("slow", 1, 0, 2000, 16);
+  for (int32_t i = 0; i < 2000; ++i) request.mutable_prompt_token_ids()->add_ids(1 + i % 250);
+  grpc::ClientContext context;
+  SetDeadline(context);
+  auto reader = slow_stub->Generate(&context, request);
+  REQUIRE(WaitUntil([&] { return !fixture.engine_.aborted_ids().empty(); }, absl::Seconds(15)));
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+  }
+  const grpc::Status status = reader->Finish();
+  CHECK(status.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK_THAT(status.error_message(), Catch::Contains("too slowly"));
+  CHECK(WaitUntil([&] { return fixture.service_->stream_queued_bytes() == 0; }, absl::Seconds(5)));
+  // The engine serves the next request as before.
+  CheckEcho(RunStream(*fixture.stub_, IdsRequest("next", 1, 5, 100)), 1, 5, 1, v1::FINISH_REASON_STOP);
 }
 
 TEST_CASE("worker service: streams the engine drops at Stop end UNAVAILABLE", "[unit][worker]") {

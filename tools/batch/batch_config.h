@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/engine_limits.h"
 
 namespace llmc::batch {
 
@@ -25,7 +26,7 @@ struct BatchConfig {
   int64_t max_running = 64;
   int64_t max_num_batched_tokens = 1024;
   int64_t kv_cache_bytes = 0;  // 0: kv_cache_memory_fraction of available memory
-  double kv_cache_memory_fraction = 0.3;
+  double kv_cache_memory_fraction = kDefaultEngineLimits.kv_cache_memory_fraction;
   int64_t max_model_len = 0;
   bool progress = true;
 

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "common/engine_limits.h"
+
 namespace llmc::sim {
 
 // How long one engine step takes: a fixed part, one decode token per decoding sequence and the prefill
@@ -21,10 +23,10 @@ struct StepModel {
 
 // A worker's engine limits, as llmc-worker's flags set them.
 struct WorkerLimits {
-  int64_t max_running = 32;
-  int64_t max_num_batched_tokens = 512;
+  int64_t max_running = kDefaultEngineLimits.max_running;
+  int64_t max_num_batched_tokens = kDefaultEngineLimits.max_num_batched_tokens;
   int64_t kv_blocks = 8192;
-  int64_t block_size = 16;
+  int64_t block_size = kDefaultEngineLimits.block_size;
 };
 
 // Chat traffic: conversations arrive as a Poisson process; each starts with one of `families` system

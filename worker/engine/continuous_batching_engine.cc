@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "worker/engine/device_memory.h"
+#include "worker/engine/request_checks.h"
 
 namespace llmc::engine {
 namespace {
@@ -129,18 +130,9 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
   const int64_t prompt_length = static_cast<int64_t>(request.prompt_token_ids.size());
   if (prompt_length == 0) return absl::InvalidArgumentError("the prompt is empty");
   const int64_t vocab_size = model_->manifest().vocab_size;
-  for (const int32_t id : request.prompt_token_ids) {
-    if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prompt token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
-    }
-  }
-  for (const int32_t id : sampling.stop_token_ids) {
-    if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("stop token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
-    }
-  }
+  const std::string& model_name = model_->manifest().name;
+  RETURN_IF_ERROR(CheckIdsInVocabulary(request.prompt_token_ids, "prompt token ids", vocab_size, model_name));
+  RETURN_IF_ERROR(CheckIdsInVocabulary(sampling.stop_token_ids, "stop_token_ids", vocab_size, model_name));
   if (sampling.constrained != static_cast<bool>(request.constraint)) {
     // The worker service compiles a request's constraint before submitting it; running without it would
     // silently ignore the client's schema.
@@ -150,10 +142,7 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
     return absl::InvalidArgumentError("structured outputs are not available with beam search");
   }
   for (const auto& [id, bias] : sampling.logit_bias) {
-    if (id < 0 || id >= vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("logit_bias token id ", id, " is outside the vocabulary [0, ", vocab_size, ")"));
-    }
+    RETURN_IF_ERROR(CheckIdsInVocabulary({id}, "logit_bias", vocab_size, model_name));
   }
   if (request.pooling != Pooling::kNone) {
     if (!model_->serves_embeddings()) {
@@ -163,11 +152,7 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
           "version 6; re-export it with tools/export_model.py)"));
     }
     if (sampling.n != 1) return absl::InvalidArgumentError("an embedding request has one choice");
-    if (prompt_length > options_.max_model_len) {
-      return absl::InvalidArgumentError(absl::StrCat("this model's maximum context length is ", options_.max_model_len,
-                                                     " tokens, but the input has ", prompt_length));
-    }
-    return absl::OkStatus();
+    return CheckInputFitsContext(prompt_length, "the input", options_.max_model_len);
   }
   if (sampling.n < 1) return absl::InvalidArgumentError("n must be at least 1");
   if (sampling.beam_search()) {
@@ -185,13 +170,7 @@ absl::Status ContinuousBatchingEngine::Validate(const GenerationRequest& request
     }
   }
   if (sampling.max_tokens < 1) return absl::InvalidArgumentError("max_tokens must be at least 1");
-  if (prompt_length + sampling.max_tokens > options_.max_model_len) {
-    return absl::InvalidArgumentError(absl::StrCat("this model's maximum context length is ", options_.max_model_len,
-                                                   " tokens, but ", prompt_length + sampling.max_tokens,
-                                                   " were requested (", prompt_length, " in the prompt, ",
-                                                   sampling.max_tokens, " for the completion)"));
-  }
-  return absl::OkStatus();
+  return CheckFitsContext(prompt_length, sampling.max_tokens, "max_tokens", options_.max_model_len, model_name);
 }
 
 absl::StatusOr<uint64_t> ContinuousBatchingEngine::Submit(GenerationRequest request,

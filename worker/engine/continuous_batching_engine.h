@@ -29,8 +29,8 @@
 namespace llmc::engine {
 
 // The Engine: one thread (Run) owns the model, the KV cache, the scheduler and every request, and runs
-// steps, each an ordered list of actions: admit → schedule → forward → sample → prompt logprobs → pool → emit (one file
-// each).
+// steps, each an ordered list of actions: admit → schedule → forward → sample → prompt logprobs → pool → beam search
+// → emit (one file each; docs/engine.md).
 // Other threads reach it only through the inbox (request_inbox.h) and the load and health snapshots
 // (`state_mu_`). Sinks are called on the delivery thread (delivery_queue.h), never on the engine thread.
 class ContinuousBatchingEngine final : public Engine {

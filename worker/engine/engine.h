@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/engine_limits.h"
 #include "worker/engine/engine_observer.h"
 #include "worker/engine/generation.h"
 #include "worker/model/loaded_model.h"
@@ -17,14 +18,14 @@ namespace llmc::engine {
 
 struct EngineOptions {
   int64_t kv_cache_bytes = 0;  // 0: kv_cache_memory_fraction of free device memory (available RAM on CPU)
-  double kv_cache_memory_fraction = 0.3;
-  int64_t block_size = 16;
-  int64_t max_num_batched_tokens = 512;
-  int64_t max_running = 32;
-  int64_t max_waiting = 256;
+  double kv_cache_memory_fraction = kDefaultEngineLimits.kv_cache_memory_fraction;
+  int64_t block_size = kDefaultEngineLimits.block_size;
+  int64_t max_num_batched_tokens = kDefaultEngineLimits.max_num_batched_tokens;
+  int64_t max_running = kDefaultEngineLimits.max_running;
+  int64_t max_waiting = kDefaultEngineLimits.max_waiting;
   int64_t max_model_len = 0;  // 0: the manifest's max_context_length
   // After this many model steps in a row fail, the engine turns unhealthy (Health) and refuses new requests.
-  int64_t max_consecutive_failed_steps = 3;
+  int64_t max_consecutive_failed_steps = kDefaultEngineLimits.max_consecutive_failed_steps;
   // Full KV blocks stay cached under the hash of their tokens; a request reuses its longest cached prefix.
   bool enable_prefix_caching = true;
 };
@@ -48,7 +49,7 @@ struct EngineLoad {
   }
 };
 
-// The continuous-batching engine (ARCHITECTURE.md §3). One engine thread owns the model, the KV cache and
+// The continuous-batching engine (docs/engine.md). One engine thread owns the model, the KV cache and
 // every sequence; Submit and Abort reach it through queues drained between steps.
 class Engine {
  public:

@@ -58,7 +58,7 @@ void Scheduler::Remove(Sequence* sequence) {
 void Scheduler::Computed(const SchedulerOutput& plan) {
   for (const ScheduledChunk& chunk : plan.chunks) {
     chunk.sequence->num_computed += chunk.num_tokens;
-    if (limits_.enable_prefix_caching) CacheFilledBlocks(*chunk.sequence, chunk.num_tokens);
+    prefix_cache_.CacheFilledBlocks(*chunk.sequence, chunk.num_tokens);
   }
 }
 
@@ -77,28 +77,7 @@ bool Scheduler::WaitsForChoiceZero(const Sequence& sequence) const {
   if (first.finished() || first.num_output() > 0) return false;
   // Prompt logprobs must come before any token of the request (sequence.h); with prefix caching the prompt
   // is computed once, by choice 0, and shared (only its last token is left to compute).
-  return first.collects_prompt_logprobs() || (limits_.enable_prefix_caching && first.prompt_length > 1);
-}
-
-void Scheduler::SharePromptOfChoiceZero(Sequence& sequence) {
-  if (!limits_.enable_prefix_caching || sequence.choice_index == 0 || sequence.num_output() > 0 ||
-      !sequence.may_use_cached_prefix()) {
-    return;
-  }
-  const Sequence& first = *sequence.group.sequences.front();
-  const int32_t prompt_blocks = BlocksFor(sequence.prompt_length, limits_.block_size);
-  if (first.finished() || first.num_computed < first.prompt_length ||
-      static_cast<int32_t>(first.block_table.size()) < prompt_blocks) {
-    return;
-  }
-  allocator_.Release(sequence.block_table);
-  for (int32_t k = 0; k < prompt_blocks; ++k) {
-    allocator_.Share(first.block_table[k]);
-    sequence.block_table.push_back(first.block_table[k]);
-  }
-  // Choice 0 may have written its output past the prompt in the last block: this choice overwrites those
-  // positions (in its own copy) before it reads them.
-  sequence.num_computed = sequence.prompt_length - 1;
+  return first.collects_prompt_logprobs() || (prefix_cache_.enabled() && first.prompt_length > 1);
 }
 
 bool Scheduler::WritesSharedBlock(const Sequence& sequence) const {
@@ -115,66 +94,6 @@ void Scheduler::CopyOnWrite(Sequence& sequence, SchedulerOutput& output) {
   output.block_copies.emplace_back(shared[0], copy[0]);
   sequence.block_table[index] = copy[0];
   allocator_.Release(shared);
-}
-
-void Scheduler::ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const {
-  const int64_t block_size = limits_.block_size;
-  for (int64_t k = static_cast<int64_t>(sequence.block_hashes.size()); k < num_blocks; ++k) {
-    const uint64_t parent =
-        k == 0 ? RootBlockHash(sequence.group.request.cache_salt) : sequence.block_hashes[k - 1].hash;
-    sequence.block_hashes.push_back(
-        {block_hash_(parent, absl::MakeConstSpan(sequence.tokens).subspan(k * block_size, block_size)), kNoBlockId});
-  }
-}
-
-BlockId Scheduler::CachedId(const Sequence& sequence, int64_t k) const {
-  const BlockId own = allocator_.id(sequence.block_table[k]);
-  return own != kNoBlockId ? own : sequence.block_hashes[k].id;
-}
-
-void Scheduler::TakeCachedPrefix(Sequence& sequence) {
-  if (!limits_.enable_prefix_caching || !sequence.block_table.empty() || !sequence.may_use_cached_prefix()) return;
-  const int64_t block_size = limits_.block_size;
-  const auto tokens = absl::MakeConstSpan(sequence.tokens);
-  const absl::string_view salt = sequence.group.request.cache_salt;
-  // The last token is always computed: its logits give the next token.
-  const int64_t num_blocks = (static_cast<int64_t>(tokens.size()) - 1) / block_size;
-  BlockId parent = kNoBlockId;
-  for (int64_t k = 0; k < num_blocks; ++k) {
-    ExtendBlockHashes(sequence, k + 1);
-    BlockKey& key = sequence.block_hashes[k];
-    const std::optional<int32_t> block =
-        allocator_.TakeCached(key.hash, parent, salt, tokens.subspan(k * block_size, block_size));
-    if (!block.has_value()) break;
-    sequence.block_table.push_back(*block);
-    parent = key.id = allocator_.id(*block);
-  }
-  sequence.num_computed = static_cast<int64_t>(sequence.block_table.size()) * block_size;
-}
-
-void Scheduler::CountPrefixLookup(Sequence& sequence, SchedulerOutput& output) const {
-  // Prompts only: a preempted sequence with output recomputes its own tokens, cached or not.
-  if (!limits_.enable_prefix_caching || !sequence.may_use_cached_prefix() || sequence.num_output() > 0) return;
-  output.prefix_cache_queries += sequence.prompt_length;
-  output.prefix_cache_hits += sequence.num_computed;
-  sequence.num_cached_prompt_tokens = sequence.num_computed;
-}
-
-void Scheduler::CacheFilledBlocks(Sequence& sequence, int64_t num_tokens) {
-  const int64_t block_size = limits_.block_size;
-  const int64_t filled = sequence.num_computed / block_size;
-  ExtendBlockHashes(sequence, filled);
-  const auto tokens = absl::MakeConstSpan(sequence.tokens);
-  const absl::string_view salt = sequence.group.request.cache_salt;
-  for (int64_t k = (sequence.num_computed - num_tokens) / block_size; k < filled; ++k) {
-    // Contents are cached after their parent's by identity: those whose parent is not cached cannot be
-    // (nor can anything after them).
-    const BlockId parent = k == 0 ? kNoBlockId : CachedId(sequence, k - 1);
-    if (k > 0 && parent == kNoBlockId) break;
-    BlockKey& key = sequence.block_hashes[k];
-    key.id =
-        allocator_.Cache(sequence.block_table[k], key.hash, parent, salt, tokens.subspan(k * block_size, block_size));
-  }
 }
 
 int32_t Scheduler::BlocksNeeded(const Sequence& sequence, int64_t num_tokens) const {
@@ -312,8 +231,8 @@ SchedulerOutput Scheduler::Schedule() {
     }
     const int64_t forks_held = StartsBeamSearch(*sequence) ? sequence->group.request.sampling.beam_width - 1 : 0;
     if (static_cast<int64_t>(running_.size()) + held + 1 + forks_held > limits_.max_running) break;
-    TakeCachedPrefix(*sequence);
-    SharePromptOfChoiceZero(*sequence);
+    prefix_cache_.TakeCachedPrefix(*sequence);
+    prefix_cache_.SharePromptOfChoiceZero(*sequence);
     const int64_t num_tokens = ChunkLimit(*sequence, budget);
     const int32_t needed = BlocksNeeded(*sequence, num_tokens);
     const auto fits_now = [&] {
@@ -337,7 +256,7 @@ SchedulerOutput Scheduler::Schedule() {
       continue;
     }
     it = waiting_.erase(it);
-    CountPrefixLookup(*sequence, output);
+    prefix_cache_.CountLookup(*sequence, output.prefix_cache_queries, output.prefix_cache_hits);
     InsertRunning(sequence);
     AddChunk(sequence, num_tokens, budget, output);
     held += forks_held;

@@ -6,15 +6,17 @@
 #include <utility>
 #include <vector>
 
+#include "common/engine_limits.h"
 #include "worker/engine/block_allocator.h"
+#include "worker/engine/prefix_cache.h"
 #include "worker/engine/sequence.h"
 
 namespace llmc::engine {
 
 struct SchedulerLimits {
-  int64_t block_size = 16;
-  int64_t max_num_batched_tokens = 512;  // tokens in one step: decode tokens plus prefill chunks
-  int64_t max_running = 32;
+  int64_t block_size = kDefaultEngineLimits.block_size;
+  int64_t max_num_batched_tokens = kDefaultEngineLimits.max_num_batched_tokens;  // decode tokens + prefill chunks
+  int64_t max_running = kDefaultEngineLimits.max_running;
   // Full blocks are kept as their tokens after their parent block (block_allocator.h) and shared by later
   // sequences with the same prefix and cache salt.
   bool enable_prefix_caching = false;
@@ -44,7 +46,7 @@ struct SchedulerOutput {
 // Prompt logprobs need a full logits row per prompt position: a step computes at most this many.
 inline constexpr int64_t kMaxPromptLogprobRowsPerStep = 128;
 
-// Decides what each step computes (ARCHITECTURE.md §3), in three passes over the token budget:
+// Decides what each step computes (docs/engine.md), in three passes over the token budget:
 //  1. every running sequence that is decoding gets its one token, oldest first;
 //  2. running sequences still prefilling (new prompts, or recomputes after a preemption) get the next chunk
 //     the remaining budget and the free blocks allow, oldest first, leaving free the blocks the decoders
@@ -64,7 +66,9 @@ class Scheduler {
  public:
   // `block_hash` chains the prefix cache's hashes (tests inject colliding ones).
   Scheduler(BlockAllocator& allocator, const SchedulerLimits& limits, BlockHashFunction block_hash = BlockHash)
-      : allocator_(allocator), limits_(limits), block_hash_(block_hash) {}
+      : allocator_(allocator),
+        limits_(limits),
+        prefix_cache_(allocator, limits.block_size, limits.enable_prefix_caching, block_hash) {}
 
   void AddWaiting(Sequence* sequence);
   // Beam search: `child` (a new beam extending `parent` by one token) joins where its parent is: running on
@@ -98,28 +102,15 @@ class Scheduler {
   void InsertRunning(Sequence* sequence);
   // Choice 0 of the request is still computing the prompt that this later choice will share.
   bool WaitsForChoiceZero(const Sequence& sequence) const;
-  // Prefix caching: `sequence`'s block hashes up to its first `num_blocks` full blocks.
-  void ExtendBlockHashes(Sequence& sequence, int64_t num_blocks) const;
-  // The identity under which the cache holds the contents of `sequence`'s full block k (its own block's,
-  // else the one Sequence::block_hashes noted); kNoBlockId when they are not cached.
-  BlockId CachedId(const Sequence& sequence, int64_t k) const;
-  // Gives a sequence that holds no blocks the cached blocks of its longest cached prefix.
-  void TakeCachedPrefix(Sequence& sequence);
-  // A later choice whose choice 0 holds the computed prompt shares all its prompt blocks instead.
-  void SharePromptOfChoiceZero(Sequence& sequence);
   // The next chunk of `sequence` starts in a block another sequence holds too.
   bool WritesSharedBlock(const Sequence& sequence) const;
   // Gives `sequence` its own copy of that block.
   void CopyOnWrite(Sequence& sequence, SchedulerOutput& output);
-  // An admitted prompt's lookup, for the metrics and the request's cached-token count.
-  void CountPrefixLookup(Sequence& sequence, SchedulerOutput& output) const;
-  // Caches the blocks that `num_tokens` newly computed tokens filled.
-  void CacheFilledBlocks(Sequence& sequence, int64_t num_tokens);
   void AddChunk(Sequence* sequence, int64_t num_tokens, int64_t& budget, SchedulerOutput& output);
 
   BlockAllocator& allocator_;
   const SchedulerLimits limits_;
-  const BlockHashFunction block_hash_;
+  PrefixCache prefix_cache_;
   std::deque<Sequence*> waiting_;         // by arrival, oldest first
   std::vector<Sequence*> running_;        // by arrival (request id, choice), oldest first
   int64_t prompt_logprob_rows_left_ = 0;  // this step's

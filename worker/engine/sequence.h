@@ -24,7 +24,8 @@ struct RequestGroup;
 class ConstraintState;
 
 // One choice of a request. Engine thread only; every field has one writer:
-//   tokens, detokenizer, stop_matcher, last_token_time: the emit action (emit_action.h);
+//   tokens, detokenizer, stop_matcher, last_token_time: the emit action (emit_action.h), or for a beam the beam
+//   search action (beam_search_action.h);
 //   prompt_logprobs: the prompt logprob action (prompt_logprob_action.h), emptied by the emit action;
 //   num_computed, block_table, block_hashes, num_cached_prompt_tokens: the scheduler (queued, running or
 //   preempted is where the scheduler keeps it);
@@ -42,7 +43,7 @@ struct Sequence {
   const int64_t prompt_length;
   int64_t num_computed = 0;  // leading tokens whose K/V are in the cache
   std::vector<int32_t> block_table;
-  // Prefix caching: for the first full blocks of `tokens`, their chained hashes and the identities under
+  // Prefix caching: for the first full blocks of `tokens`, their chained keys and the identities under
   // which the cache holds their contents (block_allocator.h: of the block it found or cached, or of the same
   // contents cached first by another sequence), kept across preemptions as the tokens do not change; and how
   // many prompt tokens the cache held when it was last admitted. (Named for the hashes it began with; beam

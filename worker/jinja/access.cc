@@ -129,7 +129,7 @@ absl::StatusOr<Value> Interpreter::GetItem(const Value& object, const Value& key
           if (index >= 0 && index < size) {
             std::string character;
             AppendCodePoint(characters[static_cast<size_t>(index)], &character);
-            return Value::String(std::move(character));
+            return StringLike(object, std::move(character));
           }
         }
         return Value::Undefined(absl::StrCat(ObjectDescription(object), " has no element ", key.AsInt()));
@@ -171,7 +171,7 @@ absl::StatusOr<Value> Interpreter::EvalSlice(const Expr& expr, const std::shared
                      SliceIndices(&parts[0], &parts[1], &parts[2], static_cast<int64_t>(characters.size())));
     std::string sliced;
     for (size_t index : indices) AppendCodePoint(characters[index], &sliced);
-    return Value::String(std::move(sliced));
+    return StringLike(object, std::move(sliced));
   }
   // jinja2 compiles a slice to a plain Python subscript, so slicing anything else is a TypeError.
   return absl::InvalidArgumentError(absl::StrCat("'", TypeName(object), "' object is not subscriptable"));

@@ -20,6 +20,12 @@ constexpr absl::string_view kStringMethods[] = {
     "upper", "lower",  "title",   "capitalize", "swapcase",  "find",       "rfind",        "index",       "rindex",
     "count", "join",   "isdigit", "isalpha",    "isalnum",   "isspace",    "isupper",      "islower",     "center",
     "ljust", "rjust",  "zfill",   "format",     "partition", "rpartition", "removeprefix", "removesuffix"};
+// The str methods markupsafe's Markup overrides: their string arguments are escaped and their strings come
+// back as Markup (split and partition return lists and tuples of Markup).
+constexpr absl::string_view kMarkupMethods[] = {
+    "capitalize", "title",      "lower",     "upper",      "replace", "ljust",        "rjust",        "lstrip",
+    "rstrip",     "center",     "strip",     "swapcase",   "zfill",   "removeprefix", "removesuffix", "split",
+    "rsplit",     "splitlines", "partition", "rpartition", "format",  "join"};
 constexpr absl::string_view kDictMethods[] = {"items", "keys", "values", "get", "copy"};
 constexpr absl::string_view kListMethods[] = {"index", "count", "copy"};
 constexpr absl::string_view kUnsafeDictMethods[] = {"clear", "pop", "popitem", "setdefault", "update"};
@@ -483,10 +489,44 @@ bool IsUnsafeMethod(const Value& self, absl::string_view name) {
   return false;
 }
 
+namespace {
+
+Value EscapeIfString(const Value& value) { return value.is_string() ? EscapeToMarkup(value) : value; }
+
+Value AsMarkup(const Value& value) {
+  if (value.is_string()) return Value::Markup(value.string_value());
+  if (!value.is_list()) return value;
+  std::vector<Value> items;
+  items.reserve(value.list().items.size());
+  for (const Value& item : value.list().items) items.push_back(AsMarkup(item));
+  return value.list().is_tuple ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
+}
+
+absl::StatusOr<Value> CallMarkupMethod(Interpreter& interpreter, const Value& self, const std::string& name,
+                                       const CallArguments& arguments) {
+  CallArguments escaped;
+  for (const Value& argument : arguments.positional) escaped.positional.push_back(EscapeIfString(argument));
+  for (const auto& [keyword, argument] : arguments.keywords) {
+    escaped.keywords.emplace_back(keyword, EscapeIfString(argument));
+  }
+  if (name == "join" && !escaped.positional.empty()) {
+    ASSIGN_OR_RETURN(std::vector<Value> parts, IterateValue(escaped.positional[0]));
+    for (Value& part : parts) part = EscapeIfString(part);
+    escaped.positional[0] = Value::List(std::move(parts));
+  }
+  ASSIGN_OR_RETURN(Value result, CallStringMethod(interpreter, self.string_value(), name, escaped));
+  return AsMarkup(result);
+}
+
+}  // namespace
+
 absl::StatusOr<Value> CallMethod(Interpreter& interpreter, const Value& self, const std::string& name,
                                  const CallArguments& arguments) {
   switch (self.kind()) {
     case Value::Kind::kString:
+      if (self.is_markup() && Contains(kMarkupMethods, name)) {
+        return CallMarkupMethod(interpreter, self, name, arguments);
+      }
       return CallStringMethod(interpreter, self.string_value(), name, arguments);
     case Value::Kind::kDict:
       return CallDictMethod(self, name, arguments);

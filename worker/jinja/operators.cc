@@ -42,7 +42,7 @@ absl::StatusOr<Value> Repeat(const Value& sequence, int64_t count, RenderBudget&
   if (count < 0) count = 0;
   if (sequence.is_string()) {
     const std::string& text = sequence.string_value();
-    if (text.empty()) return Value::String("");  // else '' * 2**62 would loop that many times
+    if (text.empty()) return StringLike(sequence, "");  // else '' * 2**62 would loop that many times
     if (!text.empty() && static_cast<uint64_t>(count) > budget.limits().max_output_bytes / text.size()) {
       return absl::ResourceExhaustedError("template built a string larger than the output limit");
     }
@@ -50,7 +50,7 @@ absl::StatusOr<Value> Repeat(const Value& sequence, int64_t count, RenderBudget&
     std::string out;
     out.reserve(text.size() * static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) out += text;
-    return Value::String(std::move(out));
+    return StringLike(sequence, std::move(out));
   }
   const ListData& list = sequence.list();
   if (list.items.empty()) count = 0;
@@ -164,6 +164,12 @@ absl::StatusOr<Value> BinaryOperation(absl::string_view op, const Value& left, c
   }
   if (op == "+") {
     if (left.is_string() && right.is_string()) {
+      if (left.is_markup() || right.is_markup()) {
+        // Markup's + (and its reflected +) escapes the plain string it is joined to.
+        const std::string joined = EscapeToMarkup(left).string_value() + EscapeToMarkup(right).string_value();
+        RETURN_IF_ERROR(budget.Build(joined.size()));
+        return Value::Markup(joined);
+      }
       RETURN_IF_ERROR(budget.Build(left.string_value().size() + right.string_value().size()));
       return Value::String(left.string_value() + right.string_value());
     }

@@ -12,8 +12,9 @@
 namespace llmc::jinja {
 namespace {
 
-// JSON nesting accepted in the render context (tool schemas nest a few levels; nothing real nests 64).
-constexpr int kMaxContextDepth = 64;
+// JSON nesting accepted in the render context: what the worker accepts (common/request_limits.h: a tool
+// call's arguments, 64 deep in their string, sit five levels down the message list), and a little more.
+constexpr int kMaxContextDepth = 72;
 
 }  // namespace
 

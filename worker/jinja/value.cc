@@ -64,6 +64,48 @@ Value Value::String(std::string value) {
   return Value(Kind::kString, std::make_shared<const std::string>(std::move(value)));
 }
 
+Value Value::Markup(std::string value) {
+  Value markup = String(std::move(value));
+  markup.markup_ = true;
+  return markup;
+}
+
+Value StringLike(const Value& source, std::string text) {
+  return source.is_markup() ? Value::Markup(std::move(text)) : Value::String(std::move(text));
+}
+
+std::string HtmlEscape(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+Value EscapeToMarkup(const Value& value) {
+  if (value.is_markup()) return value;
+  return Value::Markup(HtmlEscape(ToPythonString(value)));
+}
+
 Value Value::List(std::vector<Value> items) { return MakeList(std::move(items), /*is_tuple=*/false); }
 Value Value::Tuple(std::vector<Value> items) { return MakeList(std::move(items), /*is_tuple=*/true); }
 
@@ -184,7 +226,7 @@ std::string TypeName(const Value& value) {
     case Value::Kind::kFloat:
       return "float";
     case Value::Kind::kString:
-      return "str";
+      return value.is_markup() ? "Markup" : "str";
     case Value::Kind::kList:
       return value.list().is_tuple ? "tuple" : "list";
     case Value::Kind::kDict:
@@ -280,7 +322,9 @@ void AppendPythonRepr(const Value& value, std::string* out) {
       out->append("Undefined");
       return;
     case Value::Kind::kString:
+      if (value.is_markup()) out->append("Markup(");
       AppendStringRepr(value.string_value(), out);
+      if (value.is_markup()) out->push_back(')');
       return;
     case Value::Kind::kList: {
       const ListData& list = value.list();

@@ -52,6 +52,10 @@ class Value {
   static Value Int(int64_t value);
   static Value Float(double value);
   static Value String(std::string value);
+  // markupsafe's Markup, which the `safe` and `escape` filters return: a str marked as already escaped. It
+  // prints as its text, but `+` escapes a plain str joined to it and most of its str methods return Markup
+  // (with their string arguments escaped), as jinja2 behaves with autoescape off (transformers' setting).
+  static Value Markup(std::string value);
   static Value List(std::vector<Value> items);
   static Value Tuple(std::vector<Value> items);
   static Value Dict(DictData dict);
@@ -67,6 +71,7 @@ class Value {
   // bool counts as a number, as in Python.
   bool is_number() const { return kind_ == Kind::kBool || kind_ == Kind::kInt || kind_ == Kind::kFloat; }
   bool is_string() const { return kind_ == Kind::kString; }
+  bool is_markup() const { return markup_; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
@@ -99,10 +104,18 @@ class Value {
   static Value MakeList(std::vector<Value> items, bool is_tuple);
 
   Kind kind_ = Kind::kUndefined;
+  bool markup_ = false;
   bool holds_namespace_ = false;
   int depth_ = 0;
   Data data_;
 };
+
+// A string made from `source`: Markup when `source` is, as markupsafe's methods return.
+Value StringLike(const Value& source, std::string text);
+// markupsafe's escape of a text: & < > " ' as entities.
+std::string HtmlEscape(absl::string_view text);
+// markupsafe's escape(): Markup stays as it is; anything else is printed and escaped, as Markup.
+Value EscapeToMarkup(const Value& value);
 
 // Python's truthiness.
 bool IsTruthy(const Value& value);

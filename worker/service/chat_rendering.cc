@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/json_shape.h"
+#include "common/request_limits.h"
 #include "common/status_macros.h"
 #include "worker/jinja/template.h"
 
@@ -17,8 +18,9 @@ using nlohmann::ordered_json;
 // A request over gRPC need not have come through the gateway: its JSON fields meet the same depth and key
 // limits as the gateway's body before they are parsed (a deep text would make the parse, the copies and the
 // template recurse that deep; an object with many keys makes the order-keeping parse quadratic).
-absl::StatusOr<ordered_json> ParseJsonField(const std::string& text, absl::string_view field) {
-  RETURN_IF_ERROR(CheckJsonShapeLimits(text, absl::StrCat("chat.", field)));
+absl::StatusOr<ordered_json> ParseJsonField(const std::string& text, absl::string_view field,
+                                            size_t max_depth = limits::kMaxJsonDepth) {
+  RETURN_IF_ERROR(CheckJsonShapeLimits(text, absl::StrCat("chat.", field), max_depth));
   try {
     return ordered_json::parse(text);
   } catch (const ordered_json::exception& error) {
@@ -28,7 +30,8 @@ absl::StatusOr<ordered_json> ParseJsonField(const std::string& text, absl::strin
 
 absl::StatusOr<ordered_json> Messages(const v1::ChatInput& chat) {
   if (!chat.messages_json().empty()) {
-    ASSIGN_OR_RETURN(ordered_json messages, ParseJsonField(chat.messages_json(), "messages_json"));
+    ASSIGN_OR_RETURN(ordered_json messages,
+                     ParseJsonField(chat.messages_json(), "messages_json", limits::kMaxMessagesJsonDepth));
     if (!messages.is_array()) return absl::InvalidArgumentError("chat.messages_json must be a JSON array");
     for (const auto& message : messages) {
       if (!message.is_object() || !message.contains("role") || !message["role"].is_string()) {

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/internal_auth/internal_channel.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "worker/service/served_model.h"
 
@@ -17,12 +16,13 @@ constexpr absl::Duration kFirstRetry = absl::Milliseconds(100);
 
 // gRPC's default reconnect backoff grows to two minutes, which would hide a restarted controller for that
 // long; keep it near the heartbeat interval instead.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, absl::Duration heartbeat_interval) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, absl::Duration heartbeat_interval,
+                                           const internal_auth::ClusterCredentials& credentials) {
   grpc::ChannelArguments args;
   const auto max_backoff = std::clamp(heartbeat_interval, absl::Milliseconds(250), absl::Seconds(5));
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, static_cast<int>(absl::ToInt64Milliseconds(max_backoff)));
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return internal_auth::CreateInternalChannel(address, credentials, std::move(args));
 }
 
 }  // namespace
@@ -31,7 +31,8 @@ ControllerLink::ControllerLink(ControllerLinkOptions options, v1::ModelInfo mode
     : options_(std::move(options)),
       model_(std::move(model)),
       load_(std::move(load)),
-      stub_(v1::Controller::NewStub(MakeChannel(options_.controller_address, options_.heartbeat_interval))),
+      stub_(v1::Controller::NewStub(
+          MakeChannel(options_.controller_address, options_.heartbeat_interval, options_.credentials))),
       interval_(options_.heartbeat_interval) {}
 
 ControllerLink::~ControllerLink() { Stop(/*deregister=*/false); }

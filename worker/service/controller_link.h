@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/internal_auth/cluster_credentials.h"
 #include "llmc/v1/controller.grpc.pb.h"
 
 namespace llmc::worker {
@@ -22,6 +23,7 @@ struct ControllerLinkOptions {
   std::string advertised_address;                        // what gateways dial
   absl::Duration heartbeat_interval = absl::Seconds(2);  // until the controller names its own
   absl::Duration rpc_timeout = absl::Seconds(2);
+  internal_auth::ClusterCredentials credentials = {};  // what the calls to the controller carry
 };
 
 // The worker's side of the controller protocol, on its own thread: registers, heartbeats with the current

@@ -1,5 +1,6 @@
 #include "worker/service/generate_reactor.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/status_codes.h"
 #include "worker/service/response_merge.h"
@@ -26,8 +27,10 @@ class StreamSink final : public engine::GenerationSink {
 
 }  // namespace
 
-GenerateReactor* GenerateReactor::Create(engine::Engine& engine, std::atomic<int64_t>& live_streams) {
-  auto reactor = std::shared_ptr<GenerateReactor>(new GenerateReactor(engine, live_streams));
+GenerateReactor* GenerateReactor::Create(engine::Engine& engine, std::atomic<int64_t>& live_streams,
+                                         std::atomic<int64_t>& queued_bytes, size_t max_queued_bytes) {
+  auto reactor =
+      std::shared_ptr<GenerateReactor>(new GenerateReactor(engine, live_streams, queued_bytes, max_queued_bytes));
   reactor->self_ = reactor;
   ++live_streams;
   return reactor.get();
@@ -55,28 +58,61 @@ void GenerateReactor::Submit(engine::GenerationRequest request, bool echo_prompt
   {
     absl::MutexLock lock(&mu_);
     engine_id_ = *id;
-    abort = cancelled_;
+    abort = cancelled_ || overflowed_;
   }
   if (abort) engine_.Abort(*id);
 }
 
 void GenerateReactor::Deliver(v1::GenerateResponse response) {
+  std::optional<uint64_t> abort_id;
   {
     absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    // While a write is in flight (the reader is behind), later steps fold into one waiting message.
-    // A merged message stops growing at kMaxMergedBytes (far below the gRPC message limit); later steps
-    // start the next one.
-    const size_t bytes = response.ByteSizeLong();
-    if (!pending_.empty() && pending_bytes_ + bytes <= kMaxMergedBytes) {
-      MergeInto(pending_.back(), std::move(response));
-      pending_bytes_ += bytes;
+    if (finished_ || overflowed_) return;
+    if (!response.prompt_logprobs().empty()) {
+      for (const v1::TokenLogprob& entry : response.prompt_logprobs()) prompt_logprob_bytes_ += entry.ByteSizeLong();
+      for (v1::GenerateResponse& part : SplitPromptLogprobs(std::move(response), kPromptLogprobsPartBytes)) {
+        Enqueue(std::move(part));
+      }
     } else {
-      pending_.push_back(std::move(response));
-      pending_bytes_ = bytes;
+      Enqueue(std::move(response));
+    }
+    if (queued_bytes_ > max_queued_bytes_ + prompt_logprob_bytes_) {
+      // The reader takes the answer more slowly than the engine makes it; keeping the rest would let one
+      // stream hold any amount of memory. Its generation stops here; the engine's CANCELLED that follows the
+      // abort is ignored, as this status came first.
+      LLMC_LOG(Warning) << "the stream's reader is too slow: " << queued_bytes_ << " bytes waited; ending it";
+      overflowed_ = true;
+      DropQueue();
+      if (!engine_status_.has_value()) {
+        engine_status_ = absl::FailedPreconditionError(absl::StrCat(
+            "the client read the answer too slowly: more than ", max_queued_bytes_,
+            " bytes of it waited in the worker, so the generation was stopped; read the stream as it comes"));
+        abort_id = engine_id_;
+      }
     }
   }
+  if (abort_id.has_value()) engine_.Abort(*abort_id);
   Pump();
+}
+
+void GenerateReactor::Enqueue(v1::GenerateResponse response) {
+  // While a write is in flight (the reader is behind), later steps fold into one waiting message. A merged
+  // message stops growing at kMaxMergedBytes (far below the gRPC message limit); later steps start the next.
+  const size_t bytes = response.ByteSizeLong();
+  queued_bytes_ += bytes;
+  all_queued_bytes_ += static_cast<int64_t>(bytes);
+  if (!pending_.empty() && pending_.back().bytes + bytes <= kMaxMergedBytes) {
+    MergeInto(pending_.back().response, std::move(response));
+    pending_.back().bytes += bytes;
+  } else {
+    pending_.push_back({std::move(response), bytes});
+  }
+}
+
+void GenerateReactor::DropQueue() {
+  all_queued_bytes_ -= static_cast<int64_t>(queued_bytes_);
+  queued_bytes_ = 0;
+  pending_.clear();
 }
 
 void GenerateReactor::Complete(absl::Status status) {
@@ -94,11 +130,12 @@ void GenerateReactor::Pump() {
   {
     absl::MutexLock lock(&mu_);
     if (write_in_flight_ || finished_) return;
-    if (cancelled_) pending_.clear();  // nobody is listening any more
+    if (cancelled_) DropQueue();  // nobody is listening any more
     if (!pending_.empty()) {
-      in_flight_ = std::move(pending_.front());
+      in_flight_ = std::move(pending_.front().response);
+      queued_bytes_ -= pending_.front().bytes;
+      all_queued_bytes_ -= static_cast<int64_t>(pending_.front().bytes);
       pending_.pop_front();
-      if (pending_.empty()) pending_bytes_ = 0;
       if (!prompt_to_echo_.empty()) {
         in_flight_.mutable_prompt_token_ids()->Add(prompt_to_echo_.begin(), prompt_to_echo_.end());
         prompt_to_echo_.clear();
@@ -135,7 +172,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
     absl::MutexLock lock(&mu_);
     write_in_flight_ = false;
     finished_ = true;
-    pending_.clear();
+    DropQueue();
     id = engine_status_.has_value() ? std::nullopt : engine_id_;
   }
   if (id.has_value()) engine_.Abort(*id);
@@ -156,7 +193,7 @@ void GenerateReactor::OnCancel() {
 void GenerateReactor::OnDone() {
   {
     absl::MutexLock lock(&mu_);
-    pending_.clear();
+    DropQueue();
   }
   --live_streams_;
   self_.reset();  // may delete this

@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/request_limits.h"
 #include "common/status_macros.h"
+#include "worker/engine/request_checks.h"
 #include "worker/service/chat_rendering.h"
 #include "worker/service/token_restrictions.h"
 
@@ -30,13 +31,7 @@ absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text, bool add_spe
 }
 
 absl::Status CheckIdsInVocabulary(absl::Span<const int32_t> ids, absl::string_view field, const ServedModel& model) {
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= model.vocab_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "] = ", ids[i], " is outside the vocabulary of ",
-                                                     model.name(), " (", model.vocab_size(), " ids)"));
-    }
-  }
-  return absl::OkStatus();
+  return engine::CheckIdsInVocabulary(ids, field, model.vocab_size(), model.name());
 }
 
 // Copies a float parameter that is set into `out` when it lies in `limit` (NaN never does).
@@ -64,22 +59,11 @@ absl::Status ResolveLengths(const v1::SamplingParams& params, size_t prompt_toke
                             engine::SamplingOptions& options) {
   const int64_t prompt = static_cast<int64_t>(prompt_tokens);
   const int64_t context = model.max_model_len();
-  if (prompt >= context) {
-    return absl::InvalidArgumentError(absl::StrCat("the prompt has ", prompt, " tokens but the context length of ",
-                                                   model.name(), " is ", context,
-                                                   ", which leaves no room for a completion"));
+  if (params.has_max_tokens() && params.max_tokens() < 1) {
+    return OutOfRange("max_tokens", "at least 1", params.max_tokens());
   }
-  if (params.has_max_tokens()) {
-    if (params.max_tokens() < 1) return OutOfRange("max_tokens", "at least 1", params.max_tokens());
-    if (prompt + params.max_tokens() > context) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("sampling.max_tokens = ", params.max_tokens(), " plus the prompt's ", prompt,
-                       " tokens exceeds the context length of ", model.name(), " (", context, ")"));
-    }
-    options.max_tokens = params.max_tokens();
-  } else {
-    options.max_tokens = static_cast<uint32_t>(context - prompt);
-  }
+  RETURN_IF_ERROR(engine::CheckFitsContext(prompt, params.max_tokens(), "sampling.max_tokens", context, model.name()));
+  options.max_tokens = params.has_max_tokens() ? params.max_tokens() : static_cast<uint32_t>(context - prompt);
   options.min_tokens = params.min_tokens();
   if (options.min_tokens > options.max_tokens) {
     return absl::InvalidArgumentError(absl::StrCat("sampling.min_tokens = ", options.min_tokens,
@@ -117,13 +101,12 @@ absl::Status ResolveBeamSearch(const v1::SamplingParams& params, engine::Samplin
     return absl::InvalidArgumentError(absl::StrCat("sampling.n = ", options.n, " must not exceed sampling.beam_width (",
                                                    options.beam_width, "): beam search returns the n best beams"));
   }
-  if (params.has_temperature() && options.temperature != 0.0f) {
-    return OutOfRange("temperature", "0 with beam search", options.temperature);
+  const std::optional<limits::BeamSearchConflict> conflict = limits::FindBeamSearchConflict(
+      params.has_temperature() ? options.temperature : 0, options.top_p, options.top_k, options.min_p);
+  if (conflict.has_value()) {
+    return OutOfRange(conflict->name, absl::StrCat(conflict->allowed, " with beam search"), conflict->value);
   }
   options.temperature = 0.0f;
-  if (options.top_p != 1.0f) return OutOfRange("top_p", "1 with beam search", options.top_p);
-  if (options.top_k != 0) return OutOfRange("top_k", "0 or -1 with beam search", options.top_k);
-  if (options.min_p != 0.0f) return OutOfRange("min_p", "0 with beam search", options.min_p);
   if (options.prompt_logprobs.has_value()) {
     return absl::InvalidArgumentError(
         "sampling.prompt_logprobs is not available with beam search (sampling.beam_width)");
@@ -299,11 +282,8 @@ absl::StatusOr<std::vector<engine::GenerationRequest>> ToEmbeddingRequests(const
       return absl::InvalidArgumentError(absl::StrCat(field, " is empty: it has no tokens"));
     }
     RETURN_IF_ERROR(CheckIdsInVocabulary(converted.prompt_token_ids, field, model));
-    const int64_t length = static_cast<int64_t>(converted.prompt_token_ids.size());
-    if (length > model.max_model_len()) {
-      return absl::InvalidArgumentError(absl::StrCat("this model's maximum context length is ", model.max_model_len(),
-                                                     " tokens, but ", field, " has ", length));
-    }
+    RETURN_IF_ERROR(engine::CheckInputFitsContext(static_cast<int64_t>(converted.prompt_token_ids.size()), field,
+                                                  model.max_model_len()));
   }
   return requests;
 }

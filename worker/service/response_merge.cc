@@ -33,7 +33,37 @@ void MergeInto(v1::GenerateResponse& earlier, v1::GenerateResponse later) {
   }
   if (later.has_usage()) *earlier.mutable_usage() = later.usage();
   if (earlier.prompt_token_ids().empty()) earlier.mutable_prompt_token_ids()->Swap(later.mutable_prompt_token_ids());
-  if (earlier.prompt_logprobs().empty()) earlier.mutable_prompt_logprobs()->Swap(later.mutable_prompt_logprobs());
+  // Parts of a long prompt's logprobs (SplitPromptLogprobs) come in order.
+  for (v1::TokenLogprob& entry : *later.mutable_prompt_logprobs()) *earlier.add_prompt_logprobs() = std::move(entry);
+}
+
+std::vector<v1::GenerateResponse> SplitPromptLogprobs(v1::GenerateResponse response, size_t max_part_bytes) {
+  std::vector<v1::GenerateResponse> parts;
+  auto& entries = *response.mutable_prompt_logprobs();
+  if (entries.size() < 2 || response.ByteSizeLong() <= max_part_bytes) {
+    parts.push_back(std::move(response));
+    return parts;
+  }
+  // A field tag and a length before each entry.
+  constexpr size_t kEntryOverhead = 6;
+  size_t remaining = 0;
+  for (const v1::TokenLogprob& entry : entries) remaining += entry.ByteSizeLong() + kEntryOverhead;
+  int taken = 0;
+  while (remaining > max_part_bytes && taken < entries.size()) {
+    v1::GenerateResponse part;
+    size_t part_bytes = 0;
+    while (taken < entries.size()) {
+      const size_t bytes = entries[taken].ByteSizeLong() + kEntryOverhead;
+      if (part.prompt_logprobs_size() > 0 && part_bytes + bytes > max_part_bytes) break;
+      part_bytes += bytes;
+      remaining -= bytes;
+      *part.add_prompt_logprobs() = std::move(entries[taken++]);
+    }
+    parts.push_back(std::move(part));
+  }
+  entries.DeleteSubrange(0, taken);
+  parts.push_back(std::move(response));
+  return parts;
 }
 
 }  // namespace llmc::worker

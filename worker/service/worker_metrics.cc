@@ -44,6 +44,8 @@ WorkerMetrics::WorkerMetrics(const std::string& model_name, MetricNames names)
   num_running_ = Gauge("num_requests_running", "Requests in the continuous batch");
   num_waiting_ = Gauge("num_requests_waiting", "Requests queued, not yet running");
   kv_cache_usage_ = Gauge("kv_cache_usage_perc", "Fraction of KV-cache blocks in use (1 means 100 percent)");
+  stream_queued_bytes_ =
+      Gauge("stream_queued_bytes", "Bytes of generated answers waiting for slow readers, over all streams");
   if (names != MetricNames::kLlmc) {
     legacy_cache_usage_.push_back(&prometheus::BuildGauge()
                                        .Name("vllm:gpu_cache_usage_perc")
@@ -158,6 +160,8 @@ void WorkerMetrics::RefreshLoad(const engine::EngineLoad& load) {
   SetAll(kv_cache_usage_, load.kv_cache_usage());
   SetAll(legacy_cache_usage_, load.kv_cache_usage());
 }
+
+void WorkerMetrics::SetStreamQueuedBytes(int64_t bytes) { SetAll(stream_queued_bytes_, static_cast<double>(bytes)); }
 
 void WorkerMetrics::OnStep(const engine::StepStats& step) {
   ObserveAll(iteration_tokens_, static_cast<double>(step.num_prefill_tokens + step.num_decode_tokens));

@@ -37,6 +37,8 @@ class WorkerMetrics final : public engine::EngineObserver {
   // (block_size, num_gpu_blocks: the blocks of the cache, on whatever device it lives).
   void SetCacheConfig(int64_t block_size, int64_t num_blocks, const std::string& cache_dtype);
   void RefreshLoad(const engine::EngineLoad& load);
+  // <prefix>stream_queued_bytes: Generate answers' bytes waiting for slow readers, over all streams.
+  void SetStreamQueuedBytes(int64_t bytes);
 
   void OnStep(const engine::StepStats& step) override;
   void OnFirstToken(absl::Duration time_to_first_token) override;
@@ -66,6 +68,7 @@ class WorkerMetrics final : public engine::EngineObserver {
   Named<prometheus::Gauge> num_running_;
   Named<prometheus::Gauge> num_waiting_;
   Named<prometheus::Gauge> kv_cache_usage_;
+  Named<prometheus::Gauge> stream_queued_bytes_;
   Named<prometheus::Gauge> legacy_cache_usage_;  // vLLM's older gpu_cache_usage_perc, which some pickers read
   Named<prometheus::Counter> prompt_tokens_;
   Named<prometheus::Counter> generation_tokens_;

@@ -3,10 +3,12 @@
 #include <ATen/Parallel.h>
 
 #include <chrono>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_server.h"
+#include "common/internal_auth/internal_call_authenticator.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -45,11 +47,17 @@ WorkerServer::~WorkerServer() { Drain(); }
 absl::Status WorkerServer::Start() {
   ScopedLogContext log_context("worker_id", worker_id_);
   if (config_.num_threads > 0) at::set_num_threads(static_cast<int>(config_.num_threads));
+  ASSIGN_OR_RETURN(credentials_,
+                   internal_auth::LoadClusterCredentials(
+                       config_.internal_auth, std::getenv(internal_auth::kClusterSecretEnvironmentVariable)));
+  RETURN_IF_ERROR(internal_auth::CheckInternalExposure(credentials_, config_.internal_auth, config_.listen_address));
   RETURN_IF_ERROR(LoadEngine());
   RETURN_IF_ERROR(StartGrpc());
   if (!config_.metrics_address.empty()) {
-    metrics_server_ = std::make_unique<MetricsHttpServer>(metrics_->prometheus_registry(),
-                                                          [this] { metrics_->RefreshLoad(engine_->Load()); });
+    metrics_server_ = std::make_unique<MetricsHttpServer>(metrics_->prometheus_registry(), [this] {
+      metrics_->RefreshLoad(engine_->Load());
+      metrics_->SetStreamQueuedBytes(service_ ? service_->stream_queued_bytes() : 0);
+    });
     ASSIGN_OR_RETURN(metrics_address_, metrics_server_->Start(config_.metrics_address));
   }
 
@@ -74,6 +82,7 @@ absl::Status WorkerServer::Start() {
   const std::string advertised = AdvertisedAddress();
   if (!config_.controller_address.empty()) {
     ControllerLinkOptions options{config_.controller_address, worker_id_, advertised, config_.heartbeat_interval};
+    options.credentials = credentials_;
     absl::MutexLock lock(&link_mu_);
     link_ = std::make_unique<ControllerLink>(std::move(options), service_->model().info,
                                              [this] { return ToWorkerLoad(engine_->Load()); });
@@ -85,6 +94,7 @@ absl::Status WorkerServer::Start() {
           .With("advertised", advertised)
           .With("metrics", metrics_server_ ? metrics_address_.ToString() : "off")
           .With("controller", config_.controller_address.empty() ? "off" : config_.controller_address)
+          .With("internal_auth", internal_auth::InternalAuthSummary(credentials_))
           .With("model", service_->model().name())
           .With("device", engine_->device())
           .With("dtype", engine_->dtype())
@@ -120,7 +130,8 @@ absl::Status WorkerServer::LoadEngine() {
   ConstraintCompilerOptions constraint_options;
   constraint_options.json_max_whitespace = config_.json_max_whitespace;
   service_ = std::make_unique<WorkerService>(*engine_, std::move(served), worker_id_, config_.request_timeout,
-                                             constraint_options);
+                                             constraint_options,
+                                             internal_auth::InternalCallAuthenticator(credentials_.secret));
   service_->constraints().set_compile_observer(
       [metrics = metrics_.get()](absl::Duration compile_time) { metrics->OnGrammarCompile(compile_time); });
   LLMC_LOG(Info)
@@ -133,7 +144,9 @@ absl::Status WorkerServer::LoadEngine() {
 }
 
 absl::Status WorkerServer::StartGrpc() {
-  ASSIGN_OR_RETURN(StartedGrpcServer started, StartGrpcServer(config_.listen_address, *service_));
+  GrpcServerOptions options;
+  options.credentials = internal_auth::InternalServerCredentials(credentials_);
+  ASSIGN_OR_RETURN(StartedGrpcServer started, StartGrpcServer(config_.listen_address, *service_, options));
   server_ = std::move(started.server);
   grpc_address_ = started.address;
   // The default health service starts out SERVING for ""; not ready until the warm-up has run.

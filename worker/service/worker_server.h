@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/config/worker_config.h"
 #include "common/host_port.h"
+#include "common/internal_auth/cluster_credentials.h"
 #include "common/metrics_http_server.h"
 #include "grpcpp/server.h"
 #include "worker/engine/engine.h"
@@ -48,6 +49,7 @@ class WorkerServer {
 
   const config::WorkerConfig config_;
   const std::string worker_id_;
+  internal_auth::ClusterCredentials credentials_;  // loaded first thing in Start
   // Declared in dependency order: the engine uses the tokenizer and reports to the metrics; the service
   // uses the engine; the server calls the service.
   std::unique_ptr<tokenizer::Tokenizer> tokenizer_;

@@ -46,11 +46,13 @@ ConstraintCompilerOptions WithMarkerTokens(ConstraintCompilerOptions options, co
 }  // namespace
 
 WorkerService::WorkerService(engine::Engine& engine, ServedModel model, std::string worker_id,
-                             absl::Duration request_timeout, ConstraintCompilerOptions constraint_options)
+                             absl::Duration request_timeout, ConstraintCompilerOptions constraint_options,
+                             internal_auth::InternalCallAuthenticator authenticator)
     : engine_(engine),
       model_(std::move(model)),
       worker_id_(std::move(worker_id)),
       request_timeout_(request_timeout),
+      authenticator_(std::move(authenticator)),
       started_(absl::Now()),
       constraints_(*model_.tokenizer, engine.manifest().eos_token_ids,
                    WithMarkerTokens(std::move(constraint_options), model_)),
@@ -80,7 +82,11 @@ absl::Time WorkerService::Deadline(const grpc::CallbackServerContext& context) c
 
 grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::CallbackServerContext* context,
                                                                         const v1::GenerateRequest* request) {
-  GenerateReactor* reactor = GenerateReactor::Create(engine_, live_streams_);
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) {
+    return RefuseStream<v1::GenerateResponse>(auth);
+  }
+  GenerateReactor* reactor =
+      GenerateReactor::Create(engine_, live_streams_, stream_queued_bytes_, max_stream_queued_bytes_.load());
   const std::string request_id =
       request->request_id().empty() ? absl::StrCat("worker-", ++unnamed_requests_) : request->request_id();
   ScopedLogContext log_context("request_id", request_id);
@@ -132,6 +138,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* WorkerService::Generate(grpc::Ca
 grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* context,
                                                    const v1::GetStatusRequest* request,
                                                    v1::GetStatusResponse* response) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
   const engine::EngineLoad load = engine_.Load();
   response->set_worker_id(worker_id_);
   response->set_state(state_.load());
@@ -145,6 +152,7 @@ grpc::ServerUnaryReactor* WorkerService::GetStatus(grpc::CallbackServerContext* 
 
 grpc::ServerUnaryReactor* WorkerService::Tokenize(grpc::CallbackServerContext* context,
                                                   const v1::TokenizeRequest* request, v1::TokenizeResponse* response) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
   // A large text (megabytes) would hold this gRPC thread while it is tokenized: it goes to the bounded
   // executor, as Generate's large requests do.
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -162,6 +170,7 @@ grpc::ServerUnaryReactor* WorkerService::Tokenize(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* WorkerService::Detokenize(grpc::CallbackServerContext* context,
                                                     const v1::DetokenizeRequest* request,
                                                     v1::DetokenizeResponse* response) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Convert(
       request->ByteSizeLong(), "",
@@ -176,6 +185,7 @@ grpc::ServerUnaryReactor* WorkerService::Detokenize(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* WorkerService::Embed(grpc::CallbackServerContext* context, const v1::EmbedRequest* request,
                                                v1::EmbedResponse* response) {
+  if (absl::Status auth = authenticator_.Check(*context); !auth.ok()) return FinishUnary(context, auth);
   EmbedReactor* reactor = EmbedReactor::Create(engine_, response, live_embed_calls_);
   const std::string request_id =
       request->request_id().empty() ? absl::StrCat("worker-", ++unnamed_requests_) : request->request_id();

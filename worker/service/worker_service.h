@@ -8,9 +8,11 @@
 
 #include "absl/time/time.h"
 #include "common/bounded_executor.h"
+#include "common/internal_auth/internal_call_authenticator.h"
 #include "llmc/v1/worker.grpc.pb.h"
 #include "worker/engine/engine.h"
 #include "worker/service/constraint_compiler.h"
+#include "worker/service/generate_reactor.h"
 #include "worker/service/served_model.h"
 
 namespace llmc::worker {
@@ -19,10 +21,12 @@ namespace llmc::worker {
 // on the calling gRPC thread. The engine must outlive the server the service is registered with.
 class WorkerService final : public v1::Worker::CallbackService {
  public:
-  // `request_timeout` bounds each request on top of the caller's deadline (zero: no bound).
+  // `request_timeout` bounds each request on top of the caller's deadline (zero: no bound). Every RPC is
+  // refused UNAUTHENTICATED unless `authenticator` accepts it (the gateway's calls carry the cluster secret).
   WorkerService(engine::Engine& engine, ServedModel model, std::string worker_id,
                 absl::Duration request_timeout = absl::ZeroDuration(),
-                ConstraintCompilerOptions constraint_options = {});
+                ConstraintCompilerOptions constraint_options = {},
+                internal_auth::InternalCallAuthenticator authenticator = {});
 
   // Generate is served only when READY: STARTING, DRAINING and UNHEALTHY refuse it with UNAVAILABLE.
   void SetState(v1::WorkerState state) { state_.store(state); }
@@ -32,6 +36,11 @@ class WorkerService final : public v1::Worker::CallbackService {
   ConstraintCompiler& constraints() { return constraints_; }
   // Generate and Embed calls not yet done (their last message or status may still be on its way).
   int64_t live_streams() const { return live_streams_.load() + live_embed_calls_.load(); }
+  // Bytes of Generate answers waiting for their readers, over all streams.
+  int64_t stream_queued_bytes() const { return stream_queued_bytes_.load(); }
+  // What may wait for one stream's reader before the stream ends (GenerateReactor::kDefaultMaxQueuedBytes);
+  // set before serving.
+  void set_max_stream_queued_bytes(size_t bytes) { max_stream_queued_bytes_.store(bytes); }
 
   // Generate, Embed, Tokenize and Detokenize requests up to this size are rendered and tokenized on the gRPC
   // thread; larger ones on a bounded executor (RESOURCE_EXHAUSTED when it is full, so the gateway tries
@@ -62,10 +71,13 @@ class WorkerService final : public v1::Worker::CallbackService {
   const ServedModel model_;
   const std::string worker_id_;
   const absl::Duration request_timeout_;
+  const internal_auth::InternalCallAuthenticator authenticator_;
   const absl::Time started_;
   std::atomic<v1::WorkerState> state_{v1::WORKER_STATE_STARTING};
   std::atomic<uint64_t> unnamed_requests_{0};
   std::atomic<int64_t> live_streams_{0};
+  std::atomic<int64_t> stream_queued_bytes_{0};
+  std::atomic<size_t> max_stream_queued_bytes_{GenerateReactor::kDefaultMaxQueuedBytes};
   std::atomic<int64_t> live_embed_calls_{0};
   ConstraintCompiler constraints_;
   BoundedExecutor large_requests_;  // last: destroyed (and drained) first, while the rest is alive

@@ -2,7 +2,7 @@
 #define LLMC_WORKER_MODEL_CPU_PANEL_KERNELS_H_
 
 // The innermost matrix kernels, one set per instruction-set path. Each file that defines them is compiled
-// with its own -m flags (worker/CMakeLists.txt); callers pick one at run time (packed_matmul.cc), so nothing
+// with its own -m flags (worker/CMakeLists.txt); callers pick one at run time (panel_matmul.cc), so nothing
 // here may include headers that would inline code compiled for one path into another.
 //
 // Weights are packed in panels of kPanelWidth output columns (packed_weight.h). A kernel computes, for one
