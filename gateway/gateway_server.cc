@@ -171,8 +171,11 @@ void GatewayServer::Drain() {
     // Each generation and worker call ends with UNAVAILABLE ("the gateway is shutting down"), which its
     // handler answers through the still open connection: an error event and [DONE], or a 503.
     large_bodies_.Shutdown();
-    dispatcher_.Shutdown();
-    worker_calls_.Shutdown();
+    // Cancelled, not waited for here: a stream whose client stopped reading holds its worker read until its
+    // connection closes (write_timeout, or the http_->Stop() in Shutdown below), and waiting for it would
+    // stretch the drain past drain_grace_period + kFinalFlush. Shutdown() waits once the connections are closed.
+    dispatcher_.BeginShutdown();
+    worker_calls_.Shutdown();  // no call holds a read: it ends as soon as gRPC answers the cancellation
     http_->WaitForRequests(absl::Now() + kFinalFlush);
   }
   Shutdown();

@@ -254,7 +254,7 @@ void GenerationDispatcher::Forget(DispatchRun* run) {
   runs_.erase(run);
 }
 
-void GenerationDispatcher::Shutdown() {
+void GenerationDispatcher::BeginShutdown() {
   std::vector<std::shared_ptr<DispatchRun>> live;
   {
     absl::MutexLock lock(&mu_);
@@ -264,7 +264,10 @@ void GenerationDispatcher::Shutdown() {
     }
   }
   for (const auto& run : live) run->CancelWith(absl::UnavailableError("the gateway is shutting down"));
-  live.clear();
+}
+
+void GenerationDispatcher::Shutdown() {
+  BeginShutdown();
   // gRPC answers every cancelled pick and stream, so this ends; a slow end is logged, not cut short (the
   // callbacks still to come use this object).
   absl::MutexLock lock(&mu_);

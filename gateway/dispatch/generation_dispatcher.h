@@ -54,10 +54,14 @@ class GenerationDispatcher {
 
   ~GenerationDispatcher() { Shutdown(); }
 
-  // After Shutdown: on_done(UNAVAILABLE) at once.
+  // After BeginShutdown (or Shutdown): on_done(UNAVAILABLE) at once.
   std::shared_ptr<DispatchHandle> Dispatch(const v1::GenerateRequest& request, absl::Time deadline,
                                            DispatchCallbacks callbacks);
-  // Idempotent.
+  // Refuses new generations and cancels every one in flight (each then gets on_done with UNAVAILABLE), without
+  // waiting for them to end: a stream whose read is held for a client that stopped reading ends only once that
+  // client's connection closes (GatewayServer::Drain, which stops the HTTP server after this). Idempotent.
+  void BeginShutdown();
+  // BeginShutdown, then waits until every generation has called on_done. Idempotent.
   void Shutdown();
 
  private:

@@ -47,8 +47,10 @@ TEST_CASE("answer memory: a large non-streamed answer grows the gateway by about
           "[integration][gateway]") {
   // 16 choices x 256 tokens x 20 alternatives: a body of about 6 MiB, which the gateway's former nlohmann::json
   // accumulation held as some 90 MiB of trees (365 MiB at 1,024 tokens).
+  // Under the sanitizers, whose allocators keep freed memory aside and pad every block, the growth says
+  // nothing about the gateway's own: a shorter answer checks the shape and the caps only.
   constexpr int kChoices = 16;
-  constexpr int kTokens = 256;
+  constexpr int kTokens = kSanitized ? 32 : 256;
   constexpr uint64_t kMaxResponseBytes = 7 << 20;
   SmallCluster cluster("memory-worker", {"--max_running=16"},
                        {"--max_response_bytes=" + std::to_string(kMaxResponseBytes)});
@@ -74,13 +76,15 @@ TEST_CASE("answer memory: a large non-streamed answer grows the gateway by about
   const int64_t body_kib = static_cast<int64_t>(reply.body.size() / 1024);
   WARN("gateway peak RSS grew by " << growth_kib << " KiB for a body of " << body_kib << " KiB");
   // What was accumulated, the body built from it, and allocator slack; the old accumulation took 15x the body.
-  CHECK(growth_kib < 4 * body_kib + 8 * 1024);
+  if (!kSanitized) CHECK(growth_kib < 4 * body_kib + 8 * 1024);
 
   // An answer that can never fit is refused before any generation, naming the numbers.
   const HttpReply refused = PostJson(cluster.port(), "/v1/chat/completions", Chat(kChoices, 1000).dump());
   CHECK(refused.status == 400);
   CHECK_THAT(refused.body, Catch::Contains("at least 12384000 bytes") && Catch::Contains("7340032"));
-  // One that could fit but grows past the cap ends with a 400 saying so.
+  // One that could fit but grows past the cap ends with a 400 saying so (16 x 400 tokens: left to the
+  // uninstrumented build; tests/gateway/answer_size_test.cc checks the cap in the sanitized ones).
+  if (kSanitized) return;
   const HttpReply too_large = PostJson(cluster.port(), "/v1/chat/completions", Chat(kChoices, 400).dump());
   CHECK(too_large.status == 400);
   CHECK_THAT(too_large.body, Catch::Contains("the answer grew to") && Catch::Contains("'stream': true"));

@@ -15,6 +15,7 @@
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
 #include "tests/support/metrics_text.h"
+#include "tests/support/small_cluster.h"
 #include "tests/support/small_model.h"
 #include "tests/support/wait.h"
 #include "tests/support/worker_process.h"
@@ -90,7 +91,8 @@ TEST_CASE("drain: on SIGTERM the gateway refuses new connections, finishes the r
                          {"--routing_refresh_interval=200ms", "--drain_grace_period=60s"});
   REQUIRE(gateway.WaitHealthy());
 
-  constexpr int kMaxTokens = 1000;  // seconds of generation: still running when the signal lands
+  // Seconds of generation: still running when the signal lands (the sanitized builds run several times slower).
+  constexpr int kMaxTokens = kSanitized ? 300 : 1000;
   std::unique_ptr<SseClient> stream = StartedStream(gateway.port(), kMaxTokens);
   HttpReply whole;
   std::thread whole_client([&] { whole = PostJson(gateway.port(), kChatPath, ChatBody(kMaxTokens, false)); });
@@ -168,7 +170,8 @@ TEST_CASE("drain: a worker's SIGTERM mid-stream lets its stream finish while new
   REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(10)));
   REQUIRE(gateway.WaitHealthy());
 
-  constexpr int kMaxTokens = 1000;  // seconds of generation: still running when the signal lands
+  // Seconds of generation: still running when the signal lands (the sanitized builds run several times slower).
+  constexpr int kMaxTokens = kSanitized ? 300 : 1000;
   std::unique_ptr<SseClient> stream = StartedStream(gateway.port(), kMaxTokens);
   WorkerProcess* serving = nullptr;
   REQUIRE(WaitUntil(
