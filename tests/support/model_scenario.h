@@ -42,8 +42,9 @@ std::shared_ptr<CollectingSink> SubmitCollecting(engine::Engine& engine, engine:
 // The serving scenario through `model`: three sequences prefilled together, a fourth joining at step 5 in
 // two chunks mixed with decode tokens, 32 greedy steps each; every logits row must be within `tolerance` of
 // the reference and, unless `teacher_forcing` (feed the reference tokens), the greedy tokens identical.
-void RunModelScenario(model::LoadedModel& model, const ModelReference& reference, double tolerance,
-                      bool teacher_forcing);
+// Returns the largest difference of any logit.
+double RunModelScenario(model::LoadedModel& model, const ModelReference& reference, double tolerance,
+                        bool teacher_forcing);
 
 }  // namespace llmc::testing
 

@@ -98,7 +98,7 @@ TEST_CASE("cpu kernels: rms_norm_gate_up_silu and rms_norm_lm_head match their c
   }
 }
 
-TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1/2/7, positions past 4k",
+TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1/2/7, positions past 4k, QK-norm",
           "[unit][kernels]") {
   at::manual_seed(3);
   struct Heads {
@@ -111,7 +111,15 @@ TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1
       const at::Tensor weight = Random({width, k}, dtype, 0.2), bias = Random({width}, dtype, 0.1);
       const at::Tensor norm = Random({k}, dtype);
       const at::Tensor packed = PackWeight(weight);
+      // Qwen3's per-head norms of q and k, or none (empty operands; the other tests leave them out).
+      const at::Tensor q_norm = Random({shape.head_dim}, dtype), k_norm = Random({shape.head_dim}, dtype);
       for (const int64_t m : {1, 5, 17, 33}) {
+        const bool qk_norm = m != 5;
+        const c10::optional<at::Tensor> q_norm_in = qk_norm ? q_norm : at::empty({0}, dtype);
+        const c10::optional<at::Tensor> k_norm_in = qk_norm ? k_norm : at::empty({0}, dtype);
+        const auto to_float = [](const c10::optional<at::Tensor>& t) {
+          return t.has_value() ? c10::optional<at::Tensor>(t->to(at::kFloat)) : c10::nullopt;
+        };
         const at::Tensor hidden = Random({m, k}, dtype);
         const at::Tensor positions = at::randint(0, 6000, {m}, at::kLong);
         const at::Tensor inv_freq =
@@ -121,14 +129,16 @@ TEST_CASE("cpu kernels: rms_norm_qkv_rope matches, writes the cache slots, GQA 1
         const at::Tensor slots = at::randperm(blocks * block_size, at::kLong).narrow(0, 0, m);
         const auto make_cache = [&] { return at::zeros({blocks, block_size, shape.kv_heads, shape.head_dim}, dtype); };
         at::Tensor expected_keys = make_cache().to(at::kFloat), expected_values = make_cache().to(at::kFloat);
-        const at::Tensor expected_q = composite::RmsNormQkvRope(
-            hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, weight.to(at::kFloat), NoScale(), bias.to(at::kFloat),
-            cos, sin, expected_keys, expected_values, slots, shape.heads, shape.kv_heads);
+        const at::Tensor expected_q =
+            composite::RmsNormQkvRope(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, weight.to(at::kFloat),
+                                      NoScale(), bias.to(at::kFloat), cos, sin, expected_keys, expected_values, slots,
+                                      shape.heads, shape.kv_heads, to_float(q_norm_in), to_float(k_norm_in));
         testing::ForEachCpuKernelPath([&] {
-          INFO("dtype " << dtype << " m " << m << " heads " << shape.heads << "/" << shape.kv_heads);
+          INFO("dtype " << dtype << " m " << m << " heads " << shape.heads << "/" << shape.kv_heads << " qk_norm "
+                        << qk_norm);
           at::Tensor keys = make_cache(), values = make_cache();
           const at::Tensor q = RmsNormQkvRope(hidden, norm, 1e-6, packed, NoScale(), bias, cos, sin, keys, values,
-                                              slots, shape.heads, shape.kv_heads);
+                                              slots, shape.heads, shape.kv_heads, q_norm_in, k_norm_in);
           CHECK(RelativeError(q, expected_q) < Tolerance(dtype));
           CHECK(RelativeError(keys, expected_keys) < Tolerance(dtype));
           CHECK(RelativeError(values, expected_values) < Tolerance(dtype));

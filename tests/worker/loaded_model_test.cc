@@ -97,10 +97,10 @@ TEST_CASE("loaded model: corrupt or mismatched packages give the expected error"
   CHECK_THAT(std::string(status.message()), Catch::Contains("corrupt or not TorchScript"));
 
   dir = CopyPackage(good);
-  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 7; });
+  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 8; });
   status = error(dir);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 7 is not supported"));
+  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 8 is not supported"));
 
   // Version 5 had no embeddings: such a package still loads, and serves none.
   dir = CopyPackage(good);

@@ -1,10 +1,11 @@
-"""Architecture sizes of a Llama-family model, read from a Hugging Face config.json or given directly."""
+"""Architecture sizes of a Llama-family model (Llama, Mistral, Qwen2, Qwen3), read from a Hugging Face
+config.json or given directly."""
 import dataclasses
 import json
 import math
 from typing import Optional
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
 
 class ExportError(Exception):
@@ -23,6 +24,20 @@ def read_hf_config(path) -> dict:
     if not isinstance(hf, dict):
         raise ExportError(f"{path} is not a JSON object")
     return hf
+
+
+def check_qwen3(hf: dict) -> None:
+    """What a Qwen3 config may ask for that this llmc does not serve, refused by name: sliding-window layers
+    (use_sliding_window, or a sliding_attention entry in layer_types; Qwen3 dense checkpoints attend to the whole
+    context) and attention_bias, which in Qwen3 also gives o_proj a bias."""
+    if hf.get("attention_bias"):
+        raise ExportError("qwen3 with attention_bias: true is not supported (its o_proj bias has no operand here)")
+    if hf.get("use_sliding_window"):
+        raise ExportError("qwen3 with use_sliding_window: true is not supported (per-layer attention windows are "
+                          "not served yet); set it to false to export the model with full attention in every layer")
+    layer_types = hf.get("layer_types") or []
+    if not isinstance(layer_types, list) or any(kind != "full_attention" for kind in layer_types):
+        raise ExportError(f"qwen3 layer_types other than full_attention are not supported: {layer_types}")
 
 
 @dataclasses.dataclass
@@ -46,6 +61,9 @@ class ModelConfig:
     # Mistral's attention window; 0: none. The engine attends to the whole context, so a package with a
     # window serves at most that many tokens (max_context_length is capped to it) rather than answer wrong.
     sliding_window: int = 0
+    # Qwen3's QK-norm: an RMSNorm (weights of size head_dim, the layer's rms_norm_eps) on each head of q and k
+    # after the projection and before RoPE.
+    qk_norm: bool = False
 
     def validate(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -96,6 +114,8 @@ class ModelConfig:
         model_type = hf.get("model_type", "")
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise ExportError(f"unsupported architecture '{model_type}' (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
+        if model_type == "qwen3":
+            check_qwen3(hf)
         try:
             num_heads = int(hf["num_attention_heads"])
             hidden = int(hf["hidden_size"])
@@ -113,11 +133,13 @@ class ModelConfig:
                 rope_theta=float(hf.get("rope_theta", 10000.0)),
                 rope_scaling=hf.get("rope_scaling"),
                 qkv_bias=model_type == "qwen2" or bool(hf.get("attention_bias", False)),
+                qk_norm=model_type == "qwen3",
                 tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
                 max_context_length=int(hf.get("max_position_embeddings", 4096)),
                 bos_token_id=hf.get("bos_token_id"),
                 eos_token_ids=tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []),
-                sliding_window=int(hf.get("sliding_window") or 0),
+                # Qwen3 ignores sliding_window unless use_sliding_window (refused above), as Hugging Face does.
+                sliding_window=0 if model_type == "qwen3" else int(hf.get("sliding_window") or 0),
             )
             if 0 < config.sliding_window < config.max_context_length:
                 config.max_context_length = config.sliding_window

@@ -1,4 +1,4 @@
-"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5) over one flattened batch and a paged KV cache.
+"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3) over one flattened batch and a paged KV cache.
 
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
@@ -41,7 +41,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    """q, k and v projections stacked in one matrix (qkv_proj: [q; k; v] rows), so one operator reads them."""
+    """q, k and v projections stacked in one matrix (qkv_proj: [q; k; v] rows), so one operator reads them.
+    With QK-norm (Qwen3), q_norm and k_norm hold the per-head RMSNorm weights [head_dim] that operator applies
+    to each head of q and k before RoPE; without it the module has neither, and the graph passes none."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -52,6 +54,9 @@ class Attention(nn.Module):
         qkv_width = (config.num_heads + 2 * config.num_kv_heads) * config.head_dim
         self.qkv_proj = with_weight_scale(nn.Linear(config.hidden_size, qkv_width, bias=config.qkv_bias))
         self.o_proj = with_weight_scale(nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False))
+        if config.qk_norm:
+            self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
+            self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
 
 
 class Mlp(nn.Module):
@@ -78,10 +83,18 @@ class DecoderLayer(nn.Module):
                 value_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
                 seq_lens: torch.Tensor, query_start_locs: torch.Tensor) -> torch.Tensor:
         attn = self.self_attn
-        q = torch.ops.llmc.rms_norm_qkv_rope(hidden, self.input_layernorm.weight, self.input_layernorm.eps,
-                                             attn.qkv_proj.weight, attn.qkv_proj.weight_scale, attn.qkv_proj.bias,
-                                             cos, sin, key_cache, value_cache, slot_mapping, attn.num_heads,
-                                             attn.num_kv_heads)
+        # Resolved when the model is scripted: a layer without QK-norm records the call without its operands,
+        # as packages before Qwen3 have it.
+        if hasattr(self.self_attn, "q_norm"):
+            q = torch.ops.llmc.rms_norm_qkv_rope(hidden, self.input_layernorm.weight, self.input_layernorm.eps,
+                                                 attn.qkv_proj.weight, attn.qkv_proj.weight_scale, attn.qkv_proj.bias,
+                                                 cos, sin, key_cache, value_cache, slot_mapping, attn.num_heads,
+                                                 attn.num_kv_heads, attn.q_norm.weight, attn.k_norm.weight)
+        else:
+            q = torch.ops.llmc.rms_norm_qkv_rope(hidden, self.input_layernorm.weight, self.input_layernorm.eps,
+                                                 attn.qkv_proj.weight, attn.qkv_proj.weight_scale, attn.qkv_proj.bias,
+                                                 cos, sin, key_cache, value_cache, slot_mapping, attn.num_heads,
+                                                 attn.num_kv_heads)
         out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
                                              attn.scale)
         hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim), attn.o_proj.weight,
@@ -212,6 +225,9 @@ def hf_parameter_shapes(config: ModelConfig) -> dict:
         if config.qkv_bias:
             shapes.update({prefix + "self_attn.q_proj.bias": (q,), prefix + "self_attn.k_proj.bias": (kv,),
                            prefix + "self_attn.v_proj.bias": (kv,)})
+        if config.qk_norm:
+            shapes.update({prefix + "self_attn.q_norm.weight": (config.head_dim,),
+                           prefix + "self_attn.k_norm.weight": (config.head_dim,)})
     return shapes
 
 

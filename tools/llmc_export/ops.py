@@ -6,13 +6,14 @@ implementations exist so export and tests need no C++ build; they favour clarity
 
 The decoder layer is four fused operators around the attention, so the worker's CPU kernels stream each
 weight matrix once for every row of the batch: rms_norm_qkv_rope (RMSNorm, the stacked q/k/v projection with
-bias, rotary embedding, and the k/v cache write), linear_residual (o_proj and down_proj with the residual
-add), rms_norm_gate_up_silu (RMSNorm, the stacked gate/up projection, SiLU(gate) * up), rms_norm_lm_head (the
-final norm and the LM head, float32 logits), rms_norm_lm_head_top_k (the same pass, but full logits only for
-the rows that ask for them and, for every row, its top_k largest logits: greedy and top-k sampling need no
-more), and embed. Weights arrive as [out_features, in_features]; the
-worker repacks them for its kernels at load time, which the graph does not see. cos and sin are
-[num_tokens, head_dim / 2] float32; rotation follows the rotate-half convention of Llama and Qwen2.
+bias, the optional per-head RMSNorm of q and k (Qwen3's QK-norm: q_norm_weight and k_norm_weight of size
+head_dim, the same eps; None or empty means none), rotary embedding, and the k/v cache write),
+linear_residual (o_proj and down_proj with the residual add), rms_norm_gate_up_silu (RMSNorm, the stacked
+gate/up projection, SiLU(gate) * up), rms_norm_lm_head (the final norm and the LM head, float32 logits),
+rms_norm_lm_head_top_k (the same pass, but full logits only for the rows that ask for them and, for every row,
+its top_k largest logits: greedy and top-k sampling need no more), and embed. Weights arrive as
+[out_features, in_features]; the worker repacks them for its kernels at load time, which the graph does not see.
+cos and sin are [num_tokens, head_dim / 2] float32; rotation follows the rotate-half convention of Llama and Qwen2.
 
 Every weight matrix comes with a weight_scale. An empty one (numel 0) means the weight is a plain matrix in the
 activation dtype. Otherwise the weight is int8 [N, K] and weight_scale float32 [N, G], G dividing K: group g
@@ -42,7 +43,7 @@ _library.define("embed(Tensor input_ids, Tensor weight, Tensor weight_scale, int
 _library.define(
     "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
     "Tensor? bias, Tensor cos, Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, "
-    "int num_heads, int num_kv_heads) -> Tensor")
+    "int num_heads, int num_kv_heads, Tensor? q_norm_weight=None, Tensor? k_norm_weight=None) -> Tensor")
 _library.define("linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual) -> Tensor")
 _library.define(
     "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
@@ -84,8 +85,14 @@ def embed_reference(input_ids, weight, weight_scale, hidden_size):
     return dequantize(rows, F.embedding(input_ids, weight_scale), torch.float32)
 
 
+def has_weight(weight) -> bool:
+    """Whether an optional weight operand is given (None or an empty tensor: absent)."""
+    return weight is not None and weight.numel() > 0
+
+
 def rms_norm_qkv_rope_reference(hidden, norm_weight, eps, weight, weight_scale, bias, cos, sin, key_cache,
-                                value_cache, slot_mapping, num_heads, num_kv_heads):
+                                value_cache, slot_mapping, num_heads, num_kv_heads, q_norm_weight=None,
+                                k_norm_weight=None):
     head_dim = key_cache.shape[-1]
     matrix = dequantize(weight, weight_scale, hidden.dtype)
     qkv = F.linear(rms_norm_reference(hidden, norm_weight, eps), matrix, bias)
@@ -93,6 +100,11 @@ def rms_norm_qkv_rope_reference(hidden, norm_weight, eps, weight, weight_scale, 
     q = qkv[:, :q_width].reshape(-1, num_heads, head_dim)
     k = qkv[:, q_width:q_width + kv_width].reshape(-1, num_kv_heads, head_dim)
     v = qkv[:, q_width + kv_width:].reshape(-1, num_kv_heads, head_dim)
+    # QK-norm (Qwen3): each head's vector normalized over head_dim, before the rotation.
+    if has_weight(q_norm_weight):
+        q = rms_norm_reference(q, q_norm_weight, eps)
+    if has_weight(k_norm_weight):
+        k = rms_norm_reference(k, k_norm_weight, eps)
     write_kv_cache_reference(rope_reference(k, cos, sin), v, key_cache, value_cache, slot_mapping)
     return rope_reference(q, cos, sin)
 

@@ -14,7 +14,12 @@ from .quantize import check_group_size, quantize_model
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
+# The version of packages without QK-norm (what scripts/package-is-current.sh expects of the packages they make).
 FORMAT_VERSION = 6
+# Version 7 passes rms_norm_qkv_rope the per-head q/k norm weights (Qwen3's QK-norm). Only packages that use them
+# are written as version 7, so a worker that reads version 6 keeps serving every other package and refuses a
+# QK-norm one by its version instead of failing on the operator's arguments.
+QK_NORM_FORMAT_VERSION = 7
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 QUANTIZATIONS = ("none", "int8")
@@ -26,7 +31,7 @@ EMBEDDING_POOLINGS = ("last", "mean", "none")
 
 
 def default_chat_template(config: ModelConfig) -> str:
-    if config.architecture == "qwen2":
+    if config.architecture in ("qwen2", "qwen3"):
         return "chatml"
     if config.architecture == "mistral":
         return "mistral"
@@ -37,7 +42,7 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
                  group_size: int = 0, embedding_pooling: str = "last", served_quantization: str = "int8") -> dict:
     return {
         "format": FORMAT,
-        "format_version": FORMAT_VERSION,
+        "format_version": QK_NORM_FORMAT_VERSION if config.qk_norm else FORMAT_VERSION,
         "name": name,
         "architecture": config.architecture,
         "dtype": dtype,

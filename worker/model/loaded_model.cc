@@ -91,6 +91,10 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
     RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.o_proj.weight", {m.hidden_size, q_width}));
     RETURN_IF_ERROR(ExpectShape(module, prefix + "mlp.gate_up_proj.weight", {2 * m.intermediate_size, m.hidden_size}));
     RETURN_IF_ERROR(ExpectShape(module, prefix + "mlp.down_proj.weight", {m.hidden_size, m.intermediate_size}));
+    if (m.architecture == "qwen3") {  // QK-norm: one weight per head dimension
+      RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.q_norm.weight", {m.head_dim}));
+      RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.k_norm.weight", {m.head_dim}));
+    }
   }
   const std::string extra_layer = absl::StrCat("model.layers.", m.num_layers, ".self_attn.qkv_proj.weight");
   for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {

@@ -15,9 +15,10 @@ inline constexpr char kManifestFile[] = "llmc-model.json";
 // Version 3 packages call the fused operators (docs/model-package.md); version 4 adds forward_top_k, the
 // step that returns top logits instead of full rows; version 5 passes every projection its weight_scale (int8
 // weights); version 6 adds forward_with_hidden and embedding_pooling (embeddings; a version 5 package loads
-// and serves no embeddings). Older ones are refused with a hint to re-export them.
+// and serves no embeddings); version 7 passes rms_norm_qkv_rope the per-head q/k norm weights (Qwen3's QK-norm;
+// the exporter writes 7 only for packages that use them). Older ones are refused with a hint to re-export them.
 inline constexpr int kMinManifestFormatVersion = 5;
-inline constexpr int kManifestFormatVersion = 6;
+inline constexpr int kManifestFormatVersion = 7;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {

@@ -28,11 +28,15 @@ at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at
                  int64_t hidden_size);
 
 // RMSNorm(hidden) -> QKV projection (+ bias) -> RoPE on q and k (cos/sin: [T, head_dim / 2] float32) -> k and v
-// written to their cache slots. Returns q [T, num_heads, head_dim].
+// written to their cache slots. Returns q [T, num_heads, head_dim]. With q_norm_weight / k_norm_weight ([head_dim]
+// of the input's dtype; absent or empty: none), each head of q / k is RMS-normalized (same eps) before RoPE:
+// Qwen3's QK-norm.
 at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                           const at::Tensor& weight_scale, const c10::optional<at::Tensor>& bias, const at::Tensor& cos,
                           const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
-                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads);
+                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads,
+                          const c10::optional<at::Tensor>& q_norm_weight = c10::nullopt,
+                          const c10::optional<at::Tensor>& k_norm_weight = c10::nullopt);
 
 // residual + input @ weight^T
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
@@ -58,6 +62,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
 // The composite (ATen) versions of the same operators: the CUDA kernels, the CPU path for unpacked weights,
 // and the reference in tests.
 namespace composite {
+// Whether an optional weight operand is given (absent, undefined or empty: not).
+bool HasWeight(const c10::optional<at::Tensor>& weight);
 // The matrix a projection multiplies by: `weight` itself, or an int8 weight times its scales, in `dtype`.
 at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype);
 at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at::Tensor& weight_scale,
@@ -65,7 +71,9 @@ at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at
 at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                           const at::Tensor& weight_scale, const c10::optional<at::Tensor>& bias, const at::Tensor& cos,
                           const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
-                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads);
+                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads,
+                          const c10::optional<at::Tensor>& q_norm_weight = c10::nullopt,
+                          const c10::optional<at::Tensor>& k_norm_weight = c10::nullopt);
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
                           const at::Tensor& residual);
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,

@@ -26,6 +26,10 @@ at::Tensor Rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
 
 }  // namespace
 
+bool HasWeight(const c10::optional<at::Tensor>& weight) {
+  return weight.has_value() && weight->defined() && weight->numel() > 0;
+}
+
 at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype) {
   if (weight_scale.numel() == 0) return weight;
   TORCH_CHECK(weight.scalar_type() == at::kChar && weight.dim() == 2 && weight_scale.dim() == 2 &&
@@ -66,12 +70,16 @@ at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at
 at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                           const at::Tensor& weight_scale, const c10::optional<at::Tensor>& bias, const at::Tensor& cos,
                           const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
-                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads) {
+                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads,
+                          const c10::optional<at::Tensor>& q_norm_weight,
+                          const c10::optional<at::Tensor>& k_norm_weight) {
   const int64_t head_dim = key_cache.size(3), tokens = hidden.size(0);
   const at::Tensor qkv = Project(RmsNorm(hidden, norm_weight, eps), weight, weight_scale, bias);
-  const at::Tensor q = qkv.narrow(1, 0, num_heads * head_dim).reshape({tokens, num_heads, head_dim});
-  const at::Tensor k =
-      qkv.narrow(1, num_heads * head_dim, num_kv_heads * head_dim).reshape({tokens, num_kv_heads, head_dim});
+  at::Tensor q = qkv.narrow(1, 0, num_heads * head_dim).reshape({tokens, num_heads, head_dim});
+  at::Tensor k = qkv.narrow(1, num_heads * head_dim, num_kv_heads * head_dim).reshape({tokens, num_kv_heads, head_dim});
+  // QK-norm (Qwen3): each head normalized over head_dim before RoPE.
+  if (HasWeight(q_norm_weight)) q = RmsNorm(q, *q_norm_weight, eps);
+  if (HasWeight(k_norm_weight)) k = RmsNorm(k, *k_norm_weight, eps);
   const at::Tensor v = qkv.narrow(1, (num_heads + num_kv_heads) * head_dim, num_kv_heads * head_dim)
                            .reshape({tokens, num_kv_heads, head_dim});
   const int64_t slots = key_cache.size(0) * key_cache.size(1);

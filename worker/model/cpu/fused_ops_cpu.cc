@@ -1,10 +1,12 @@
 // CPU kernels of the fused operators. Each projection stages its activations and streams its weight's panels
 // (panel_matmul.h); a per-panel epilogue finishes the columns they produced (bias, residual, SiLU * up, the
-// LM head's top-k lists), and rms_norm_qkv_rope applies RoPE and writes the cache in a second pass.
+// LM head's top-k lists), and rms_norm_qkv_rope applies the per-head QK-norm (when given) and RoPE and writes the
+// cache in a second pass.
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <tuple>
@@ -49,7 +51,7 @@ template <typename T>
 at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const PanelWeight& weight,
                        const c10::optional<at::Tensor>& bias, const at::Tensor& cos, const at::Tensor& sin,
                        at::Tensor& key_cache, at::Tensor& value_cache, const at::Tensor& slot_mapping,
-                       int64_t num_heads, int64_t num_kv_heads) {
+                       int64_t num_heads, int64_t num_kv_heads, const T* q_norm, const T* k_norm) {
   const int64_t tokens = hidden.size(0), k = hidden.size(1), head_dim = key_cache.size(3), half = head_dim / 2;
   const int64_t q_width = num_heads * head_dim, kv_width = num_kv_heads * head_dim;
   const int64_t columns = q_width + 2 * kv_width;
@@ -90,10 +92,29 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
           dst[i + half] = T(src[i + half] * cos_row[i] + src[i] * sin_row[i]);
         }
       };
-      for (int64_t h = 0; h < num_heads; ++h) rotate(row + h * head_dim, q_data + (t * num_heads + h) * head_dim);
+      // QK-norm: the head's RMSNorm (in float, as the head came out of the projection) folded into the rotation.
+      const auto normalize_rotate = [&](const float* src, const T* head_norm, T* dst) {
+        float sum = 0.0f;
+        for (int64_t i = 0; i < head_dim; ++i) sum += src[i] * src[i];
+        const float inverse_rms = 1.0f / std::sqrt(sum / static_cast<float>(head_dim) + eps);
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = src[i] * inverse_rms * static_cast<float>(head_norm[i]);
+          const float b = src[i + half] * inverse_rms * static_cast<float>(head_norm[i + half]);
+          dst[i] = T(a * cos_row[i] - b * sin_row[i]);
+          dst[i + half] = T(b * cos_row[i] + a * sin_row[i]);
+        }
+      };
+      const auto head = [&](const float* src, const T* head_norm, T* dst) {
+        if (head_norm != nullptr) {
+          normalize_rotate(src, head_norm, dst);
+        } else {
+          rotate(src, dst);
+        }
+      };
+      for (int64_t h = 0; h < num_heads; ++h) head(row + h * head_dim, q_norm, q_data + (t * num_heads + h) * head_dim);
       T* key_slot = key_data + slots[t] * kv_width;
       T* value_slot = value_data + slots[t] * kv_width;
-      for (int64_t h = 0; h < num_kv_heads; ++h) rotate(row + q_width + h * head_dim, key_slot + h * head_dim);
+      for (int64_t h = 0; h < num_kv_heads; ++h) head(row + q_width + h * head_dim, k_norm, key_slot + h * head_dim);
       for (int64_t i = 0; i < kv_width; ++i) value_slot[i] = T(row[q_width + kv_width + i]);
     }
   });
@@ -241,10 +262,12 @@ at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at
 at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                           const at::Tensor& weight_scale, const c10::optional<at::Tensor>& bias, const at::Tensor& cos,
                           const at::Tensor& sin, at::Tensor& key_cache, at::Tensor& value_cache,
-                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads) {
+                          const at::Tensor& slot_mapping, int64_t num_heads, int64_t num_kv_heads,
+                          const c10::optional<at::Tensor>& q_norm_weight,
+                          const c10::optional<at::Tensor>& k_norm_weight) {
   if (!IsPackedWeight(weight)) {
     return composite::RmsNormQkvRope(hidden, norm_weight, eps, weight, weight_scale, bias, cos, sin, key_cache,
-                                     value_cache, slot_mapping, num_heads, num_kv_heads);
+                                     value_cache, slot_mapping, num_heads, num_kv_heads, q_norm_weight, k_norm_weight);
   }
   TORCH_CHECK(key_cache.dim() == 4 && key_cache.sizes() == value_cache.sizes() && key_cache.is_contiguous() &&
                   value_cache.is_contiguous() && key_cache.size(2) == num_kv_heads,
@@ -274,10 +297,21 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
   const c10::optional<at::Tensor> bias_contiguous =
       bias.has_value() && bias->defined() ? c10::optional<at::Tensor>(bias->contiguous()) : c10::nullopt;
   const at::Tensor norm = norm_weight.contiguous();
+  // The QK-norm weights, contiguous, or undefined when absent.
+  const auto head_norm = [&](const c10::optional<at::Tensor>& weight, const char* name) {
+    if (!composite::HasWeight(weight)) return at::Tensor();
+    TORCH_CHECK(weight->numel() == head_dim && weight->scalar_type() == hidden.scalar_type(),
+                "rms_norm_qkv_rope: ", name, " must be [head_dim] of the input's dtype");
+    return weight->contiguous();
+  };
+  const at::Tensor q_norm = head_norm(q_norm_weight, "q_norm_weight");
+  const at::Tensor k_norm = head_norm(k_norm_weight, "k_norm_weight");
   return ByDtype(hidden, [&](auto type) {
     using T = decltype(type);
     return QkvRopeImpl<T>(hidden, norm, static_cast<float>(eps), panel_weight, bias_contiguous, cos, sin, key_cache,
-                          value_cache, slots, num_heads, num_kv_heads);
+                          value_cache, slots, num_heads, num_kv_heads,
+                          q_norm.defined() ? q_norm.data_ptr<T>() : nullptr,
+                          k_norm.defined() ? k_norm.data_ptr<T>() : nullptr);
   });
 }
 
@@ -377,7 +411,7 @@ TORCH_LIBRARY_FRAGMENT(llmc, m) {
   m.def(
       "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
       "Tensor? bias, Tensor cos, Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, "
-      "int num_heads, int num_kv_heads) -> Tensor");
+      "int num_heads, int num_kv_heads, Tensor? q_norm_weight=None, Tensor? k_norm_weight=None) -> Tensor");
   m.def("linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual) -> Tensor");
   m.def(
       "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
