@@ -1,11 +1,14 @@
-"""Architecture sizes of a Llama-family model (Llama, Mistral, Qwen2, Qwen3), read from a Hugging Face
+"""Architecture sizes of a Llama-family model (Llama, Mistral, Qwen2, Qwen3, SmolLM3), read from a Hugging Face
 config.json or given directly."""
 import dataclasses
 import json
 import math
 from typing import Optional
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3")
+# Hugging Face's SmolLM3Config defaults where config.json leaves a key out.
+SMOLLM3_DEFAULT_ROPE_THETA = 2000000.0
+SMOLLM3_DEFAULT_NO_ROPE_LAYER_INTERVAL = 4
 
 
 class ExportError(Exception):
@@ -40,6 +43,88 @@ def check_qwen3(hf: dict) -> None:
         raise ExportError(f"qwen3 layer_types other than full_attention are not supported: {layer_types}")
 
 
+def smollm3_nope_layers(hf: dict) -> tuple:
+    """The layers of a SmolLM3 config that skip RoPE, as Hugging Face reads them: no_rope_layers holds one entry
+    per layer (at least num_hidden_layers of them), 1 for a layer with RoPE and 0 for a NoPE layer; without it,
+    every no_rope_layer_interval-th layer (default 4: layers 3, 7, ...) is a NoPE layer."""
+    num_layers = int(hf["num_hidden_layers"])
+    flags = hf.get("no_rope_layers")
+    if flags is None:
+        interval = int(hf.get("no_rope_layer_interval") or SMOLLM3_DEFAULT_NO_ROPE_LAYER_INTERVAL)
+        flags = [int((layer + 1) % interval != 0) for layer in range(num_layers)]
+    if not isinstance(flags, list) or len(flags) < num_layers or any(flag not in (0, 1) for flag in flags):
+        raise ExportError(f"smollm3 no_rope_layers must list 1 (RoPE) or 0 (no RoPE) for each of the "
+                          f"{num_layers} layers, got {flags}")
+    return tuple(layer for layer in range(num_layers) if flags[layer] == 0)
+
+
+def check_smollm3(hf: dict) -> None:
+    """What a SmolLM3 config may ask for that this llmc does not serve, refused by name: attention_bias (which
+    in SmolLM3 also biases o_proj), mlp_bias, an activation other than SiLU, and sliding-window layers
+    (use_sliding_window with a sliding_window makes the NoPE layers windowed; or sliding_attention in
+    layer_types). A sliding_window while use_sliding_window is false is ignored, as Hugging Face ignores it."""
+    if hf.get("attention_bias"):
+        raise ExportError("smollm3 with attention_bias: true is not supported (its o_proj bias has no operand here)")
+    if hf.get("mlp_bias"):
+        raise ExportError("smollm3 with mlp_bias: true is not supported (the MLP projections have no bias here)")
+    if hf.get("hidden_act", "silu") != "silu":
+        raise ExportError(f"smollm3 with hidden_act '{hf.get('hidden_act')}' is not supported (only silu)")
+    if hf.get("use_sliding_window") and hf.get("sliding_window") is not None and smollm3_nope_layers(hf):
+        raise ExportError("smollm3 with use_sliding_window: true is not supported (its NoPE layers would attend "
+                          "to a window; per-layer attention windows are not served yet)")
+    layer_types = hf.get("layer_types") or []
+    if not isinstance(layer_types, list) or any(kind != "full_attention" for kind in layer_types):
+        raise ExportError(f"smollm3 layer_types other than full_attention are not supported: {layer_types}")
+
+
+def check_phi3(hf: dict, head_dim: int, rope_scaling: Optional[dict]) -> tuple:
+    """(rotary_dim, LongRoPE attention factor, original_max_position_embeddings or 0) of a Phi-3 / Phi-4-mini
+    config, as Hugging Face's Phi3 reads it; what it cannot serve is refused by name. partial_rotary_factor
+    rotates the first int(head_dim * factor) dims of each head. LongRoPE (rope_scaling type longrope, or the
+    legacy su) divides those inverse frequencies by short_factor (long_factor once a forward's sequence is
+    longer than original_max_position_embeddings) and multiplies cos and sin by the attention factor (given,
+    or sqrt(1 + ln(max_position_embeddings / original) / ln(original)), 1 when that ratio is at most 1)."""
+    if hf.get("attention_bias"):
+        raise ExportError("phi3 with attention_bias: true is not supported (Phi-3 checkpoints have no biases)")
+    if hf.get("hidden_act", "silu") != "silu":
+        raise ExportError(f"phi3 with hidden_act '{hf.get('hidden_act')}' is not supported (only silu)")
+    scaling = rope_scaling or {}
+    factor = float(hf.get("partial_rotary_factor", scaling.get("partial_rotary_factor", 1.0)))
+    rotary_dim = int(head_dim * factor)
+    if not 0 < rotary_dim <= head_dim or rotary_dim % 2 != 0:
+        raise ExportError(f"phi3 partial_rotary_factor {factor} gives rotary_dim {rotary_dim} of head_dim "
+                          f"{head_dim}; it must be even and positive")
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind == "default":
+        return rotary_dim, 1.0, 0
+    if kind not in ("longrope", "su"):
+        raise ExportError(f"phi3 rope_scaling type '{kind}' is not supported (supported: longrope, su)")
+    for key in ("short_factor", "long_factor"):
+        values = scaling.get(key)
+        if not isinstance(values, list) or len(values) != rotary_dim // 2:
+            raise ExportError(f"phi3 rope_scaling {key} must list rotary_dim / 2 = {rotary_dim // 2} factors")
+    maximum = int(hf.get("max_position_embeddings", 4096))
+    original = int(hf.get("original_max_position_embeddings") or scaling.get("original_max_position_embeddings")
+                   or maximum)
+    attention_factor = scaling.get("attention_factor")
+    if attention_factor is None:
+        ratio = maximum / original
+        attention_factor = 1.0 if ratio <= 1.0 else math.sqrt(1 + math.log(ratio) / math.log(original))
+    return rotary_dim, float(attention_factor), original
+
+
+def rope_settings(hf: dict, model_type: str) -> tuple:
+    """(rope_theta, rope_scaling) of a config: the classic keys, or the rope_parameters dict newer Hugging Face
+    configs write instead (its rope_type "default" means no scaling)."""
+    parameters = hf.get("rope_parameters") if isinstance(hf.get("rope_parameters"), dict) else {}
+    default_theta = SMOLLM3_DEFAULT_ROPE_THETA if model_type == "smollm3" else 10000.0
+    theta = hf.get("rope_theta", parameters.get("rope_theta", default_theta))
+    scaling = hf.get("rope_scaling")
+    if scaling is None and parameters.get("rope_type", parameters.get("type", "default")) != "default":
+        scaling = parameters
+    return float(theta), scaling
+
+
 @dataclasses.dataclass
 class ModelConfig:
     architecture: str = "qwen2"
@@ -64,6 +149,14 @@ class ModelConfig:
     # Qwen3's QK-norm: an RMSNorm (weights of size head_dim, the layer's rms_norm_eps) on each head of q and k
     # after the projection and before RoPE.
     qk_norm: bool = False
+    # SmolLM3's NoPE layers: the indices of the layers whose q and k are not rotated (empty: all are).
+    nope_layers: tuple = ()
+    # Phi-3's partial rotary: the first rotary_dim dims of each head are rotated (0: all of them). The export
+    # permutes each head's q and k rows so that the kernel's (i, i + head_dim / 2) pairs are Hugging Face's
+    # (i, i + rotary_dim / 2) pairs for i < rotary_dim / 2; the other pairs get inverse frequency 0 (cos 1, sin 0).
+    rotary_dim: int = 0
+    # LongRoPE's attention factor on cos and sin, folded at export into the rotated q and k rows.
+    rope_attention_factor: float = 1.0
 
     def validate(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -74,17 +167,24 @@ class ModelConfig:
             raise ExportError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         if self.head_dim % 2 != 0:
             raise ExportError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        if any(not 0 <= layer < self.num_layers for layer in self.nope_layers):
+            raise ExportError(f"nope_layers {list(self.nope_layers)} name layers outside 0..{self.num_layers - 1}")
         if self.rope_scaling is not None:
             kind = self.rope_scaling.get("rope_type", self.rope_scaling.get("type"))
-            if kind not in ("linear", "llama3", "default"):
+            if kind in ("longrope", "su") and self.architecture == "phi3":
+                pass  # short factors (check_phi3; the context is capped at original_max_position_embeddings)
+            elif kind not in ("linear", "llama3", "default"):
                 raise ExportError(f"unsupported rope_scaling type '{kind}' (supported: linear, llama3)")
         return self
 
     def inverse_frequencies(self):
         """RoPE inverse frequencies with the configured scaling applied."""
-        inv_freq = [1.0 / (self.rope_theta ** (i / self.head_dim)) for i in range(0, self.head_dim, 2)]
+        dim = self.rotary_dim or self.head_dim
+        inv_freq = [1.0 / (self.rope_theta ** (i / dim)) for i in range(0, dim, 2)]
         scaling = self.rope_scaling or {}
         kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind in ("longrope", "su"):  # LongRoPE's short factors: the package serves no longer contexts
+            inv_freq = [f / float(factor) for f, factor in zip(inv_freq, scaling["short_factor"])]
         if kind == "linear":
             inv_freq = [f / float(scaling["factor"]) for f in inv_freq]
         elif kind == "llama3":
@@ -103,7 +203,8 @@ class ModelConfig:
                     smooth = (original / wavelength - low) / (high - low)
                     scaled.append((1 - smooth) * f / factor + smooth * f)
             inv_freq = scaled
-        return inv_freq
+        # Partial rotary: the pass-through pairs turn by angle 0 (cos 1, sin 0).
+        return inv_freq + [0.0] * (self.head_dim // 2 - len(inv_freq))
 
     @staticmethod
     def from_hf_config(path):
@@ -117,6 +218,9 @@ class ModelConfig:
         if model_type == "qwen3":
             check_qwen3(hf)
         try:
+            if model_type == "smollm3":
+                check_smollm3(hf)
+            rope_theta, rope_scaling = rope_settings(hf, model_type)
             num_heads = int(hf["num_attention_heads"])
             hidden = int(hf["hidden_size"])
             eos = hf.get("eos_token_id")
@@ -130,17 +234,27 @@ class ModelConfig:
                 num_kv_heads=int(hf.get("num_key_value_heads") or num_heads),
                 head_dim=int(hf.get("head_dim") or hidden // num_heads),
                 rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-                rope_theta=float(hf.get("rope_theta", 10000.0)),
-                rope_scaling=hf.get("rope_scaling"),
+                rope_theta=rope_theta,
+                rope_scaling=rope_scaling,
                 qkv_bias=model_type == "qwen2" or bool(hf.get("attention_bias", False)),
                 qk_norm=model_type == "qwen3",
-                tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
+                # SmolLM3's config defaults to a tied head, the others' to an untied one.
+                tie_word_embeddings=bool(hf.get("tie_word_embeddings", model_type == "smollm3")),
                 max_context_length=int(hf.get("max_position_embeddings", 4096)),
                 bos_token_id=hf.get("bos_token_id"),
                 eos_token_ids=tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []),
-                # Qwen3 ignores sliding_window unless use_sliding_window (refused above), as Hugging Face does.
-                sliding_window=0 if model_type == "qwen3" else int(hf.get("sliding_window") or 0),
+                # Qwen3 and SmolLM3 ignore sliding_window unless use_sliding_window (refused above), as Hugging
+                # Face does.
+                sliding_window=0 if model_type in ("qwen3", "smollm3") else int(hf.get("sliding_window") or 0),
+                nope_layers=smollm3_nope_layers(hf) if model_type == "smollm3" else (),
             )
+            if model_type == "phi3":
+                config.rotary_dim, config.rope_attention_factor, original = check_phi3(hf, config.head_dim,
+                                                                                      rope_scaling)
+                # Only LongRoPE's short factors are served (Hugging Face switches a whole forward to the long
+                # ones past original_max_position_embeddings), so the package's context stops there.
+                if 0 < original < config.max_context_length:
+                    config.max_context_length = original
             if 0 < config.sliding_window < config.max_context_length:
                 config.max_context_length = config.sliding_window
         except KeyError as missing:

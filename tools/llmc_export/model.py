@@ -1,4 +1,5 @@
-"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3) over one flattened batch and a paged KV cache.
+"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM3) over one flattened batch and a paged
+KV cache.
 
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
@@ -70,10 +71,13 @@ class Mlp(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """One layer as four fused operators and the paged attention (tools/llmc_export/ops.py)."""
+    """One layer as four fused operators and the paged attention (tools/llmc_export/ops.py). A NoPE layer
+    (SmolLM3's nope_layers) has a no_rope attribute; CausalLM passes it the identity rotation."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, index: int = 0):
         super().__init__()
+        if index in config.nope_layers:
+            self.no_rope = True
         self.self_attn = Attention(config)
         self.mlp = Mlp(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -110,7 +114,7 @@ class Backbone(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.embed_tokens = with_weight_scale(nn.Embedding(config.vocab_size, config.hidden_size))
-        self.layers = nn.ModuleList([DecoderLayer(config) for _ in range(config.num_layers)])
+        self.layers = nn.ModuleList([DecoderLayer(config, index) for index in range(config.num_layers)])
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
@@ -132,6 +136,8 @@ class CausalLM(nn.Module):
         self.lm_head = with_weight_scale(nn.Linear(config.hidden_size, config.vocab_size, bias=False))
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
+        if config.nope_layers:
+            self.has_nope_layers = True
         self.register_buffer("inv_freq", torch.tensor(config.inverse_frequencies(), dtype=torch.float32),
                              persistent=False)
 
@@ -198,10 +204,21 @@ class CausalLM(nn.Module):
         freqs = positions.float().unsqueeze(1) * self.inv_freq.unsqueeze(0)  # [num_tokens, head_dim / 2]
         cos = freqs.cos()
         sin = freqs.sin()
+        # NoPE layers (SmolLM3) get the identity rotation, cos 1 and sin 0: the fused operator then leaves q and k
+        # as they are. Resolved when the model is scripted: a model without NoPE layers makes no such tables.
+        identity_cos = cos
+        identity_sin = sin
+        if hasattr(self, "has_nope_layers"):
+            identity_cos = torch.ones_like(cos)
+            identity_sin = torch.zeros_like(sin)
         layer_index = 0
         for layer in self.model.layers:
-            hidden = layer(hidden, cos, sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1], slot_mapping,
-                           block_tables, seq_lens, query_start_locs)
+            if hasattr(layer, "no_rope"):
+                hidden = layer(hidden, identity_cos, identity_sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1],
+                               slot_mapping, block_tables, seq_lens, query_start_locs)
+            else:
+                hidden = layer(hidden, cos, sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1], slot_mapping,
+                               block_tables, seq_lens, query_start_locs)
             layer_index += 1
         return hidden
 

@@ -13,7 +13,8 @@ gate/up projection, SiLU(gate) * up), rms_norm_lm_head (the final norm and the L
 rms_norm_lm_head_top_k (the same pass, but full logits only for the rows that ask for them and, for every row,
 its top_k largest logits: greedy and top-k sampling need no more), and embed. Weights arrive as
 [out_features, in_features]; the worker repacks them for its kernels at load time, which the graph does not see.
-cos and sin are [num_tokens, head_dim / 2] float32; rotation follows the rotate-half convention of Llama and Qwen2.
+cos and sin are [num_tokens, head_dim / 2] float32; rotation follows the rotate-half convention of Llama and Qwen2
+(a NoPE layer, SmolLM3's, passes cos 1 and sin 0: q and k come out as projected).
 
 Every weight matrix comes with a weight_scale. An empty one (numel 0) means the weight is a plain matrix in the
 activation dtype. Otherwise the weight is int8 [N, K] and weight_scale float32 [N, G], G dividing K: group g

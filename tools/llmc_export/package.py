@@ -8,6 +8,7 @@ import torch
 
 from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
+from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
 from .prequantized import Int8Scheme, by_module, take_int8_weights
 from .quantize import check_group_size, quantize_model
@@ -31,10 +32,12 @@ EMBEDDING_POOLINGS = ("last", "mean", "none")
 
 
 def default_chat_template(config: ModelConfig) -> str:
-    if config.architecture in ("qwen2", "qwen3"):
+    if config.architecture in ("qwen2", "qwen3", "smollm3"):  # SmolLM3 chats in ChatML too
         return "chatml"
     if config.architecture == "mistral":
         return "mistral"
+    if config.architecture == "phi3":  # no built-in Phi template: the checkpoint's own Jinja one serves chats
+        return "raw"
     return "llama3" if config.vocab_size >= 128000 else "llama2"
 
 
@@ -65,7 +68,14 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
         "chat_template": chat_template,
         "embedding_pooling": embedding_pooling,
         **({"sliding_window": config.sliding_window} if config.sliding_window else {}),
+        **({"context_note": "LongRoPE served with its short factors only: max_context_length capped at "
+                            "original_max_position_embeddings"} if is_capped_longrope(config) else {}),
     }
+
+
+def is_capped_longrope(config: ModelConfig) -> bool:
+    scaling = config.rope_scaling or {}
+    return config.architecture == "phi3" and scaling.get("rope_type", scaling.get("type")) in ("longrope", "su")
 
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
@@ -115,6 +125,11 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
     exact = take_int8_weights(tensors, scheme) if scheme is not None else {}
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
+    if config.architecture == "phi3":
+        if scheme is not None:
+            raise ExportError("phi3 int8 (compressed-tensors) checkpoints are not supported: export the float "
+                              "checkpoint with --quantize int8 instead")
+        prepare_phi3_tensors(tensors, config)
     expected = hf_parameter_shapes(config)
     missing = sorted(name for name in expected if name not in tensors)
     if missing:
