@@ -24,6 +24,7 @@ from llmc_export.package import (DTYPES, EMBEDDING_POOLINGS, MANIFEST, QUANTIZAT
                                  load_checkpoint, write_package)
 from llmc_export.output_formats import REASONING_MARKERS, TOOL_CALL_FORMATS  # noqa: E402
 from llmc_export.prequantized import read_scheme  # noqa: E402
+from llmc_export.quantize import INT4_DEFAULT_GROUP_SIZE  # noqa: E402
 
 PRESETS = {
     # Qwen2-0.5B's shape: the benchmark model.
@@ -51,10 +52,12 @@ def parse_args(argv):
     parser.add_argument("--out", required=True, help="package folder to write")
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES), help="weights and activations")
     parser.add_argument("--quantize", choices=QUANTIZATIONS,
-                        help="int8: projection weights as int8 with float32 scales, activations in --dtype (default: "
+                        help="int8: projection weights as int8 with float32 scales, activations in --dtype; int4: "
+                        "4-bit weights two a byte with float32 scales per group (W4A16; CPU workers) (default: "
                         "none, or int8 for a checkpoint quantized to int8)")
     parser.add_argument("--group-size", type=int, default=0,
-                        help="int8 input columns per scale (32, 64, 128, 256, 512; default 0: one per output row)")
+                        help="input columns per scale: int8 32, 64, 128, 256, 512 (default 0: one per output row); "
+                        "int4 32, 64, 128 (default 0: 128)")
     parser.add_argument("--name", help="model name clients use (default: the output folder's name)")
     parser.add_argument("--tokenizer", help="tokenizer.json (default: the checkpoint's)")
     parser.add_argument("--chat-template", help="built-in chat template name; without it the package carries the model's own "
@@ -92,6 +95,10 @@ def main(argv=None):
                 if args.quantize == "none":
                     raise ExportError("the checkpoint's weights are int8 (compressed-tensors), so its package is "
                                       "int8: leave out --quantize none")
+                if args.quantize == "int4":
+                    raise ExportError("the checkpoint's weights are int8 (compressed-tensors): int4 from them is not "
+                                      "supported (GPTQ/AWQ/pack-quantized 4-bit checkpoints are not read yet); leave "
+                                      "out --quantize int4, or quantize an unquantized checkpoint")
                 args.quantize = "int8"
                 if args.group_size not in (0, scheme.group_size):
                     grouping = f"groups of {scheme.group_size}" if scheme.group_size else "one scale per row"
@@ -108,6 +115,8 @@ def main(argv=None):
             tokenizer = args.tokenizer
             model = build_model(config, seed=args.seed)
         args.quantize = args.quantize or "none"
+        if args.quantize == "int4" and args.group_size == 0:
+            args.group_size = INT4_DEFAULT_GROUP_SIZE
         name = args.name or os.path.basename(os.path.normpath(args.out))
         # A W8A16 checkpoint was quantized to run with 16-bit activations: the worker serves it so by default.
         served = "w8a16" if scheme is not None and scheme.activations == "none" else "int8"

@@ -18,7 +18,7 @@ absl::Status ValidateAtLeast(absl::string_view key, uint64_t value, uint64_t min
 absl::Status WorkerConfig::Validate() const {
   if (!dtype.empty()) RETURN_IF_ERROR(ValidateOneOf("dtype", dtype, {"float32", "bfloat16"}));
   if (!quantization.empty())
-    RETURN_IF_ERROR(ValidateOneOf("quantization", quantization, {"none", "int8", "w8a16", "w8a8"}));
+    RETURN_IF_ERROR(ValidateOneOf("quantization", quantization, {"none", "int8", "w8a16", "w8a8", "int4"}));
   RETURN_IF_ERROR(ValidateOneOf("metric_names", metric_names, {"llmc", "vllm", "both"}));
   // The names of typed_output::ToolCallFormat (worker/typed_output/output_format.h), which common cannot link.
   RETURN_IF_ERROR(ValidateOneOf(
@@ -36,7 +36,12 @@ absl::Status WorkerConfig::Validate() const {
         absl::StrCat("quantization_group_size must be 0, 32, 64, 128, 256 or 512, got ", quantization_group_size));
   }
   if (quantization_group_size != 0 && (quantization.empty() || quantization == "none")) {
-    return absl::InvalidArgumentError("quantization_group_size applies only with quantization int8, w8a16 or w8a8");
+    return absl::InvalidArgumentError(
+        "quantization_group_size applies only with quantization int8, w8a16, w8a8 or int4");
+  }
+  if (quantization == "int4" && quantization_group_size > 128) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("int4 quantization_group_size must be 32, 64 or 128 (0: 128), got ", quantization_group_size));
   }
   if (kv_cache_memory_fraction <= 0 || kv_cache_memory_fraction > 0.95) {
     return absl::InvalidArgumentError(

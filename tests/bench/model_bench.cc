@@ -4,7 +4,7 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8][:small-pages] [<package-dir>[...] ...]
+//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8|:int4][:small-pages] [<package-dir>[...] ...]
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -82,8 +82,8 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
 }
 
 // Bytes one decode step streams: every projection and the LM head, in the weights' type (int8 packages:
-// one byte per weight plus one float32 scale per output row and group; an untied embedding stays in dtype
-// but is only gathered, not streamed, and is not counted).
+// one byte per weight, int4 half a byte, plus one float32 scale per output row and group; an untied embedding stays in
+// dtype but is only gathered, not streamed, and is not counted).
 int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
   const int64_t qkv_rows = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, q_width = m.num_heads * m.head_dim;
   const int64_t per_layer =
@@ -98,7 +98,9 @@ int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
       m.num_layers * (qkv_rows * groups(m.hidden_size) + m.hidden_size * groups(q_width) +
                       2 * m.intermediate_size * groups(m.hidden_size) + m.hidden_size * groups(m.intermediate_size)) +
       m.vocab_size * groups(m.hidden_size);
-  return m.num_layers * per_layer + lm_head + 4 * scale_count;
+  // int4: two weights a byte.
+  const int64_t weights = m.num_layers * per_layer + lm_head;
+  return (m.quantization == "int4" ? weights / 2 : weights) + 4 * scale_count;
 }
 
 // `sequences` sequences, each with `context` tokens already cached, decoding one token each; or, with
@@ -150,7 +152,8 @@ int main(int argc, char** argv) {
     }
   }
   if (packages.empty()) {
-    std::fprintf(stderr, "usage: %s [--profile | --bandwidth] <package-dir>[:int8|:w8a16|:w8a8][:small-pages] ...\n",
+    std::fprintf(stderr,
+                 "usage: %s [--profile | --bandwidth] <package-dir>[:int8|:w8a16|:w8a8|:int4][:small-pages] ...\n",
                  argv[0]);
     return 2;
   }
@@ -203,7 +206,7 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
-    // PACKAGE[:QUANTIZATION][:small-pages]: int8, w8a16 or w8a8 (quantized at load unless the package is int8);
+    // PACKAGE[:QUANTIZATION][:small-pages]: int8, w8a16, w8a8 or int4 (quantized at load unless the package is int8);
     // small-pages keeps the weights and the KV cache off huge pages. Only those suffixes are taken off, so a
     // path may hold colons.
     std::string package = argument;
@@ -214,7 +217,7 @@ int main(int argc, char** argv) {
       return true;
     };
     if (take_suffix(":small-pages")) options.huge_pages = false;
-    for (const char* quantization : {"int8", "w8a16", "w8a8"}) {
+    for (const char* quantization : {"int8", "w8a16", "w8a8", "int4"}) {
       if (take_suffix(absl::StrCat(":", quantization))) options.quantization = quantization;
     }
     auto model = llmc::model::LoadedModel::Load(package, options);

@@ -203,18 +203,21 @@ TEST_CASE("config: the real process configurations validate their defaults and r
   worker.controller_address = "127.0.0.1:0";
   CHECK_THAT(std::string(worker.Validate().message()), Catch::Contains("controller_address"));
   WorkerConfig quantized;
-  for (const char* method : {"none", "int8", "w8a16", "w8a8"}) {
+  for (const char* method : {"none", "int8", "w8a16", "w8a8", "int4"}) {
     quantized.quantization = method;
     CHECK(quantized.Validate().ok());
   }
-  quantized.quantization = "int4";
+  quantized.quantization = "int2";
   CHECK_THAT(std::string(quantized.Validate().message()), Catch::Contains("quantization"));
+  quantized.quantization = "int4";
+  quantized.quantization_group_size = 256;  // int4 groups: 32, 64 or 128
+  CHECK_THAT(std::string(quantized.Validate().message()), Catch::Contains("int4 quantization_group_size"));
   quantized.quantization = "w8a8";
   quantized.quantization_group_size = 128;
   CHECK(quantized.Validate().ok());
   quantized.quantization = "none";
   CHECK_THAT(std::string(quantized.Validate().message()),
-             Catch::Contains("applies only with quantization int8, w8a16 or w8a8"));
+             Catch::Contains("applies only with quantization int8, w8a16, w8a8 or int4"));
   // The typed-output parsers: auto (the package's), or a format the worker knows.
   WorkerConfig parsers;
   CHECK(parsers.tool_call_parser == "auto");

@@ -130,6 +130,13 @@ TEST_CASE("gateway e2e: a worker serving an int8 package answers the OpenAI SDK 
   CHECK(model["dtype"] == "bfloat16");
 }
 
+TEST_CASE("gateway e2e: a worker serving an int4 package answers the OpenAI SDK walk-through and says int4",
+          "[integration][gateway][int4]") {
+  const json model = RunSdkEndToEnd(SmallModelPackage("int4"));
+  CHECK(model["quantization"] == "int4");
+  CHECK(model["dtype"] == "bfloat16");
+}
+
 TEST_CASE("gateway e2e: a worker quantizing a bfloat16 package at load with int16 activations (w8a16) says w8a16",
           "[integration][gateway][int8]") {
   const json model = RunSdkEndToEnd(SmallModelPackage(), {"--quantization=w8a16"});

@@ -381,9 +381,10 @@ class ExporterTest(unittest.TestCase):
         self.assertEqual(manifest["chat_template_file"], "chat_template.jinja")
         self.assertEqual(manifest["special_tokens"], {"bos_token": "<s>", "eos_token": "</s>"})
         self.assertEqual(manifest["eos_token_ids"], [2, 3, 7])  # config.json's, then generation_config's
-        # The engine attends to the whole context, so the window caps it.
+        # Every layer attends through the window; the package serves the whole max_position_embeddings.
         self.assertEqual(manifest["sliding_window"], 512)
-        self.assertEqual(manifest["max_context_length"], 512)
+        self.assertEqual((manifest["layer_windows"], manifest["format_version"]), ([512, 512], 8))
+        self.assertEqual(manifest["max_context_length"], 1024)
         with open(self.path("pkg", "chat_template.jinja")) as f:
             self.assertIn("bos_token", f.read())
         # A built-in template asked for by name leaves the model's out.

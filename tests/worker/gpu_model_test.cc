@@ -26,16 +26,19 @@ TEST_CASE("gpu: CUDA paged attention equals the CPU kernel", "[gpu]") {
       const at::Tensor lengths = at::tensor({40, 100, 3, 1}, at::kInt);
       const at::Tensor starts = at::tensor({0, 40, 41, 44, 45}, at::kInt);
       const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-      const at::Tensor cpu = PagedAttentionCpu(query, key_cache, value_cache, tables, lengths, starts, scale);
       static auto op = c10::Dispatcher::singleton()
                            .findSchemaOrThrow("llmc::paged_attention", "")
                            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                             const at::Tensor&, const at::Tensor&, double)>();
-      const at::Tensor on_gpu = op.call(query.cuda(), key_cache.cuda(), value_cache.cuda(), tables.cuda(),
-                                        lengths.cuda(), starts.cuda(), scale);
-      const double difference = (on_gpu.cpu().to(at::kFloat) - cpu.to(at::kFloat)).abs().max().item<double>();
-      INFO("dtype " << dtype << " heads " << heads << "/" << kv_heads << " dim " << head_dim);
-      CHECK(difference < (dtype == at::kFloat ? 1e-4 : 2e-2));
+                                             const at::Tensor&, const at::Tensor&, double, int64_t)>();
+      // The whole context, and windows below a block, across blocks and past the context.
+      for (const int64_t window : {0, 5, 24, 200}) {
+        const at::Tensor cpu = PagedAttentionCpu(query, key_cache, value_cache, tables, lengths, starts, scale, window);
+        const at::Tensor on_gpu = op.call(query.cuda(), key_cache.cuda(), value_cache.cuda(), tables.cuda(),
+                                          lengths.cuda(), starts.cuda(), scale, window);
+        const double difference = (on_gpu.cpu().to(at::kFloat) - cpu.to(at::kFloat)).abs().max().item<double>();
+        INFO("dtype " << dtype << " heads " << heads << "/" << kv_heads << " dim " << head_dim << " window " << window);
+        CHECK(difference < (dtype == at::kFloat ? 1e-4 : 2e-2));
+      }
     }
   }
 }

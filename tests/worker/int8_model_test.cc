@@ -188,7 +188,8 @@ TEST_CASE("int8 model: bad quantization settings and mismatched packages are ref
     return std::string(model.status().message());
   };
   CHECK_THAT(error(int8, {"cpu", "", "none"}), Catch::Contains("holds int8 weights"));
-  CHECK_THAT(error(bf16, {"cpu", "", "int4"}), Catch::Contains("unknown quantization 'int4'"));
+  CHECK_THAT(error(bf16, {"cpu", "", "int2"}), Catch::Contains("unknown quantization 'int2'"));
+  CHECK_THAT(error(int8, {"cpu", "", "int4"}), Catch::Contains("int4 at load quantizes a bfloat16 or float32"));
   CHECK_THAT(error(bf16, {"cpu", "", "int8", 100}), Catch::Contains("int8 group size 100 is not supported"));
   // An int8 package stays int8 when asked for int8, and may run its activations in float32.
   auto float_activations = LoadOrFail(int8, {"cpu", "float32", "int8"});
@@ -210,7 +211,7 @@ TEST_CASE("int8 model: bad quantization settings and mismatched packages are ref
   CHECK_THAT(error(edit_manifest(int8, [](nlohmann::json& m) { m["quantization_group_size"] = 64; }), {"cpu", ""}),
              Catch::Contains("with group size 64 needs float32"));
   CHECK_THAT(error(edit_manifest(bf16, [](nlohmann::json& m) { m["quantization"] = "int4"; }), {"cpu", ""}),
-             Catch::Contains("quantization 'int4' is not supported"));
+             Catch::Contains("int4 weights need format_version 9"));
 }
 
 TEST_CASE("int8 model: the Qwen2-0.5B-shaped model in int8 stays close to bfloat16 over 512 real tokens",

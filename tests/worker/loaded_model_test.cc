@@ -16,6 +16,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/model_scenario.h"
 #include "tests/support/tokenizer_files.h"
+#include "worker/model/model_manifest.h"
 
 namespace llmc::model {
 namespace {
@@ -97,10 +98,12 @@ TEST_CASE("loaded model: corrupt or mismatched packages give the expected error"
   CHECK_THAT(std::string(status.message()), Catch::Contains("corrupt or not TorchScript"));
 
   dir = CopyPackage(good);
-  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = 8; });
+  // One past the newest this worker reads.
+  EditManifest(dir, [](nlohmann::json& m) { m["format_version"] = kManifestFormatVersion + 1; });
   status = error(dir);
   CHECK(status.code() == absl::StatusCode::kFailedPrecondition);
-  CHECK_THAT(std::string(status.message()), Catch::Contains("format version 8 is not supported"));
+  CHECK_THAT(std::string(status.message()),
+             Catch::Contains(absl::StrCat("format version ", kManifestFormatVersion + 1, " is not supported")));
 
   // Version 5 had no embeddings: such a package still loads, and serves none.
   dir = CopyPackage(good);

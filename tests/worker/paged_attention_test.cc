@@ -10,10 +10,11 @@
 namespace llmc::model {
 namespace {
 
-// The same computation as tools/llmc_export/ops.py: gather each sequence's context, causal softmax.
+// The same computation as tools/llmc_export/ops.py: gather each sequence's context, causal softmax (with a
+// window, keys at positions <= query position - window masked too).
 at::Tensor ReferenceAttention(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
                               const at::Tensor& block_tables, const at::Tensor& seq_lens, const at::Tensor& starts,
-                              double scale) {
+                              double scale, int64_t window = 0) {
   const int64_t heads = query.size(1), block_size = key_cache.size(1), kv_heads = key_cache.size(2);
   const int64_t dim = query.size(2);
   at::Tensor out = at::zeros_like(query, at::kFloat);
@@ -32,7 +33,9 @@ at::Tensor ReferenceAttention(const at::Tensor& query, const at::Tensor& key_cac
     at::Tensor scores = at::einsum("qhd,khd->hqk", {q, keys}) * scale;
     const at::Tensor query_positions = at::arange(context - n, context).unsqueeze(1);
     const at::Tensor key_positions = at::arange(context).unsqueeze(0);
-    scores = scores.masked_fill(key_positions > query_positions, -std::numeric_limits<float>::infinity());
+    at::Tensor hidden = key_positions > query_positions;
+    if (window > 0) hidden = hidden.logical_or(key_positions <= query_positions - window);
+    scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
     out.narrow(0, begin, n).copy_(at::einsum("hqk,khd->qhd", {at::softmax(scores, -1), values}));
   }
   return out;
@@ -88,6 +91,73 @@ TEST_CASE("paged attention CPU kernel equals the reference on random shapes, on 
   }
 }
 
+TEST_CASE("paged attention with a window sees only the last W positions of each row, on every kernel path",
+          "[unit][paged_attention]") {
+  // Windows below a block, across blocks and past the context; rows of a prefill chunk that crosses the window's
+  // edge, decode rows past it, a sequence shorter than the window.
+  const std::vector<std::pair<int64_t, int64_t>> sequences = {{37, 37}, {70, 1}, {50, 18}, {5, 1}, {33, 3}};
+  std::mt19937 random(7);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const Case c : {Case{4, 4, 64, 16}, Case{8, 2, 128, 16}, Case{2, 1, 64, 32}}) {
+      at::manual_seed(c.heads * 100 + c.block_size);
+      const int64_t num_blocks = 24;
+      const auto options = at::TensorOptions().dtype(dtype);
+      const at::Tensor key_cache = at::randn({num_blocks, c.block_size, c.kv_heads, c.head_dim}, options);
+      const at::Tensor value_cache = at::randn({num_blocks, c.block_size, c.kv_heads, c.head_dim}, options);
+      std::vector<int32_t> lengths, starts = {0}, all_blocks(num_blocks);
+      std::iota(all_blocks.begin(), all_blocks.end(), 0);
+      std::shuffle(all_blocks.begin(), all_blocks.end(), random);
+      at::Tensor tables =
+          at::zeros({static_cast<int64_t>(sequences.size()), (70 + c.block_size - 1) / c.block_size}, at::kInt);
+      size_t next_block = 0;
+      for (size_t s = 0; s < sequences.size(); ++s) {
+        lengths.push_back(static_cast<int32_t>(sequences[s].first));
+        starts.push_back(starts.back() + static_cast<int32_t>(sequences[s].second));
+        for (int64_t b = 0; b < (sequences[s].first + c.block_size - 1) / c.block_size; ++b) {
+          tables[s][b] = all_blocks[next_block++];
+        }
+      }
+      const at::Tensor seq_lens = at::tensor(lengths, at::kInt), query_starts = at::tensor(starts, at::kInt);
+      const at::Tensor query = at::randn({starts.back(), c.heads, c.head_dim}, options);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+      for (const int64_t window : {1, 5, 16, 24, 40, 100}) {
+        const at::Tensor expected =
+            ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts, scale, window);
+        testing::ForEachCpuKernelPath([&] {
+          const at::Tensor ours =
+              PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens, query_starts, scale, window);
+          const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
+          INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
+                        << c.block_size << " window " << window << " max difference " << difference);
+          CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+        });
+      }
+    }
+  }
+  const at::Tensor cache = at::zeros({2, 16, 2, 8});
+  CHECK_THROWS_WITH(PagedAttentionCpu(at::zeros({1, 2, 8}), cache, cache, at::zeros({1, 1}, at::kInt),
+                                      at::tensor({1}, at::kInt), at::tensor({0, 1}, at::kInt), 1.0, -1),
+                    Catch::Contains("window"));
+}
+
+TEST_CASE("paged attention through the dispatcher: no window argument means the whole context",
+          "[unit][paged_attention]") {
+  EnsurePagedAttentionOpsRegistered();
+  const auto op = c10::Dispatcher::singleton()
+                      .findSchemaOrThrow("llmc::paged_attention", "")
+                      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                        const at::Tensor&, const at::Tensor&, double, int64_t)>();
+  const at::Tensor cache = at::randn({2, 16, 1, 8}), values = at::randn({2, 16, 1, 8});
+  const at::Tensor tables = at::tensor({0, 1}, at::kInt).reshape({1, 2});
+  const at::Tensor query = at::randn({1, 2, 8}), seq_lens = at::tensor({20}, at::kInt);
+  const at::Tensor starts = at::tensor({0, 1}, at::kInt);
+  const at::Tensor full = op.call(query, cache, values, tables, seq_lens, starts, 0.5, 0);
+  CHECK(at::allclose(full, ReferenceAttention(query, cache, values, tables, seq_lens, starts, 0.5), 1e-5, 1e-6));
+  const at::Tensor windowed = op.call(query, cache, values, tables, seq_lens, starts, 0.5, 3);
+  CHECK(at::allclose(windowed, ReferenceAttention(query, cache, values, tables, seq_lens, starts, 0.5, 3), 1e-5, 1e-6));
+  CHECK_FALSE(at::allclose(windowed, full, 1e-3, 1e-3));
+}
+
 TEST_CASE("write_kv_cache stores rows in their slots and refuses slots outside the cache", "[unit][paged_attention]") {
   at::Tensor key_cache = at::zeros({4, 16, 2, 8}), value_cache = at::zeros({4, 16, 2, 8});
   const at::Tensor key = at::randn({3, 2, 8}), value = at::randn({3, 2, 8});
@@ -105,7 +175,10 @@ TEST_CASE("write_kv_cache stores rows in their slots and refuses slots outside t
 TEST_CASE("the operators are registered with the dispatcher under llmc::", "[unit][paged_attention]") {
   EnsurePagedAttentionOpsRegistered();
   const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("llmc::paged_attention", "");
-  CHECK(handle.schema().arguments().size() == 7);
+  // The window is the last argument, defaulting to 0: graphs recorded before it still match the schema.
+  REQUIRE(handle.schema().arguments().size() == 8);
+  CHECK(handle.schema().arguments()[7].name() == "window");
+  CHECK(handle.schema().arguments()[7].default_value().has_value());
   CHECK(c10::Dispatcher::singleton().findSchema({"llmc::write_kv_cache", ""}).has_value());
 }
 

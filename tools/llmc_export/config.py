@@ -77,6 +77,37 @@ def check_smollm3(hf: dict) -> None:
         raise ExportError(f"smollm3 layer_types other than full_attention are not supported: {layer_types}")
 
 
+# The model types whose sliding windows are served as per-layer attention windows (the other types' configs
+# either ignore sliding_window or cap the context at it).
+WINDOWED_MODEL_TYPES = ("mistral", "qwen2")
+QWEN2_DEFAULT_MAX_WINDOW_LAYERS = 28
+
+
+def layer_windows(hf: dict, model_type: str, max_context_length: int) -> tuple:
+    """Each layer's attention window (0: the whole context) as Hugging Face reads the config: Mistral attends
+    through sliding_window in every layer; Qwen2 only with use_sliding_window, in the layers layer_types names
+    sliding_attention or, without it, from max_window_layers (default 28) on. A window that covers
+    max_position_embeddings changes nothing and is left out (0), so such a package stays an unwindowed one."""
+    num_layers = int(hf["num_hidden_layers"])
+    window = int(hf.get("sliding_window") or 0)
+    if model_type not in WINDOWED_MODEL_TYPES or window <= 0 or window >= max_context_length:
+        return ()
+    if model_type == "mistral":
+        return (window,) * num_layers
+    if not hf.get("use_sliding_window"):
+        return ()
+    layer_types = hf.get("layer_types")
+    if layer_types is None:
+        first = int(hf.get("max_window_layers", QWEN2_DEFAULT_MAX_WINDOW_LAYERS))
+        layer_types = ["sliding_attention" if layer >= first else "full_attention" for layer in range(num_layers)]
+    if (not isinstance(layer_types, list) or len(layer_types) < num_layers
+            or any(kind not in ("sliding_attention", "full_attention") for kind in layer_types)):
+        raise ExportError(f"qwen2 layer_types must name sliding_attention or full_attention for each of the "
+                          f"{num_layers} layers, got {layer_types}")
+    windows = tuple(window if kind == "sliding_attention" else 0 for kind in layer_types[:num_layers])
+    return windows if any(windows) else ()
+
+
 def check_phi3(hf: dict, head_dim: int, rope_scaling: Optional[dict]) -> tuple:
     """(rotary_dim, LongRoPE attention factor, original_max_position_embeddings or 0) of a Phi-3 / Phi-4-mini
     config, as Hugging Face's Phi3 reads it; what it cannot serve is refused by name. partial_rotary_factor
@@ -143,9 +174,13 @@ class ModelConfig:
     max_context_length: int = 32768
     bos_token_id: Optional[int] = None
     eos_token_ids: tuple = ()
-    # Mistral's attention window; 0: none. The engine attends to the whole context, so a package with a
-    # window serves at most that many tokens (max_context_length is capped to it) rather than answer wrong.
+    # The config's attention window; 0: none. Mistral and Qwen2 serve it through layer_windows over their full
+    # context; for another model type the engine would attend to the whole context, so such a package serves at
+    # most that many tokens (max_context_length is capped to it) rather than answer wrong.
     sliding_window: int = 0
+    # Per-layer attention windows: layer i attends to the last layer_windows[i] positions only (0: the whole
+    # context); empty: no layer has a window. Packages that use them are format version 8 (package.py).
+    layer_windows: tuple = ()
     # Qwen3's QK-norm: an RMSNorm (weights of size head_dim, the layer's rms_norm_eps) on each head of q and k
     # after the projection and before RoPE.
     qk_norm: bool = False
@@ -167,6 +202,10 @@ class ModelConfig:
             raise ExportError(f"num_heads ({self.num_heads}) must be a multiple of num_kv_heads ({self.num_kv_heads})")
         if self.head_dim % 2 != 0:
             raise ExportError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
+        if self.layer_windows and (len(self.layer_windows) != self.num_layers
+                                   or any(window < 0 for window in self.layer_windows)):
+            raise ExportError(f"layer_windows must give each of the {self.num_layers} layers a window >= 0, got "
+                              f"{list(self.layer_windows)}")
         if any(not 0 <= layer < self.num_layers for layer in self.nope_layers):
             raise ExportError(f"nope_layers {list(self.nope_layers)} name layers outside 0..{self.num_layers - 1}")
         if self.rope_scaling is not None:
@@ -247,7 +286,10 @@ class ModelConfig:
                 # Face does.
                 sliding_window=0 if model_type in ("qwen3", "smollm3") else int(hf.get("sliding_window") or 0),
                 nope_layers=smollm3_nope_layers(hf) if model_type == "smollm3" else (),
+                layer_windows=layer_windows(hf, model_type, int(hf.get("max_position_embeddings", 4096))),
             )
+            if model_type == "qwen2" and not hf.get("use_sliding_window"):
+                config.sliding_window = 0  # ignored, as Hugging Face ignores it
             if model_type == "phi3":
                 config.rotary_dim, config.rope_attention_factor, original = check_phi3(hf, config.head_dim,
                                                                                       rope_scaling)
@@ -255,7 +297,7 @@ class ModelConfig:
                 # ones past original_max_position_embeddings), so the package's context stops there.
                 if 0 < original < config.max_context_length:
                     config.max_context_length = original
-            if 0 < config.sliding_window < config.max_context_length:
+            if model_type not in WINDOWED_MODEL_TYPES and 0 < config.sliding_window < config.max_context_length:
                 config.max_context_length = config.sliding_window
         except KeyError as missing:
             raise ExportError(f"config.json lacks {missing}") from None

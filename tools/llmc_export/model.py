@@ -78,6 +78,10 @@ class DecoderLayer(nn.Module):
         super().__init__()
         if index in config.nope_layers:
             self.no_rope = True
+        # A sliding-window layer (config.layer_windows) attends to its last attention_window positions; a layer
+        # without the attribute attends to the whole context.
+        if config.layer_windows and config.layer_windows[index] > 0:
+            self.attention_window = int(config.layer_windows[index])
         self.self_attn = Attention(config)
         self.mlp = Mlp(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -99,8 +103,14 @@ class DecoderLayer(nn.Module):
                                                  attn.qkv_proj.weight, attn.qkv_proj.weight_scale, attn.qkv_proj.bias,
                                                  cos, sin, key_cache, value_cache, slot_mapping, attn.num_heads,
                                                  attn.num_kv_heads)
-        out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
-                                             attn.scale)
+        # Resolved when the model is scripted, as above: a layer without a window records the call without one,
+        # as packages before windows have it.
+        if hasattr(self, "attention_window"):
+            out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
+                                                 attn.scale, self.attention_window)
+        else:
+            out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
+                                                 attn.scale)
         hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim), attn.o_proj.weight,
                                                 attn.o_proj.weight_scale, hidden)
         mlp = self.mlp

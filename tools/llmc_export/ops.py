@@ -28,7 +28,10 @@ lives at block s // block_size, offset s % block_size.
 The flattened batch: tokens of all sequences back to back. Sequence i owns query rows
 query_start_locs[i] .. query_start_locs[i + 1] - 1; its context (cached tokens, including the new ones,
 already written) is seq_lens[i] tokens long and occupies the blocks in block_tables[i]. Query row j of a
-sequence with n new tokens sits at position seq_lens[i] - n + j and attends causally to positions <= it.
+sequence with n new tokens sits at position seq_lens[i] - n + j and attends causally to positions <= it;
+paged_attention's window W > 0 (a sliding-window layer) limits that to the last W positions, p - W + 1 .. p
+(Hugging Face's sliding-window mask: key > p - W). A graph that passes no window records none, so packages from
+before windows load unchanged.
 """
 import torch
 import torch.nn.functional as F
@@ -39,7 +42,7 @@ _library.define(
     "Tensor slot_mapping) -> ()")
 _library.define(
     "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, "
-    "Tensor seq_lens, Tensor query_start_locs, float scale) -> Tensor")
+    "Tensor seq_lens, Tensor query_start_locs, float scale, int window=0) -> Tensor")
 _library.define("embed(Tensor input_ids, Tensor weight, Tensor weight_scale, int hidden_size) -> Tensor")
 _library.define(
     "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
@@ -140,8 +143,10 @@ def write_kv_cache_reference(key, value, key_cache, value_cache, slot_mapping):
     value_cache.view(-1, num_kv_heads, head_dim).index_copy_(0, slot_mapping, value.to(value_cache.dtype))
 
 
-def paged_attention_reference(query, key_cache, value_cache, block_tables, seq_lens, query_start_locs, scale):
-    """Causal attention of each sequence's query rows over its cached context, grouped-query aware."""
+def paged_attention_reference(query, key_cache, value_cache, block_tables, seq_lens, query_start_locs, scale,
+                              window=0):
+    """Causal attention of each sequence's query rows over its cached context, grouped-query aware; with a
+    window W > 0, only over the last W positions of each row's."""
     num_heads, head_dim = query.shape[1], query.shape[2]
     block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
     group = num_heads // num_kv_heads
@@ -161,7 +166,10 @@ def paged_attention_reference(query, key_cache, value_cache, block_tables, seq_l
         n = end - start
         query_positions = torch.arange(context - n, context).unsqueeze(1)
         key_positions = torch.arange(context).unsqueeze(0)
-        scores = scores.masked_fill(key_positions > query_positions, float("-inf"))
+        hidden = key_positions > query_positions
+        if window > 0:
+            hidden |= key_positions <= query_positions - window
+        scores = scores.masked_fill(hidden, float("-inf"))
         weights = torch.softmax(scores, dim=-1)
         out[start:end] = torch.einsum("hqk,khd->qhd", weights, values).to(query.dtype)
     return out

@@ -11,7 +11,7 @@ from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weight
 from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
 from .prequantized import Int8Scheme, by_module, take_int8_weights
-from .quantize import check_group_size, quantize_model
+from .quantize import INT4_DEFAULT_GROUP_SIZE, check_group_size, check_int4_group_size, quantize_model
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
@@ -21,9 +21,16 @@ FORMAT_VERSION = 6
 # are written as version 7, so a worker that reads version 6 keeps serving every other package and refuses a
 # QK-norm one by its version instead of failing on the operator's arguments.
 QK_NORM_FORMAT_VERSION = 7
+# Version 8 passes paged_attention a window (per-layer attention windows: Mistral's and Qwen2's sliding windows).
+# Only packages with a windowed layer are written as version 8, so an older worker refuses them by their version
+# instead of failing on the operator's argument (or, worse, attending past the window).
+WINDOW_FORMAT_VERSION = 8
+# Version 9: int4 weights (quantization "int4", two 4-bit weights a byte). Only int4 packages are written as
+# version 9, so an older worker refuses them by their version.
+INT4_FORMAT_VERSION = 9
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-QUANTIZATIONS = ("none", "int8")
+QUANTIZATIONS = ("none", "int8", "int4")
 # How the worker serves an int8 package unless told (the manifest's served_quantization; int8 is the default).
 SERVED_QUANTIZATIONS = ("int8", "w8a16", "w8a8")
 # How an embedding request pools the final normalized hidden states of its prompt (then L2-normalized);
@@ -45,7 +52,8 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
                  group_size: int = 0, embedding_pooling: str = "last", served_quantization: str = "int8") -> dict:
     return {
         "format": FORMAT,
-        "format_version": QK_NORM_FORMAT_VERSION if config.qk_norm else FORMAT_VERSION,
+        "format_version": max(format_version(config), INT4_FORMAT_VERSION) if quantization == "int4"
+        else format_version(config),
         "name": name,
         "architecture": config.architecture,
         "dtype": dtype,
@@ -68,9 +76,17 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
         "chat_template": chat_template,
         "embedding_pooling": embedding_pooling,
         **({"sliding_window": config.sliding_window} if config.sliding_window else {}),
+        **({"layer_windows": list(config.layer_windows)} if any(config.layer_windows) else {}),
         **({"context_note": "LongRoPE served with its short factors only: max_context_length capped at "
                             "original_max_position_embeddings"} if is_capped_longrope(config) else {}),
     }
+
+
+def format_version(config: ModelConfig) -> int:
+    """The oldest format that has what the package's graph calls."""
+    if any(config.layer_windows):
+        return WINDOW_FORMAT_VERSION
+    return QK_NORM_FORMAT_VERSION if config.qk_norm else FORMAT_VERSION
 
 
 def is_capped_longrope(config: ModelConfig) -> bool:
@@ -166,7 +182,13 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
         raise ExportError(f"unsupported dtype '{dtype}' (supported: {', '.join(DTYPES)})")
     if quantization not in QUANTIZATIONS:
         raise ExportError(f"unsupported quantization '{quantization}' (supported: {', '.join(QUANTIZATIONS)})")
-    check_group_size(group_size)
+    if quantization == "int4":
+        group_size = group_size or INT4_DEFAULT_GROUP_SIZE
+        check_int4_group_size(group_size)
+        if served_quantization != "int8":
+            raise ExportError(f"served quantization '{served_quantization}' needs int8 weights, not int4")
+    else:
+        check_group_size(group_size)
     if embedding_pooling not in EMBEDDING_POOLINGS:
         raise ExportError(f"unsupported embedding pooling '{embedding_pooling}' "
                           f"(supported: {', '.join(EMBEDDING_POOLINGS)})")
@@ -187,9 +209,9 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     for module in model.modules():
         if hasattr(module, "weight_scale"):
             module.weight_scale = module.weight_scale.float()
-    if quantization == "int8":
+    if quantization in ("int8", "int4"):
         # From the weights in the package dtype: what the worker gets quantizing a package of that dtype at load.
-        quantize_model(model, group_size, exact)
+        quantize_model(model, group_size, exact, method=quantization)
     scripted = torch.jit.script(model)
     os.makedirs(out_dir, exist_ok=True)
     scripted.save(os.path.join(out_dir, "model.pt"))

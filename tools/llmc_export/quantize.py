@@ -1,4 +1,4 @@
-"""int8 weight quantization (W8A16): projection weights stored as int8 with float32 scales per output row,
+"""int8 weight quantization (W8A16), and int4 (W4A16, quantize_int4): projection weights stored as int8 with float32 scales per output row,
 or per group of input columns, while activations keep the package dtype (see ops.py for the operators' side).
 
 The worker implements the same rounding when it quantizes a package at load, and the two are compared, so
@@ -14,6 +14,9 @@ from .model import CausalLM
 
 # 0: one scale per output row (per channel).
 GROUP_SIZES = (0, 32, 64, 128, 256, 512)
+# int4: symmetric 4-bit groups of this many inputs (no per-row scale: 4 bits need groups).
+INT4_GROUP_SIZES = (32, 64, 128)
+INT4_DEFAULT_GROUP_SIZE = 128
 QUANTIZED_MODULES = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj", "lm_head")
 
 
@@ -44,13 +47,47 @@ def quantize_int8(weight: torch.Tensor, group_size: int, name: str = "weight") -
     return q.reshape(rows, in_features), scale
 
 
-def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, Tuple[torch.Tensor, torch.Tensor]]] = None
-                   ) -> None:
+def check_int4_group_size(group_size: int) -> None:
+    if group_size not in INT4_GROUP_SIZES:
+        raise ExportError(f"unsupported int4 group size {group_size} "
+                          f"(supported: {', '.join(map(str, INT4_GROUP_SIZES))})")
+
+
+def quantize_int4(weight: torch.Tensor, group_size: int, name: str = "weight") -> Tuple[torch.Tensor, torch.Tensor]:
+    """(uint8 [N, K / 2], float32 scales [N, K / group_size]): byte i of a row holds input 2i in its low nibble
+    and 2i + 1 in its high one, each as q + 8, with weight ~ q * scale of its group. Symmetric: each group's
+    largest magnitude maps to 7 (q in [-7, 7]); an all-zero group gets scale 1. The worker's QuantizeInt4
+    (worker/model/cpu/int4_weight.cc) computes the very same."""
+    check_int4_group_size(group_size)
+    check_divides(name, weight, group_size)
+    rows, in_features = weight.shape
+    grouped = weight.float().reshape(rows, in_features // group_size, group_size)
+    amax = grouped.abs().amax(-1)
+    scale = torch.where(amax == 0, torch.ones_like(amax), amax / 7)
+    q = torch.round(grouped / scale[..., None]).clamp(-7, 7).to(torch.int16).reshape(rows, in_features) + 8
+    return (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8), scale
+
+
+def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """The float32 matrix [N, K] an int4 weight and its scales stand for."""
+    q = torch.stack([(packed & 15).to(torch.int16) - 8, (packed >> 4).to(torch.int16) - 8], dim=2)
+    q = q.reshape(packed.shape[0], 2 * packed.shape[1]).float()
+    return q * scale.float().repeat_interleave(q.shape[1] // scale.shape[1], dim=1)
+
+
+def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, Tuple[torch.Tensor, torch.Tensor]]] = None,
+                   method: str = "int8") -> None:
     """Quantizes every layer's projections and the LM head in place (weight becomes int8, weight_scale its
     scales). A tied embedding shares the LM head's int8 weight and scales; an untied one stays as it is.
     `exact` gives some modules (by name) their int8 weights and scales as a checkpoint has them
-    (prequantized.py) instead."""
-    check_group_size(group_size)
+    (prequantized.py) instead. method "int4" stores uint8 pairs of 4-bit weights instead (quantize_int4)."""
+    if method == "int4":
+        check_int4_group_size(group_size)
+        if exact:
+            raise ExportError("int4 from a checkpoint's own int8 weights is not supported: export int8, or int4 "
+                              "from an unquantized checkpoint")
+    else:
+        check_group_size(group_size)
     exact = exact or {}
     modules = [(name, module) for name, module in model.named_modules() if name.endswith(QUANTIZED_MODULES)]
     unknown = sorted(set(exact) - {name for name, _ in modules})
@@ -70,7 +107,8 @@ def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, T
         if name in exact:
             q, scale = exact[name][0], exact[name][1].float()
         else:
-            q, scale = quantize_int8(module.weight.detach(), group_size, name + ".weight")
+            quantize = quantize_int4 if method == "int4" else quantize_int8
+            q, scale = quantize(module.weight.detach(), group_size, name + ".weight")
         module.weight = nn.Parameter(q, requires_grad=False)
         module.weight_scale = scale
     if tied:

@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/logit_masks.h"
 #include "worker/model/cpu/packed_weight.h"
@@ -82,15 +83,21 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
         "tools/export_model.py");
   }
   const int64_t kv_width = m.num_kv_heads * m.head_dim;
-  RETURN_IF_ERROR(ExpectShape(module, "model.embed_tokens.weight", {m.vocab_size, m.hidden_size}));
-  RETURN_IF_ERROR(ExpectShape(module, "lm_head.weight", {m.vocab_size, m.hidden_size}));
+  // int4 matrices hold two inputs a byte; a tied embedding is the LM head's.
+  const int64_t per_byte = m.quantization == "int4" ? 2 : 1;
+  RETURN_IF_ERROR(ExpectShape(module, "model.embed_tokens.weight",
+                              {m.vocab_size, m.tie_word_embeddings ? m.hidden_size / per_byte : m.hidden_size}));
+  RETURN_IF_ERROR(ExpectShape(module, "lm_head.weight", {m.vocab_size, m.hidden_size / per_byte}));
   const int64_t q_width = m.num_heads * m.head_dim;
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     const std::string prefix = absl::StrCat("model.layers.", layer, ".");
-    RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, m.hidden_size}));
-    RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.o_proj.weight", {m.hidden_size, q_width}));
-    RETURN_IF_ERROR(ExpectShape(module, prefix + "mlp.gate_up_proj.weight", {2 * m.intermediate_size, m.hidden_size}));
-    RETURN_IF_ERROR(ExpectShape(module, prefix + "mlp.down_proj.weight", {m.hidden_size, m.intermediate_size}));
+    RETURN_IF_ERROR(
+        ExpectShape(module, prefix + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, m.hidden_size / per_byte}));
+    RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.o_proj.weight", {m.hidden_size, q_width / per_byte}));
+    RETURN_IF_ERROR(
+        ExpectShape(module, prefix + "mlp.gate_up_proj.weight", {2 * m.intermediate_size, m.hidden_size / per_byte}));
+    RETURN_IF_ERROR(
+        ExpectShape(module, prefix + "mlp.down_proj.weight", {m.hidden_size, m.intermediate_size / per_byte}));
     if (m.architecture == "qwen3") {  // QK-norm: one weight per head dimension
       RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.q_norm.weight", {m.head_dim}));
       RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.k_norm.weight", {m.head_dim}));
@@ -148,9 +155,33 @@ absl::StatusOr<std::vector<Projection>> FindProjections(const torch::jit::Module
   return projections;
 }
 
+// An int4 package holds uint8 [N, K / 2] projections (two weights a byte, cpu/int4_weight.h) with float32
+// scales [N, K / group_size].
+absl::Status CheckInt4(const std::vector<Projection>& projections, const ModelManifest& m) {
+  for (const Projection& p : projections) {
+    if (p.weight.scalar_type() != at::kByte) {
+      return absl::InvalidArgumentError(absl::StrCat("model.pt ", p.name, " is ", c10::toString(p.weight.scalar_type()),
+                                                     " but the manifest says quantization 'int4' (uint8 pairs)"));
+    }
+    const int64_t k = 2 * p.weight.size(1), group_size = m.quantization_group_size;
+    if (!cpu::IsSupportedInt4GroupSize(group_size) || k % group_size != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("quantization_group_size ", group_size, " does not fit ", p.name,
+                                                     " (", k, " inputs; int4 takes 32, 64 or 128 dividing them)"));
+    }
+    if (p.scale.dim() != 2 || p.scale.size(0) != p.weight.size(0) || p.scale.size(1) != k / group_size ||
+        p.scale.scalar_type() != at::kFloat) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model.pt ", p.name, "_scale is ", Shape(p.scale), " but an int4 weight of ", k, " inputs with group size ",
+          group_size, " needs float32 [", p.weight.size(0), ", ", k / group_size, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // An int8 package holds int8 projections with float32 scales [N, G]; any other, weights of its dtype and
 // empty scales.
 absl::Status CheckQuantization(const std::vector<Projection>& projections, const ModelManifest& m) {
+  if (m.quantization == "int4") return CheckInt4(projections, m);
   const bool int8 = m.quantization == "int8";
   for (const Projection& p : projections) {
     const bool weight_int8 = p.weight.scalar_type() == at::kChar;
@@ -185,15 +216,16 @@ absl::Status CheckQuantization(const std::vector<Projection>& projections, const
 
 // FastChat's --load-8bit: every projection (and, when tied, the embedding with the LM head) becomes int8 with
 // its scales, replacing the original storage.
+// int4: the same with QuantizeInt4.
 void QuantizeProjections(std::vector<Projection>& projections, Projection& embedding, const ModelManifest& m,
-                         int64_t group_size) {
+                         int64_t group_size, bool int4) {
   for (Projection& p : projections) {
-    auto [quantized, scales] = cpu::QuantizeInt8(p.weight, group_size);
+    auto [quantized, scales] = int4 ? cpu::QuantizeInt4(p.weight, group_size) : cpu::QuantizeInt8(p.weight, group_size);
     p.weight.set_requires_grad(false);  // an integer tensor cannot take part in autograd
     p.weight.set_data(quantized);
     p.scale.set_data(scales);
     if (p.name == "lm_head.weight" && m.tie_word_embeddings && embedding.weight.defined()) {
-      if (embedding.weight.scalar_type() != at::kChar) {
+      if (embedding.weight.is_floating_point()) {
         embedding.weight.set_requires_grad(false);
         embedding.weight.set_data(p.weight);
       }
@@ -224,8 +256,9 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
   size_t packed_bytes = 0;
   for (const Projection& p : projections) {
     if (!packs(p)) continue;
-    packed_bytes +=
-        cpu::HugePageArena::TensorBytes(static_cast<size_t>(cpu::PackedWeightBytes(p.weight, column_order(p))));
+    const int64_t bytes = p.weight.scalar_type() == at::kByte ? cpu::PackedInt4WeightBytes(p.weight, column_order(p))
+                                                              : cpu::PackedWeightBytes(p.weight, column_order(p));
+    packed_bytes += cpu::HugePageArena::TensorBytes(static_cast<size_t>(bytes));
   }
   // All packed weights in one huge-page arena: a decode step streams through every byte of them.
   const std::shared_ptr<cpu::HugePageArena> arena =
@@ -233,13 +266,15 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
   for (Projection& p : projections) {
     if (!packs(p)) continue;
     const std::vector<int64_t> order = column_order(p);
-    if (p.weight.scalar_type() == at::kChar) p.scale.set_data(cpu::PackScales(p.scale, order));
-    p.weight.set_data(cpu::PackWeight(p.weight, order, arena.get()));
+    const bool quantized = p.weight.scalar_type() == at::kChar || p.weight.scalar_type() == at::kByte;
+    if (quantized) p.scale.set_data(cpu::PackScales(p.scale, order));
+    p.weight.set_data(p.weight.scalar_type() == at::kByte ? cpu::PackInt4Weight(p.weight, order, arena.get())
+                                                          : cpu::PackWeight(p.weight, order, arena.get()));
     // The original went back to the heap; trimmed now, loading peaks at one projection above the weights.
     ReleaseFreedHeap();
     if (p.name != "lm_head.weight" || !m.tie_word_embeddings || !embedding.weight.defined()) continue;
     if (!cpu::IsPackedWeight(embedding.weight)) embedding.weight.set_data(p.weight);
-    if (p.weight.scalar_type() == at::kChar && embedding.scale.dim() != 3) embedding.scale.set_data(p.scale);
+    if (quantized && embedding.scale.dim() != 3) embedding.scale.set_data(p.scale);
   }
 }
 
@@ -278,9 +313,32 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
     quantization = manifest.quantization == "int8" && kernels_fix_activations ? manifest.served_quantization
                                                                               : manifest.quantization;
   }
-  if (quantization != "none" && quantization != "int8" && quantization != "w8a16" && quantization != "w8a8") {
+  if (quantization != "none" && quantization != "int8" && quantization != "w8a16" && quantization != "w8a8" &&
+      quantization != "int4") {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown quantization '", quantization, "' (none, int8, w8a16 or w8a8)"));
+        absl::StrCat("unknown quantization '", quantization, "' (none, int8, w8a16, w8a8 or int4)"));
+  }
+  // int4 weights: from an int4 package, or quantized at load from a bfloat16/float32 one, on the CPU (the
+  // kernels that read them; the group size defaults to 128).
+  const bool int4 = quantization == "int4";
+  if (manifest.quantization == "int4" && !int4) {
+    return absl::InvalidArgumentError(absl::StrCat(package_dir,
+                                                   " holds int4 weights; serve it with quantization int4 "
+                                                   "(not ",
+                                                   quantization, "), or export the package without --quantize int4"));
+  }
+  if (int4 && manifest.quantization == "int8") {
+    return absl::InvalidArgumentError(
+        absl::StrCat(package_dir, " holds int8 weights: int4 at load quantizes a bfloat16 or float32 package only"));
+  }
+  if (int4 && !device.is_cpu()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantization int4 runs on the CPU kernels only, not on ", device.str(), "; use int8"));
+  }
+  const int64_t int4_group_size = options.quantization_group_size == 0 ? 128 : options.quantization_group_size;
+  if (int4 && manifest.quantization == "none" && !cpu::IsSupportedInt4GroupSize(int4_group_size)) {
+    return absl::InvalidArgumentError(absl::StrCat("int4 group size ", options.quantization_group_size,
+                                                   " is not supported (32, 64 or 128; 0 for 128)"));
   }
   if (quantization == "none" && manifest.quantization == "int8") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -295,7 +353,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
                      options.pack_weights ? "" : " without packed weights", "; use int8"));
   }
   const bool quantize_at_load = quantization != "none" && manifest.quantization == "none";
-  if (quantize_at_load && !cpu::IsSupportedInt8GroupSize(options.quantization_group_size)) {
+  if (quantize_at_load && !int4 && !cpu::IsSupportedInt8GroupSize(options.quantization_group_size)) {
     return absl::InvalidArgumentError(
         absl::StrCat("int8 group size ", options.quantization_group_size,
                      " is not supported (0 for one scale per row, or 32, 64, 128, 256, 512)"));
@@ -311,9 +369,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
       }
     }
     if (quantize_at_load) {
-      QuantizeProjections(projections, embedding, manifest, options.quantization_group_size);
-      manifest.quantization = "int8";
-      manifest.quantization_group_size = options.quantization_group_size;
+      const int64_t group_size = int4 ? int4_group_size : options.quantization_group_size;
+      QuantizeProjections(projections, embedding, manifest, group_size, int4);
+      manifest.quantization = int4 ? "int4" : "int8";
+      manifest.quantization_group_size = group_size;
     }
     if (device.is_cpu() && options.pack_weights)
       PackWeightsForCpu(projections, embedding, manifest, options.huge_pages);

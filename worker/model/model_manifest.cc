@@ -137,7 +137,12 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   if (manifest.num_heads % manifest.num_kv_heads != 0) {
     return Missing(path, "num_heads", "a multiple of num_kv_heads");
   }
-  RETURN_IF_ERROR(ReadChoice(root, path, "quantization", {"none", "int8"}, "none or int8", &manifest.quantization));
+  RETURN_IF_ERROR(
+      ReadChoice(root, path, "quantization", {"none", "int8", "int4"}, "none, int8 or int4", &manifest.quantization));
+  if (manifest.quantization == "int4" && version < kInt4ManifestFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": int4 weights need format_version ",
+                                                   kInt4ManifestFormatVersion, " or later, not ", version));
+  }
   RETURN_IF_ERROR(ReadChoice(root, path, "served_quantization", {"int8", "w8a16", "w8a8"}, "int8, w8a16 or w8a8",
                              &manifest.served_quantization));
   if (manifest.served_quantization != "int8" && manifest.quantization != "int8") {

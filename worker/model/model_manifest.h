@@ -16,9 +16,13 @@ inline constexpr char kManifestFile[] = "llmc-model.json";
 // step that returns top logits instead of full rows; version 5 passes every projection its weight_scale (int8
 // weights); version 6 adds forward_with_hidden and embedding_pooling (embeddings; a version 5 package loads
 // and serves no embeddings); version 7 passes rms_norm_qkv_rope the per-head q/k norm weights (Qwen3's QK-norm;
-// the exporter writes 7 only for packages that use them). Older ones are refused with a hint to re-export them.
+// the exporter writes 7 only for packages that use them); version 8 passes paged_attention a per-layer window
+// (sliding-window layers; written only for packages with one). Older ones are refused with a hint to re-export.
 inline constexpr int kMinManifestFormatVersion = 5;
-inline constexpr int kManifestFormatVersion = 7;
+inline constexpr int kManifestFormatVersion = 9;
+// Version 9: int4 weights (quantization "int4", two 4-bit weights a byte); written only for int4 packages, so an
+// older worker refuses them by their version.
+inline constexpr int kInt4ManifestFormatVersion = 9;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {

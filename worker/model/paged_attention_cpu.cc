@@ -58,7 +58,8 @@ struct AttentionTile {
 // Tiles are independent; the team takes them from a shared counter, longest context first, so a long
 // prefill's last tiles do not leave one thread working alone at the end.
 void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
-                 const at::Tensor& block_tables, std::vector<AttentionTile>& tiles, float scale, at::Tensor& out) {
+                 const at::Tensor& block_tables, std::vector<AttentionTile>& tiles, float scale, int64_t window,
+                 at::Tensor& out) {
   const int64_t num_heads = query.size(1), head_dim = query.size(2);
   const int64_t block_size = key_cache.size(1), num_kv_heads = key_cache.size(2);
   const int64_t group = num_heads / num_kv_heads;
@@ -85,6 +86,7 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
                               tile.first_row,
                               tile.num_rows,
                               tile.first_position,
+                              window,
                               num_heads,
                               num_kv_heads,
                               head_dim,
@@ -123,8 +125,10 @@ void WriteKvCacheCpu(const at::Tensor& key, const at::Tensor& value, at::Tensor&
 
 at::Tensor PagedAttentionCpu(const at::Tensor& query_in, const at::Tensor& key_cache_in,
                              const at::Tensor& value_cache_in, const at::Tensor& block_tables_in,
-                             const at::Tensor& seq_lens_in, const at::Tensor& query_start_locs_in, double scale) {
+                             const at::Tensor& seq_lens_in, const at::Tensor& query_start_locs_in, double scale,
+                             int64_t window) {
   CheckInputs(query_in, key_cache_in, value_cache_in, block_tables_in, seq_lens_in, query_start_locs_in);
+  TORCH_CHECK(window >= 0, "paged_attention: window must be 0 (the whole context) or positive, got ", window);
   const at::Tensor query = query_in.contiguous(), key_cache = key_cache_in.contiguous(),
                    value_cache = value_cache_in.contiguous(), block_tables = block_tables_in.contiguous();
   const at::Tensor seq_lens = seq_lens_in.contiguous(), starts = query_start_locs_in.contiguous();
@@ -170,7 +174,9 @@ at::Tensor PagedAttentionCpu(const at::Tensor& query_in, const at::Tensor& key_c
       }
     }
   }
-  if (!tiles.empty()) AttendTiles(query, key_cache, value_cache, block_tables, tiles, static_cast<float>(scale), out);
+  if (!tiles.empty()) {
+    AttendTiles(query, key_cache, value_cache, block_tables, tiles, static_cast<float>(scale), window, out);
+  }
   return out;
 }
 
@@ -184,7 +190,7 @@ TORCH_LIBRARY(llmc, m) {
       "Tensor slot_mapping) -> ()");
   m.def(
       "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, "
-      "Tensor seq_lens, Tensor query_start_locs, float scale) -> Tensor");
+      "Tensor seq_lens, Tensor query_start_locs, float scale, int window=0) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(llmc, CPU, m) {

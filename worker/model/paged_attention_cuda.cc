@@ -5,6 +5,8 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <limits>
+
 #include "worker/model/paged_attention_cuda_kernels.h"
 #include "worker/model/paged_attention_ops.h"
 
@@ -41,8 +43,11 @@ void WriteKvCacheCuda(const at::Tensor& key, const at::Tensor& value, at::Tensor
 
 at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_cache_in,
                               const at::Tensor& value_cache_in, const at::Tensor& block_tables_in,
-                              const at::Tensor& seq_lens, const at::Tensor& query_start_locs, double scale) {
+                              const at::Tensor& seq_lens, const at::Tensor& query_start_locs, double scale,
+                              int64_t window) {
   const c10::cuda::CUDAGuard device_guard(query_in.device());
+  TORCH_CHECK(window >= 0 && window <= std::numeric_limits<int>::max(),
+              "paged_attention: window must be 0 (the whole context) or positive");
   const at::Tensor query = query_in.contiguous(), key_cache = key_cache_in.contiguous();
   const at::Tensor value_cache = value_cache_in.contiguous(), block_tables = block_tables_in.to(at::kInt).contiguous();
   TORCH_CHECK(query.dim() == 3 && key_cache.dim() == 4 && query.size(1) % key_cache.size(2) == 0,
@@ -71,7 +76,8 @@ at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_
                                     static_cast<int>(key_cache.size(1)),
                                     static_cast<int>(block_tables.size(1)),
                                     static_cast<float>(scale),
-                                    ElementTypeOf(query)};
+                                    ElementTypeOf(query),
+                                    static_cast<int>(window)};
   const cudaError_t error = cuda::LaunchPagedAttention(params, at::cuda::getCurrentCUDAStream());
   TORCH_CHECK(error == cudaSuccess, "paged_attention: ", cudaGetErrorString(error));
   return out;

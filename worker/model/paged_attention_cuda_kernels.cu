@@ -49,7 +49,9 @@ __global__ void PagedAttentionKernel(PagedAttentionParams p) {
   }
   float running_max = -INFINITY, running_sum = 0.0f;
   const int64_t block_stride = static_cast<int64_t>(p.block_size) * p.num_kv_heads * p.head_dim;
-  for (int position = warp; position < context; position += kWarpsPerBlock) {
+  // A window starts the walk at its first position: the positions before it are never read.
+  const int first = p.window > 0 ? max(0, context - p.window) : 0;
+  for (int position = first + warp; position < context; position += kWarpsPerBlock) {
     const int block = p.block_tables[static_cast<int64_t>(sequence) * p.max_blocks + position / p.block_size];
     const int64_t offset =
         block * block_stride + (static_cast<int64_t>(position % p.block_size) * p.num_kv_heads + kv_head) * p.head_dim;

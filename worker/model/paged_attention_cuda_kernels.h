@@ -29,6 +29,7 @@ struct PagedAttentionParams {
   int max_blocks;
   float scale;
   ElementType element_type;
+  int window = 0;  // > 0: a row sees positions row_position - window + 1 .. row_position only; 0: all
 };
 
 struct WriteKvCacheParams {

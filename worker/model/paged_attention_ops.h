@@ -10,12 +10,14 @@ namespace llmc::model {
 // EnsurePagedAttentionOpsRegistered() from the loader guarantees that.
 bool EnsurePagedAttentionOpsRegistered();
 
-// CPU kernels, also callable directly (tests, benchmarks).
+// CPU kernels, also callable directly (tests, benchmarks). paged_attention's window: 0 attends to the whole
+// context; W > 0 lets the query at position p see positions p - W + 1 .. p only (Hugging Face's sliding window:
+// key > p - W), and the kernel reads no cache block wholly before the window.
 void WriteKvCacheCpu(const at::Tensor& key, const at::Tensor& value, at::Tensor& key_cache, at::Tensor& value_cache,
                      const at::Tensor& slot_mapping);
 at::Tensor PagedAttentionCpu(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
                              const at::Tensor& block_tables, const at::Tensor& seq_lens,
-                             const at::Tensor& query_start_locs, double scale);
+                             const at::Tensor& query_start_locs, double scale, int64_t window = 0);
 
 }  // namespace llmc::model
 

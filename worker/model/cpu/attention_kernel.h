@@ -24,6 +24,7 @@ struct AttentionArgs {
   int64_t first_row;       // the tile's first query row (a token index)
   int64_t num_rows;        // rows in the tile
   int64_t first_position;  // position of the tile's first row; row r attends to positions <= first_position + r
+  int64_t window;          // > 0: row r attends only to positions > first_position + r - window; 0: all of them
   int64_t num_heads, num_kv_heads, head_dim, block_size;
   int64_t kv_head;  // query heads kv_head * group .. + group - 1 share it
   float scale;
@@ -248,7 +249,10 @@ inline void AttendWith(const AttentionArgs& args) {
   std::fill(acc, acc + queries * hd, 0.0f);
   const int64_t context = args.first_position + args.num_rows;
   const int64_t token_stride = args.num_kv_heads * hd;
-  for (int64_t block_start = 0; block_start < context; block_start += bs) {
+  // With a window, row r sees positions first_position + r - window + 1 .. first_position + r: the blocks
+  // before the first row's window are never read.
+  const int64_t first_key = args.window > 0 ? std::max<int64_t>(0, args.first_position - args.window + 1) : 0;
+  for (int64_t block_start = first_key / bs * bs; block_start < context; block_start += bs) {
     const int64_t block = args.block_table[block_start / bs];
     const int64_t valid = std::min(bs, context - block_start);
     const int64_t base = block * bs * token_stride + args.kv_head * hd;
@@ -257,13 +261,21 @@ inline void AttendWith(const AttentionArgs& args) {
     for (int64_t r = 0; r < args.num_rows; ++r) {
       const int64_t position = args.first_position + r;
       if (block_start > position) continue;  // this row ends before the block; later rows may not
+      // Keys of the block before the row's window (a prefix of `hidden` tokens) are masked; a row whose window
+      // starts past the block skips it.
+      const int64_t hidden = args.window > 0 ? std::max<int64_t>(0, position - args.window + 1 - block_start) : 0;
+      if (hidden >= valid) continue;
       const int64_t visible = std::min(valid, position - block_start + 1);
       Keys::Scores(args, q + r * group * hd, group, keys, scores + r * group * bs);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t index = r * group + g;
         float* s = scores + index * bs;
         float new_max, block_sum;
+        // A masked score is -inf, so it sets no maximum; its weight (FastExp clamps, leaving ~1e-38) is zeroed
+        // before the values are summed, and what it adds to the sum is below float resolution.
+        std::fill(s, s + hidden, -std::numeric_limits<float>::infinity());
         Keys::Exponentiate(s, visible, running_max[index], &new_max, &block_sum);
+        std::fill(s, s + hidden, 0.0f);
         const float correction = FastExp(running_max[index] - new_max);
         running_sum[index] = running_sum[index] * correction + block_sum;
         running_max[index] = new_max;

@@ -32,6 +32,16 @@ bool HasWeight(const c10::optional<at::Tensor>& weight) {
 
 at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype) {
   if (weight_scale.numel() == 0) return weight;
+  if (weight.scalar_type() == at::kByte) {  // int4 (int4_weight.h): byte i holds inputs 2i, 2i + 1 as q + 8
+    TORCH_CHECK(weight.dim() == 2 && weight_scale.dim() == 2 && weight_scale.size(0) == weight.size(0) &&
+                    (2 * weight.size(1)) % weight_scale.size(1) == 0,
+                "int4 weight [N, K / 2] needs float32 scales [N, G] with G dividing K");
+    const at::Tensor bytes = weight.to(at::kInt);
+    const at::Tensor high = at::div(bytes, 16, "floor");
+    const at::Tensor q = at::stack({bytes - high * 16 - 8, high - 8}, 2).reshape({weight.size(0), 2 * weight.size(1)});
+    const int64_t group = q.size(1) / weight_scale.size(1);
+    return (q.to(at::kFloat) * weight_scale.to(at::kFloat).repeat_interleave(group, 1)).to(dtype);
+  }
   TORCH_CHECK(weight.scalar_type() == at::kChar && weight.dim() == 2 && weight_scale.dim() == 2 &&
                   weight_scale.size(0) == weight.size(0) && weight.size(1) % weight_scale.size(1) == 0,
               "int8 weight [N, K] needs float32 scales [N, G] with G dividing K");
@@ -60,7 +70,8 @@ at::Tensor Project(const at::Tensor& input, const at::Tensor& weight, const at::
 
 at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at::Tensor& weight_scale,
                  int64_t hidden_size) {
-  TORCH_CHECK(weight.dim() == 2 && weight.size(1) == hidden_size, "embed: weight must be [vocab, hidden_size]");
+  const int64_t width = weight.scalar_type() == at::kByte ? 2 * weight.size(1) : weight.size(1);  // int4: 2 a byte
+  TORCH_CHECK(weight.dim() == 2 && width == hidden_size, "embed: weight must be [vocab, hidden_size]");
   if (weight_scale.numel() == 0) return at::embedding(weight, input_ids);
   // Only the rows asked for are dequantized; float32, as the Python reference returns them.
   const at::Tensor ids = input_ids.to(at::kLong);

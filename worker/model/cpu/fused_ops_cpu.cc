@@ -244,8 +244,9 @@ auto ByDtype(const at::Tensor& tensor, Fn&& fn) {
 at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at::Tensor& weight_scale,
                  int64_t hidden_size) {
   if (!IsPackedWeight(weight)) return composite::Embed(input_ids, weight, weight_scale, hidden_size);
-  const bool int8 = weight.scalar_type() == at::kChar;
-  TORCH_CHECK(!int8 || IsPackedScales(weight_scale, weight), "embed: packed int8 weight needs packed scales");
+  // int8 and int4 (kByte) weights are dequantized with their scales.
+  const bool int8 = weight.scalar_type() == at::kChar || weight.scalar_type() == at::kByte;
+  TORCH_CHECK(!int8 || IsPackedScales(weight_scale, weight), "embed: packed quantized weight needs packed scales");
   TORCH_CHECK(PackedDepth(weight) == PaddedDepth(hidden_size), "embed: packed weight does not match hidden_size");
   const at::Tensor ids = input_ids.to(at::kLong).contiguous();
   const int64_t count = ids.numel(), vocab_capacity = weight.size(0) * kPanelWidth;

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 
 namespace llmc::model::cpu {
@@ -92,12 +93,16 @@ at::Tensor PackWeight(const at::Tensor& weight_in, const std::vector<int64_t>& c
 }
 
 bool IsPackedWeight(const at::Tensor& tensor) {
-  return ((tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kChar) && tensor.dim() == 4 &&
+  return IsPackedInt4Weight(tensor) ||
+         ((tensor.scalar_type() == at::kBFloat16 || tensor.scalar_type() == at::kChar) && tensor.dim() == 4 &&
           tensor.size(2) == kPanelWidth && tensor.size(3) == 2) ||
          (tensor.scalar_type() == at::kFloat && tensor.dim() == 3 && tensor.size(2) == kPanelWidth);
 }
 
-int64_t PackedDepth(const at::Tensor& packed) { return packed.dim() == 4 ? packed.size(1) * 2 : packed.size(1); }
+int64_t PackedDepth(const at::Tensor& packed) {
+  if (IsPackedInt4Weight(packed)) return packed.size(1) * 8;
+  return packed.dim() == 4 ? packed.size(1) * 2 : packed.size(1);
+}
 
 bool IsSupportedInt8GroupSize(int64_t group_size) {
   return group_size == 0 || group_size == 32 || group_size == 64 || group_size == 128 || group_size == 256 ||
@@ -178,6 +183,10 @@ std::vector<int64_t> GateUpColumnOrder(int64_t intermediate) {
 
 void GatherPackedColumns(const at::Tensor& packed, const at::Tensor& scales, const int64_t* ids, int64_t count,
                          int64_t k, at::Tensor& out) {
+  if (IsPackedInt4Weight(packed)) {
+    GatherInt4Columns(packed, scales, ids, count, k, out);
+    return;
+  }
   const int64_t k_padded = PackedDepth(packed), pair = packed.dim() == 4 ? 2 : 1;
   if (packed.scalar_type() == at::kChar) {
     const int64_t groups = scales.size(1), group_size = k / groups;

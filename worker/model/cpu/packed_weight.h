@@ -26,7 +26,7 @@ at::Tensor PackWeight(const at::Tensor& weight, const std::vector<int64_t>& colu
 // The bytes PackWeight's result takes.
 int64_t PackedWeightBytes(const at::Tensor& weight, const std::vector<int64_t>& column_order = {});
 
-// Whether `tensor` has the packed layout (by rank: 4-d bfloat16 or int8, 3-d float32).
+// Whether `tensor` has the packed layout (by rank: 4-d bfloat16 or int8, 3-d float32, or int4's, int4_weight.h).
 bool IsPackedWeight(const at::Tensor& tensor);
 int64_t PackedDepth(const at::Tensor& packed);
 
@@ -49,7 +49,7 @@ std::vector<int64_t> GateUpColumnOrder(int64_t intermediate);
 
 // Rows `ids` of the original matrix (packed column ids[i]), first `k` values, into out [ids.size(), k] of the
 // packed tensor's type: the embedding lookup of a tied, packed LM head.
-// An int8 packed weight's rows are dequantized with its packed scales (`scales` undefined otherwise).
+// An int8 or int4 packed weight's rows are dequantized with its packed scales (`scales` undefined otherwise).
 void GatherPackedColumns(const at::Tensor& packed, const at::Tensor& scales, const int64_t* ids, int64_t count,
                          int64_t k, at::Tensor& out);
 

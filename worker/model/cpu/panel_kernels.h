@@ -77,6 +77,22 @@ constexpr int64_t kAmxInt8StepInputs = 64;
 // tile step) and a8 rows of whole steps: a_stride >= k_padded rounded up to 64, zeros past k_padded.
 void PanelW8A8Amx(const Int8PanelArgs& args);
 
+// int4 weights (W4A16, int4_weight.h): the panel is [k_padded / 8][kPanelWidth][4] bytes, one 32-bit word per
+// column holding 8 signed (two's complement) 4-bit weights of k = 8o..8o+7: bits 4j..4j+3 hold k = 8o + 2j and
+// bits 16 + 4j..16 + 4j + 3 hold k = 8o + 2j + 1 (j = 0..3), so shifting each 16-bit half left by 12 - 4j and
+// arithmetically right by 12 gives the int16 pair of k pair 4o + j in the int8 kernels' order. Scales and the
+// int16 activations are as for int8 (Int8PanelArgs; `panel` points at the int4 bytes, group_pairs a multiple of
+// 4); every path computes the same int32 sums.
+void PanelInt4Portable(const Int8PanelArgs& args);
+void PanelInt4Avx2(const Int8PanelArgs& args);
+void PanelInt4Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
+// One int4 panel as the bfloat16 panel ([pairs][kPanelWidth][2]) of its values times their scales, rounded to
+// nearest even (the prefill path).
+void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, int64_t weight_groups,
+                                     int64_t group_pairs, int64_t pairs, uint16_t* out);
+void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, int64_t weight_groups,
+                                   int64_t group_pairs, int64_t pairs, uint16_t* out);
+
 void PanelBf16Portable(const PanelArgs& args);
 void PanelFloatPortable(const PanelArgs& args);
 void PanelBf16Avx2(const PanelArgs& args);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
@@ -109,6 +110,17 @@ Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
   return &PanelInt8Portable;
 }
 
+// int4 weights: the W4A16 kernel of the path (int16 activations at every batch size the panels are not
+// dequantized for).
+Int8PanelKernel SelectInt4PanelKernel() {
+#ifdef LLMC_CPU_X86_KERNELS
+  const CpuIsa isa = ActiveCpuIsa();
+  if (isa >= CpuIsa::kAvx512Bf16) return &PanelInt4Avx512;
+  if (isa == CpuIsa::kAvx2) return &PanelInt4Avx2;
+#endif
+  return &PanelInt4Portable;
+}
+
 float* TeamScratch() {
   thread_local std::vector<float> scratch(kRowBlock * kPanelWidth);
   return scratch.data();
@@ -169,10 +181,11 @@ void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
 
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
   const int64_t k_padded = PackedDepth(weight.packed);
-  const Int8Activations activations = Int8ActivationsForRows(rows);
-  const int64_t group_pairs = weight.int8() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
+  // int4 weights keep int16 activations (W4A16) whatever the int8 setting.
+  const Int8Activations activations = weight.int4() ? Int8Activations::kInt16 : Int8ActivationsForRows(rows);
+  const int64_t group_pairs = weight.quantized() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
   const bool amx_int8 = weight.int8() && UsesAmxInt8(rows, activations, group_pairs);
-  if (!weight.int8() || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
+  if (!weight.quantized() || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
     staged.features = k;
     return staged;
@@ -259,17 +272,20 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
                   PanelEpilogue epilogue) {
   const at::Tensor& packed = weight.packed;
   const int64_t panels = packed.size(0), k_padded = PackedDepth(packed);
-  const int64_t panel_bytes = k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
+  // int4: two weights a byte.
+  const int64_t panel_bytes =
+      weight.int4() ? k_padded * kPanelWidth / 2 : k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
   const char* base = static_cast<const char*>(packed.data_ptr());
-  const int64_t weight_groups = weight.int8() ? weight.scales.size(1) : 0;
-  const float* scales = weight.int8() ? weight.scales.data_ptr<float>() : nullptr;
-  // int8 weights run the int8 kernels on int16-staged rows, or (many rows, staged in the activations' type)
-  // the plain kernels on each panel dequantized once.
-  Int8PanelKernel int8_kernel = weight.int8() && a.int16 ? SelectInt8PanelKernel(a.bytes != nullptr) : nullptr;
+  const int64_t weight_groups = weight.quantized() ? weight.scales.size(1) : 0;
+  const float* scales = weight.quantized() ? weight.scales.data_ptr<float>() : nullptr;
+  // int8 and int4 weights run their kernels on int16-staged rows, or (many rows, staged in the activations'
+  // type) the plain kernels on each panel dequantized once.
+  Int8PanelKernel int8_kernel = nullptr;
+  if (a.int16) int8_kernel = weight.int4() ? SelectInt4PanelKernel() : SelectInt8PanelKernel(a.bytes != nullptr);
 #ifdef LLMC_CPU_X86_KERNELS
   if (a.amx_int8) int8_kernel = &PanelW8A8Amx;
 #endif
-  const bool dequantize = weight.int8() && !a.int16;
+  const bool dequantize = weight.quantized() && !a.int16;
   const at::ScalarType plain_type =
       dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
   float* c = TeamScratch();
@@ -277,7 +293,10 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
   for (auto [first, last] = queue.Claim(member, run); first < last; std::tie(first, last) = queue.Claim(member, run)) {
     for (int64_t p = first; p < last; ++p) {
       const void* panel = base + p * panel_bytes;
-      if (dequantize) {
+      if (dequantize && weight.int4()) {
+        panel = DequantizeInt4Panel(static_cast<const uint8_t*>(panel), scales + p * weight_groups * kPanelWidth,
+                                    weight_groups, a.features, k_padded, plain_type);
+      } else if (dequantize) {
         panel = DequantizePanel(static_cast<const int8_t*>(panel), scales + p * weight_groups * kPanelWidth,
                                 weight_groups, a.features, k_padded, plain_type);
       }
@@ -301,11 +320,13 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
 
 void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& weight, int64_t min_columns) {
   TORCH_CHECK(hidden.dim() == 2 && hidden.is_contiguous(), op, ": input must be a contiguous [tokens, features]");
-  if (weight.int8()) {
-    TORCH_CHECK(IsPackedScales(weight.scales, weight.packed), op, ": packed int8 weight needs packed scales");
+  if (weight.quantized()) {
+    TORCH_CHECK(IsPackedScales(weight.scales, weight.packed), op, ": packed ", weight.int4() ? "int4" : "int8",
+                " weight needs packed scales");
     const int64_t k = hidden.size(1), groups = weight.scales.size(1);
-    TORCH_CHECK(groups == 1 || (groups > 1 && k % groups == 0 && IsSupportedInt8GroupSize(k / groups)), op, ": ",
-                groups, " scale groups do not fit ", k, " inputs");
+    const bool group_fits = weight.int4() ? IsSupportedInt4GroupSize(k / groups) : IsSupportedInt8GroupSize(k / groups);
+    TORCH_CHECK(groups == 1 || (groups > 1 && k % groups == 0 && group_fits), op, ": ", groups,
+                " scale groups do not fit ", k, " inputs");
   } else {
     TORCH_CHECK(hidden.scalar_type() == weight.packed.scalar_type(), op, ": input and weight dtypes differ");
   }

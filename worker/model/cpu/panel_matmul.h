@@ -33,11 +33,14 @@ enum CallerBufferSlot {
 // actually use become resident.
 char* CallerBuffer(CallerBufferSlot slot, size_t bytes);
 
-// A projection's packed weight and, for int8 weights, its packed scales [panels, weight_groups, kPanelWidth].
+// A projection's packed weight and, for int8 and int4 weights, its packed scales [panels, weight_groups,
+// kPanelWidth].
 struct PanelWeight {
   const at::Tensor& packed;
   const at::Tensor& scales;
   bool int8() const { return packed.scalar_type() == at::kChar; }
+  bool int4() const { return packed.scalar_type() == at::kByte; }
+  bool quantized() const { return int8() || int4(); }
 };
 
 // One projection's input rows as its kernel reads them, in the calling thread's buffers.
@@ -49,9 +52,9 @@ struct Staged {
   int64_t rows_staged;  // rows, and the zero rows a tile kernel reads after them (all, from 4 rows on)
   int64_t element_size;
   int64_t features = 0;  // the input's width before padding
-  // For int8 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs
-  // (or, for many rows, in the activations' type for dequantized panels). W8A8 rows hold at most `levels`
-  // 127, and on AVX512 are staged as bytes (with their offsets, panel_kernels.h) as well.
+  // For int8 (and int4, always W4A16) weights the rows are staged as int16 with one scale per row and group of
+  // group_pairs k pairs (or, for many rows, in the activations' type for dequantized panels). W8A8 rows hold at most
+  // `levels` 127, and on AVX512 are staged as bytes (with their offsets, panel_kernels.h) as well.
   bool int16 = false;
   int16_t levels = 32767;
   float* scales = nullptr;

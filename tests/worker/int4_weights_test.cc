@@ -1,0 +1,183 @@
+// int4 weights (W4A16): the quantizer against the exporter's formula, pack/unpack round trips, and every fused
+// operator on packed int4 weights against its composite on the dequantized weights, on every instruction-set
+// path this machine has (portable, AVX2, AVX512-VNNI), forced one by one.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/support/cpu_kernel_paths.h"
+#include "tests/support/tensor_checks.h"
+#include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int4_weight.h"
+#include "worker/model/cpu/packed_weight.h"
+#include "worker/model/cpu/panel_kernels.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+using testing::Random;
+using testing::RelativeError;
+
+// As for int8: the activations' int16 rounding, below bfloat16's, beside the weights' own (which the
+// dequantized reference shares).
+double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
+
+// tools/llmc_export/quantize.py's quantize_int4 in ATen, which QuantizeInt4 must give bit for bit.
+std::pair<at::Tensor, at::Tensor> ExporterQuantize(const at::Tensor& weight, int64_t group_size) {
+  const int64_t n = weight.size(0), k = weight.size(1);
+  const at::Tensor grouped = weight.to(at::kFloat).reshape({n, k / group_size, group_size});
+  const at::Tensor amax = grouped.abs().amax(-1);
+  const at::Tensor scale = at::where(amax == 0, at::ones_like(amax), amax / 7);
+  const at::Tensor q = at::round(grouped / scale.unsqueeze(-1)).clamp(-7, 7).to(at::kShort).reshape({n, k}) + 8;
+  using at::indexing::Slice;
+  const at::Tensor low = q.index({Slice(), Slice(0, c10::nullopt, 2)});
+  const at::Tensor high = q.index({Slice(), Slice(1, c10::nullopt, 2)});
+  return {(low + high * 16).to(at::kByte), scale};
+}
+
+TEST_CASE("int4 weights: quantize gives the exporter's values, within half a step, zero rows", "[unit][int4]") {
+  at::manual_seed(41);
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t group_size : {32, 64, 128}) {
+      INFO("dtype " << dtype << " group size " << group_size);
+      at::Tensor weight = Random({70, 384}, dtype, 0.05);
+      weight[3].zero_();
+      const auto [q, scales] = QuantizeInt4(weight, group_size);
+      CHECK(q.scalar_type() == at::kByte);
+      CHECK(q.sizes() == at::IntArrayRef({70, 192}));
+      CHECK(scales.sizes() == at::IntArrayRef({70, 384 / group_size}));
+      const auto [want_q, want_scales] = ExporterQuantize(weight, group_size);
+      CHECK(at::equal(q, want_q));
+      CHECK(at::equal(scales, want_scales));
+      CHECK(scales[3].eq(1.0).all().item<bool>());
+      CHECK(q[3].eq(0x88).all().item<bool>());
+      const at::Tensor dequantized = composite::Dequantize(q, scales, at::kFloat);
+      const at::Tensor step = scales.repeat_interleave(group_size, 1);
+      CHECK(((dequantized - weight.to(at::kFloat)).abs() <= step * 0.5001).all().item<bool>());
+      // Every group's largest magnitude reaches 7.
+      CHECK((dequantized.abs().reshape({70, -1, group_size}).amax(-1) / scales)
+                .round()
+                .eq(7)
+                .narrow(0, 4, 60)
+                .all()
+                .item<bool>());
+    }
+  }
+  CHECK_THROWS(QuantizeInt4(at::randn({4, 96}), 64));    // 64 does not divide 96
+  CHECK_THROWS(QuantizeInt4(at::randn({4, 512}), 256));  // not an int4 group size
+  CHECK_THROWS(QuantizeInt4(at::randn({4, 512}), 0));    // int4 needs groups
+  CHECK_FALSE(IsSupportedInt4GroupSize(256));
+}
+
+TEST_CASE("int4 weights: packing round trips, with column orders and -8", "[unit][int4]") {
+  at::manual_seed(42);
+  // Every byte value, -8 (nibble 0) included, in odd shapes: 70 rows (a partial panel), 48 bytes (K = 96).
+  const at::Tensor bytes = at::randint(0, 256, {70, 48}, at::kByte);
+  const at::Tensor packed = PackInt4Weight(bytes);
+  CHECK(IsPackedInt4Weight(packed));
+  CHECK(IsPackedWeight(packed));
+  CHECK(PackedDepth(packed) == 96);
+  CHECK(packed.numel() == PackedInt4WeightBytes(bytes));
+  CHECK(packed.sizes() == at::IntArrayRef({2, 12, kPanelWidth, 4}));
+  CHECK(at::equal(UnpackInt4Weight(packed, 70, 96), bytes));
+  // Padding columns hold zeros (nibble 8 once unpacked: q = 0).
+  CHECK(UnpackInt4Weight(packed, 128, 96).narrow(0, 70, 58).eq(0x88).all().item<bool>());
+  const std::vector<int64_t> order = GateUpColumnOrder(35);
+  const at::Tensor reordered = PackInt4Weight(bytes, order);
+  const at::Tensor unpacked = UnpackInt4Weight(reordered, static_cast<int64_t>(order.size()), 96);
+  for (size_t c = 0; c < order.size(); ++c) {
+    if (order[c] >= 0) CHECK(at::equal(unpacked[static_cast<int64_t>(c)], bytes[order[c]]));
+  }
+  CHECK_THROWS(PackInt4Weight(at::zeros({4, 8}, at::kChar)));
+}
+
+struct Int4Weight {
+  at::Tensor dequantized;  // float32 [N, K], the reference's matrix
+  at::Tensor packed, scales;
+};
+
+Int4Weight MakeInt4(int64_t n, int64_t k, int64_t group_size, const std::vector<int64_t>& order = {}) {
+  const auto [q, scales] = QuantizeInt4(Random({n, k}, at::kFloat, 0.1), group_size);
+  return {composite::Dequantize(q, scales, at::kFloat), PackInt4Weight(q, order), PackScales(scales, order)};
+}
+
+TEST_CASE("int4 weights: linear_residual on every path matches the dequantized composition, M 1..33, 255, 300",
+          "[unit][int4]") {
+  at::manual_seed(43);
+  const at::Tensor none = at::empty({0});
+  std::vector<int64_t> rows;
+  for (int64_t m = 1; m <= 33; ++m) rows.push_back(m);
+  rows.push_back(255);  // the int4 kernels
+  rows.push_back(300);  // dequantized panels into the plain kernels
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t group_size : {32, 64, 128}) {
+      // 96 and 160: an odd number of groups of 32; 384 = three groups of 128.
+      for (const int64_t k : {96, 160, 384}) {
+        if (k % group_size != 0) continue;
+        const int64_t n = 70;
+        const Int4Weight weight = MakeInt4(n, k, group_size);
+        for (const int64_t m : rows) {
+          if (m > 8 && m < 33 && (m % 4 != 1 || k != 96)) continue;  // the row blocks, without repeating them all
+          const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+          const at::Tensor expected =
+              composite::LinearResidual(input.to(at::kFloat), weight.dequantized, none, residual.to(at::kFloat));
+          testing::ForEachCpuKernelPath([&] {
+            INFO("dtype " << dtype << " group " << group_size << " m " << m << " k " << k);
+            const at::Tensor out = LinearResidual(input, weight.packed, weight.scales, residual);
+            CHECK(out.scalar_type() == dtype);
+            CHECK(RelativeError(out, expected) < Tolerance(dtype));
+          });
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int4 weights: gate/up, the LM head and the tied embedding on every path", "[unit][int4]") {
+  at::manual_seed(44);
+  const at::Tensor none = at::empty({0});
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t k = 192, intermediate = 40, vocab = 130;
+    const at::Tensor norm = Random({k}, dtype);
+    const Int4Weight gate_up = MakeInt4(2 * intermediate, k, 64, GateUpColumnOrder(intermediate));
+    const Int4Weight head = MakeInt4(vocab, k, 32);
+    for (const int64_t m : {1, 3, 7, 16, 33}) {
+      const at::Tensor hidden = Random({m, k}, dtype);
+      const at::Tensor expected_act = composite::RmsNormGateUpSilu(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
+                                                                   gate_up.dequantized, none, intermediate);
+      const at::Tensor expected_logits =
+          composite::RmsNormLmHead(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6, head.dequantized, none, vocab);
+      testing::ForEachCpuKernelPath([&] {
+        INFO("dtype " << dtype << " m " << m);
+        CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, gate_up.packed, gate_up.scales, intermediate),
+                            expected_act) < Tolerance(dtype));
+        CHECK(RelativeError(RmsNormLmHead(hidden, norm, 1e-6, head.packed, head.scales, vocab), expected_logits) <
+              Tolerance(dtype));
+      });
+    }
+    const at::Tensor ids = at::tensor(std::vector<int64_t>{0, 129, 64, 63, 7}, at::kLong);
+    const at::Tensor rows = Embed(ids, head.packed, head.scales, k);
+    CHECK(rows.scalar_type() == at::kFloat);
+    CHECK(rows.equal(head.dequantized.index_select(0, ids)));
+  }
+}
+
+TEST_CASE("int4 weights: every path sums the same integers", "[unit][int4]") {
+  at::manual_seed(45);
+  const Int4Weight weight = MakeInt4(64, 512, 128);
+  const at::Tensor input = Random({9, 512}, at::kFloat), residual = at::zeros({9, 64});
+  std::vector<at::Tensor> outputs;
+  testing::ForEachCpuKernelPath(
+      [&] { outputs.push_back(LinearResidual(input, weight.packed, weight.scales, residual)); });
+  for (const at::Tensor& out : outputs) CHECK(RelativeError(out, outputs.front()) < 1e-6);
+}
+
+TEST_CASE("int4 weights: a packed int4 weight without matching scales is refused", "[unit][int4]") {
+  const Int4Weight weight = MakeInt4(64, 128, 32);
+  const at::Tensor input = Random({2, 128}, at::kFloat), residual = at::zeros({2, 64});
+  CHECK_THROWS(LinearResidual(input, weight.packed, at::empty({0}), residual));
+  CHECK_THROWS(LinearResidual(input, weight.packed, weight.scales.narrow(1, 0, 3).contiguous(), residual));
+}
+
+}  // namespace
+}  // namespace llmc::model::cpu

@@ -1,0 +1,51 @@
+#ifndef LLMC_WORKER_MODEL_CPU_INT4_WEIGHT_H_
+#define LLMC_WORKER_MODEL_CPU_INT4_WEIGHT_H_
+
+// int4 weights (W4A16): symmetric 4-bit values with one float32 scale per group of 32, 64 or 128 inputs.
+//
+// In a package (and after quantizing at load, before packing) a matrix [N, K] is uint8 [N, K / 2]: byte i of a
+// row holds input 2i in its low nibble and 2i + 1 in its high nibble, each as q + 8 (offset binary, 1..15 from
+// the quantizer, 0 read as -8), beside float32 scales [N, K / group_size]: W[n, k] = q[n, k] * scale[n, k / gs].
+// Packed for the CPU kernels: uint8 [panels, K_padded / 8, kPanelWidth, 4], one 32-bit word per column and k
+// octet in the order panel_kernels.h gives, the nibbles two's complement; scales packed as int8's (PackScales).
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "worker/model/cpu/huge_page_arena.h"
+
+namespace llmc::model::cpu {
+
+bool IsSupportedInt4GroupSize(int64_t group_size);  // 32, 64, 128
+
+// `weight` [N, K] (any floating type, K a multiple of group_size) -> uint8 [N, K / 2] and float32 scales
+// [N, K / group_size]: scale = max |w| / 7 over the group (1 where all are zero, NaN where one is NaN),
+// q = round-half-even(w / scale) clamped to [-7, 7] (0 where NaN). tools/llmc_export/quantize.py computes the
+// very same. Throws c10::Error for an unsupported group size or one that does not divide K.
+std::pair<at::Tensor, at::Tensor> QuantizeInt4(const at::Tensor& weight, int64_t group_size);
+
+// A package's uint8 [N, K / 2] matrix into the kernels' panels (`column_order` as PackWeight's), from `arena`
+// when given.
+at::Tensor PackInt4Weight(const at::Tensor& weight, const std::vector<int64_t>& column_order = {},
+                          HugePageArena* arena = nullptr);
+int64_t PackedInt4WeightBytes(const at::Tensor& weight, const std::vector<int64_t>& column_order = {});
+// Whether `tensor` has the packed int4 layout.
+bool IsPackedInt4Weight(const at::Tensor& tensor);
+// The first `columns` packed columns back as the package's uint8 [columns, k / 2] (tests: round trips).
+at::Tensor UnpackInt4Weight(const at::Tensor& packed, int64_t columns, int64_t k);
+
+// One packed int4 panel (scales [weight_groups][64] over `k` inputs) as a plain kernels' panel in `dtype`
+// (bfloat16 rounded to nearest even, or float32), in a buffer of the calling thread until its next call.
+const void* DequantizeInt4Panel(const uint8_t* panel, const float* scales, int64_t weight_groups, int64_t k,
+                                int64_t k_padded, at::ScalarType dtype);
+
+// Rows `ids` of the original matrix, dequantized to float32, into out [count, k] (any floating dtype): the
+// embedding lookup of a tied int4 LM head.
+void GatherInt4Columns(const at::Tensor& packed, const at::Tensor& scales, const int64_t* ids, int64_t count, int64_t k,
+                       at::Tensor& out);
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_INT4_WEIGHT_H_

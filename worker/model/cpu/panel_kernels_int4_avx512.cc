@@ -1,0 +1,133 @@
+// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 (worker/CMakeLists.txt); called only where the
+// CPU has them (cpu_isa.h: the avx512_bf16 path requires VNNI too).
+//
+// W4A16 decode: a k octet of the 64 columns is 256 bytes, four vectors of 16 columns x 8 weights. Each vector
+// gives the int16 pairs of its four k pairs with one or two 16-bit shifts each (vpsllw, vpsraw: no shuffles,
+// no table), made once and multiplied with vpdpwssd into every row of the block: 7 shifts per 64 bytes, shared
+// by up to six rows, against 4 dot products per row.
+#include <algorithm>
+
+#include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/row_blocks.h"
+#include "worker/model/cpu/x86_intrinsics.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+// GCC's own vector type keeps the sums in registers (see panel_kernels_int8_avx512.cc).
+typedef int Int32x16 __attribute__((vector_size(64)));
+
+inline Int32x16 DotPairs(Int32x16 acc, __m512i x, __m512i w) {
+#if defined(__clang__)
+  return reinterpret_cast<Int32x16>(_mm512_dpwssd_epi32(reinterpret_cast<__m512i>(acc), x, w));
+#else
+  return __builtin_ia32_vpdpwssd_v16si(acc, reinterpret_cast<Int32x16>(x), reinterpret_cast<Int32x16>(w));
+#endif
+}
+
+// The int16 pairs of k pair j (0..3) of an octet: the signed nibbles at bits 4j of each 16-bit half.
+template <int J>
+inline __m512i Extract(__m512i raw) {
+  if constexpr (J == 3) {
+    return _mm512_srai_epi16(raw, 12);
+  } else {
+    return _mm512_srai_epi16(_mm512_slli_epi16(raw, 12 - 4 * J), 12);
+  }
+}
+
+inline void AddScaledSums(float* out, __m512i sums, const float* w_scales, __m512 a_scale, bool first_group) {
+  const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales), a_scale);
+  const __m512 before = first_group ? _mm512_setzero_ps() : _mm512_loadu_ps(out);
+  _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, before));
+}
+
+template <int Rows, int J>
+inline void DotRows(Int32x16 (&sum)[Rows][4], int i, __m512i w, const int32_t (&x)[Rows][4]) {
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) sum[r][i] = DotPairs(sum[r][i], _mm512_set1_epi32(x[r][J]), w);
+}
+
+// Rows rows against the octets of group g, the sums in registers; at the group's end scaled into the float
+// output rows (in L1).
+template <int Rows>
+void Int4GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
+  const int16_t* a = args.a + m0 * args.a_stride;
+  const auto* panel = reinterpret_cast<const uint8_t*>(args.panel);
+  Int32x16 sum[Rows][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) sum[r][i] = Int32x16{};
+  }
+  const int64_t group_octets = args.group_pairs / 4;
+  const int64_t last = std::min(args.k_padded / 8, (g + 1) * group_octets);
+  for (int64_t o = g * group_octets; o < last; ++o) {
+    const uint8_t* w = panel + o * kPanelWidth * 4;
+    // 4 KiB ahead, every line of the octet (AMD parts have no adjacent-line prefetcher).
+#pragma GCC unroll 4
+    for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(w) + 4096 + 64 * line, _MM_HINT_T0);
+    int32_t x[Rows][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < Rows; ++r) __builtin_memcpy(x[r], a + r * args.a_stride + 8 * o, sizeof(x[r]));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512i raw = _mm512_loadu_si512(w + 64 * i);
+      DotRows<Rows, 0>(sum, i, Extract<0>(raw), x);
+      DotRows<Rows, 1>(sum, i, Extract<1>(raw), x);
+      DotRows<Rows, 2>(sum, i, Extract<2>(raw), x);
+      DotRows<Rows, 3>(sum, i, Extract<3>(raw), x);
+    }
+  }
+  const float* w_scales = args.scales + std::min(g, args.weight_groups - 1) * kPanelWidth;
+  float* out = args.out + m0 * args.out_stride;
+#pragma GCC unroll 8
+  for (int r = 0; r < Rows; ++r) {
+    const __m512 a_scale = _mm512_set1_ps(args.a_scales[(m0 + r) * args.groups + g]);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      AddScaledSums(out + r * args.out_stride + 16 * i, reinterpret_cast<__m512i>(sum[r][i]), w_scales + 16 * i,
+                    a_scale, g == 0);
+    }
+  }
+}
+
+template <int Rows>
+struct Int4Runner {
+  static void Run(const Int8PanelArgs& args, int64_t m0) {
+    for (int64_t g = 0; g < args.groups; ++g) Int4GroupRows<Rows>(args, m0, g);
+  }
+};
+
+}  // namespace
+
+void PanelInt4Avx512(const Int8PanelArgs& args) { ForRowBlocks<Int4Runner>(args); }
+
+// Sixteen columns' octet at a time: four k pairs, each as two float vectors (even and odd k) interleaved into
+// the bfloat16 pairs of the plain layout.
+void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, int64_t weight_groups,
+                                   int64_t group_pairs, int64_t pairs, uint16_t* out) {
+  for (int64_t o = 0; o < pairs / 4; ++o) {
+    const float* column_scales = scales + std::min(o * 4 / group_pairs, weight_groups - 1) * kPanelWidth;
+    const uint8_t* w = panel + o * kPanelWidth * 4;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512i raw = _mm512_loadu_si512(w + 64 * i);
+      const __m512 scale = _mm512_loadu_ps(column_scales + 16 * i);
+      const __m512i pair_values[4] = {Extract<0>(raw), Extract<1>(raw), Extract<2>(raw), Extract<3>(raw)};
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        // Each 32-bit lane holds (even k, odd k) as int16: sign-extend both halves to float and scale.
+        const __m512 even = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(pair_values[j], 16), 16));
+        const __m512 odd = _mm512_cvtepi32_ps(_mm512_srai_epi32(pair_values[j], 16));
+        const __m256bh even_bf16 = _mm512_cvtneps_pbh(_mm512_mul_ps(even, scale));
+        const __m256bh odd_bf16 = _mm512_cvtneps_pbh(_mm512_mul_ps(odd, scale));
+        const __m512i bits =
+            _mm512_or_si512(_mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(even_bf16)),
+                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(odd_bf16)), 16));
+        _mm512_storeu_si512(out + ((4 * o + j) * kPanelWidth + 16 * i) * 2, bits);
+      }
+    }
+  }
+}
+
+}  // namespace llmc::model::cpu
