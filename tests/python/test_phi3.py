@@ -40,10 +40,12 @@ class Phi3ConfigTest(unittest.TestCase):
         self.assertEqual((read.rotary_dim, read.max_context_length, read.inverse_frequencies()),
                          (24, 128, inv_freq))
         self.assertAlmostEqual(read.rope_attention_factor, config.rope_attention_factor)
-        # Phi-3-mini-4k: no rope scaling, full rotary, a window shorter than the context caps it (as Mistral's).
+        # Phi-3-mini-4k: no rope scaling, full rotary, its 2047-token window in every layer over the whole context
+        # (as Mistral's).
         plain = ModelConfig.from_hf_config_dict(dict(PHI3_CONFIG, rope_scaling=None, partial_rotary_factor=1.0,
                                                      max_position_embeddings=4096, sliding_window=2047))
-        self.assertEqual((plain.rotary_dim, plain.rope_attention_factor, plain.max_context_length), (32, 1.0, 2047))
+        self.assertEqual((plain.rotary_dim, plain.rope_attention_factor, plain.max_context_length), (32, 1.0, 4096))
+        self.assertEqual(plain.layer_windows, (2047,) * plain.num_layers)
 
     def test_refusals_name_what(self):
         scaling = PHI3_CONFIG["rope_scaling"]

@@ -79,20 +79,20 @@ def check_smollm3(hf: dict) -> None:
 
 # The model types whose sliding windows are served as per-layer attention windows (the other types' configs
 # either ignore sliding_window or cap the context at it).
-WINDOWED_MODEL_TYPES = ("mistral", "qwen2")
+WINDOWED_MODEL_TYPES = ("mistral", "qwen2", "phi3")
 QWEN2_DEFAULT_MAX_WINDOW_LAYERS = 28
 
 
 def layer_windows(hf: dict, model_type: str, max_context_length: int) -> tuple:
-    """Each layer's attention window (0: the whole context) as Hugging Face reads the config: Mistral attends
-    through sliding_window in every layer; Qwen2 only with use_sliding_window, in the layers layer_types names
+    """Each layer's attention window (0: the whole context) as Hugging Face reads the config: Mistral and Phi-3
+    attend through sliding_window in every layer; Qwen2 only with use_sliding_window, in the layers layer_types names
     sliding_attention or, without it, from max_window_layers (default 28) on. A window that covers
     max_position_embeddings changes nothing and is left out (0), so such a package stays an unwindowed one."""
     num_layers = int(hf["num_hidden_layers"])
     window = int(hf.get("sliding_window") or 0)
     if model_type not in WINDOWED_MODEL_TYPES or window <= 0 or window >= max_context_length:
         return ()
-    if model_type == "mistral":
+    if model_type in ("mistral", "phi3"):
         return (window,) * num_layers
     if not hf.get("use_sliding_window"):
         return ()
