@@ -41,9 +41,9 @@ if [[ "$LLMC_SANITIZE" == *thread* ]]; then
   # TSan slows every thread 5-15x: the fault tests, which time stalls, slow readers and overload, run one
   # at a time after the others (beside another test, one once got a 503 it never gets alone).
   [ $# -eq 0 ] && serial='^integration: ?fault:'
-  # The families' parity tests (Qwen3, SmolLM3, Phi-3, sliding windows) run the same kernels and thread team as
-  # the model suite, which stays: under TSan they would only repeat it, several times slower.
-  left_out="$left_out|^integration: ?(qwen3|smollm3|phi3|sliding window) model:"
+  # The families' parity tests (Qwen3, SmolLM3, Phi-3, Granite, sliding windows) run the same kernels and thread
+  # team as the model suite, which stays: under TSan they would only repeat it, several times slower.
+  left_out="$left_out|^integration: ?(qwen3|smollm3|phi3|granite|sliding window) model:"
 fi
 status=0
 "${runner[@]}" ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 600 -R '^(unit|integration|grammar|typed_output):' \

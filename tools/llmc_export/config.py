@@ -1,11 +1,11 @@
-"""Architecture sizes of a Llama-family model (Llama, Mistral, Qwen2, Qwen3, SmolLM3), read from a Hugging Face
-config.json or given directly."""
+"""Architecture sizes of a Llama-family model (Llama, Mistral, Qwen2, Qwen3, SmolLM3, Phi-3, Granite), read from a
+Hugging Face config.json or given directly."""
 import dataclasses
 import json
 import math
 from typing import Optional
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "granite")
 # Hugging Face's SmolLM3Config defaults where config.json leaves a key out.
 SMOLLM3_DEFAULT_ROPE_THETA = 2000000.0
 SMOLLM3_DEFAULT_NO_ROPE_LAYER_INTERVAL = 4
@@ -75,6 +75,28 @@ def check_smollm3(hf: dict) -> None:
     layer_types = hf.get("layer_types") or []
     if not isinstance(layer_types, list) or any(kind != "full_attention" for kind in layer_types):
         raise ExportError(f"smollm3 layer_types other than full_attention are not supported: {layer_types}")
+
+
+def check_granite(hf: dict) -> None:
+    """What a Granite config may ask for that this llmc does not serve, refused by name: attention_bias (which in
+    Granite also biases o_proj), mlp_bias, an activation other than SiLU, and non-positive multipliers (the
+    export folds them into the weights and the attention scale)."""
+    if hf.get("attention_bias"):
+        raise ExportError("granite with attention_bias: true is not supported (its o_proj bias has no operand here)")
+    if hf.get("mlp_bias"):
+        raise ExportError("granite with mlp_bias: true is not supported (the MLP projections have no bias here)")
+    if hf.get("hidden_act", "silu") != "silu":
+        raise ExportError(f"granite with hidden_act '{hf.get('hidden_act')}' is not supported (only silu)")
+    for key in GRANITE_MULTIPLIERS:
+        value = hf.get(key, 1.0)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+            raise ExportError(f"granite {key} must be a positive number, got {value!r}")
+
+
+# Granite's four multipliers (Hugging Face's GraniteConfig defaults them all to 1.0): the embeddings are scaled by
+# embedding_multiplier, each attention and MLP output by residual_multiplier before its residual add, the attention
+# scores by attention_multiplier (in place of head_dim ** -0.5), and the logits divided by logits_scaling.
+GRANITE_MULTIPLIERS = ("embedding_multiplier", "residual_multiplier", "attention_multiplier", "logits_scaling")
 
 
 # The model types whose sliding windows are served as per-layer attention windows (the other types' configs
@@ -192,6 +214,14 @@ class ModelConfig:
     rotary_dim: int = 0
     # LongRoPE's attention factor on cos and sin, folded at export into the rotated q and k rows.
     rope_attention_factor: float = 1.0
+    # The attention softmax scale; 0: head_dim ** -0.5. Granite's attention_multiplier.
+    attention_scale: float = 0.0
+    # Granite's other multipliers, folded into the weights at export (granite.py): embedding_multiplier into the
+    # embedding, residual_multiplier into o_proj and down_proj, 1 / logits_scaling (and, with a tied head,
+    # 1 / embedding_multiplier) into the final norm's weight.
+    embedding_multiplier: float = 1.0
+    residual_multiplier: float = 1.0
+    logits_scaling: float = 1.0
 
     def validate(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -259,6 +289,8 @@ class ModelConfig:
         try:
             if model_type == "smollm3":
                 check_smollm3(hf)
+            if model_type == "granite":
+                check_granite(hf)
             rope_theta, rope_scaling = rope_settings(hf, model_type)
             num_heads = int(hf["num_attention_heads"])
             hidden = int(hf["hidden_size"])
@@ -288,6 +320,11 @@ class ModelConfig:
                 nope_layers=smollm3_nope_layers(hf) if model_type == "smollm3" else (),
                 layer_windows=layer_windows(hf, model_type, int(hf.get("max_position_embeddings", 4096))),
             )
+            if model_type == "granite":
+                config.attention_scale = float(hf.get("attention_multiplier", 1.0))
+                config.embedding_multiplier = float(hf.get("embedding_multiplier", 1.0))
+                config.residual_multiplier = float(hf.get("residual_multiplier", 1.0))
+                config.logits_scaling = float(hf.get("logits_scaling", 1.0))
             if model_type == "qwen2" and not hf.get("use_sliding_window"):
                 config.sliding_window = 0  # ignored, as Hugging Face ignores it
             if model_type == "phi3":

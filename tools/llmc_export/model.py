@@ -1,5 +1,5 @@
-"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM3) over one flattened batch and a paged
-KV cache.
+"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM3, Phi-3, Granite 3) over one flattened
+batch and a paged KV cache.
 
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
@@ -51,7 +51,8 @@ class Attention(nn.Module):
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
-        self.scale = config.head_dim ** -0.5
+        # Granite's attention_multiplier replaces the usual head_dim ** -0.5.
+        self.scale = config.attention_scale or config.head_dim ** -0.5
         qkv_width = (config.num_heads + 2 * config.num_kv_heads) * config.head_dim
         self.qkv_proj = with_weight_scale(nn.Linear(config.hidden_size, qkv_width, bias=config.qkv_bias))
         self.o_proj = with_weight_scale(nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False))

@@ -8,6 +8,7 @@ import torch
 
 from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
+from .granite import prepare_granite_tensors
 from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
 from .prequantized import Int8Scheme, by_module, take_int8_weights
@@ -43,7 +44,8 @@ def default_chat_template(config: ModelConfig) -> str:
         return "chatml"
     if config.architecture == "mistral":
         return "mistral"
-    if config.architecture == "phi3":  # no built-in Phi template: the checkpoint's own Jinja one serves chats
+    # No built-in Phi or Granite template: the checkpoint's own Jinja one serves chats.
+    if config.architecture in ("phi3", "granite"):
         return "raw"
     return "llama3" if config.vocab_size >= 128000 else "llama2"
 
@@ -146,6 +148,9 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
             raise ExportError("phi3 int8 (compressed-tensors) checkpoints are not supported: export the float "
                               "checkpoint with --quantize int8 instead")
         prepare_phi3_tensors(tensors, config)
+    if config.architecture == "granite" and scheme is not None:
+        raise ExportError("granite int8 (compressed-tensors) checkpoints are not supported (the residual multiplier "
+                          "is folded into o_proj and down_proj): export the float checkpoint with --quantize int8")
     expected = hf_parameter_shapes(config)
     missing = sorted(name for name in expected if name not in tensors)
     if missing:
@@ -161,6 +166,8 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
     unexpected = sorted(name for name in tensors if name not in expected and not name.endswith("rotary_emb.inv_freq"))
     if unexpected:
         raise ExportError(f"checkpoint has tensors this architecture does not use: {', '.join(unexpected[:8])}")
+    if config.architecture == "granite":
+        prepare_granite_tensors(tensors, config)
     load_hf_tensors(model, config, tensors)
     return model, by_module(exact, config.tie_word_embeddings)
 
