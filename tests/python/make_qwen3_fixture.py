@@ -7,40 +7,16 @@ independent reference of the same folder (qwen3_reference.py) for the C++ tests.
       --eos-token-id 151645 --no-reference   (a package to serve with Qwen3's tokenizer)
 
 DIR/checkpoint/ is the checkpoint, DIR/package/ the exported package, and DIR/reference.pt (unless
---no-reference) a TorchScript module with make_parity_fixture.py's attributes: for each scenario sequence the
-prompt, the greedy continuation (32 tokens) and the reference logits at every step, and each prompt's last-token
-and mean embeddings (final normalized hidden states, L2-normalized).
+--no-reference) the reference module (family_fixture.py).
 """
 import argparse
 import os
-import random
 import sys
-from typing import List
-
-import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
-import export_model  # noqa: E402
+from family_fixture import DTYPES, export, write_reference  # noqa: E402
 from qwen3_reference import QWEN3_CONFIG, Qwen3Reference, write_checkpoint  # noqa: E402
-
-PROMPT_LENGTHS = (5, 17, 33, 40)
-STEPS = 32
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-class Reference(torch.nn.Module):
-    def __init__(self, prompts, continuations, logits, last_embeddings, mean_embeddings):
-        super().__init__()
-        self.prompts: List[torch.Tensor] = prompts
-        self.continuations: List[torch.Tensor] = continuations
-        self.logits: List[torch.Tensor] = logits
-        self.last_embeddings: List[torch.Tensor] = last_embeddings
-        self.mean_embeddings: List[torch.Tensor] = mean_embeddings
-
-    def forward(self) -> int:
-        return len(self.prompts)
 
 
 def main():
@@ -59,28 +35,11 @@ def main():
     hf_config = dict(QWEN3_CONFIG, tie_word_embeddings=args.tied, vocab_size=args.vocab_size,
                      bos_token_id=args.bos_token_id, eos_token_id=args.eos_token_id)
     checkpoint = write_checkpoint(os.path.join(args.out, "checkpoint"), hf_config, tokenizer_dir=args.tokenizer_dir)
-    code = export_model.main(["--checkpoint", checkpoint, "--out", os.path.join(args.out, "package"), "--dtype",
-                              args.dtype, "--quantize", args.quantize, "--name", args.name])
+    code = export(checkpoint, args.out, args.dtype, args.name, "--quantize", args.quantize)
     if code != 0:
         return code
-    if args.no_reference:
-        return 0
-    reference = Qwen3Reference(checkpoint, DTYPES[args.dtype])
-    rng = random.Random(99)
-    prompts, continuations, all_logits, last_embeddings, mean_embeddings = [], [], [], [], []
-    with torch.no_grad():
-        for length in PROMPT_LENGTHS:
-            tokens = [rng.randrange(args.vocab_size) for _ in range(length)]
-            prompts.append(torch.tensor(tokens, dtype=torch.long))
-            hidden = reference.final_hidden(tokens).float()
-            last_embeddings.append(torch.nn.functional.normalize(hidden[-1], dim=0))
-            mean_embeddings.append(torch.nn.functional.normalize(hidden.mean(0), dim=0))
-            continuation, logits = reference.greedy(tokens, STEPS)
-            continuations.append(torch.tensor(continuation, dtype=torch.long))
-            all_logits.append(logits)
-    module = torch.jit.script(Reference(prompts, continuations, all_logits, last_embeddings, mean_embeddings))
-    module.save(os.path.join(args.out, "reference.pt"))
-    print(f"wrote {args.out}")
+    if not args.no_reference:
+        write_reference(args.out, Qwen3Reference(checkpoint, DTYPES[args.dtype]), args.vocab_size)
     return 0
 
 

@@ -12,6 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "tests/support/child_process.h"
 #include "tests/support/tokenizer_files.h"
 
@@ -22,22 +25,37 @@ constexpr int kSteps = 32;
 
 }  // namespace
 
-std::string ParityFixture(const std::string& dtype) {
-  static std::map<std::string, std::string> made;
-  auto& dir = made[dtype];
+std::string FamilyFixture(const std::string& script, const std::vector<std::string>& args) {
+  static absl::Mutex mu(absl::kConstInit);
+  static std::map<std::string, std::string>* made = new std::map<std::string, std::string>();
+  absl::MutexLock lock(&mu);
+  std::string& dir = (*made)[absl::StrCat(script, " ", absl::StrJoin(args, " "))];
   if (dir.empty()) {
-    dir = MakeTempDir("llmc-parity-" + dtype);
-    std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_parity_fixture.py",
-                                     "--out",
-                                     dir,
-                                     "--dtype",
-                                     dtype,
-                                     "--tokenizer",
-                                     TokenizerJsonPath("qwen3")};
-    const auto result = RunCommand(LLMC_PYTHON, args, absl::Seconds(240));
-    if (result.exit_code != 0) throw std::runtime_error("fixture script failed:\n" + result.output);
+    const std::string out = MakeTempDir("llmc-" + script.substr(0, script.find('.')));
+    std::vector<std::string> command = {std::string(LLMC_SOURCE_DIR) + "/tests/python/" + script, "--out", out};
+    command.insert(command.end(), args.begin(), args.end());
+    const CommandResult result = RunCommand(LLMC_PYTHON, command, absl::Seconds(240));
+    if (result.exit_code != 0) throw std::runtime_error(script + " failed:\n" + result.output);
+    dir = out;
   }
   return dir;
+}
+
+std::string ParityFixture(const std::string& dtype) {
+  return FamilyFixture("make_parity_fixture.py", {"--dtype", dtype, "--tokenizer", TokenizerJsonPath("qwen3")});
+}
+
+double LargestLogit(const ModelReference& reference) {
+  double largest = 0;
+  for (const at::Tensor& logits : reference.logits) largest = std::max(largest, logits.abs().max().item<double>());
+  return largest;
+}
+
+std::unique_ptr<model::LoadedModel> LoadModelOrFail(const std::string& package, const model::LoadOptions& options) {
+  absl::StatusOr<std::unique_ptr<model::LoadedModel>> model = model::LoadedModel::Load(package, options);
+  INFO(model.status().ToString());
+  REQUIRE(model.ok());
+  return std::move(*model);
 }
 
 ModelReference LoadModelReference(const std::string& dir) {

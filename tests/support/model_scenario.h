@@ -23,6 +23,14 @@ struct ModelReference {
   std::vector<at::Tensor> last_embeddings, mean_embeddings;
 };
 ModelReference LoadModelReference(const std::string& fixture_dir);
+// A model family's fixture: tests/python/`script` (make_family_fixture.py, make_qwen3_fixture.py,
+// make_mistral_fixture.py) run with `args` and --out a new folder, once per test process and arguments; returns
+// the folder (checkpoint/, package/ and reference.pt inside). Throws with the script's output when it fails.
+std::string FamilyFixture(const std::string& script, const std::vector<std::string>& args);
+// The largest absolute logit of the reference, the scale of the families' dtype bounds.
+double LargestLogit(const ModelReference& reference);
+// Loads `package` with `options`, failing the test with the loader's message when it cannot.
+std::unique_ptr<model::LoadedModel> LoadModelOrFail(const std::string& package, const model::LoadOptions& options);
 
 // The float32 fixture (made once): its folder, reference and tokenizer.
 const std::string& Float32ParityDir();

@@ -4,13 +4,9 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/child_process.h"
 #include "tests/support/model_scenario.h"
@@ -19,41 +15,11 @@
 namespace llmc::model {
 namespace {
 
-// The checkpoint, its package and the reference, made once per test process and variant.
+// The checkpoint, its package and the reference (tests/python/make_qwen3_fixture.py), made once per variant.
 std::string Qwen3Fixture(const std::string& dtype, bool tied, const std::string& quantize = "none") {
-  static std::mutex mu;
-  static std::map<std::string, std::string>* made = new std::map<std::string, std::string>();
-  std::lock_guard<std::mutex> lock(mu);
-  const std::string key = absl::StrCat(dtype, tied ? "-tied" : "-untied", "-", quantize);
-  std::string& dir = (*made)[key];
-  if (dir.empty()) {
-    const std::string out = testing::MakeTempDir("llmc-qwen3-" + key);
-    std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_qwen3_fixture.py",
-                                     "--out",
-                                     out,
-                                     "--dtype",
-                                     dtype,
-                                     "--quantize",
-                                     quantize};
-    if (tied) args.push_back("--tied");
-    const testing::CommandResult result = testing::RunCommand(LLMC_PYTHON, args, absl::Seconds(240));
-    if (result.exit_code != 0) throw std::runtime_error("make_qwen3_fixture.py failed:\n" + result.output);
-    dir = out;
-  }
-  return dir;
-}
-
-double LargestLogit(const testing::ModelReference& reference) {
-  double largest = 0;
-  for (const at::Tensor& logits : reference.logits) largest = std::max(largest, logits.abs().max().item<double>());
-  return largest;
-}
-
-std::unique_ptr<LoadedModel> LoadOrFail(const std::string& package, const LoadOptions& options) {
-  auto model = LoadedModel::Load(package, options);
-  INFO(model.status().ToString());
-  REQUIRE(model.ok());
-  return std::move(*model);
+  std::vector<std::string> args = {"--dtype", dtype, "--quantize", quantize};
+  if (tied) args.push_back("--tied");
+  return testing::FamilyFixture("make_qwen3_fixture.py", args);
 }
 
 TEST_CASE(
@@ -68,14 +34,14 @@ TEST_CASE(
       INFO((tied ? "tied" : "untied") << (packed ? ", packed weights" : ", composite operators"));
       LoadOptions options{"cpu", ""};
       options.pack_weights = packed;
-      auto model = LoadOrFail(dir + "/package", options);
+      auto model = testing::LoadModelOrFail(dir + "/package", options);
       CHECK(model->manifest().architecture == "qwen3");
       CHECK(model->manifest().head_dim == 32);
       CHECK(model->manifest().tie_word_embeddings == tied);
       const double difference = testing::RunModelScenario(*model, reference, 1e-4, /*teacher_forcing=*/false);
       WARN("qwen3 float32 " << (tied ? "tied" : "untied") << (packed ? " packed" : " composite")
                             << ": largest logit difference " << difference << " (logits up to "
-                            << LargestLogit(reference) << ")");
+                            << testing::LargestLogit(reference) << ")");
     }
   }
 }
@@ -84,9 +50,9 @@ TEST_CASE("qwen3 model: bfloat16 logits stay within 3% of the largest logit of t
           "[integration][model]") {
   const std::string dir = Qwen3Fixture("bfloat16", /*tied=*/false);
   const testing::ModelReference reference = testing::LoadModelReference(dir);
-  auto model = LoadOrFail(dir + "/package", {"cpu", ""});
+  auto model = testing::LoadModelOrFail(dir + "/package", {"cpu", ""});
   CHECK(model->dtype() == at::kBFloat16);
-  const double bound = 3e-2 * LargestLogit(reference);
+  const double bound = 3e-2 * testing::LargestLogit(reference);
   const double difference = testing::RunModelScenario(*model, reference, bound, /*teacher_forcing=*/true);
   WARN("qwen3 bfloat16: largest logit difference " << difference << " (bound " << bound << ")");
 }
@@ -95,13 +61,13 @@ TEST_CASE("qwen3 model: int8 weights, exported or quantized at load, stay within
           "[integration][model]") {
   // The float32 reference of the same checkpoint: int8 rounding is the only difference.
   const testing::ModelReference reference = testing::LoadModelReference(Qwen3Fixture("float32", /*tied=*/true));
-  const double bound = 5e-2 * LargestLogit(reference);
+  const double bound = 5e-2 * testing::LargestLogit(reference);
   const std::string exported = Qwen3Fixture("float32", /*tied=*/true, "int8") + "/package";
   const std::string plain = Qwen3Fixture("float32", /*tied=*/true) + "/package";
   for (const auto& [package, quantization] :
        std::vector<std::pair<std::string, std::string>>{{exported, ""}, {exported, "w8a8"}, {plain, "int8"}}) {
     INFO(package << " served as " << (quantization.empty() ? "it is" : quantization));
-    auto model = LoadOrFail(package, {"cpu", "", quantization});
+    auto model = testing::LoadModelOrFail(package, {"cpu", "", quantization});
     CHECK(model->manifest().quantization == (quantization.empty() ? "int8" : quantization));
     const double difference = testing::RunModelScenario(*model, reference, bound, /*teacher_forcing=*/true);
     WARN("qwen3 int8 (" << (quantization.empty() ? "exported" : quantization) << "): largest logit difference "

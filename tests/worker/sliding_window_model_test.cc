@@ -5,12 +5,9 @@
 // across the window's edge and a prefix-cache hit, decoding well past the window.
 #include <catch2/catch.hpp>
 #include <memory>
-#include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "tests/support/child_process.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"
 #include "worker/engine/engine.h"
@@ -19,20 +16,8 @@
 namespace llmc::model {
 namespace {
 
-// The checkpoint, its package and the reference, made once per test process.
-const std::string& MistralWindowFixture() {
-  static std::once_flag once;
-  static std::string* dir = new std::string();
-  std::call_once(once, [] {
-    const std::string out = testing::MakeTempDir("llmc-mistral-window");
-    const testing::CommandResult result = testing::RunCommand(
-        LLMC_PYTHON, {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_mistral_fixture.py", "--out", out},
-        absl::Seconds(240));
-    if (result.exit_code != 0) throw std::runtime_error("make_mistral_fixture.py failed:\n" + result.output);
-    *dir = out;
-  });
-  return *dir;
-}
+// The checkpoint, its package and the reference (tests/python/make_mistral_fixture.py), made once.
+std::string MistralWindowFixture() { return testing::FamilyFixture("make_mistral_fixture.py", {}); }
 
 TEST_CASE(
     "sliding window model: a Mistral package with a window of 24 serves its full context and matches the "

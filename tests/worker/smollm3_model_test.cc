@@ -1,55 +1,24 @@
 // SmolLM3: checkpoints written in Hugging Face's layout (a NoPE layer between two RoPE layers, tied and untied
 // heads) and exported by tools/export_model.py run on the C++ loader and operators, and match the independent
-// forward of the same folder (tests/python/smollm3_reference.py, by make_smollm3_fixture.py). A NoPE layer calls
+// forward of the same folder (tests/python/smollm3_reference.py, by make_family_fixture.py smollm3). A NoPE layer calls
 // rms_norm_qkv_rope with the identity rotation (cos 1, sin 0), which the kernel and the composite operators
 // must leave exact.
 #include <ATen/ATen.h>
 
 #include <catch2/catch.hpp>
-#include <map>
-#include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "tests/support/child_process.h"
 #include "tests/support/model_scenario.h"
 #include "worker/model/loaded_model.h"
 
 namespace llmc::model {
 namespace {
 
-// The checkpoint, its package and the reference, made once per test process and variant.
+// The checkpoint, its package and the reference (tests/python/make_family_fixture.py), made once per variant.
 std::string SmolLM3Fixture(const std::string& dtype, bool tied) {
-  static std::mutex mu;
-  static std::map<std::string, std::string>* made = new std::map<std::string, std::string>();
-  std::lock_guard<std::mutex> lock(mu);
-  const std::string key = absl::StrCat(dtype, tied ? "-tied" : "-untied");
-  std::string& dir = (*made)[key];
-  if (dir.empty()) {
-    const std::string out = testing::MakeTempDir("llmc-smollm3-" + key);
-    std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_smollm3_fixture.py", "--out",
-                                     out, "--dtype", dtype};
-    if (!tied) args.push_back("--untied");
-    const testing::CommandResult result = testing::RunCommand(LLMC_PYTHON, args, absl::Seconds(240));
-    if (result.exit_code != 0) throw std::runtime_error("make_smollm3_fixture.py failed:\n" + result.output);
-    dir = out;
-  }
-  return dir;
-}
-
-double LargestLogit(const testing::ModelReference& reference) {
-  double largest = 0;
-  for (const at::Tensor& logits : reference.logits) largest = std::max(largest, logits.abs().max().item<double>());
-  return largest;
-}
-
-std::unique_ptr<LoadedModel> LoadOrFail(const std::string& package, const LoadOptions& options) {
-  auto model = LoadedModel::Load(package, options);
-  INFO(model.status().ToString());
-  REQUIRE(model.ok());
-  return std::move(*model);
+  return testing::FamilyFixture("make_family_fixture.py",
+                                {"smollm3", "--dtype", dtype, "--head", tied ? "tied" : "untied"});
 }
 
 TEST_CASE(
@@ -64,13 +33,13 @@ TEST_CASE(
       INFO((tied ? "tied" : "untied") << (packed ? ", packed weights" : ", composite operators"));
       LoadOptions options{"cpu", ""};
       options.pack_weights = packed;
-      auto model = LoadOrFail(dir + "/package", options);
+      auto model = testing::LoadModelOrFail(dir + "/package", options);
       CHECK(model->manifest().architecture == "smollm3");
       CHECK(model->manifest().tie_word_embeddings == tied);
       const double difference = testing::RunModelScenario(*model, reference, 1e-4, /*teacher_forcing=*/false);
       WARN("smollm3 float32 " << (tied ? "tied" : "untied") << (packed ? " packed" : " composite")
                               << ": largest logit difference " << difference << " (logits up to "
-                              << LargestLogit(reference) << ")");
+                              << testing::LargestLogit(reference) << ")");
     }
   }
 }
@@ -79,9 +48,9 @@ TEST_CASE("smollm3 model: bfloat16 logits stay within 3% of the largest logit of
           "[integration][model]") {
   const std::string dir = SmolLM3Fixture("bfloat16", /*tied=*/true);
   const testing::ModelReference reference = testing::LoadModelReference(dir);
-  auto model = LoadOrFail(dir + "/package", {"cpu", ""});
+  auto model = testing::LoadModelOrFail(dir + "/package", {"cpu", ""});
   CHECK(model->dtype() == at::kBFloat16);
-  const double bound = 3e-2 * LargestLogit(reference);
+  const double bound = 3e-2 * testing::LargestLogit(reference);
   const double difference = testing::RunModelScenario(*model, reference, bound, /*teacher_forcing=*/true);
   WARN("smollm3 bfloat16: largest logit difference " << difference << " (bound " << bound << ")");
 }
@@ -89,8 +58,8 @@ TEST_CASE("smollm3 model: bfloat16 logits stay within 3% of the largest logit of
 TEST_CASE("smollm3 model: int8 weights quantized at load stay within 5% of the largest logit", "[integration][model]") {
   const std::string dir = SmolLM3Fixture("float32", /*tied=*/true);
   const testing::ModelReference reference = testing::LoadModelReference(dir);
-  const double bound = 5e-2 * LargestLogit(reference);
-  auto model = LoadOrFail(dir + "/package", {"cpu", "", "int8"});
+  const double bound = 5e-2 * testing::LargestLogit(reference);
+  auto model = testing::LoadModelOrFail(dir + "/package", {"cpu", "", "int8"});
   const double difference = testing::RunModelScenario(*model, reference, bound, /*teacher_forcing=*/true);
   WARN("smollm3 int8 at load: largest logit difference " << difference << " (bound " << bound << ")");
 }
