@@ -40,8 +40,8 @@ ControllerProcess::ControllerProcess(const std::string& binary, std::vector<std:
       [&] { return !process_->running() || HealthStatus("") == grpc::health::v1::HealthCheckResponse::SERVING; },
       absl::Seconds(20));
   if (!serving || !process_->running()) {
-    throw std::runtime_error("llmc-controller did not become ready (health check: " +
-                             std::to_string(HealthStatus("")) + "); its log:\n" + process_->ReadLog());
+    throw std::runtime_error("llmc-controller did not become ready (health check: " + std::to_string(HealthStatus("")) +
+                             "); its log:\n" + process_->ReadLog());
   }
 }
 
