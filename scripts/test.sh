@@ -43,7 +43,7 @@ if [[ "$LLMC_SANITIZE" == *thread* ]]; then
   [ $# -eq 0 ] && serial='^integration: ?fault:'
   # The families' parity tests (Qwen3, SmolLM3, Phi-3, Granite, sliding windows) run the same kernels and thread
   # team as the model suite, which stays: under TSan they would only repeat it, several times slower.
-  left_out="$left_out|^integration: ?(qwen3|smollm3|phi3|granite|sliding window) model:"
+  left_out="$left_out|^integration: ?(qwen3|smollm3|phi3|granite|gemma3|sliding window) model:"
 fi
 status=0
 "${runner[@]}" ctest --output-on-failure -j "${LLMC_TEST_JOBS:-2}" --timeout 600 -R '^(unit|integration|grammar|typed_output):' \

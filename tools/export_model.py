@@ -105,7 +105,7 @@ def main(argv=None):
                     raise ExportError(f"--group-size {args.group_size} does not match the checkpoint's int8 weights, "
                                       f"which have {grouping}: leave --group-size out")
                 args.group_size = scheme.group_size
-            model, exact = load_checkpoint(config, args.checkpoint, scheme)
+            model, exact = load_checkpoint(config, args.checkpoint, scheme, args.dtype)
         else:
             overrides = {flag: getattr(args, flag) for flag in SIZE_FLAGS if getattr(args, flag) is not None}
             config = dataclasses.replace(PRESETS[args.preset], **overrides)

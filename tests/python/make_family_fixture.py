@@ -5,9 +5,10 @@ writes the independent reference of the same folder for the C++ tests:
   make_family_fixture.py FAMILY --out DIR --dtype float32|bfloat16 --head tied|untied
 
 FAMILY: smollm3 (a NoPE layer between two RoPE layers, smollm3_reference.py), phi3 (fused qkv_proj and
-gate_up_proj, partial rotary 0.75, LongRoPE, phi3_reference.py) or granite (non-trivial multipliers,
-granite_reference.py). DIR/checkpoint/ is the checkpoint, DIR/package/ the exported package and DIR/reference.pt
-the reference module (family_fixture.py).
+gate_up_proj, partial rotary 0.75, LongRoPE, phi3_reference.py), granite (non-trivial multipliers,
+granite_reference.py) or gemma3 (gemma3_text: sliding layers with a window of 8 among full ones, two RoPE bases,
+(1 + w) norms around both sublayers, the final softcap, gemma3_reference.py). DIR/checkpoint/ is the checkpoint,
+DIR/package/ the exported package and DIR/reference.pt the reference module (family_fixture.py).
 """
 import argparse
 import os
@@ -15,6 +16,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import gemma3_reference  # noqa: E402
 import granite_reference  # noqa: E402
 import phi3_reference  # noqa: E402
 import smollm3_reference  # noqa: E402
@@ -26,6 +28,7 @@ FAMILIES = {
     "phi3": (phi3_reference.PHI3_CONFIG, phi3_reference.Phi3Reference, phi3_reference.write_checkpoint),
     "granite": (granite_reference.GRANITE_CONFIG, granite_reference.GraniteReference,
                 granite_reference.write_checkpoint),
+    "gemma3": (gemma3_reference.GEMMA3_CONFIG, gemma3_reference.Gemma3Reference, gemma3_reference.write_checkpoint),
 }
 
 

@@ -73,7 +73,7 @@ class Qwen3ConfigTest(unittest.TestCase):
         for change, words in (({"use_sliding_window": True, "sliding_window": 256}, "use_sliding_window"),
                               ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types"),
                               ({"attention_bias": True}, "attention_bias"),
-                              ({"model_type": "gemma3_text"}, "unsupported architecture 'gemma3_text'"),
+                              ({"model_type": "gemma2"}, "unsupported architecture 'gemma2'"),
                               ({"model_type": "qwen3_moe"}, "unsupported architecture 'qwen3_moe'")):
             with self.assertRaises(ExportError) as caught:
                 ModelConfig.from_hf_config_dict(dict(QWEN3_CONFIG, **change))

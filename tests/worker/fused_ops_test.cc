@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/support/cpu_kernel_paths.h"
@@ -54,6 +55,59 @@ TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][
         testing::ForEachCpuKernelPath([&] {
           INFO("dtype " << dtype << " m " << m << " k " << k);
           CHECK(RelativeError(LinearResidual(input, packed, NoScale(), residual), expected) < Tolerance(dtype));
+        });
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu kernels: linear_residual with an output norm (Gemma 3) matches residual + RMSNorm(at::linear)",
+          "[unit][kernels]") {
+  at::manual_seed(11);
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t n : {24, 70, 200}) {
+      const int64_t k = 72;
+      const at::Tensor weight = Random({n, k}, dtype, 0.1);
+      const at::Tensor packed = PackWeight(weight);
+      const at::Tensor norm = Random({n}, dtype) + 1.0;
+      for (const int64_t m : kRows) {
+        const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+        const at::Tensor expected = composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat), NoScale(),
+                                                              residual.to(at::kFloat), norm.to(at::kFloat), 1e-6);
+        // The norm changes the answer: without it the result is another one.
+        CHECK(RelativeError(composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat), NoScale(),
+                                                      residual.to(at::kFloat)),
+                            expected) > 0.05);
+        testing::ForEachCpuKernelPath([&] {
+          INFO("dtype " << dtype << " m " << m << " n " << n);
+          CHECK(RelativeError(LinearResidual(input, packed, NoScale(), residual, norm, 1e-6), expected) <
+                Tolerance(dtype));
+        });
+      }
+    }
+  }
+}
+
+TEST_CASE("cpu kernels: rms_norm_gate_up_gelu_tanh matches at::gelu(tanh) * up", "[unit][kernels]") {
+  at::manual_seed(12);
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t k = 72;
+    const at::Tensor norm = Random({k}, dtype);
+    for (const std::pair<int64_t, double>& shape : {std::pair<int64_t, double>{40, 0.2}, {96, 0.2}, {96, 3.0}}) {
+      const int64_t intermediate = shape.first;
+      const double scale = shape.second;
+      // Large gate values too (scale 3): GELU's tails (x and 0) must come out, not inf or NaN.
+      const at::Tensor weight = Random({2 * intermediate, k}, dtype, scale);
+      const at::Tensor packed = PackWeight(weight, GateUpColumnOrder(intermediate));
+      for (const int64_t m : kRows) {
+        const at::Tensor hidden = Random({m, k}, dtype);
+        const at::Tensor expected = composite::RmsNormGateUpGeluTanh(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
+                                                                     weight.to(at::kFloat), NoScale(), intermediate);
+        REQUIRE(at::isfinite(expected).all().item<bool>());
+        testing::ForEachCpuKernelPath([&] {
+          INFO("dtype " << dtype << " m " << m << " intermediate " << intermediate);
+          const at::Tensor out = RmsNormGateUpGeluTanh(hidden, norm, 1e-6, packed, NoScale(), intermediate);
+          CHECK(RelativeError(out, expected) < Tolerance(dtype));
         });
       }
     }

@@ -1,11 +1,13 @@
-"""Architecture sizes of a Llama-family model (Llama, Mistral, Qwen2, Qwen3, SmolLM3, Phi-3, Granite), read from a
-Hugging Face config.json or given directly."""
+"""Architecture sizes of a Llama-family model (Llama, Mistral, Qwen2, Qwen3, SmolLM3, Phi-3, Granite, Gemma 3), read
+from a Hugging Face config.json or given directly."""
 import dataclasses
 import json
 import math
 from typing import Optional
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "granite")
+from .gemma3 import GEMMA3_MODEL_TYPES, check_gemma3, gemma3_layer_types, gemma3_rope, gemma3_text_config
+
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "granite", "gemma3_text", "gemma3")
 # Hugging Face's SmolLM3Config defaults where config.json leaves a key out.
 SMOLLM3_DEFAULT_ROPE_THETA = 2000000.0
 SMOLLM3_DEFAULT_NO_ROPE_LAYER_INTERVAL = 4
@@ -222,6 +224,19 @@ class ModelConfig:
     embedding_multiplier: float = 1.0
     residual_multiplier: float = 1.0
     logits_scaling: float = 1.0
+    # Gemma 3 (gemma3.py): the attention and MLP outputs RMS-normalized before their residual adds
+    # (post_attention_layernorm, post_feedforward_layernorm) and the MLP input by pre_feedforward_layernorm.
+    sandwich_norms: bool = False
+    # The MLP's activation of the gate: "silu" (SwiGLU) or "gelu_tanh" (GeGLU, gelu_pytorch_tanh).
+    hidden_activation: str = "silu"
+    # Gemma 3's local layers rotate with their own base (rope_local_base_freq, unscaled): the indices of those
+    # layers and the base.
+    local_rope_layers: tuple = ()
+    local_rope_theta: float = 10000.0
+    # tanh soft-capping of the logits: cap * tanh(logits / cap); 0: none.
+    final_logit_softcapping: float = 0.0
+    # The config's model_type where it differs from architecture (gemma3: the multimodal layout of the checkpoint).
+    source_model_type: str = ""
 
     def validate(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -238,6 +253,11 @@ class ModelConfig:
                               f"{list(self.layer_windows)}")
         if any(not 0 <= layer < self.num_layers for layer in self.nope_layers):
             raise ExportError(f"nope_layers {list(self.nope_layers)} name layers outside 0..{self.num_layers - 1}")
+        if self.hidden_activation not in ("silu", "gelu_tanh"):
+            raise ExportError(f"hidden_activation must be silu or gelu_tanh, got {self.hidden_activation}")
+        if any(not 0 <= layer < self.num_layers for layer in self.local_rope_layers):
+            raise ExportError(f"local_rope_layers {list(self.local_rope_layers)} name layers outside "
+                              f"0..{self.num_layers - 1}")
         if self.rope_scaling is not None:
             kind = self.rope_scaling.get("rope_type", self.rope_scaling.get("type"))
             if kind in ("longrope", "su") and self.architecture == "phi3":
@@ -275,6 +295,10 @@ class ModelConfig:
         # Partial rotary: the pass-through pairs turn by angle 0 (cos 1, sin 0).
         return inv_freq + [0.0] * (self.head_dim // 2 - len(inv_freq))
 
+    def local_inverse_frequencies(self):
+        """The inverse frequencies of the local layers' RoPE (local_rope_theta, never scaled)."""
+        return [1.0 / (self.local_rope_theta ** (i / self.head_dim)) for i in range(0, self.head_dim, 2)]
+
     @staticmethod
     def from_hf_config(path):
         return ModelConfig.from_hf_config_dict(read_hf_config(path))
@@ -286,6 +310,8 @@ class ModelConfig:
             raise ExportError(f"unsupported architecture '{model_type}' (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
         if model_type == "qwen3":
             check_qwen3(hf)
+        if model_type in GEMMA3_MODEL_TYPES:
+            return gemma3_model_config(hf)
         try:
             if model_type == "smollm3":
                 check_smollm3(hf)
@@ -355,3 +381,53 @@ class ModelConfig:
             raise ExportError(f"{path}: eos_token_id must be an id or a list of ids")
         self.eos_token_ids = tuple(dict.fromkeys(list(self.eos_token_ids) + extra))
         return self
+
+
+def gemma3_model_config(hf: dict) -> ModelConfig:
+    """A Gemma 3 text config (gemma3_text, or a gemma3 config's text_config) as the package's ModelConfig
+    (gemma3.py says what each setting becomes)."""
+    text = gemma3_text_config(hf)
+    check_gemma3(text)
+    try:
+        layer_types = gemma3_layer_types(text)
+        rope_theta, rope_scaling, local_theta = gemma3_rope(text)
+        num_layers = int(text["num_hidden_layers"])
+        maximum = int(text["max_position_embeddings"])
+        window = int(text.get("sliding_window") or 0)
+        eos = text.get("eos_token_id")
+        sliding = tuple(layer for layer in range(num_layers) if layer_types[layer] == "sliding_attention")
+        cap = text.get("final_logit_softcapping")
+        config = ModelConfig(
+            architecture="gemma3",
+            vocab_size=int(text["vocab_size"]),
+            hidden_size=int(text["hidden_size"]),
+            intermediate_size=int(text["intermediate_size"]),
+            num_layers=num_layers,
+            num_heads=int(text["num_attention_heads"]),
+            num_kv_heads=int(text["num_key_value_heads"]),
+            head_dim=int(text["head_dim"]),
+            rms_norm_eps=float(text["rms_norm_eps"]),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            qkv_bias=False,
+            qk_norm=True,
+            tie_word_embeddings=bool(text["tie_word_embeddings"]),
+            max_context_length=maximum,
+            bos_token_id=text.get("bos_token_id"),
+            eos_token_ids=tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []),
+            # A window that covers the whole context changes nothing (the local layers keep their RoPE base).
+            layer_windows=(tuple(window if layer in sliding else 0 for layer in range(num_layers))
+                           if sliding and 0 < window < maximum else ()),
+            attention_scale=float(text["query_pre_attn_scalar"]) ** -0.5,
+            sandwich_norms=True,
+            hidden_activation="gelu_tanh",
+            local_rope_layers=sliding,
+            local_rope_theta=local_theta,
+            final_logit_softcapping=float(cap) if cap is not None else 0.0,
+            source_model_type=hf.get("model_type", ""),
+        )
+    except KeyError as missing:
+        raise ExportError(f"config.json lacks {missing}") from None
+    except (TypeError, ValueError) as error:
+        raise ExportError(f"gemma3 config.json has a value of the wrong type ({error})") from None
+    return config.validate()

@@ -1,5 +1,5 @@
-"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM3, Phi-3, Granite 3) over one flattened
-batch and a paged KV cache.
+"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM3, Phi-3, Granite 3, Gemma 3) over one
+flattened batch and a paged KV cache.
 
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
@@ -62,10 +62,13 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
-    """Gate and up projections stacked in one matrix (gate_up_proj: [gate; up] rows)."""
+    """Gate and up projections stacked in one matrix (gate_up_proj: [gate; up] rows). With a gelu_tanh attribute
+    (Gemma 3) the gate goes through GELU's tanh form instead of SiLU."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        if config.hidden_activation == "gelu_tanh":
+            self.gelu_tanh = True
         self.intermediate_size = config.intermediate_size
         self.gate_up_proj = with_weight_scale(nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=False))
         self.down_proj = with_weight_scale(nn.Linear(config.intermediate_size, config.hidden_size, bias=False))
@@ -73,12 +76,18 @@ class Mlp(nn.Module):
 
 class DecoderLayer(nn.Module):
     """One layer as four fused operators and the paged attention (tools/llmc_export/ops.py). A NoPE layer
-    (SmolLM3's nope_layers) has a no_rope attribute; CausalLM passes it the identity rotation."""
+    (SmolLM3's nope_layers) has a no_rope attribute; CausalLM passes it the identity rotation. A local_rope
+    layer (Gemma 3's local layers) gets the local rotation. With sandwich norms (Gemma 3) post_attention_layernorm
+    normalizes the attention output before its residual add, pre_feedforward_layernorm the MLP's input and
+    post_feedforward_layernorm its output; otherwise post_attention_layernorm is the MLP's input norm (Llama's
+    naming)."""
 
     def __init__(self, config: ModelConfig, index: int = 0):
         super().__init__()
         if index in config.nope_layers:
             self.no_rope = True
+        if index in config.local_rope_layers:
+            self.local_rope = True
         # A sliding-window layer (config.layer_windows) attends to its last attention_window positions; a layer
         # without the attribute attends to the whole context.
         if config.layer_windows and config.layer_windows[index] > 0:
@@ -87,6 +96,9 @@ class DecoderLayer(nn.Module):
         self.mlp = Mlp(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        if config.sandwich_norms:
+            self.pre_feedforward_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+            self.post_feedforward_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
     def forward(self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, key_cache: torch.Tensor,
                 value_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
@@ -112,12 +124,29 @@ class DecoderLayer(nn.Module):
         else:
             out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
                                                  attn.scale)
-        hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim), attn.o_proj.weight,
-                                                attn.o_proj.weight_scale, hidden)
         mlp = self.mlp
-        act = torch.ops.llmc.rms_norm_gate_up_silu(hidden, self.post_attention_layernorm.weight,
-                                                   self.post_attention_layernorm.eps, mlp.gate_up_proj.weight,
-                                                   mlp.gate_up_proj.weight_scale, mlp.intermediate_size)
+        # Resolved when the model is scripted: packages without sandwich norms record Llama's calls unchanged.
+        if hasattr(self, "pre_feedforward_layernorm"):
+            hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim),
+                                                    attn.o_proj.weight, attn.o_proj.weight_scale, hidden,
+                                                    self.post_attention_layernorm.weight,
+                                                    self.post_attention_layernorm.eps)
+            mlp_norm = self.pre_feedforward_layernorm
+        else:
+            hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim),
+                                                    attn.o_proj.weight, attn.o_proj.weight_scale, hidden)
+            mlp_norm = self.post_attention_layernorm
+        if hasattr(mlp, "gelu_tanh"):
+            act = torch.ops.llmc.rms_norm_gate_up_gelu_tanh(hidden, mlp_norm.weight, mlp_norm.eps,
+                                                            mlp.gate_up_proj.weight, mlp.gate_up_proj.weight_scale,
+                                                            mlp.intermediate_size)
+        else:
+            act = torch.ops.llmc.rms_norm_gate_up_silu(hidden, mlp_norm.weight, mlp_norm.eps, mlp.gate_up_proj.weight,
+                                                       mlp.gate_up_proj.weight_scale, mlp.intermediate_size)
+        if hasattr(self, "post_feedforward_layernorm"):
+            return torch.ops.llmc.linear_residual(act, mlp.down_proj.weight, mlp.down_proj.weight_scale, hidden,
+                                                  self.post_feedforward_layernorm.weight,
+                                                  self.post_feedforward_layernorm.eps)
         return torch.ops.llmc.linear_residual(act, mlp.down_proj.weight, mlp.down_proj.weight_scale, hidden)
 
 
@@ -149,8 +178,15 @@ class CausalLM(nn.Module):
             self.lm_head.weight = self.model.embed_tokens.weight
         if config.nope_layers:
             self.has_nope_layers = True
+        if config.final_logit_softcapping > 0:
+            self.final_logit_softcapping = float(config.final_logit_softcapping)
         self.register_buffer("inv_freq", torch.tensor(config.inverse_frequencies(), dtype=torch.float32),
                              persistent=False)
+        # Local layers' rotation (Gemma 3); an empty buffer when every layer rotates by inv_freq.
+        local = config.local_inverse_frequencies() if config.local_rope_layers else []
+        if local:
+            self.has_local_rope = True
+        self.register_buffer("local_inv_freq", torch.tensor(local, dtype=torch.float32), persistent=False)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
                 slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
@@ -158,8 +194,9 @@ class CausalLM(nn.Module):
         """float32 logits [len(logits_indices), vocab] of the batch rows named by logits_indices."""
         hidden = self.final_hidden(input_ids, positions, kv_cache, slot_mapping, block_tables, seq_lens,
                                    query_start_locs, logits_indices)
-        return torch.ops.llmc.rms_norm_lm_head(hidden, self.model.norm.weight, self.model.norm.eps,
-                                               self.lm_head.weight, self.lm_head.weight_scale, self.vocab_size)
+        return self.soft_capped(torch.ops.llmc.rms_norm_lm_head(hidden, self.model.norm.weight, self.model.norm.eps,
+                                                                self.lm_head.weight, self.lm_head.weight_scale,
+                                                                self.vocab_size))
 
     @torch.jit.export
     def forward_top_k(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
@@ -170,9 +207,12 @@ class CausalLM(nn.Module):
         largest logits (values, ids) of every logits row (see ops.rms_norm_lm_head_top_k)."""
         hidden = self.final_hidden(input_ids, positions, kv_cache, slot_mapping, block_tables, seq_lens,
                                    query_start_locs, logits_indices)
-        return torch.ops.llmc.rms_norm_lm_head_top_k(hidden, self.model.norm.weight, self.model.norm.eps,
-                                                     self.lm_head.weight, self.lm_head.weight_scale, self.vocab_size,
-                                                     full_rows, top_k)
+        full, values, ids = torch.ops.llmc.rms_norm_lm_head_top_k(hidden, self.model.norm.weight,
+                                                                  self.model.norm.eps, self.lm_head.weight,
+                                                                  self.lm_head.weight_scale, self.vocab_size,
+                                                                  full_rows, top_k)
+        # Soft-capping is increasing: the same ids stay on top, in the same order.
+        return self.soft_capped(full), self.soft_capped(values), ids
 
     @torch.jit.export
     def forward_with_hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
@@ -194,7 +234,14 @@ class CausalLM(nn.Module):
                                                                   self.model.norm.weight, self.model.norm.eps,
                                                                   self.lm_head.weight, self.lm_head.weight_scale,
                                                                   self.vocab_size, full_rows, top_k)
-        return full, values, ids, pooled
+        return self.soft_capped(full), self.soft_capped(values), ids, pooled
+
+    def soft_capped(self, logits: torch.Tensor) -> torch.Tensor:
+        """cap * tanh(logits / cap) with final_logit_softcapping (Gemma 3, where the config sets it); resolved when
+        the model is scripted, so other packages record nothing."""
+        if hasattr(self, "final_logit_softcapping"):
+            return torch.tanh(logits / self.final_logit_softcapping) * self.final_logit_softcapping
+        return logits
 
     def final_hidden(self, input_ids: torch.Tensor, positions: torch.Tensor, kv_cache: torch.Tensor,
                      slot_mapping: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
@@ -222,10 +269,20 @@ class CausalLM(nn.Module):
         if hasattr(self, "has_nope_layers"):
             identity_cos = torch.ones_like(cos)
             identity_sin = torch.zeros_like(sin)
+        # Gemma 3's local layers rotate by their own frequencies; resolved when scripted, as above.
+        local_cos = cos
+        local_sin = sin
+        if hasattr(self, "has_local_rope"):
+            local_freqs = positions.float().unsqueeze(1) * self.local_inv_freq.unsqueeze(0)
+            local_cos = local_freqs.cos()
+            local_sin = local_freqs.sin()
         layer_index = 0
         for layer in self.model.layers:
             if hasattr(layer, "no_rope"):
                 hidden = layer(hidden, identity_cos, identity_sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1],
+                               slot_mapping, block_tables, seq_lens, query_start_locs)
+            elif hasattr(layer, "local_rope"):
+                hidden = layer(hidden, local_cos, local_sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1],
                                slot_mapping, block_tables, seq_lens, query_start_locs)
             else:
                 hidden = layer(hidden, cos, sin, kv_cache[layer_index, 0], kv_cache[layer_index, 1], slot_mapping,
@@ -250,6 +307,9 @@ def hf_parameter_shapes(config: ModelConfig) -> dict:
             prefix + "mlp.down_proj.weight": (h, i),
             prefix + "input_layernorm.weight": (h,), prefix + "post_attention_layernorm.weight": (h,),
         })
+        if config.sandwich_norms:
+            shapes.update({prefix + "pre_feedforward_layernorm.weight": (h,),
+                           prefix + "post_feedforward_layernorm.weight": (h,)})
         if config.qkv_bias:
             shapes.update({prefix + "self_attn.q_proj.bias": (q,), prefix + "self_attn.k_proj.bias": (kv,),
                            prefix + "self_attn.v_proj.bias": (kv,)})

@@ -8,8 +8,9 @@ The decoder layer is four fused operators around the attention, so the worker's 
 weight matrix once for every row of the batch: rms_norm_qkv_rope (RMSNorm, the stacked q/k/v projection with
 bias, the optional per-head RMSNorm of q and k (Qwen3's QK-norm: q_norm_weight and k_norm_weight of size
 head_dim, the same eps; None or empty means none), rotary embedding, and the k/v cache write),
-linear_residual (o_proj and down_proj with the residual add), rms_norm_gate_up_silu (RMSNorm, the stacked
-gate/up projection, SiLU(gate) * up), rms_norm_lm_head (the final norm and the LM head, float32 logits),
+linear_residual (o_proj and down_proj with the residual add; with norm_weight, Gemma 3's RMSNorm of the
+projection before the add), rms_norm_gate_up_silu (RMSNorm, the stacked gate/up projection, SiLU(gate) * up;
+rms_norm_gate_up_gelu_tanh the same with GELU's tanh form, Gemma 3's GeGLU), rms_norm_lm_head (the final norm and the LM head, float32 logits),
 rms_norm_lm_head_top_k (the same pass, but full logits only for the rows that ask for them and, for every row,
 its top_k largest logits: greedy and top-k sampling need no more), and embed. Weights arrive as
 [out_features, in_features]; the worker repacks them for its kernels at load time, which the graph does not see.
@@ -48,9 +49,14 @@ _library.define(
     "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
     "Tensor? bias, Tensor cos, Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, "
     "int num_heads, int num_kv_heads, Tensor? q_norm_weight=None, Tensor? k_norm_weight=None) -> Tensor")
-_library.define("linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual) -> Tensor")
+_library.define(
+    "linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual, Tensor? norm_weight=None, "
+    "float eps=1e-06) -> Tensor")
 _library.define(
     "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+    "int intermediate_size) -> Tensor")
+_library.define(
+    "rms_norm_gate_up_gelu_tanh(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
     "int intermediate_size) -> Tensor")
 _library.define(
     "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
@@ -113,14 +119,23 @@ def rms_norm_qkv_rope_reference(hidden, norm_weight, eps, weight, weight_scale, 
     return rope_reference(q, cos, sin)
 
 
-def linear_residual_reference(input, weight, weight_scale, residual):
-    return residual + F.linear(input, dequantize(weight, weight_scale, input.dtype))
+def linear_residual_reference(input, weight, weight_scale, residual, norm_weight=None, eps=1e-6):
+    projected = F.linear(input, dequantize(weight, weight_scale, input.dtype))
+    if has_weight(norm_weight):  # Gemma 3's output norm before the residual add
+        projected = rms_norm_reference(projected, norm_weight, eps)
+    return residual + projected
 
 
 def rms_norm_gate_up_silu_reference(hidden, norm_weight, eps, weight, weight_scale, intermediate_size):
     matrix = dequantize(weight, weight_scale, hidden.dtype)
     gate_up = F.linear(rms_norm_reference(hidden, norm_weight, eps), matrix)
     return F.silu(gate_up[:, :intermediate_size]) * gate_up[:, intermediate_size:]
+
+
+def rms_norm_gate_up_gelu_tanh_reference(hidden, norm_weight, eps, weight, weight_scale, intermediate_size):
+    matrix = dequantize(weight, weight_scale, hidden.dtype)
+    gate_up = F.linear(rms_norm_reference(hidden, norm_weight, eps), matrix)
+    return F.gelu(gate_up[:, :intermediate_size], approximate="tanh") * gate_up[:, intermediate_size:]
 
 
 def rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, weight_scale, vocab_size):
@@ -181,5 +196,6 @@ _library.impl("embed", embed_reference, "CPU")
 _library.impl("rms_norm_qkv_rope", rms_norm_qkv_rope_reference, "CPU")
 _library.impl("linear_residual", linear_residual_reference, "CPU")
 _library.impl("rms_norm_gate_up_silu", rms_norm_gate_up_silu_reference, "CPU")
+_library.impl("rms_norm_gate_up_gelu_tanh", rms_norm_gate_up_gelu_tanh_reference, "CPU")
 _library.impl("rms_norm_lm_head", rms_norm_lm_head_reference, "CPU")
 _library.impl("rms_norm_lm_head_top_k", rms_norm_lm_head_top_k_reference, "CPU")

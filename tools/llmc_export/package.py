@@ -8,6 +8,7 @@ import torch
 
 from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
+from .gemma3 import gemma3_text_tensors, prepare_gemma3_tensors
 from .granite import prepare_granite_tensors
 from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
@@ -29,6 +30,9 @@ WINDOW_FORMAT_VERSION = 8
 # Version 9: int4 weights (quantization "int4", two 4-bit weights a byte). Only int4 packages are written as
 # version 9, so an older worker refuses them by their version.
 INT4_FORMAT_VERSION = 9
+# Version 10: Gemma 3's graph (linear_residual with an output norm, rms_norm_gate_up_gelu_tanh, two rotations,
+# soft-capped logits). Only packages that use them are written as version 10.
+GEMMA3_FORMAT_VERSION = 10
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 QUANTIZATIONS = ("none", "int8", "int4")
@@ -44,8 +48,8 @@ def default_chat_template(config: ModelConfig) -> str:
         return "chatml"
     if config.architecture == "mistral":
         return "mistral"
-    # No built-in Phi or Granite template: the checkpoint's own Jinja one serves chats.
-    if config.architecture in ("phi3", "granite"):
+    # No built-in Phi, Granite or Gemma template: the checkpoint's own Jinja one serves chats.
+    if config.architecture in ("phi3", "granite", "gemma3"):
         return "raw"
     return "llama3" if config.vocab_size >= 128000 else "llama2"
 
@@ -86,6 +90,9 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
 
 def format_version(config: ModelConfig) -> int:
     """The oldest format that has what the package's graph calls."""
+    if (config.sandwich_norms or config.hidden_activation != "silu" or config.local_rope_layers
+            or config.final_logit_softcapping > 0):
+        return GEMMA3_FORMAT_VERSION
     if any(config.layer_windows):
         return WINDOW_FORMAT_VERSION
     return QK_NORM_FORMAT_VERSION if config.qk_norm else FORMAT_VERSION
@@ -135,11 +142,18 @@ def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> C
     return load_checkpoint(config, checkpoint, None)[0]
 
 
-def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8Scheme]) -> tuple:
+def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8Scheme],
+                    dtype: str = "float32") -> tuple:
     """(the network with a checkpoint folder's weights, {module name: (int8, scales)} for the projections an
-    int8 checkpoint (scheme, prequantized.py) holds quantized: quantize_model's `exact`)."""
+    int8 checkpoint (scheme, prequantized.py) holds quantized: quantize_model's `exact`). `dtype` is the package's
+    (Gemma 3 rounds a factor to it)."""
     model = CausalLM(config)
     tensors = read_checkpoint(checkpoint)
+    if config.architecture == "gemma3":
+        if scheme is not None:
+            raise ExportError("gemma3 int8 (compressed-tensors) checkpoints are not supported: export the float "
+                              "checkpoint with --quantize int8 instead")
+        gemma3_text_tensors(tensors, config.source_model_type)
     exact = take_int8_weights(tensors, scheme) if scheme is not None else {}
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
@@ -168,6 +182,8 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
         raise ExportError(f"checkpoint has tensors this architecture does not use: {', '.join(unexpected[:8])}")
     if config.architecture == "granite":
         prepare_granite_tensors(tensors, config)
+    if config.architecture == "gemma3":
+        prepare_gemma3_tensors(tensors, config, DTYPES.get(dtype, torch.float32))
     load_hf_tensors(model, config, tensors)
     return model, by_module(exact, config.tie_word_embeddings)
 
@@ -213,6 +229,7 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     model = model.to(DTYPES[dtype]).eval()
     # Rotary angles and weight scales stay in float32 whatever the weights' dtype.
     model.inv_freq = model.inv_freq.float()
+    model.local_inv_freq = model.local_inv_freq.float()
     for module in model.modules():
         if hasattr(module, "weight_scale"):
             module.weight_scale = module.weight_scale.float()

@@ -98,9 +98,13 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
         ExpectShape(module, prefix + "mlp.gate_up_proj.weight", {2 * m.intermediate_size, m.hidden_size / per_byte}));
     RETURN_IF_ERROR(
         ExpectShape(module, prefix + "mlp.down_proj.weight", {m.hidden_size, m.intermediate_size / per_byte}));
-    if (m.architecture == "qwen3") {  // QK-norm: one weight per head dimension
+    if (m.architecture == "qwen3" || m.architecture == "gemma3") {  // QK-norm: one weight per head dimension
       RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.q_norm.weight", {m.head_dim}));
       RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.k_norm.weight", {m.head_dim}));
+    }
+    if (m.architecture == "gemma3") {  // the MLP's input and output norms
+      RETURN_IF_ERROR(ExpectShape(module, prefix + "pre_feedforward_layernorm.weight", {m.hidden_size}));
+      RETURN_IF_ERROR(ExpectShape(module, prefix + "post_feedforward_layernorm.weight", {m.hidden_size}));
     }
   }
   const std::string extra_layer = absl::StrCat("model.layers.", m.num_layers, ".self_attn.qkv_proj.weight");

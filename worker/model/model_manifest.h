@@ -19,9 +19,10 @@ inline constexpr char kManifestFile[] = "llmc-model.json";
 // the exporter writes 7 only for packages that use them); version 8 passes paged_attention a per-layer window
 // (sliding-window layers; written only for packages with one). Older ones are refused with a hint to re-export.
 inline constexpr int kMinManifestFormatVersion = 5;
-inline constexpr int kManifestFormatVersion = 9;
+inline constexpr int kManifestFormatVersion = 10;
 // Version 9: int4 weights (quantization "int4", two 4-bit weights a byte); written only for int4 packages, so an
-// older worker refuses them by their version.
+// older worker refuses them by their version. Version 10: Gemma 3's graph (linear_residual's output norm,
+// rms_norm_gate_up_gelu_tanh, local rotations, soft-capped logits); written only for packages that use it.
 inline constexpr int kInt4ManifestFormatVersion = 9;
 
 // llmc-model.json (docs/model-package.md).

@@ -38,13 +38,20 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
                           const c10::optional<at::Tensor>& q_norm_weight = c10::nullopt,
                           const c10::optional<at::Tensor>& k_norm_weight = c10::nullopt);
 
-// residual + input @ weight^T
+// residual + input @ weight^T; with norm_weight ([out_features] of the input's dtype), residual +
+// RMSNorm(input @ weight^T) * norm_weight: Gemma 3's output norms (the projection rounded to the input's dtype
+// before the norm, as Hugging Face's layer computes it).
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
-                          const at::Tensor& residual);
+                          const at::Tensor& residual, const c10::optional<at::Tensor>& norm_weight = c10::nullopt,
+                          double eps = 1e-6);
 
 // SiLU(RMSNorm(hidden) @ gate^T) * (RMSNorm(hidden) @ up^T); weight is [gate; up] ([2 I, H]) or packed.
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
                              const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size);
+
+// The same with GELU's tanh form in place of SiLU (Gemma 3's GeGLU, gelu_pytorch_tanh).
+at::Tensor RmsNormGateUpGeluTanh(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                                 const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size);
 
 // float32 logits of RMSNorm(hidden) @ weight^T: [T, vocab_size].
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
@@ -75,9 +82,12 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
                           const c10::optional<at::Tensor>& q_norm_weight = c10::nullopt,
                           const c10::optional<at::Tensor>& k_norm_weight = c10::nullopt);
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
-                          const at::Tensor& residual);
+                          const at::Tensor& residual, const c10::optional<at::Tensor>& norm_weight = c10::nullopt,
+                          double eps = 1e-6);
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
                              const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size);
+at::Tensor RmsNormGateUpGeluTanh(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                                 const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size);
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,
                          const at::Tensor& weight_scale, int64_t vocab_size);
 std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tensor& hidden,

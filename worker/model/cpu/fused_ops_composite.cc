@@ -101,14 +101,23 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
 }
 
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
-                          const at::Tensor& residual) {
-  return residual + Project(input, weight, weight_scale);
+                          const at::Tensor& residual, const c10::optional<at::Tensor>& norm_weight, double eps) {
+  const at::Tensor projected = Project(input, weight, weight_scale);
+  if (!HasWeight(norm_weight)) return residual + projected;
+  return residual + RmsNorm(projected, *norm_weight, eps);
 }
 
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
                              const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size) {
   const at::Tensor gate_up = Project(RmsNorm(hidden, norm_weight, eps), weight, weight_scale);
   return at::silu(gate_up.narrow(-1, 0, intermediate_size)) * gate_up.narrow(-1, intermediate_size, intermediate_size);
+}
+
+at::Tensor RmsNormGateUpGeluTanh(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                                 const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size) {
+  const at::Tensor gate_up = Project(RmsNorm(hidden, norm_weight, eps), weight, weight_scale);
+  return at::gelu(gate_up.narrow(-1, 0, intermediate_size), "tanh") *
+         gate_up.narrow(-1, intermediate_size, intermediate_size);
 }
 
 at::Tensor RmsNormLmHead(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& weight,

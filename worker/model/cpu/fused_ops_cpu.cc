@@ -1,7 +1,7 @@
 // CPU kernels of the fused operators. Each projection stages its activations and streams its weight's panels
-// (panel_matmul.h); a per-panel epilogue finishes the columns they produced (bias, residual, SiLU * up, the
-// LM head's top-k lists), and rms_norm_qkv_rope applies the per-head QK-norm (when given) and RoPE and writes the
-// cache in a second pass.
+// (panel_matmul.h); a per-panel epilogue finishes the columns they produced (bias, residual, SiLU or GELU * up, the
+// LM head's top-k lists). Two finish in a second pass over whole rows: linear_residual with an output norm, and
+// rms_norm_qkv_rope, which applies the per-head QK-norm (when given) and RoPE and writes the cache.
 #include <c10/util/BFloat16.h>
 #include <torch/library.h>
 
@@ -26,15 +26,19 @@ namespace {
 
 using Bf16 = c10::BFloat16;
 
-using SiluMulKernel = void (*)(const float*, const float*, float*, int64_t);
+// out = activation(gate) * up over a panel's columns.
+using GatedActivationKernel = void (*)(const float*, const float*, float*, int64_t);
 
-SiluMulKernel SelectSiluMul() {
+enum class GateActivation { kSilu, kGeluTanh };
+
+GatedActivationKernel SelectGatedActivation(GateActivation activation) {
+  const bool silu = activation == GateActivation::kSilu;
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
-  if (isa >= CpuIsa::kAvx512Bf16) return &SiluMulAvx512;
-  if (isa == CpuIsa::kAvx2) return &SiluMulAvx2;
+  if (isa >= CpuIsa::kAvx512Bf16) return silu ? &SiluMulAvx512 : &GeluTanhMulAvx512;
+  if (isa == CpuIsa::kAvx2) return silu ? &SiluMulAvx2 : &GeluTanhMulAvx2;
 #endif
-  return &SiluMulPortable;
+  return silu ? &SiluMulPortable : &GeluTanhMulPortable;
 }
 
 // Each member's top-k lists for every row, then each member's merge cursors (one per member's list).
@@ -121,14 +125,19 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   return q_out;
 }
 
+// residual + input @ W^T; with `norm` (Gemma 3's output norm), the projection's rows are kept (rounded to T, as
+// the projection's output is) until every panel is done, then RMS-normalized, scaled and added in a second pass.
 template <typename T>
-at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight, const at::Tensor& residual) {
+at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight, const at::Tensor& residual,
+                              const T* norm, float eps) {
   const int64_t tokens = input.size(0), k = input.size(1), columns = residual.size(1);
   const Staged staged = PrepareStaging(tokens, k, weight, input.scalar_type());
   at::Tensor out = at::empty_like(residual);
   const T* x = input.data_ptr<T>();
   const T* res = residual.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
+  float* projected =
+      norm != nullptr ? reinterpret_cast<float*>(CallerBuffer(kQkvResults, tokens * columns * sizeof(float))) : nullptr;
   WorkQueue panel_queue(weight.packed.size(0), MaxTeamSize());
   InTeam([&](TeamMember& member) {
     StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
@@ -136,18 +145,35 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t offset = (m0 + r) * columns + first;
+        if (projected != nullptr) {
+          for (int64_t j = 0; j < count; ++j) projected[offset + j] = static_cast<float>(T(c[r * kPanelWidth + j]));
+          continue;
+        }
         for (int64_t j = 0; j < count; ++j) {
           out_data[offset + j] = T(static_cast<float>(res[offset + j]) + c[r * kPanelWidth + j]);
         }
       }
     });
+    if (projected == nullptr) return;
+    member.Barrier();
+    const auto [first_token, last_token] = member.Share(tokens);
+    for (int64_t t = first_token; t < last_token; ++t) {
+      const float* row = projected + t * columns;
+      float sum = 0.0f;
+      for (int64_t j = 0; j < columns; ++j) sum += row[j] * row[j];
+      const float inverse_rms = 1.0f / std::sqrt(sum / static_cast<float>(columns) + eps);
+      for (int64_t j = 0; j < columns; ++j) {
+        const T normalized(row[j] * inverse_rms * static_cast<float>(norm[j]));
+        out_data[t * columns + j] = T(static_cast<float>(res[t * columns + j]) + static_cast<float>(normalized));
+      }
+    }
   });
   return out;
 }
 
 template <typename T>
-at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const PanelWeight& weight,
-                          int64_t intermediate) {
+at::Tensor GateUpImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, float eps, const PanelWeight& weight,
+                      int64_t intermediate, GateActivation activation) {
   constexpr int64_t kHalf = kPanelWidth / 2;
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
   const Staged staged = PrepareStaging(tokens, k, weight, hidden.scalar_type());
@@ -155,7 +181,7 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
-  const SiluMulKernel silu_mul = SelectSiluMul();
+  const GatedActivationKernel activate = SelectGatedActivation(activation);
   WorkQueue panel_queue(weight.packed.size(0), MaxTeamSize());
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
@@ -165,7 +191,7 @@ at::Tensor GateUpSiluImpl(const at::Tensor& hidden, const at::Tensor& norm_weigh
       for (int64_t r = 0; r < rows; ++r) {
         T* dst = out_data + (m0 + r) * intermediate + first;
         const float* gate = c + r * kPanelWidth;
-        silu_mul(gate, gate + kHalf, activated, count);
+        activate(gate, gate + kHalf, activated, count);
         for (int64_t j = 0; j < count; ++j) dst[j] = T(activated[j]);
       }
     });
@@ -317,31 +343,64 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
 }
 
 at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, const at::Tensor& weight_scale,
-                          const at::Tensor& residual_in) {
-  if (!IsPackedWeight(weight)) return composite::LinearResidual(input_in, weight, weight_scale, residual_in);
+                          const at::Tensor& residual_in, const c10::optional<at::Tensor>& norm_weight, double eps) {
+  if (!IsPackedWeight(weight)) {
+    return composite::LinearResidual(input_in, weight, weight_scale, residual_in, norm_weight, eps);
+  }
   const PanelWeight panel_weight{weight, weight_scale};
   const at::Tensor input = input_in.contiguous(), residual = residual_in.contiguous();
   CheckPacked("linear_residual", input, panel_weight, residual.size(-1));
   TORCH_CHECK(residual.dim() == 2 && residual.size(0) == input.size(0) && residual.scalar_type() == input.scalar_type(),
               "linear_residual: residual must be [tokens, out_features] of the input's dtype");
-  return ByDtype(input, [&](auto type) { return LinearResidualImpl<decltype(type)>(input, panel_weight, residual); });
+  at::Tensor norm;
+  if (composite::HasWeight(norm_weight)) {
+    TORCH_CHECK(norm_weight->numel() == residual.size(1) && norm_weight->scalar_type() == input.scalar_type(),
+                "linear_residual: norm_weight must be [out_features] of the input's dtype");
+    norm = norm_weight->contiguous();
+  }
+  return ByDtype(input, [&](auto type) {
+    using T = decltype(type);
+    return LinearResidualImpl<T>(input, panel_weight, residual, norm.defined() ? norm.data_ptr<T>() : nullptr,
+                                 static_cast<float>(eps));
+  });
 }
 
-at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden_in, const at::Tensor& norm_weight, double eps,
-                             const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size) {
-  if (!IsPackedWeight(weight)) {
-    return composite::RmsNormGateUpSilu(hidden_in, norm_weight, eps, weight, weight_scale, intermediate_size);
-  }
+namespace {
+
+at::Tensor RmsNormGateUp(const char* name, const at::Tensor& hidden_in, const at::Tensor& norm_weight, double eps,
+                         const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size,
+                         GateActivation activation) {
   const PanelWeight panel_weight{weight, weight_scale};
   const at::Tensor hidden = hidden_in.contiguous(), norm = norm_weight.contiguous();
-  CheckPacked("rms_norm_gate_up_silu", hidden, panel_weight, 0);
-  TORCH_CHECK(weight.size(0) == (intermediate_size + kPanelWidth / 2 - 1) / (kPanelWidth / 2),
-              "rms_norm_gate_up_silu: packed weight is not the gate/up interleave for this intermediate size");
-  TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(),
-              "rms_norm_gate_up_silu: norm weight must be [hidden] of the input's dtype");
+  CheckPacked(name, hidden, panel_weight, 0);
+  TORCH_CHECK(weight.size(0) == (intermediate_size + kPanelWidth / 2 - 1) / (kPanelWidth / 2), name,
+              ": packed weight is not the gate/up interleave for this intermediate size");
+  TORCH_CHECK(norm.numel() == hidden.size(1) && norm.scalar_type() == hidden.scalar_type(), name,
+              ": norm weight must be [hidden] of the input's dtype");
   return ByDtype(hidden, [&](auto type) {
-    return GateUpSiluImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), panel_weight, intermediate_size);
+    return GateUpImpl<decltype(type)>(hidden, norm, static_cast<float>(eps), panel_weight, intermediate_size,
+                                      activation);
   });
+}
+
+}  // namespace
+
+at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                             const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size) {
+  if (!IsPackedWeight(weight)) {
+    return composite::RmsNormGateUpSilu(hidden, norm_weight, eps, weight, weight_scale, intermediate_size);
+  }
+  return RmsNormGateUp("rms_norm_gate_up_silu", hidden, norm_weight, eps, weight, weight_scale, intermediate_size,
+                       GateActivation::kSilu);
+}
+
+at::Tensor RmsNormGateUpGeluTanh(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                                 const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size) {
+  if (!IsPackedWeight(weight)) {
+    return composite::RmsNormGateUpGeluTanh(hidden, norm_weight, eps, weight, weight_scale, intermediate_size);
+  }
+  return RmsNormGateUp("rms_norm_gate_up_gelu_tanh", hidden, norm_weight, eps, weight, weight_scale, intermediate_size,
+                       GateActivation::kGeluTanh);
 }
 
 at::Tensor RmsNormLmHead(const at::Tensor& hidden_in, const at::Tensor& norm_weight, double eps,
@@ -413,9 +472,14 @@ TORCH_LIBRARY_FRAGMENT(llmc, m) {
       "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
       "Tensor? bias, Tensor cos, Tensor sin, Tensor(a!) key_cache, Tensor(b!) value_cache, Tensor slot_mapping, "
       "int num_heads, int num_kv_heads, Tensor? q_norm_weight=None, Tensor? k_norm_weight=None) -> Tensor");
-  m.def("linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual) -> Tensor");
+  m.def(
+      "linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual, Tensor? norm_weight=None, "
+      "float eps=1e-06) -> Tensor");
   m.def(
       "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
+      "int intermediate_size) -> Tensor");
+  m.def(
+      "rms_norm_gate_up_gelu_tanh(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
       "int intermediate_size) -> Tensor");
   m.def(
       "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
@@ -430,6 +494,7 @@ TORCH_LIBRARY_IMPL(llmc, CPU, m) {
   m.impl("rms_norm_qkv_rope", &llmc::model::cpu::RmsNormQkvRope);
   m.impl("linear_residual", &llmc::model::cpu::LinearResidual);
   m.impl("rms_norm_gate_up_silu", &llmc::model::cpu::RmsNormGateUpSilu);
+  m.impl("rms_norm_gate_up_gelu_tanh", &llmc::model::cpu::RmsNormGateUpGeluTanh);
   m.impl("rms_norm_lm_head", &llmc::model::cpu::RmsNormLmHead);
   m.impl("rms_norm_lm_head_top_k", &llmc::model::cpu::RmsNormLmHeadTopK);
 }
@@ -439,6 +504,7 @@ TORCH_LIBRARY_IMPL(llmc, CUDA, m) {
   m.impl("rms_norm_qkv_rope", &llmc::model::cpu::composite::RmsNormQkvRope);
   m.impl("linear_residual", &llmc::model::cpu::composite::LinearResidual);
   m.impl("rms_norm_gate_up_silu", &llmc::model::cpu::composite::RmsNormGateUpSilu);
+  m.impl("rms_norm_gate_up_gelu_tanh", &llmc::model::cpu::composite::RmsNormGateUpGeluTanh);
   m.impl("rms_norm_lm_head", &llmc::model::cpu::composite::RmsNormLmHead);
   m.impl("rms_norm_lm_head_top_k", &llmc::model::cpu::composite::RmsNormLmHeadTopK);
 }

@@ -105,6 +105,10 @@ void PanelBf16Amx(const PanelArgs& args);
 void SiluMulPortable(const float* gate, const float* up, float* out, int64_t count);
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t count);
 void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t count);
+// out = GELU(gate) * up, GELU's tanh form (vector_math.h: GeluTanhMul).
+void GeluTanhMulPortable(const float* gate, const float* up, float* out, int64_t count);
+void GeluTanhMulAvx2(const float* gate, const float* up, float* out, int64_t count);
+void GeluTanhMulAvx512(const float* gate, const float* up, float* out, int64_t count);
 
 // Decode and short-chunk attention for one sequence and one KV head over its paged context (attention_kernel.h
 // has the contract); one instantiation per path.

@@ -89,5 +89,8 @@ void PanelInt8Avx2(const Int8PanelArgs& args) {
 
 void AttendAvx2(const AttentionArgs& args) { Attend(args); }
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
+void GeluTanhMulAvx2(const float* gate, const float* up, float* out, int64_t count) {
+  GeluTanhMul(gate, up, out, count);
+}
 
 }  // namespace llmc::model::cpu

@@ -290,5 +290,8 @@ void AttendAvx512(const AttentionArgs& args) {
   }
 }
 void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
+void GeluTanhMulAvx512(const float* gate, const float* up, float* out, int64_t count) {
+  GeluTanhMul(gate, up, out, count);
+}
 
 }  // namespace llmc::model::cpu

@@ -80,5 +80,8 @@ void PanelInt8Portable(const Int8PanelArgs& args) {
 
 void AttendPortable(const AttentionArgs& args) { Attend(args); }
 void SiluMulPortable(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
+void GeluTanhMulPortable(const float* gate, const float* up, float* out, int64_t count) {
+  GeluTanhMul(gate, up, out, count);
+}
 
 }  // namespace llmc::model::cpu

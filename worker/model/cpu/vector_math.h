@@ -37,6 +37,17 @@ inline void SiluMul(const float* gate, const float* up, float* out, int64_t coun
   for (int64_t j = 0; j < count; ++j) out[j] = gate[j] / (1.0f + FastExp(-gate[j])) * up[j];
 }
 
+// out[j] = GELU(gate[j]) * up[j] with GELU's tanh form, 0.5 x (1 + tanh(u)), u = sqrt(2 / pi) (x + 0.044715 x^3);
+// 0.5 (1 + tanh(u)) is the logistic function of 2u, so it takes one FastExp like SiLU.
+inline void GeluTanhMul(const float* gate, const float* up, float* out, int64_t count) {
+  constexpr float kTwoSqrtTwoOverPi = 1.5957691216057308f;
+  for (int64_t j = 0; j < count; ++j) {
+    const float x = gate[j];
+    const float two_u = kTwoSqrtTwoOverPi * (x + 0.044715f * x * x * x);
+    out[j] = x / (1.0f + FastExp(-two_u)) * up[j];
+  }
+}
+
 }  // namespace
 }  // namespace llmc::model::cpu
 
