@@ -4,8 +4,10 @@
 // (tests/python/phi3_reference.py, by make_family_fixture.py phi3).
 #include <catch2/catch.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "tests/support/engine_scenario.h"
 #include "tests/support/model_scenario.h"
 #include "worker/model/loaded_model.h"
 
@@ -40,6 +42,12 @@ TEST_CASE(
       WARN("phi3 float32 " << (tied ? "tied" : "untied") << (packed ? " packed" : " composite")
                            << ": largest logit difference " << difference << " (logits up to "
                            << testing::LargestLogit(reference) << ")");
+      // Through the engine: alone, a prefix-cache hit, and a batch under preemption, greedy identical.
+      const testing::EngineScenarioResult engine = testing::RunEngineScenario(std::move(model), reference);
+      WARN("phi3 float32 " << (tied ? "tied" : "untied") << (packed ? " packed" : " composite")
+                           << " through the engine: " << engine.num_preemptions << " preemptions, prefix-cache hits of "
+                           << engine.repeat_cached_tokens << " and " << engine.extend_cached_tokens
+                           << " prompt tokens");
     }
   }
 }

@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/support/child_process.h"
+#include "tests/support/engine_scenario.h"
 #include "tests/support/model_scenario.h"
 #include "worker/model/loaded_model.h"
 
@@ -42,6 +44,12 @@ TEST_CASE(
       WARN("qwen3 float32 " << (tied ? "tied" : "untied") << (packed ? " packed" : " composite")
                             << ": largest logit difference " << difference << " (logits up to "
                             << testing::LargestLogit(reference) << ")");
+      // Through the engine: alone, a prefix-cache hit, and a batch under preemption, greedy identical.
+      const testing::EngineScenarioResult engine = testing::RunEngineScenario(std::move(model), reference);
+      WARN("qwen3 float32 " << (tied ? "tied" : "untied") << (packed ? " packed" : " composite")
+                            << " through the engine: " << engine.num_preemptions
+                            << " preemptions, prefix-cache hits of " << engine.repeat_cached_tokens << " and "
+                            << engine.extend_cached_tokens << " prompt tokens");
     }
   }
 }
