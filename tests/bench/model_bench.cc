@@ -5,6 +5,10 @@
 // judges nothing.
 //
 //   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8|:int4][:small-pages] [<package-dir>[...] ...]
+//   llmc_model_bench --contexts=512,8192 <package-dir> ...
+//
+// --contexts measures only decode b=1 with each given number of tokens already cached, and each step's ratio
+// to the first context's (what sliding-window layers save: Gemma 3's local layers read only their window).
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -24,7 +28,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tests/bench/step_profiler.h"
 #include "worker/model/cpu/huge_page_arena.h"
 #include "worker/model/loaded_model.h"
@@ -142,11 +148,21 @@ absl::Status Step(llmc::model::LoadedModel& model, const llmc::model::ForwardBat
 int main(int argc, char** argv) {
   bool profile = false, bandwidth_only = false;
   std::vector<std::string> packages;
+  std::vector<int64_t> contexts;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--profile") {
       profile = true;
     } else if (std::string(argv[i]) == "--bandwidth") {
       bandwidth_only = true;
+    } else if (absl::StartsWith(argv[i], "--contexts=")) {
+      for (absl::string_view value : absl::StrSplit(absl::string_view(argv[i]).substr(11), ',')) {
+        int64_t context = 0;
+        if (!absl::SimpleAtoi(value, &context) || context < 0 || context > 32768) {
+          std::fprintf(stderr, "--contexts takes token counts up to 32768, not '%s'\n", std::string(value).c_str());
+          return 2;
+        }
+        contexts.push_back(context);
+      }
     } else {
       packages.emplace_back(argv[i]);
     }
@@ -230,13 +246,37 @@ int main(int argc, char** argv) {
     m.weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
     m.label = manifest.quantization == "none" ? manifest.dtype : manifest.quantization;
     if (!options.huge_pages) m.label += " 4K";
-    auto cache = (*model)->AllocateKvCache(32 * ((kContext + 2048) / kBlockSize + 2), kBlockSize);
+    const int64_t longest = contexts.empty() ? 0 : *std::max_element(contexts.begin(), contexts.end());
+    auto cache = (*model)->AllocateKvCache(
+        std::max<int64_t>(32 * ((kContext + 2048) / kBlockSize + 2), longest / kBlockSize + 2), kBlockSize);
     if (!cache.ok()) return 1;
     m.cache = *cache;
     m.model = *std::move(model);
     measured.push_back(std::move(m));
   }
   const int64_t vocab = measured.front().model->manifest().vocab_size;
+  if (!contexts.empty()) {
+    // Decode b=1 after each context, the packages and contexts taking turns in every run; best step of 15.
+    std::vector<std::vector<double>> best(measured.size(), std::vector<double>(contexts.size(), 1e9));
+    for (int run = -3; run < 15; ++run) {
+      for (size_t c = 0; c < contexts.size(); ++c) {
+        const auto batch = MakeBatch(1, contexts[c], 0, kBlockSize, vocab);
+        for (size_t i = 0; i < measured.size(); ++i) {
+          const auto start = Clock::now();
+          if (!Step(*measured[i].model, batch, measured[i].cache, /*greedy=*/true).ok()) return 1;
+          if (run >= 0) best[i][c] = std::min(best[i][c], Seconds(start) * 1e3);
+        }
+      }
+    }
+    for (size_t i = 0; i < measured.size(); ++i) {
+      for (size_t c = 0; c < contexts.size(); ++c) {
+        std::printf("%-10s decode b=1 after %6lld tokens: %8.2f ms (%.2fx the step after %lld)\n",
+                    measured[i].label.c_str(), static_cast<long long>(contexts[c]), best[i][c], best[i][c] / best[i][0],
+                    static_cast<long long>(contexts[0]));
+      }
+    }
+    return 0;
+  }
   for (const Shape shape :
        {Shape{"decode b=1", 1, 0}, Shape{"decode b=4", 4, 0}, Shape{"decode b=8", 8, 0}, Shape{"decode b=16", 16, 0},
         Shape{"decode b=32", 32, 0}, Shape{"prefill 512", 1, 512}, Shape{"prefill 2000", 1, 2000}}) {

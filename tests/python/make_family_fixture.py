@@ -3,15 +3,20 @@
 writes the independent reference of the same folder for the C++ tests:
 
   make_family_fixture.py FAMILY --out DIR --dtype float32|bfloat16 --head tied|untied
+  make_family_fixture.py gemma3 --out DIR --dtype bfloat16 --head tied --tokenizer-dir DIR --vocab-size 262208 \
+      --name tiny-gemma3 --no-reference   (a package to serve with Gemma 3's tokenizer and chat template)
 
 FAMILY: smollm3 (a NoPE layer between two RoPE layers, smollm3_reference.py), phi3 (fused qkv_proj and
 gate_up_proj, partial rotary 0.75, LongRoPE, phi3_reference.py), granite (non-trivial multipliers,
 granite_reference.py) or gemma3 (gemma3_text: sliding layers with a window of 8 among full ones, two RoPE bases,
 (1 + w) norms around both sublayers, the final softcap, gemma3_reference.py). DIR/checkpoint/ is the checkpoint,
-DIR/package/ the exported package and DIR/reference.pt the reference module (family_fixture.py).
+DIR/package/ the exported package and DIR/reference.pt (unless --no-reference) the reference module
+(family_fixture.py). --tokenizer-dir puts that folder's tokenizer.json and tokenizer_config.json in the checkpoint
+in place of the placeholder tokenizer.json, so the package carries the real vocabulary and chat template.
 """
 import argparse
 import os
+import shutil
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,14 +44,28 @@ def main():
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     parser.add_argument("--head", required=True, choices=("tied", "untied"),
                         help="tie_word_embeddings (untied: an lm_head tensor)")
+    parser.add_argument("--tokenizer-dir", help="folder with tokenizer.json (and tokenizer_config.json)")
+    parser.add_argument("--vocab-size", type=int, help="in place of the family config's (e.g. the tokenizer's)")
+    parser.add_argument("--bos-token-id", type=int)
+    parser.add_argument("--eos-token-id", type=int)
+    parser.add_argument("--name", help="the served name (default tiny-FAMILY)")
+    parser.add_argument("--no-reference", action="store_true")
     args = parser.parse_args()
     config, reference_class, write_checkpoint = FAMILIES[args.family]
     hf_config = dict(config, tie_word_embeddings=args.head == "tied")
+    for key in ("vocab_size", "bos_token_id", "eos_token_id"):
+        if getattr(args, key) is not None:
+            hf_config[key] = getattr(args, key)
     checkpoint = write_checkpoint(os.path.join(args.out, "checkpoint"), hf_config)
-    code = export(checkpoint, args.out, args.dtype, f"tiny-{args.family}")
+    if args.tokenizer_dir:
+        for name in ("tokenizer.json", "tokenizer_config.json"):
+            if os.path.exists(os.path.join(args.tokenizer_dir, name)):
+                shutil.copyfile(os.path.join(args.tokenizer_dir, name), os.path.join(checkpoint, name))
+    code = export(checkpoint, args.out, args.dtype, args.name or f"tiny-{args.family}")
     if code != 0:
         return code
-    write_reference(args.out, reference_class(checkpoint, DTYPES[args.dtype]), hf_config["vocab_size"])
+    if not args.no_reference:
+        write_reference(args.out, reference_class(checkpoint, DTYPES[args.dtype]), hf_config["vocab_size"])
     return 0
 
 
