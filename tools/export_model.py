@@ -7,7 +7,9 @@
   tools/export_model.py --checkpoint ~/models/Qwen2.5-0.5B-Instruct-W8A8 --out packages/qwen2.5-0.5b-w8a8
 
 A checkpoint already quantized to int8 (compressed-tensors, as llm-compressor writes for vLLM) gives an int8
-package holding its own int8 weights and scales (llmc_export/prequantized.py).
+package holding its own int8 weights and scales (llmc_export/prequantized.py); a 4-bit GPTQ, AWQ or
+compressed-tensors pack-quantized one an int4 package with its own nibbles, scales and zero points
+(llmc_export/prequantized_int4.py).
 
 Runs on Debian's python3-torch with no other packages. See docs/model-package.md.
 """
@@ -24,6 +26,7 @@ from llmc_export.package import (DTYPES, EMBEDDING_POOLINGS, MANIFEST, QUANTIZAT
                                  load_checkpoint, write_package)
 from llmc_export.output_formats import REASONING_MARKERS, TOOL_CALL_FORMATS  # noqa: E402
 from llmc_export.prequantized import read_scheme  # noqa: E402
+from llmc_export.prequantized_int4 import Int4Scheme, read_int4_scheme  # noqa: E402
 from llmc_export.quantize import INT4_DEFAULT_GROUP_SIZE  # noqa: E402
 
 PRESETS = {
@@ -67,6 +70,9 @@ def parse_args(argv):
     parser.add_argument("--group-size", type=int, default=0,
                         help="input columns per scale: int8 32, 64, 128, 256, 512 (default 0: one per output row); "
                         "int4 32, 64, 128 (default 0: 128)")
+    parser.add_argument("--int4-zero-point", action="store_true",
+                        help="int4: asymmetric groups (a scale and a zero point per group, format version 11) "
+                        "instead of symmetric ones")
     parser.add_argument("--name", help="model name clients use (default: the output folder's name)")
     parser.add_argument("--tokenizer", help="tokenizer.json (default: the checkpoint's)")
     parser.add_argument("--chat-template", help="built-in chat template name; without it the package carries the model's own "
@@ -98,16 +104,25 @@ def main(argv=None):
             config = ModelConfig.from_hf_config_dict(hf_config)
             config.add_generation_eos(os.path.join(args.checkpoint, "generation_config.json"))
             tokenizer = args.tokenizer or os.path.join(args.checkpoint, "tokenizer.json")
-            scheme = read_scheme(hf_config)
-            if scheme is not None:
+            scheme = read_int4_scheme(hf_config) or read_scheme(hf_config)
+            if isinstance(scheme, Int4Scheme):
+                # A 4-bit checkpoint makes an int4 package with its own nibbles, scales and zero points.
+                if args.quantize not in (None, "int4"):
+                    raise ExportError(f"the checkpoint's weights are 4-bit ({scheme.method}), so its package is "
+                                      f"int4: leave out --quantize {args.quantize}")
+                args.quantize = "int4"
+                if args.group_size not in (0, scheme.group_size):
+                    raise ExportError(f"--group-size {args.group_size} does not match the checkpoint's 4-bit weights, "
+                                      f"kept in groups of {scheme.group_size}: leave --group-size out")
+                args.group_size = scheme.group_size
+            elif scheme is not None:
                 # An int8 checkpoint makes an int8 package with its own groups (vLLM reads the scheme the same way).
                 if args.quantize == "none":
                     raise ExportError("the checkpoint's weights are int8 (compressed-tensors), so its package is "
                                       "int8: leave out --quantize none")
                 if args.quantize == "int4":
                     raise ExportError("the checkpoint's weights are int8 (compressed-tensors): int4 from them is not "
-                                      "supported (GPTQ/AWQ/pack-quantized 4-bit checkpoints are not read yet); leave "
-                                      "out --quantize int4, or quantize an unquantized checkpoint")
+                                      "supported; leave out --quantize int4, or quantize an unquantized checkpoint")
                 args.quantize = "int8"
                 if args.group_size not in (0, scheme.group_size):
                     grouping = f"groups of {scheme.group_size}" if scheme.group_size else "one scale per row"
@@ -128,10 +143,12 @@ def main(argv=None):
             args.group_size = INT4_DEFAULT_GROUP_SIZE
         name = args.name or os.path.basename(os.path.normpath(args.out))
         # A W8A16 checkpoint was quantized to run with 16-bit activations: the worker serves it so by default.
-        served = "w8a16" if scheme is not None and scheme.activations == "none" else "int8"
+        served = "w8a16" if scheme is not None and getattr(scheme, "activations", "") == "none" else "int8"
+        if args.int4_zero_point and args.quantize != "int4":
+            raise ExportError("--int4-zero-point needs --quantize int4")
         write_package(model, config, args.out, name, args.dtype, tokenizer, args.chat_template, args.quantize,
                       args.group_size, args.embedding_pooling, exact, served, args.tool_call_format,
-                      args.reasoning_markers)
+                      args.reasoning_markers, args.int4_zero_point)
     except ExportError as error:
         print(f"export_model: {error}", file=sys.stderr)
         return 2
@@ -142,7 +159,7 @@ def main(argv=None):
         weights = f"{args.dtype} activations, {args.quantize} weights per {per}"
         if scheme is not None:
             weights += f", {len(exact)} matrices as the checkpoint has them"
-            if scheme.activations == "none":
+            if getattr(scheme, "activations", "") == "none":
                 weights += "; a W8A16 checkpoint, served with 16-bit activations unless the worker is told otherwise"
     with open(os.path.join(args.out, MANIFEST), encoding="utf-8") as f:
         manifest = json.load(f)

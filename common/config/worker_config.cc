@@ -18,7 +18,8 @@ absl::Status ValidateAtLeast(absl::string_view key, uint64_t value, uint64_t min
 absl::Status WorkerConfig::Validate() const {
   if (!dtype.empty()) RETURN_IF_ERROR(ValidateOneOf("dtype", dtype, {"float32", "bfloat16"}));
   if (!quantization.empty())
-    RETURN_IF_ERROR(ValidateOneOf("quantization", quantization, {"none", "int8", "w8a16", "w8a8", "int4"}));
+    RETURN_IF_ERROR(
+        ValidateOneOf("quantization", quantization, {"none", "int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8"}));
   RETURN_IF_ERROR(ValidateOneOf("metric_names", metric_names, {"llmc", "vllm", "both"}));
   // The names of typed_output::ToolCallFormat (worker/typed_output/output_format.h), which common cannot link.
   RETURN_IF_ERROR(ValidateOneOf(
@@ -37,9 +38,9 @@ absl::Status WorkerConfig::Validate() const {
   }
   if (quantization_group_size != 0 && (quantization.empty() || quantization == "none")) {
     return absl::InvalidArgumentError(
-        "quantization_group_size applies only with quantization int8, w8a16, w8a8 or int4");
+        "quantization_group_size applies only with quantization int8, w8a16, w8a8, int4, w4a16 or w4a8");
   }
-  if (quantization == "int4" && quantization_group_size > 128) {
+  if ((quantization == "int4" || quantization == "w4a16" || quantization == "w4a8") && quantization_group_size > 128) {
     return absl::InvalidArgumentError(
         absl::StrCat("int4 quantization_group_size must be 32, 64 or 128 (0: 128), got ", quantization_group_size));
   }

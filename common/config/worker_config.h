@@ -17,8 +17,9 @@ struct WorkerConfig {
   std::string model_path;  // a model package folder (docs/model-package.md)
   std::string model_name;  // empty: the manifest's name
   std::string device = "auto";
-  std::string dtype;         // empty: the package's
-  std::string quantization;  // empty: the package's; int8/w8a16/w8a8/int4 quantize a bf16/f32 package at load
+  std::string dtype;  // empty: the package's
+  std::string
+      quantization;  // empty: the package's; int8/w8a16/w8a8/int4/w4a16/w4a8 quantize a bf16/f32 package at load
   uint32_t quantization_group_size = 0;  // 0: one int8 scale per output row
   uint32_t max_model_len = 0;            // 0: the manifest's max_context_length
 
@@ -60,7 +61,8 @@ struct WorkerConfig {
     v("quantization", quantization,
       "none; int8 (int8 weights, quantized at load unless the package is int8; on the CPU, activations "
       "quantized to int16 in small batches and to int8 from 8 rows); w8a16 or w8a8 (int8 weights, int16 or "
-      "int8 activations in every batch, CPU only); int4 (4-bit weights in groups, int16 activations, CPU only); "
+      "int8 activations in every batch, CPU only); int4 (4-bit weights in groups, CPU only: int8 activations "
+      "where the CPU has AVX512-VNNI, int16 elsewhere); w4a16 or w4a8 (int4 with int16 or int8 activations); "
       "empty uses the package's");
     v("quantization_group_size", quantization_group_size,
       "int8 quantization at load: 0 for one scale per output row, or inputs per scale (32, 64, 128, 256, 512); "

@@ -4,7 +4,7 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8|:int4][:small-pages] [<package-dir>[...] ...]
+//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8|:int4|:w4a16|:w4a8][:small-pages] [...]
 //   llmc_model_bench --contexts=512,8192 <package-dir> ...
 //
 // --contexts measures only decode b=1 with each given number of tokens already cached, and each step's ratio
@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
-    // PACKAGE[:QUANTIZATION][:small-pages]: int8, w8a16, w8a8 or int4 (quantized at load unless the package is int8);
+    // PACKAGE[:QUANTIZATION][:small-pages]: int8, w8a16, w8a8, int4, w4a16 or w4a8 (quantized at load unless the
+    // package is quantized);
     // small-pages keeps the weights and the KV cache off huge pages. Only those suffixes are taken off, so a
     // path may hold colons.
     std::string package = argument;
@@ -233,7 +234,7 @@ int main(int argc, char** argv) {
       return true;
     };
     if (take_suffix(":small-pages")) options.huge_pages = false;
-    for (const char* quantization : {"int8", "w8a16", "w8a8", "int4"}) {
+    for (const char* quantization : {"int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8"}) {
       if (take_suffix(absl::StrCat(":", quantization))) options.quantization = quantization;
     }
     auto model = llmc::model::LoadedModel::Load(package, options);

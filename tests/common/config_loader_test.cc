@@ -217,7 +217,7 @@ TEST_CASE("config: the real process configurations validate their defaults and r
   CHECK(quantized.Validate().ok());
   quantized.quantization = "none";
   CHECK_THAT(std::string(quantized.Validate().message()),
-             Catch::Contains("applies only with quantization int8, w8a16, w8a8 or int4"));
+             Catch::Contains("applies only with quantization int8, w8a16, w8a8, int4, w4a16 or w4a8"));
   // The typed-output parsers: auto (the package's), or a format the worker knows.
   WorkerConfig parsers;
   CHECK(parsers.tool_call_parser == "auto");

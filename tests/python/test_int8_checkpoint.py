@@ -144,8 +144,11 @@ class Int8CheckpointTest(unittest.TestCase):
             return config_edit(lambda q: q["config_groups"]["group_0"]["weights"].update(fields))
 
         cases = [
-            ("checkpoints quantized with 'gptq' are not supported", config_edit(lambda q: q.update(quant_method="gptq"))),
-            ("4-bit int weights are not supported", weights_edit(num_bits=4)),
+            ("checkpoints quantized with 'bitsandbytes' are not supported",
+             config_edit(lambda q: q.update(quant_method="bitsandbytes"))),
+            # 4-bit weights are read only as pack-quantized (test_int4_checkpoint.py).
+            ("4-bit format 'int-quantized' is not supported", weights_edit(num_bits=4)),
+            ("3-bit int weights are not supported", weights_edit(num_bits=3)),
             ("8-bit float weights are not supported", weights_edit(type="float")),
             ("asymmetric weights (zero points) are not supported", weights_edit(symmetric=False)),
             ("weight strategy 'block' is not supported", weights_edit(strategy="block")),

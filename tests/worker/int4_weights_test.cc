@@ -1,14 +1,17 @@
-// int4 weights (W4A16): the quantizer against the exporter's formula, pack/unpack round trips, and every fused
-// operator on packed int4 weights against its composite on the dequantized weights, on every instruction-set
-// path this machine has (portable, AVX2, AVX512-VNNI), forced one by one.
+// int4 weights: the quantizer against the exporter's formula, pack/unpack round trips, and every fused operator on
+// packed int4 weights against its composite on the dequantized weights, on every instruction-set path this machine
+// has (portable, AVX2, AVX512-VNNI), forced one by one: W4A16 (int16 activations) on every path, and W4A8 (the
+// activations as bytes, AVX512-VNNI) against the same sums of the byte-quantized activations.
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
+#include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/int4_weight.h"
+#include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 
@@ -103,6 +106,7 @@ Int4Weight MakeInt4(int64_t n, int64_t k, int64_t group_size, const std::vector<
 
 TEST_CASE("int4 weights: linear_residual on every path matches the dequantized composition, M 1..33, 255, 300",
           "[unit][int4]") {
+  const ScopedInt8Activations w4a16(Int8Activations::kInt16);
   at::manual_seed(43);
   const at::Tensor none = at::empty({0});
   std::vector<int64_t> rows;
@@ -134,6 +138,7 @@ TEST_CASE("int4 weights: linear_residual on every path matches the dequantized c
 }
 
 TEST_CASE("int4 weights: gate/up, the LM head and the tied embedding on every path", "[unit][int4]") {
+  const ScopedInt8Activations w4a16(Int8Activations::kInt16);
   at::manual_seed(44);
   const at::Tensor none = at::empty({0});
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
@@ -163,6 +168,7 @@ TEST_CASE("int4 weights: gate/up, the LM head and the tied embedding on every pa
 }
 
 TEST_CASE("int4 weights: every path sums the same integers", "[unit][int4]") {
+  const ScopedInt8Activations w4a16(Int8Activations::kInt16);
   at::manual_seed(45);
   const Int4Weight weight = MakeInt4(64, 512, 128);
   const at::Tensor input = Random({9, 512}, at::kFloat), residual = at::zeros({9, 64});
@@ -170,6 +176,50 @@ TEST_CASE("int4 weights: every path sums the same integers", "[unit][int4]") {
   testing::ForEachCpuKernelPath(
       [&] { outputs.push_back(LinearResidual(input, weight.packed, weight.scales, residual)); });
   for (const at::Tensor& out : outputs) CHECK(RelativeError(out, outputs.front()) < 1e-6);
+}
+
+// The activations as W4A8 sees them: each group of `group_size` inputs of each row at 127 levels of its largest
+// magnitude (times the scale's float32 inverse, rounded half to even, as the quantizer does), back in float32.
+at::Tensor ByteQuantized(const at::Tensor& x, int64_t group_size) {
+  const int64_t m = x.size(0), k = x.size(1);
+  const at::Tensor grouped = x.to(at::kFloat).reshape({m, k / group_size, group_size});
+  const at::Tensor scale = grouped.abs().amax(-1, /*keepdim=*/true) / 127;
+  return (at::round(grouped * at::reciprocal(scale)).clamp(-127, 127) * scale).reshape({m, k});
+}
+
+TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quantized to bytes, M 1..33, 300",
+          "[unit][int4]") {
+  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) {
+    WARN("no AVX512-VNNI here: W4A8 does not run (int4 weights take int16 activations)");
+    return;
+  }
+  at::manual_seed(46);
+  const ScopedInt8Activations w4a8(Int8Activations::kInt8);
+  const at::Tensor none = at::empty({0});
+  std::vector<int64_t> rows;
+  for (int64_t m = 1; m <= 13; ++m) rows.push_back(m);
+  for (const int64_t m : {16, 33, 300}) rows.push_back(m);  // prefill-sized batches too: no dequantized panels
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    for (const int64_t group_size : {32, 64, 128}) {
+      for (const int64_t k : {256, 384}) {
+        if (k % group_size != 0) continue;
+        const int64_t n = 70;
+        const Int4Weight weight = MakeInt4(n, k, group_size);
+        for (const int64_t m : rows) {
+          const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+          const at::Tensor expected = composite::LinearResidual(ByteQuantized(input, group_size), weight.dequantized,
+                                                                none, residual.to(at::kFloat));
+          INFO("dtype " << dtype << " group " << group_size << " m " << m << " k " << k);
+          const at::Tensor out = LinearResidual(input, weight.packed, weight.scales, residual);
+          // bfloat16 output rounding aside, the same sums: a byte or nibble out of order is off by O(1).
+          CHECK(RelativeError(out, expected) < (dtype == at::kFloat ? 1e-4 : 1e-2));
+          // And near the float result, as W8A8 is.
+          CHECK(RelativeError(out, composite::LinearResidual(input.to(at::kFloat), weight.dequantized, none,
+                                                             residual.to(at::kFloat))) < 3e-2);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("int4 weights: a packed int4 weight without matching scales is refused", "[unit][int4]") {

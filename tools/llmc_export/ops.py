@@ -20,8 +20,10 @@ cos and sin are [num_tokens, head_dim / 2] float32; rotation follows the rotate-
 Every weight matrix comes with a weight_scale. An empty one (numel 0) means the weight is a plain matrix in the
 activation dtype. Otherwise the weight is int8 [N, K] and weight_scale float32 [N, G], G dividing K: group g
 scales columns g * K / G .. (g + 1) * K / G - 1, so W[n, k] = weight[n, k] * weight_scale[n, k // (K / G)]
-(G == 1: one scale per output row). Activations stay in their dtype; the quantized embed returns float32
-rows, which the graph casts to the activation dtype.
+(G == 1: one scale per output row). An int4 weight is uint8 [N, K / 2] (two nibbles u a byte, input 2i low) with
+weight_scale float32 [N, G]: W = (u - 8) * scale, or [N, G, 2] (scale, zero point z): W = (u - z) * scale.
+Activations stay in their dtype; the quantized embed returns float32 rows, which the graph casts to the
+activation dtype.
 
 Cache layout: key_cache and value_cache are [num_blocks, block_size, num_kv_heads, head_dim]. Token slot s
 lives at block s // block_size, offset s % block_size.
@@ -67,9 +69,17 @@ _library.define(
 
 
 def dequantize(weight, weight_scale, dtype):
-    """The matrix an int8 weight and its group scales stand for, in dtype; a plain weight as it is."""
+    """The matrix an int8 or int4 weight and its group scales stand for, in dtype; a plain weight as it is."""
     if weight_scale.numel() == 0:
         return weight
+    if weight.dtype == torch.uint8:  # int4: nibble u of input 2i low, 2i + 1 high
+        u = torch.stack([weight & 15, weight >> 4], dim=2).reshape(weight.shape[0], -1).float()
+        if weight_scale.dim() == 3:  # zero points
+            scale, zero = weight_scale[..., 0], weight_scale[..., 1]
+        else:
+            scale, zero = weight_scale, torch.full_like(weight_scale, 8.0)
+        width = u.shape[1] // scale.shape[1]
+        return ((u - zero.repeat_interleave(width, dim=1)) * scale.repeat_interleave(width, dim=1)).to(dtype)
     group_width = weight.shape[1] // weight_scale.shape[1]
     return (weight.float() * weight_scale.repeat_interleave(group_width, dim=1)).to(dtype)
 
@@ -92,7 +102,7 @@ def embed_reference(input_ids, weight, weight_scale, hidden_size):
     rows = F.embedding(input_ids, weight)
     if weight_scale.numel() == 0:
         return rows
-    return dequantize(rows, F.embedding(input_ids, weight_scale), torch.float32)
+    return dequantize(rows, weight_scale[input_ids], torch.float32)
 
 
 def has_weight(weight) -> bool:

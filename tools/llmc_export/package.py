@@ -12,7 +12,8 @@ from .gemma3 import gemma3_text_tensors, prepare_gemma3_tensors
 from .granite import prepare_granite_tensors
 from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
-from .prequantized import Int8Scheme, by_module, take_int8_weights
+from .prequantized import by_module, take_int8_weights
+from .prequantized_int4 import Gptq8Scheme, Int4Scheme, take_quantized_weights
 from .quantize import INT4_DEFAULT_GROUP_SIZE, check_group_size, check_int4_group_size, quantize_model
 from .safetensors import read_checkpoint
 
@@ -33,6 +34,9 @@ INT4_FORMAT_VERSION = 9
 # Version 10: Gemma 3's graph (linear_residual with an output norm, rms_norm_gate_up_gelu_tanh, two rotations,
 # soft-capped logits). Only packages that use them are written as version 10.
 GEMMA3_FORMAT_VERSION = 10
+# Version 11: int4 weights with zero points (weight_scale [N, G, 2]: scale and zero point per group). Only
+# packages that have them are written as version 11; symmetric int4 packages stay version 9 (or 10).
+INT4_ZERO_POINT_FORMAT_VERSION = 11
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 QUANTIZATIONS = ("none", "int8", "int4")
@@ -55,11 +59,14 @@ def default_chat_template(config: ModelConfig) -> str:
 
 
 def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str, quantization: str = "none",
-                 group_size: int = 0, embedding_pooling: str = "last", served_quantization: str = "int8") -> dict:
+                 group_size: int = 0, embedding_pooling: str = "last", served_quantization: str = "int8",
+                 zero_points: bool = False) -> dict:
+    version = format_version(config)
+    if quantization == "int4":
+        version = max(version, INT4_ZERO_POINT_FORMAT_VERSION if zero_points else INT4_FORMAT_VERSION)
     return {
         "format": FORMAT,
-        "format_version": max(format_version(config), INT4_FORMAT_VERSION) if quantization == "int4"
-        else format_version(config),
+        "format_version": version,
         "name": name,
         "architecture": config.architecture,
         "dtype": dtype,
@@ -142,10 +149,10 @@ def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> C
     return load_checkpoint(config, checkpoint, None)[0]
 
 
-def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8Scheme],
-                    dtype: str = "float32") -> tuple:
+def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "float32") -> tuple:
     """(the network with a checkpoint folder's weights, {module name: (int8, scales)} for the projections an
-    int8 checkpoint (scheme, prequantized.py) holds quantized: quantize_model's `exact`). `dtype` is the package's
+    int8 checkpoint (scheme, prequantized.py) or a 4-bit one (an Int4Scheme, prequantized_int4.py) holds quantized:
+    quantize_model's `exact`). `dtype` is the package's
     (Gemma 3 rounds a factor to it)."""
     model = CausalLM(config)
     tensors = read_checkpoint(checkpoint)
@@ -154,7 +161,11 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
             raise ExportError("gemma3 int8 (compressed-tensors) checkpoints are not supported: export the float "
                               "checkpoint with --quantize int8 instead")
         gemma3_text_tensors(tensors, config.source_model_type)
-    exact = take_int8_weights(tensors, scheme) if scheme is not None else {}
+    gptq_like = isinstance(scheme, (Int4Scheme, Gptq8Scheme))
+    if gptq_like:
+        exact = take_quantized_weights(tensors, scheme)
+    else:
+        exact = take_int8_weights(tensors, scheme) if scheme is not None else {}
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
     if config.architecture == "phi3":
@@ -166,6 +177,12 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
         raise ExportError("granite int8 (compressed-tensors) checkpoints are not supported (the residual multiplier "
                           "is folded into o_proj and down_proj): export the float checkpoint with --quantize int8")
     expected = hf_parameter_shapes(config)
+    if gptq_like:
+        # Older GPTQ tools save a bias of zeros beside every quantized projection: one the architecture lacks goes.
+        for name in [name for name in tensors if name.endswith(".bias") and name not in expected
+                     and name[:-len(".bias")] + ".weight" in exact]:
+            if not bool(tensors[name].any()):
+                del tensors[name]
     missing = sorted(name for name in expected if name not in tensors)
     if missing:
         raise ExportError(f"checkpoint is missing tensors: {', '.join(missing[:8])}"
@@ -185,14 +202,14 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme: Optional[Int8S
     if config.architecture == "gemma3":
         prepare_gemma3_tensors(tensors, config, DTYPES.get(dtype, torch.float32))
     load_hf_tensors(model, config, tensors)
-    return model, by_module(exact, config.tie_word_embeddings)
+    return model, by_module(exact, config.tie_word_embeddings, "int4" if isinstance(scheme, Int4Scheme) else "int8")
 
 
 def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str, dtype: str,
                   tokenizer_path: str, chat_template: str = None, quantize: str = None, group_size: int = 0,
                   embedding_pooling: str = "last", exact: Optional[dict] = None,
                   served_quantization: str = "int8", tool_call_format: Optional[str] = None,
-                  reasoning_markers: Optional[str] = None) -> str:
+                  reasoning_markers: Optional[str] = None, int4_zero_point: bool = False) -> str:
     """Writes the package; quantize="int8" stores the projection weights as int8 with float32 scales per
     output row (group_size 0) or per group_size input columns, and the activations stay in dtype; `exact`
     (load_checkpoint) gives modules their int8 weights as an int8 checkpoint has them, and served_quantization
@@ -235,13 +252,14 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
             module.weight_scale = module.weight_scale.float()
     if quantization in ("int8", "int4"):
         # From the weights in the package dtype: what the worker gets quantizing a package of that dtype at load.
-        quantize_model(model, group_size, exact, method=quantization)
+        quantize_model(model, group_size, exact, method=quantization, zero_point=int4_zero_point)
+    zero_points = any(getattr(module, "weight_scale", torch.empty(0)).dim() == 3 for module in model.modules())
     scripted = torch.jit.script(model)
     os.makedirs(out_dir, exist_ok=True)
     scripted.save(os.path.join(out_dir, "model.pt"))
     shutil.copyfile(tokenizer_path, os.path.join(out_dir, "tokenizer.json"))
     manifest = manifest_for(config, name, dtype, chat_template or default_chat_template(config), quantization,
-                            group_size, embedding_pooling, served_quantization)
+                            group_size, embedding_pooling, served_quantization, zero_points)
     # The model's own template comes with it, unless a built-in one was asked for by name.
     jinja_template, special_tokens = read_tokenizer_config(tokenizer_path)
     if special_tokens:

@@ -68,8 +68,9 @@ def read_scheme(hf_config: dict) -> Optional[Int8Scheme]:
     method = config.get("quant_method")
     if method != "compressed-tensors":
         raise ExportError(f"checkpoints quantized with '{method}' are not supported: llmc reads int8 checkpoints in "
-                          "the compressed-tensors format (llm-compressor's W8A8 and W8A16); or export the "
-                          "unquantized checkpoint with --quantize int8")
+                          "the compressed-tensors format (llm-compressor's W8A8 and W8A16) and 4-bit GPTQ, AWQ and "
+                          "compressed-tensors pack-quantized ones; or export the unquantized checkpoint with "
+                          "--quantize int8 or int4")
     if config.get("quantization_status", "compressed") != "compressed":
         raise ExportError(f"quantization_status '{config.get('quantization_status')}': only a compressed checkpoint "
                           "holds its int8 weights")
@@ -190,7 +191,7 @@ def take_int8_weights(tensors: dict, scheme: Int8Scheme) -> Dict[str, Tuple[torc
     return exact
 
 
-def by_module(exact: Dict[str, Tuple[torch.Tensor, torch.Tensor]], tied: bool) -> Dict[str, tuple]:
+def by_module(exact: Dict[str, Tuple[torch.Tensor, torch.Tensor]], tied: bool, kind: str = "int8") -> Dict[str, tuple]:
     """The exact int8 weights under model.py's module names, q/k/v and gate/up stacked as its matrices are.
     A stacked matrix must come whole from the checkpoint or not at all. With tied embeddings the LM head is
     the embedding matrix, which the exporter quantizes itself: an int8 lm_head in a tied checkpoint is left
@@ -211,6 +212,6 @@ def by_module(exact: Dict[str, Tuple[torch.Tensor, torch.Tensor]], tied: bool) -
         missing = [part for part in parts if part not in exact]
         if missing:
             raise ExportError(f"{', '.join(parts)} must be quantized alike, but {', '.join(missing)} "
-                              f"{'is' if len(missing) == 1 else 'are'} not int8 in the checkpoint")
+                              f"{'is' if len(missing) == 1 else 'are'} not {kind} in the checkpoint")
         modules[target] = (torch.cat([exact[part][0] for part in parts]), torch.cat([exact[part][1] for part in parts]))
     return modules

@@ -53,15 +53,28 @@ def check_int4_group_size(group_size: int) -> None:
                           f"(supported: {', '.join(map(str, INT4_GROUP_SIZES))})")
 
 
-def quantize_int4(weight: torch.Tensor, group_size: int, name: str = "weight") -> Tuple[torch.Tensor, torch.Tensor]:
+def quantize_int4(weight: torch.Tensor, group_size: int, name: str = "weight",
+                  zero_point: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     """(uint8 [N, K / 2], float32 scales [N, K / group_size]): byte i of a row holds input 2i in its low nibble
     and 2i + 1 in its high one, each as q + 8, with weight ~ q * scale of its group. Symmetric: each group's
     largest magnitude maps to 7 (q in [-7, 7]); an all-zero group gets scale 1. The worker's QuantizeInt4
-    (worker/model/cpu/int4_weight.cc) computes the very same."""
+    (worker/model/cpu/int4_weight.cc) computes the very same.
+
+    zero_point: asymmetric groups instead, scales [N, G, 2] (scale, zero point z): the group's range, widened
+    to hold 0, in 15 steps, z = round(-min / scale), u = clamp(round(w / scale) + z, 0, 15), w ~ (u - z) * scale;
+    a group of zeros gets scale 1 and z 8."""
     check_int4_group_size(group_size)
     check_divides(name, weight, group_size)
     rows, in_features = weight.shape
     grouped = weight.float().reshape(rows, in_features // group_size, group_size)
+    if zero_point:
+        low, high = grouped.amin(-1).clamp(max=0), grouped.amax(-1).clamp(min=0)
+        flat = high == low
+        scale = torch.where(flat, torch.ones_like(low), (high - low) / 15)
+        zero = torch.where(flat, torch.full_like(low, 8), torch.round(-low / scale).clamp(0, 15))
+        u = (torch.round(grouped / scale[..., None]) + zero[..., None]).clamp(0, 15).to(torch.int16)
+        u = u.reshape(rows, in_features)
+        return (u[:, 0::2] | (u[:, 1::2] << 4)).to(torch.uint8), torch.stack([scale, zero], dim=-1)
     amax = grouped.abs().amax(-1)
     scale = torch.where(amax == 0, torch.ones_like(amax), amax / 7)
     q = torch.round(grouped / scale[..., None]).clamp(-7, 7).to(torch.int16).reshape(rows, in_features) + 8
@@ -69,21 +82,24 @@ def quantize_int4(weight: torch.Tensor, group_size: int, name: str = "weight") -
 
 
 def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """The float32 matrix [N, K] an int4 weight and its scales stand for."""
-    q = torch.stack([(packed & 15).to(torch.int16) - 8, (packed >> 4).to(torch.int16) - 8], dim=2)
-    q = q.reshape(packed.shape[0], 2 * packed.shape[1]).float()
-    return q * scale.float().repeat_interleave(q.shape[1] // scale.shape[1], dim=1)
+    """The float32 matrix [N, K] an int4 weight and its scales ([N, G], or [N, G, 2] with zero points) stand for."""
+    u = torch.stack([packed & 15, packed >> 4], dim=2).reshape(packed.shape[0], 2 * packed.shape[1]).float()
+    zero = scale[..., 1] if scale.dim() == 3 else torch.full(scale.shape, 8.0)
+    scale = scale[..., 0] if scale.dim() == 3 else scale
+    width = u.shape[1] // scale.shape[1]
+    return (u - zero.float().repeat_interleave(width, dim=1)) * scale.float().repeat_interleave(width, dim=1)
 
 
 def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, Tuple[torch.Tensor, torch.Tensor]]] = None,
-                   method: str = "int8") -> None:
+                   method: str = "int8", zero_point: bool = False) -> None:
     """Quantizes every layer's projections and the LM head in place (weight becomes int8, weight_scale its
     scales). A tied embedding shares the LM head's int8 weight and scales; an untied one stays as it is.
     `exact` gives some modules (by name) their int8 weights and scales as a checkpoint has them
-    (prequantized.py) instead. method "int4" stores uint8 pairs of 4-bit weights instead (quantize_int4)."""
+    (prequantized.py) instead. method "int4" stores uint8 pairs of 4-bit weights instead (quantize_int4;
+    zero_point: asymmetric groups), and `exact` then holds int4 weights (prequantized_int4.py)."""
     if method == "int4":
         check_int4_group_size(group_size)
-        if exact:
+        if exact and any(q.dtype != torch.uint8 for q, _ in exact.values()):
             raise ExportError("int4 from a checkpoint's own int8 weights is not supported: export int8, or int4 "
                               "from an unquantized checkpoint")
     else:
@@ -95,7 +111,15 @@ def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, T
         raise ExportError(f"int8 weights for modules this model does not quantize: {', '.join(unknown[:4])}")
     for name, module in modules:  # all checked before any is changed
         check_divides(name + ".weight", module.weight, group_size)
-        if name in exact:
+        if name in exact and method == "int4":
+            q, scale = exact[name]
+            rows, columns = module.weight.shape
+            groups = columns // group_size
+            if (q.dtype != torch.uint8 or q.shape != (rows, columns // 2)
+                    or scale.shape not in ((rows, groups), (rows, groups, 2))):
+                raise ExportError(f"{name}: int4 weight {tuple(q.shape)} with scales {tuple(scale.shape)} does not "
+                                  f"fit a {tuple(module.weight.shape)} matrix in groups of {group_size}")
+        elif name in exact:
             q, scale = exact[name]
             groups = 1 if group_size == 0 else module.weight.shape[1] // group_size
             if q.dtype != torch.int8 or q.shape != module.weight.shape or scale.shape != (q.shape[0], groups):
@@ -106,9 +130,10 @@ def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, T
     for name, module in modules:
         if name in exact:
             q, scale = exact[name][0], exact[name][1].float()
+        elif method == "int4":
+            q, scale = quantize_int4(module.weight.detach(), group_size, name + ".weight", zero_point)
         else:
-            quantize = quantize_int4 if method == "int4" else quantize_int8
-            q, scale = quantize(module.weight.detach(), group_size, name + ".weight")
+            q, scale = quantize_int8(module.weight.detach(), group_size, name + ".weight")
         module.weight = nn.Parameter(q, requires_grad=False)
         module.weight_scale = scale
     if tied:

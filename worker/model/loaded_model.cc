@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
@@ -160,7 +161,7 @@ absl::StatusOr<std::vector<Projection>> FindProjections(const torch::jit::Module
 }
 
 // An int4 package holds uint8 [N, K / 2] projections (two weights a byte, cpu/int4_weight.h) with float32
-// scales [N, K / group_size].
+// scales [N, K / group_size], or from format version 11 [N, K / group_size, 2] with zero points.
 absl::Status CheckInt4(const std::vector<Projection>& projections, const ModelManifest& m) {
   for (const Projection& p : projections) {
     if (p.weight.scalar_type() != at::kByte) {
@@ -172,11 +173,25 @@ absl::Status CheckInt4(const std::vector<Projection>& projections, const ModelMa
       return absl::InvalidArgumentError(absl::StrCat("quantization_group_size ", group_size, " does not fit ", p.name,
                                                      " (", k, " inputs; int4 takes 32, 64 or 128 dividing them)"));
     }
-    if (p.scale.dim() != 2 || p.scale.size(0) != p.weight.size(0) || p.scale.size(1) != k / group_size ||
-        p.scale.scalar_type() != at::kFloat) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model.pt ", p.name, "_scale is ", Shape(p.scale), " but an int4 weight of ", k, " inputs with group size ",
-          group_size, " needs float32 [", p.weight.size(0), ", ", k / group_size, "]"));
+    const bool zero_points = cpu::HasInt4ZeroPoints(p.scale);
+    if ((p.scale.dim() != 2 && !zero_points) || p.scale.size(0) != p.weight.size(0) ||
+        p.scale.size(1) != k / group_size || p.scale.scalar_type() != at::kFloat) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.pt ", p.name, "_scale is ", Shape(p.scale), " but an int4 weight of ", k,
+                       " inputs with group size ", group_size, " needs float32 [", p.weight.size(0), ", ",
+                       k / group_size, "] (or [", p.weight.size(0), ", ", k / group_size, ", 2] with zero points)"));
+    }
+    if (!zero_points) continue;
+    if (m.format_version < kInt4ZeroPointManifestFormatVersion) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.pt ", p.name, " has int4 zero points, which need format_version ",
+                       kInt4ZeroPointManifestFormatVersion, " or later, not ", m.format_version));
+    }
+    const at::Tensor zeros = p.scale.select(2, 1);
+    if (!(zeros == zeros.round()).all().item<bool>() || !(zeros >= 0).all().item<bool>() ||
+        !(zeros <= 16).all().item<bool>()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.pt ", p.name, "_scale holds zero points that are not integers from 0 to 16"));
     }
   }
   return absl::OkStatus();
@@ -271,14 +286,19 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
     if (!packs(p)) continue;
     const std::vector<int64_t> order = column_order(p);
     const bool quantized = p.weight.scalar_type() == at::kChar || p.weight.scalar_type() == at::kByte;
-    if (quantized) p.scale.set_data(cpu::PackScales(p.scale, order));
+    if (quantized) {
+      p.scale.set_data(p.weight.scalar_type() == at::kByte ? cpu::PackInt4Scales(p.scale, order)
+                                                           : cpu::PackScales(p.scale, order));
+    }
     p.weight.set_data(p.weight.scalar_type() == at::kByte ? cpu::PackInt4Weight(p.weight, order, arena.get())
                                                           : cpu::PackWeight(p.weight, order, arena.get()));
     // The original went back to the heap; trimmed now, loading peaks at one projection above the weights.
     ReleaseFreedHeap();
     if (p.name != "lm_head.weight" || !m.tie_word_embeddings || !embedding.weight.defined()) continue;
     if (!cpu::IsPackedWeight(embedding.weight)) embedding.weight.set_data(p.weight);
-    if (quantized && embedding.scale.dim() != 3) embedding.scale.set_data(p.scale);
+    if (quantized && (embedding.scale.dim() < 3 || cpu::HasInt4ZeroPoints(embedding.scale))) {
+      embedding.scale.set_data(p.scale);
+    }
   }
 }
 
@@ -318,12 +338,19 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
                                                                               : manifest.quantization;
   }
   if (quantization != "none" && quantization != "int8" && quantization != "w8a16" && quantization != "w8a8" &&
-      quantization != "int4") {
+      quantization != "int4" && quantization != "w4a16" && quantization != "w4a8") {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown quantization '", quantization, "' (none, int8, w8a16, w8a8 or int4)"));
+        absl::StrCat("unknown quantization '", quantization, "' (none, int8, w8a16, w8a8, int4, w4a16 or w4a8)"));
   }
   // int4 weights: from an int4 package, or quantized at load from a bfloat16/float32 one, on the CPU (the
-  // kernels that read them; the group size defaults to 128).
+  // kernels that read them; the group size defaults to 128). int4 runs W4A8 where the CPU has the byte kernel
+  // (AVX512-VNNI) and W4A16 elsewhere; w4a16 and w4a8 fix the activations.
+  const std::string int4_activations = quantization == "w4a16" || quantization == "w4a8" ? quantization : "";
+  if (quantization == "w4a8" && !cpu::HasByteActivationKernel()) {
+    return absl::InvalidArgumentError(absl::StrCat("quantization w4a8 needs AVX512-VNNI (this CPU path is ",
+                                                   cpu::CpuIsaName(cpu::ActiveCpuIsa()), "); use int4 or w4a16"));
+  }
+  if (!int4_activations.empty()) quantization = "int4";
   const bool int4 = quantization == "int4";
   if (manifest.quantization == "int4" && !int4) {
     return absl::InvalidArgumentError(absl::StrCat(package_dir,
@@ -380,8 +407,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
     }
     if (device.is_cpu() && options.pack_weights)
       PackWeightsForCpu(projections, embedding, manifest, options.huge_pages);
-    // Served as: int8 (the CPU kernels choose int16 or int8 activations by the batch), w8a16 or w8a8.
+    // Served as: int8 (the CPU kernels choose int16 or int8 activations by the batch), w8a16 or w8a8; int4, w4a16
+    // or w4a8.
     if (fixed_activations) manifest.quantization = quantization;
+    if (!int4_activations.empty()) manifest.quantization = int4_activations;
     projections.clear();
     embedding = {};
     // Repacking and quantizing freed the original weights piece by piece: the rest of that heap goes back.

@@ -19,7 +19,9 @@ struct LoadOptions {
   // (weight-only, one scale per output row, or per group of quantization_group_size inputs); an int8
   // package stays int8. The CPU kernels quantize each activation row (per group of inputs, at run time) to
   // int16 for small batches and to int8 for larger ones (cpu/int8_staging.h). "w8a16" and "w8a8": int8
-  // weights as "int8", with int16 or int8 activations for every batch. "none" refuses an int8 package.
+  // weights as "int8", with int16 or int8 activations for every batch. "int4": 4-bit weights (an int4 package, or
+  // a bfloat16/float32 one quantized at load), with int8 activations (W4A8) where the CPU has AVX512-VNNI and
+  // int16 (W4A16) elsewhere; "w4a16" and "w4a8" fix them. "none" refuses an int8 package.
   std::string quantization = "";
   int64_t quantization_group_size = 0;
   // On the CPU, repack the projection weights for the fused kernels (worker/model/cpu/). Off only to compare
@@ -102,9 +104,11 @@ class LoadedModel {
         dtype_(dtype),
         huge_pages_(huge_pages),
         masks_logits_in_pass_(device.is_cpu() && packed_weights),
-        int8_activations_(manifest_.quantization == "w8a8"    ? cpu::Int8Activations::kInt8
-                          : manifest_.quantization == "w8a16" ? cpu::Int8Activations::kInt16
-                                                              : cpu::Int8Activations::kByBatch) {}
+        int8_activations_(manifest_.quantization == "w8a8" || manifest_.quantization == "w4a8"
+                              ? cpu::Int8Activations::kInt8
+                          : manifest_.quantization == "w8a16" || manifest_.quantization == "w4a16"
+                              ? cpu::Int8Activations::kInt16
+                              : cpu::Int8Activations::kByBatch) {}
   std::vector<c10::IValue> Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const;
 
   ModelManifest manifest_;

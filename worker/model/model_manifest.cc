@@ -137,6 +137,7 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   if (manifest.num_heads % manifest.num_kv_heads != 0) {
     return Missing(path, "num_heads", "a multiple of num_kv_heads");
   }
+  manifest.format_version = version;
   RETURN_IF_ERROR(
       ReadChoice(root, path, "quantization", {"none", "int8", "int4"}, "none, int8 or int4", &manifest.quantization));
   if (manifest.quantization == "int4" && version < kInt4ManifestFormatVersion) {

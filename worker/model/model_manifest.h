@@ -19,11 +19,14 @@ inline constexpr char kManifestFile[] = "llmc-model.json";
 // the exporter writes 7 only for packages that use them); version 8 passes paged_attention a per-layer window
 // (sliding-window layers; written only for packages with one). Older ones are refused with a hint to re-export.
 inline constexpr int kMinManifestFormatVersion = 5;
-inline constexpr int kManifestFormatVersion = 10;
+inline constexpr int kManifestFormatVersion = 11;
 // Version 9: int4 weights (quantization "int4", two 4-bit weights a byte); written only for int4 packages, so an
 // older worker refuses them by their version. Version 10: Gemma 3's graph (linear_residual's output norm,
 // rms_norm_gate_up_gelu_tanh, local rotations, soft-capped logits); written only for packages that use it.
 inline constexpr int kInt4ManifestFormatVersion = 9;
+// Version 11: int4 weights with zero points (scales [N, G, 2], cpu/int4_weight.h); written only for packages
+// that have them.
+inline constexpr int kInt4ZeroPointManifestFormatVersion = 11;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {
@@ -34,6 +37,7 @@ struct ModelManifest {
   // one per output row (quantization_group_size 0) or per group of that many inputs.
   std::string quantization = "none";
   int64_t quantization_group_size = 0;
+  int format_version = 0;
   // How an int8 package is served unless the worker is told (--quantization): "int8" (activations chosen by
   // the batch, also what packages without the field mean), or "w8a16" / "w8a8". The exporter writes "w8a16"
   // for a W8A16 checkpoint, which was quantized to run with 16-bit activations.

@@ -32,15 +32,20 @@ bool HasWeight(const c10::optional<at::Tensor>& weight) {
 
 at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype) {
   if (weight_scale.numel() == 0) return weight;
-  if (weight.scalar_type() == at::kByte) {  // int4 (int4_weight.h): byte i holds inputs 2i, 2i + 1 as q + 8
-    TORCH_CHECK(weight.dim() == 2 && weight_scale.dim() == 2 && weight_scale.size(0) == weight.size(0) &&
-                    (2 * weight.size(1)) % weight_scale.size(1) == 0,
-                "int4 weight [N, K / 2] needs float32 scales [N, G] with G dividing K");
+  if (weight.scalar_type() == at::kByte) {  // int4 (int4_weight.h): byte i holds inputs 2i, 2i + 1 as nibbles u
+    // Symmetric: scales [N, G] and W = (u - 8) * scale; with zero points [N, G, 2] and W = (u - z) * scale.
+    const bool zero_points = weight_scale.dim() == 3 && weight_scale.size(2) == 2;
+    TORCH_CHECK(weight.dim() == 2 && (weight_scale.dim() == 2 || zero_points) &&
+                    weight_scale.size(0) == weight.size(0) && (2 * weight.size(1)) % weight_scale.size(1) == 0,
+                "int4 weight [N, K / 2] needs float32 scales [N, G] (or [N, G, 2] with zero points), G dividing K");
     const at::Tensor bytes = weight.to(at::kInt);
     const at::Tensor high = at::div(bytes, 16, "floor");
-    const at::Tensor q = at::stack({bytes - high * 16 - 8, high - 8}, 2).reshape({weight.size(0), 2 * weight.size(1)});
-    const int64_t group = q.size(1) / weight_scale.size(1);
-    return (q.to(at::kFloat) * weight_scale.to(at::kFloat).repeat_interleave(group, 1)).to(dtype);
+    const at::Tensor u = at::stack({bytes - high * 16, high}, 2).reshape({weight.size(0), 2 * weight.size(1)});
+    const int64_t group = u.size(1) / weight_scale.size(1);
+    const at::Tensor scale = zero_points ? weight_scale.select(2, 0) : weight_scale;
+    const at::Tensor zero =
+        zero_points ? weight_scale.select(2, 1).to(at::kFloat).repeat_interleave(group, 1) : at::full({}, 8.0);
+    return ((u.to(at::kFloat) - zero) * scale.to(at::kFloat).repeat_interleave(group, 1)).to(dtype);
   }
   TORCH_CHECK(weight.scalar_type() == at::kChar && weight.dim() == 2 && weight_scale.dim() == 2 &&
                   weight_scale.size(0) == weight.size(0) && weight.size(1) % weight_scale.size(1) == 0,

@@ -14,6 +14,7 @@
 
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/logit_masks.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
@@ -272,7 +273,9 @@ at::Tensor Embed(const at::Tensor& input_ids, const at::Tensor& weight, const at
   if (!IsPackedWeight(weight)) return composite::Embed(input_ids, weight, weight_scale, hidden_size);
   // int8 and int4 (kByte) weights are dequantized with their scales.
   const bool int8 = weight.scalar_type() == at::kChar || weight.scalar_type() == at::kByte;
-  TORCH_CHECK(!int8 || IsPackedScales(weight_scale, weight), "embed: packed quantized weight needs packed scales");
+  TORCH_CHECK(!int8 || (weight.scalar_type() == at::kByte ? IsPackedInt4Scales(weight_scale, weight)
+                                                          : IsPackedScales(weight_scale, weight)),
+              "embed: packed quantized weight needs packed scales");
   TORCH_CHECK(PackedDepth(weight) == PaddedDepth(hidden_size), "embed: packed weight does not match hidden_size");
   const at::Tensor ids = input_ids.to(at::kLong).contiguous();
   const int64_t count = ids.numel(), vocab_capacity = weight.size(0) * kPanelWidth;

@@ -2,6 +2,7 @@
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -84,6 +85,23 @@ std::pair<at::Tensor, at::Tensor> QuantizeInt4(const at::Tensor& weight_in, int6
   return {quantized, scales};
 }
 
+bool HasInt4ZeroPoints(const at::Tensor& scales) { return scales.dim() == 3 && scales.size(2) == 2; }
+
+at::Tensor PackInt4Scales(const at::Tensor& scales, const std::vector<int64_t>& column_order) {
+  if (!HasInt4ZeroPoints(scales)) return PackScales(scales, column_order);
+  TORCH_CHECK(scales.scalar_type() == at::kFloat, "PackInt4Scales: needs float32 scales and zero points");
+  const at::Tensor offsets = 8 - scales.select(2, 1);
+  return at::stack(
+      {PackScales(scales.select(2, 0).contiguous(), column_order), PackScales(offsets.contiguous(), column_order)});
+}
+
+bool IsPackedInt4Scales(const at::Tensor& scales, const at::Tensor& packed) {
+  if (scales.dim() == 4) {
+    return scales.size(0) == 2 && scales.is_contiguous() && IsPackedScales(scales.select(0, 0), packed);
+  }
+  return IsPackedScales(scales, packed);
+}
+
 int64_t PackedInt4WeightBytes(const at::Tensor& weight, const std::vector<int64_t>& column_order) {
   const int64_t columns = column_order.empty() ? weight.size(0) : static_cast<int64_t>(column_order.size());
   return PanelCount(columns) * PaddedDepth(2 * weight.size(1)) / 2 * kPanelWidth;
@@ -149,8 +167,36 @@ at::Tensor UnpackInt4Weight(const at::Tensor& packed, int64_t columns, int64_t k
 }
 
 const void* DequantizeInt4Panel(const uint8_t* panel, const float* scales, int64_t weight_groups, int64_t k,
-                                int64_t k_padded, at::ScalarType dtype) {
+                                int64_t k_padded, at::ScalarType dtype, const float* zero_offsets) {
   const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
+  if (zero_offsets != nullptr) {
+    // (nibble + 8 - z) * scale = (u - z) * scale: the package's value, rounded once.
+    thread_local std::vector<float> values;
+    thread_local std::vector<c10::BFloat16> halves;
+    values.resize(k_padded * kPanelWidth);
+    if (dtype == at::kBFloat16) halves.resize(k_padded * kPanelWidth);
+    for (int64_t o = 0; o < k_padded / 8; ++o) {
+      const int64_t group = std::min(4 * o / group_pairs, weight_groups - 1);
+      const float* column_scales = scales + group * kPanelWidth;
+      const float* column_offsets = zero_offsets + group * kPanelWidth;
+      for (int64_t c = 0; c < kPanelWidth; ++c) {
+        const uint32_t word = Word(panel, o, c);
+        for (int64_t r = 0; r < 8; ++r) {
+          const float value =
+              static_cast<float>(SignedNibble(word, Position(r)) + static_cast<int>(column_offsets[c])) *
+              column_scales[c];
+          const int64_t kk = 8 * o + r;
+          if (dtype == at::kBFloat16) {
+            halves[((kk / 2) * kPanelWidth + c) * 2 + kk % 2] = c10::BFloat16(value);  // [k pairs][64][2]
+          } else {
+            values[kk * kPanelWidth + c] = value;  // float32 panels are [k][64]
+          }
+        }
+      }
+    }
+    if (dtype == at::kBFloat16) return halves.data();
+    return values.data();
+  }
   if (dtype == at::kBFloat16) {
     thread_local std::vector<uint16_t> halves;
     halves.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
@@ -177,21 +223,26 @@ const void* DequantizeInt4Panel(const uint8_t* panel, const float* scales, int64
   return values.data();
 }
 
-void GatherInt4Columns(const at::Tensor& packed, const at::Tensor& scales, const int64_t* ids, int64_t count, int64_t k,
-                       at::Tensor& out) {
+void GatherInt4Columns(const at::Tensor& packed, const at::Tensor& scales_in, const int64_t* ids, int64_t count,
+                       int64_t k, at::Tensor& out) {
+  const bool zero_points = scales_in.dim() == 4;
+  const at::Tensor scales = zero_points ? scales_in.select(0, 0) : scales_in;
   const int64_t groups = scales.size(1), group_size = k / groups;
   const int64_t panel_bytes = packed.size(1) * kOctetBytes;
   const uint8_t* base = packed.data_ptr<uint8_t>();
   const float* scale_data = scales.data_ptr<float>();
+  const float* offset_data = zero_points ? scales_in.select(0, 1).data_ptr<float>() : nullptr;
   at::Tensor rows = at::empty({count, k}, out.options().dtype(at::kFloat));
   float* dest = rows.data_ptr<float>();
   for (int64_t i = 0; i < count; ++i) {
     const int64_t panel = ids[i] / kPanelWidth, c = ids[i] % kPanelWidth;
     const float* column_scales = scale_data + panel * groups * kPanelWidth + c;
+    const float* column_offsets = offset_data == nullptr ? nullptr : offset_data + panel * groups * kPanelWidth + c;
     for (int64_t kk = 0; kk < k; ++kk) {
       const uint32_t word = Word(base + panel * panel_bytes, kk / 8, c);
-      dest[i * k + kk] =
-          static_cast<float>(SignedNibble(word, Position(kk % 8))) * column_scales[(kk / group_size) * kPanelWidth];
+      const int64_t at = (kk / group_size) * kPanelWidth;
+      const int offset = column_offsets == nullptr ? 0 : static_cast<int>(column_offsets[at]);
+      dest[i * k + kk] = static_cast<float>(SignedNibble(word, Position(kk % 8)) + offset) * column_scales[at];
     }
   }
   out.copy_(rows);

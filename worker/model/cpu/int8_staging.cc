@@ -37,6 +37,22 @@ Int8Activations Int8ActivationsForRows(int64_t rows) {
   return rows >= kInt8ActivationMinRows && HasByteActivationKernel() ? Int8Activations::kInt8 : Int8Activations::kInt16;
 }
 
+Int8Activations Int4ActivationsForRows(int64_t rows) {
+  // Without the byte kernel int8 activations would only lose precision.
+  if (active_int8_activations == Int8Activations::kInt16 || !HasByteActivationKernel()) return Int8Activations::kInt16;
+  if (active_int8_activations == Int8Activations::kInt8) return Int8Activations::kInt8;
+  return rows >= kInt8ActivationMinRows ? Int8Activations::kInt8 : Int8Activations::kInt16;
+}
+
+void OrderInt4ActivationBytes(int8_t* bytes, int64_t stride) {
+  for (int64_t o = 0; o + 8 <= stride; o += 8) {
+    int8_t* octet = bytes + o;
+    const int8_t natural[8] = {octet[0], octet[1], octet[2], octet[3], octet[4], octet[5], octet[6], octet[7]};
+    constexpr int kOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    for (int i = 0; i < 8; ++i) octet[i] = natural[kOrder[i]];
+  }
+}
+
 int64_t ActivationGroupPairs(int64_t k, int64_t weight_groups, Int8Activations activations) {
   if (weight_groups > 1) return k / weight_groups / 2;
   if (activations != Int8Activations::kInt8) return 64;

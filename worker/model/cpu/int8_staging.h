@@ -24,6 +24,10 @@ void QuantizeActivationRow(const c10::BFloat16* x, int64_t k, int64_t stride, in
 void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, int8_t* dst,
                          int32_t* offsets);
 
+// The bytes of a NarrowActivationRow row (stride a multiple of 8) in PanelW4A8Avx512's order: within each k
+// octet, inputs 0, 4, 1, 5, 2, 6, 3, 7 (the order its nibble masks give the weights in).
+void OrderInt4ActivationBytes(int8_t* bytes, int64_t stride);
+
 // How int8 weights meet the activations: quantized to int16 (W8A16: near the float result) or to int8
 // (W8A8: twice the arithmetic rate on VNNI, a little less exact), or, the default, by the batch: int16 below
 // kInt8ActivationMinRows rows, where the weights' read sets the pace and both run as fast, and int8 from
@@ -36,6 +40,11 @@ Int8Activations ActiveInt8Activations();
 bool HasByteActivationKernel();
 // What a projection over `rows` activation rows runs under the active setting: kInt16 or kInt8.
 Int8Activations Int8ActivationsForRows(int64_t rows);
+// The same for int4 weights, where only the byte kernel (PanelW4A8Avx512, AVX512-VNNI) takes int8 activations
+// (elsewhere always kInt16). By the batch: W4A16 below kInt8ActivationMinRows rows, where both stream the
+// weights as fast; W4A8 from there, where W4A16's nibble unpacking sets the pace (AMD EPYC, 2026-11-28: b=8
+// 10.0 ms against 13.7, prefill 512 373 ms against 507 on dequantized bfloat16 panels).
+Int8Activations Int4ActivationsForRows(int64_t rows);
 // From this many rows kByBatch quantizes activations to int8 (AMD EPYC, 2026-11-27: W8A8 steps of 8 rows
 // and more beat W8A16, of 4 rows and fewer match it).
 constexpr int64_t kInt8ActivationMinRows = 8;

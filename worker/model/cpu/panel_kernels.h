@@ -86,6 +86,9 @@ void PanelW8A8Amx(const Int8PanelArgs& args);
 void PanelInt4Portable(const Int8PanelArgs& args);
 void PanelInt4Avx2(const Int8PanelArgs& args);
 void PanelInt4Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
+// W4A8: the same int4 panel against activations staged as bytes (a8, a8_offsets as for W8A8) with each k
+// octet's bytes in the order 0, 4, 1, 5, 2, 6, 3, 7 (OrderInt4ActivationBytes), two vpdpbusd per octet and row.
+void PanelW4A8Avx512(const Int8PanelArgs& args);
 // One int4 panel as the bfloat16 panel ([pairs][kPanelWidth][2]) of its values times their scales, rounded to
 // nearest even (the prefill path).
 void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, int64_t weight_groups,

@@ -19,6 +19,15 @@
 
 namespace llmc::model::cpu {
 
+PanelWeight::PanelWeight(const at::Tensor& weight, const at::Tensor& weight_scale) : packed(weight) {
+  if (weight_scale.dim() == 4 && weight_scale.size(0) == 2) {
+    scales = weight_scale.select(0, 0);
+    zero_offsets = weight_scale.select(0, 1);
+  } else {
+    scales = weight_scale;
+  }
+}
+
 char* CallerBuffer(CallerBufferSlot slot, size_t bytes) {
   struct Buffer {
     std::unique_ptr<char[]> data;
@@ -110,15 +119,36 @@ Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
   return &PanelInt8Portable;
 }
 
-// int4 weights: the W4A16 kernel of the path (int16 activations at every batch size the panels are not
-// dequantized for).
-Int8PanelKernel SelectInt4PanelKernel() {
+// int4 weights: W4A8 on rows staged as bytes, else the W4A16 kernel of the path.
+Int8PanelKernel SelectInt4PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
-  if (isa >= CpuIsa::kAvx512Bf16) return &PanelInt4Avx512;
+  if (isa >= CpuIsa::kAvx512Bf16) return byte_activations ? &PanelW4A8Avx512 : &PanelInt4Avx512;
   if (isa == CpuIsa::kAvx2) return &PanelInt4Avx2;
 #endif
+  (void)byte_activations;
   return &PanelInt4Portable;
+}
+
+// int4 weights with zero points: the kernels take every nibble as u - 8, so each row adds, per group,
+// (8 - z) * (the group's sum of its staged values), scaled as the kernels scale their sums.
+void AddZeroPointSums(const Staged& a, int64_t m0, int64_t rows, const float* scales, const float* zero_offsets,
+                      int64_t weight_groups, float* c) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t* sums = a.group_sums + (m0 + r) * a.groups;
+    const float* a_scales = a.scales + (m0 + r) * a.groups;
+    float* out = c + r * kPanelWidth;
+    for (int64_t g = 0; g < a.groups; ++g) {
+      if (sums[g] == 0) continue;
+      const int64_t wg = std::min(g, weight_groups - 1);
+      const float* w_scales = scales + wg * kPanelWidth;
+      const float* offsets = zero_offsets + wg * kPanelWidth;
+      for (int64_t col = 0; col < kPanelWidth; ++col) {
+        const int32_t sum = static_cast<int32_t>(offsets[col]) * sums[g];
+        out[col] += static_cast<float>(sum) * (w_scales[col] * a_scales[g]);
+      }
+    }
+  }
 }
 
 float* TeamScratch() {
@@ -145,9 +175,18 @@ void QuantizeRow(const T* x, int64_t k, const Staged& staged, int64_t row) {
   int16_t* values = reinterpret_cast<int16_t*>(staged.data) + row * staged.stride;
   QuantizeActivationRow(x, k, staged.stride, 2 * staged.group_pairs, staged.groups, staged.levels, values,
                         staged.scales + row * staged.groups);
+  if (staged.group_sums != nullptr) {
+    const int64_t group_size = 2 * staged.group_pairs;
+    for (int64_t g = 0; g < staged.groups; ++g) {
+      int32_t sum = 0;
+      for (int64_t i = g * group_size; i < std::min(staged.stride, (g + 1) * group_size); ++i) sum += values[i];
+      staged.group_sums[row * staged.groups + g] = sum;
+    }
+  }
   if (staged.bytes != nullptr) {
     NarrowActivationRow(values, staged.stride, 2 * staged.group_pairs, staged.groups,
                         staged.bytes + row * staged.stride, staged.offsets + row * staged.groups);
+    if (staged.int4_byte_order) OrderInt4ActivationBytes(staged.bytes + row * staged.stride, staged.stride);
   }
 }
 
@@ -155,6 +194,7 @@ void QuantizeRow(const T* x, int64_t k, const Staged& staged, int64_t row) {
 void ZeroRow(const Staged& staged, int64_t row) {
   std::fill_n(reinterpret_cast<int16_t*>(staged.data) + row * staged.stride, staged.stride, int16_t{0});
   std::fill_n(staged.scales + row * staged.groups, staged.groups, 0.0f);
+  if (staged.group_sums != nullptr) std::fill_n(staged.group_sums + row * staged.groups, staged.groups, 0);
   if (staged.bytes != nullptr) {
     std::fill_n(staged.bytes + row * staged.stride, staged.stride, int8_t{0});
     std::fill_n(staged.offsets + row * staged.groups, staged.groups, 0);
@@ -181,8 +221,7 @@ void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
 
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
   const int64_t k_padded = PackedDepth(weight.packed);
-  // int4 weights keep int16 activations (W4A16) whatever the int8 setting.
-  const Int8Activations activations = weight.int4() ? Int8Activations::kInt16 : Int8ActivationsForRows(rows);
+  const Int8Activations activations = weight.int4() ? Int4ActivationsForRows(rows) : Int8ActivationsForRows(rows);
   const int64_t group_pairs = weight.quantized() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
   const bool amx_int8 = weight.int8() && UsesAmxInt8(rows, activations, group_pairs);
   if (!weight.quantized() || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
@@ -199,13 +238,19 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
   staged.groups = (k_padded / 2 + staged.group_pairs - 1) / staged.group_pairs;
   staged.scales =
       reinterpret_cast<float*>(CallerBuffer(kActivationScales, staged.rows_padded * staged.groups * sizeof(float)));
+  if (weight.zero_offsets.defined()) {
+    staged.group_sums = reinterpret_cast<int32_t*>(
+        CallerBuffer(kActivationGroupSums, staged.rows_padded * staged.groups * sizeof(int32_t)));
+  }
   if (activations == Int8Activations::kInt8) {
     staged.levels = 127;
     staged.amx_int8 = amx_int8;
-    if (amx_int8 || (HasByteActivationKernel() && rows >= kByteKernelMinRows)) {
+    // W4A8 has no int16 kernel of the same values: its rows are bytes at every batch size.
+    if (amx_int8 || (HasByteActivationKernel() && (rows >= kByteKernelMinRows || weight.int4()))) {
       staged.bytes = reinterpret_cast<int8_t*>(CallerBuffer(kActivationBytes, staged.rows_padded * stride));
       staged.offsets = reinterpret_cast<int32_t*>(
           CallerBuffer(kActivationOffsets, staged.rows_padded * staged.groups * sizeof(int32_t)));
+      staged.int4_byte_order = weight.int4();
     }
   }
   return staged;
@@ -220,6 +265,7 @@ void ReserveStaging(int64_t max_tokens, int64_t max_depth, at::ScalarType dtype)
   const int64_t rows_padded = (max_tokens + kRowAlign - 1) / kRowAlign * kRowAlign;
   const int64_t max_groups = PaddedDepth(max_depth) / 32 + 1;
   CallerBuffer(kActivationScales, rows_padded * max_groups * sizeof(float));
+  CallerBuffer(kActivationGroupSums, rows_padded * max_groups * sizeof(int32_t));  // int4 zero points
   if (ActiveInt8Activations() != Int8Activations::kInt16) {
     CallerBuffer(kActivationBytes, rows_padded * max_stride);
     CallerBuffer(kActivationOffsets, rows_padded * max_groups * sizeof(int32_t));
@@ -278,10 +324,12 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
   const char* base = static_cast<const char*>(packed.data_ptr());
   const int64_t weight_groups = weight.quantized() ? weight.scales.size(1) : 0;
   const float* scales = weight.quantized() ? weight.scales.data_ptr<float>() : nullptr;
+  const float* zero_offsets = weight.zero_offsets.defined() ? weight.zero_offsets.data_ptr<float>() : nullptr;
   // int8 and int4 weights run their kernels on int16-staged rows, or (many rows, staged in the activations'
   // type) the plain kernels on each panel dequantized once.
   Int8PanelKernel int8_kernel = nullptr;
-  if (a.int16) int8_kernel = weight.int4() ? SelectInt4PanelKernel() : SelectInt8PanelKernel(a.bytes != nullptr);
+  if (a.int16)
+    int8_kernel = weight.int4() ? SelectInt4PanelKernel(a.bytes != nullptr) : SelectInt8PanelKernel(a.bytes != nullptr);
 #ifdef LLMC_CPU_X86_KERNELS
   if (a.amx_int8) int8_kernel = &PanelW8A8Amx;
 #endif
@@ -295,7 +343,8 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
       const void* panel = base + p * panel_bytes;
       if (dequantize && weight.int4()) {
         panel = DequantizeInt4Panel(static_cast<const uint8_t*>(panel), scales + p * weight_groups * kPanelWidth,
-                                    weight_groups, a.features, k_padded, plain_type);
+                                    weight_groups, a.features, k_padded, plain_type,
+                                    zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth);
       } else if (dequantize) {
         panel = DequantizePanel(static_cast<const int8_t*>(panel), scales + p * weight_groups * kPanelWidth,
                                 weight_groups, a.features, k_padded, plain_type);
@@ -308,6 +357,10 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
                        scales + p * weight_groups * kPanelWidth, weight_groups, c, kPanelWidth,
                        a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
                        a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups});
+          if (zero_offsets != nullptr) {
+            AddZeroPointSums(a, m0, rows, scales + p * weight_groups * kPanelWidth,
+                             zero_offsets + p * weight_groups * kPanelWidth, weight_groups, c);
+          }
         } else {
           SelectPanelKernel(plain_type, rows)(
               {a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, panel, c, kPanelWidth});
@@ -323,6 +376,7 @@ void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& we
   if (weight.quantized()) {
     TORCH_CHECK(IsPackedScales(weight.scales, weight.packed), op, ": packed ", weight.int4() ? "int4" : "int8",
                 " weight needs packed scales");
+    TORCH_CHECK(!weight.zero_offsets.defined() || weight.int4(), op, ": zero points need an int4 weight");
     const int64_t k = hidden.size(1), groups = weight.scales.size(1);
     const bool group_fits = weight.int4() ? IsSupportedInt4GroupSize(k / groups) : IsSupportedInt8GroupSize(k / groups);
     TORCH_CHECK(groups == 1 || (groups > 1 && k % groups == 0 && group_fits), op, ": ", groups,

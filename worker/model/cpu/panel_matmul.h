@@ -25,6 +25,7 @@ enum CallerBufferSlot {
   kActivationScales = 4,
   kActivationBytes = 5,
   kActivationOffsets = 6,
+  kActivationGroupSums = 7,
   kCallerBufferSlots
 };
 
@@ -34,10 +35,13 @@ enum CallerBufferSlot {
 char* CallerBuffer(CallerBufferSlot slot, size_t bytes);
 
 // A projection's packed weight and, for int8 and int4 weights, its packed scales [panels, weight_groups,
-// kPanelWidth].
+// kPanelWidth]. An int4 weight with zero points passes [2, panels, weight_groups, kPanelWidth] (int4_weight.h:
+// the scales, then 8 - z), split here.
 struct PanelWeight {
-  const at::Tensor& packed;
-  const at::Tensor& scales;
+  PanelWeight(const at::Tensor& weight, const at::Tensor& weight_scale);
+  at::Tensor packed;
+  at::Tensor scales;
+  at::Tensor zero_offsets;  // int4 with zero points: 8 - z per column and group, as the scales; else undefined
   bool int8() const { return packed.scalar_type() == at::kChar; }
   bool int4() const { return packed.scalar_type() == at::kByte; }
   bool quantized() const { return int8() || int4(); }
@@ -52,9 +56,10 @@ struct Staged {
   int64_t rows_staged;  // rows, and the zero rows a tile kernel reads after them (all, from 4 rows on)
   int64_t element_size;
   int64_t features = 0;  // the input's width before padding
-  // For int8 (and int4, always W4A16) weights the rows are staged as int16 with one scale per row and group of
-  // group_pairs k pairs (or, for many rows, in the activations' type for dequantized panels). W8A8 rows hold at most
-  // `levels` 127, and on AVX512 are staged as bytes (with their offsets, panel_kernels.h) as well.
+  // For int8 and int4 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs
+  // (or, for many rows, in the activations' type for dequantized panels). W8A8 and W4A8 rows hold at most
+  // `levels` 127, and on AVX512 are staged as bytes (with their offsets, panel_kernels.h) as well; for int4
+  // weights (W4A8) each octet of those bytes in the order PanelW4A8Avx512 reads.
   bool int16 = false;
   int16_t levels = 32767;
   float* scales = nullptr;
@@ -62,7 +67,9 @@ struct Staged {
   int64_t groups = 0;
   int8_t* bytes = nullptr;
   int32_t* offsets = nullptr;
-  bool amx_int8 = false;  // bytes for PanelW8A8Amx, rows of whole tile steps
+  int32_t* group_sums = nullptr;  // int4 with zero points: each row's sum of its staged values, per group
+  bool amx_int8 = false;          // bytes for PanelW8A8Amx, rows of whole tile steps
+  bool int4_byte_order = false;   // bytes for PanelW4A8Avx512 (OrderInt4ActivationBytes)
 };
 
 // The staging a projection's input needs: in the activations' dtype, or int16 (and bytes) in groups for int8

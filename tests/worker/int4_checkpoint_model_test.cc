@@ -1,0 +1,101 @@
+// 4-bit checkpoints (GPTQ, AWQ, compressed-tensors; tests/python/int4_checkpoint.py writes them in each format's
+// layout) exported as they are and served through the C++ loader: packages with zero points (format version 11)
+// load, their packed kernels agree with the composite operators on the unpacked weights, symmetric checkpoints give
+// version 9 packages, and a zero-point package that claims an older version is refused by name.
+// libtorch's headers (through loaded_model.h) define glog's CHECK; Catch's, included after, must win.
+#include "worker/model/loaded_model.h"
+// (keep this order)
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "tests/support/child_process.h"
+#include "tests/support/quantization_quality.h"
+
+namespace llmc::model {
+namespace {
+
+void Run(const std::vector<std::string>& args) {
+  const auto result = testing::RunCommand(LLMC_PYTHON, args, absl::Seconds(240));
+  INFO(result.output);
+  REQUIRE(result.exit_code == 0);
+}
+
+// A checkpoint of tests/python/int4_checkpoint.py's tiny network in `format`, exported with `dtype`; the package.
+std::string ExportCheckpoint(const std::string& format, bool asymmetric, const std::string& dtype) {
+  const std::string dir = testing::MakeTempDir("llmc-int4-checkpoint");
+  std::vector<std::string> write = {std::string(LLMC_SOURCE_DIR) + "/tests/python/int4_checkpoint.py",
+                                    "--out",
+                                    dir + "/checkpoint",
+                                    "--format",
+                                    format,
+                                    "--group-size",
+                                    "32"};
+  if (asymmetric) write.push_back("--asymmetric");
+  Run(write);
+  Run({std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--checkpoint", dir + "/checkpoint", "--out",
+       dir + "/package", "--dtype", dtype});
+  return dir + "/package";
+}
+
+std::unique_ptr<LoadedModel> LoadOrFail(const std::string& dir, LoadOptions options) {
+  auto model = LoadedModel::Load(dir, options);
+  INFO(model.status().message());
+  REQUIRE(model.ok());
+  return *std::move(model);
+}
+
+nlohmann::json ReadManifest(const std::string& dir) {
+  nlohmann::json manifest;
+  std::ifstream(dir + "/llmc-model.json") >> manifest;
+  return manifest;
+}
+
+TEST_CASE("int4 checkpoints: GPTQ, AWQ and compressed-tensors packages load; packed kernels match the composite",
+          "[integration][model][int4]") {
+  const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 383, 3, 8, 150, 77, 2, 200, 12, 13, 14, 15, 16, 17, 18};
+  struct Case {
+    std::string format;
+    bool asymmetric;
+    std::string dtype;
+  };
+  for (const Case& c : {Case{"gptq", true, "float32"}, Case{"awq", true, "bfloat16"},
+                        Case{"compressed-tensors", true, "float32"}, Case{"gptq", false, "float32"}}) {
+    INFO("format " << c.format << (c.asymmetric ? " asymmetric " : " symmetric ") << c.dtype);
+    const std::string package = ExportCheckpoint(c.format, c.asymmetric, c.dtype);
+    const nlohmann::json manifest = ReadManifest(package);
+    CHECK(manifest["quantization"] == "int4");
+    CHECK(manifest["format_version"] ==
+          (c.asymmetric ? kInt4ZeroPointManifestFormatVersion : kInt4ManifestFormatVersion));
+    auto packed = LoadOrFail(package, {"cpu", ""});
+    CHECK(packed->manifest().quantization == "int4");
+    LoadOptions options{"cpu", ""};
+    options.pack_weights = false;
+    auto unpacked = LoadOrFail(package, options);
+    // The composite dequantizes (u - z) * scale exactly; the kernels differ by their quantized activations (int16,
+    // or int8 where W4A8 is the default) and, in bfloat16, by rounding.
+    const auto close = testing::MeasureQuantizationQuality(*unpacked, *packed, tokens, 8);
+    INFO("packed against composite: mean KL " << close.mean_kl << ", max " << close.max_kl);
+    CHECK(close.max_kl < 1e-2);
+    CHECK(close.top1_agreement >= 0.9);
+  }
+}
+
+TEST_CASE("int4 checkpoints: zero points under an older format version are refused by name",
+          "[integration][model][int4]") {
+  const std::string package = ExportCheckpoint("gptq", true, "float32");
+  const std::string copy = testing::MakeTempDir("llmc-int4-checkpoint-edit");
+  std::filesystem::copy(package, copy, std::filesystem::copy_options::recursive);
+  nlohmann::json manifest = ReadManifest(copy);
+  manifest["format_version"] = 10;
+  std::ofstream(copy + "/llmc-model.json") << manifest.dump(2);
+  auto model = LoadedModel::Load(copy, {"cpu", ""});
+  REQUIRE_FALSE(model.ok());
+  CHECK_THAT(std::string(model.status().message()), Catch::Contains("zero points, which need format_version 11"));
+}
+
+}  // namespace
+}  // namespace llmc::model
