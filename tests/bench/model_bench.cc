@@ -104,9 +104,10 @@ int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
       m.num_layers * (qkv_rows * groups(m.hidden_size) + m.hidden_size * groups(q_width) +
                       2 * m.intermediate_size * groups(m.hidden_size) + m.hidden_size * groups(m.intermediate_size)) +
       m.vocab_size * groups(m.hidden_size);
-  // int4: two weights a byte.
+  // int4 (served as int4, w4a16 or w4a8): two weights a byte.
+  const bool int4 = m.quantization == "int4" || m.quantization == "w4a16" || m.quantization == "w4a8";
   const int64_t weights = m.num_layers * per_layer + lm_head;
-  return (m.quantization == "int4" ? weights / 2 : weights) + 4 * scale_count;
+  return (int4 ? weights / 2 : weights) + 4 * scale_count;
 }
 
 // `sequences` sequences, each with `context` tokens already cached, decoding one token each; or, with
@@ -255,7 +256,9 @@ int main(int argc, char** argv) {
     m.model = *std::move(model);
     measured.push_back(std::move(m));
   }
-  const int64_t vocab = measured.front().model->manifest().vocab_size;
+  // Token ids every package's vocabulary holds.
+  int64_t vocab = measured.front().model->manifest().vocab_size;
+  for (const Measured& m : measured) vocab = std::min(vocab, m.model->manifest().vocab_size);
   if (!contexts.empty()) {
     // Decode b=1 after each context, the packages and contexts taking turns in every run; best step of 15.
     std::vector<std::vector<double>> best(measured.size(), std::vector<double>(contexts.size(), 1e9));
@@ -264,7 +267,11 @@ int main(int argc, char** argv) {
         const auto batch = MakeBatch(1, contexts[c], 0, kBlockSize, vocab);
         for (size_t i = 0; i < measured.size(); ++i) {
           const auto start = Clock::now();
-          if (!Step(*measured[i].model, batch, measured[i].cache, /*greedy=*/true).ok()) return 1;
+          const absl::Status status = Step(*measured[i].model, batch, measured[i].cache, /*greedy=*/true);
+          if (!status.ok()) {
+            std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+            return 1;
+          }
           if (run >= 0) best[i][c] = std::min(best[i][c], Seconds(start) * 1e3);
         }
       }
