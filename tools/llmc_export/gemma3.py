@@ -50,9 +50,7 @@ def gemma3_text_config(hf: dict) -> dict:
         text = dict(outer, **text)
     else:
         text = dict(hf)
-    return dict(GEMMA3_TEXT_DEFAULTS, **{key: value for key, value in text.items() if value is not None or
-                                         key in ("final_logit_softcapping", "attn_logit_softcapping",
-                                                 "rope_scaling")})
+    return dict(GEMMA3_TEXT_DEFAULTS, **text)
 
 
 def check_gemma3(text: dict) -> None:
