@@ -2,6 +2,7 @@
 // bit for bit, the composite operators on the unpacked weights agree with the packed kernels, int4 stays near
 // the bfloat16 model it came from, and what is not supported is refused by name.
 // libtorch's headers (through loaded_model.h) define glog's CHECK; Catch's, included after, must win.
+#include "worker/model/cpu/int8_staging.h"
 #include "worker/model/loaded_model.h"
 // (keep this order)
 #include <catch2/catch.hpp>
@@ -93,6 +94,27 @@ TEST_CASE("int4 model: an exported int4 package and int4 at load give the same l
     CHECK(quality.mean_kl < 0.1);
     CHECK(quality.top1_agreement >= 0.6);
   }
+}
+
+TEST_CASE("int4 model: w4a16 and w4a8 fix the activations of the same int4 weights and say so",
+          "[integration][model][int4]") {
+  const std::string int4 = ExportTiny({"--quantize", "int4"});
+  const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 511, 3, 8, 150, 77, 2, 400, 12, 13, 14, 15, 16, 17, 18};
+  auto w4a16 = LoadOrFail(int4, {"cpu", "", "w4a16"});
+  CHECK(w4a16->manifest().quantization == "w4a16");
+  if (!cpu::HasByteActivationKernel()) {  // the active path: the portable suite forces one without it
+    const auto refused = LoadedModel::Load(int4, {"cpu", "", "w4a8"});
+    REQUIRE_FALSE(refused.ok());
+    CHECK_THAT(std::string(refused.status().message()), Catch::Contains("w4a8 needs AVX512-VNNI"));
+    return;
+  }
+  auto w4a8 = LoadOrFail(int4, {"cpu", "", "w4a8"});
+  CHECK(w4a8->manifest().quantization == "w4a8");
+  // The same weights; only the activations' rounding differs (bytes against int16).
+  const auto quality = testing::MeasureQuantizationQuality(*w4a16, *w4a8, tokens, 8);
+  INFO("w4a8 against w4a16: mean KL " << quality.mean_kl << ", max " << quality.max_kl);
+  CHECK(quality.mean_kl > 0.0);
+  CHECK(quality.max_kl < 0.05);
 }
 
 TEST_CASE("int4 model: what int4 does not support is refused by name", "[integration][model][int4]") {
