@@ -198,6 +198,9 @@ TEST_CASE("json schema enum and const, serialized compactly", "[grammar][json_sc
   Check(Json::parse(R"({"enum":["a","bb","ccc"],"minLength":2})"), {R"("bb")", R"("ccc")"}, {R"("a")"});
   Check(Json::parse(R"({"type":"integer","enum":[1,5,10],"maximum":5})"), {"1", "5"}, {"10"});
   Check(Json::parse(R"({"const":"line\nbreak \"q\""})"), {R"("line\nbreak \"q\"")"}, {});
+  // Numbers beyond int64 (found by fuzzing): a whole 1e26 is an integer, not a cast out of range.
+  Check(Json::parse(R"({"type":"integer","enum":[177777777777777777777777777,2.5,3]})"), {"3"}, {"2.5"});
+  CHECK(CompileJsonSchema(Json::parse(R"({"type":"array","maxItems":1e30})"), {}).ok());
   // pattern beside enum: search semantics, checked by the project's own regex matcher.
   Check(Json::parse(R"({"enum":["apple","grape","kiwi"],"pattern":"^[ag]"})"), {R"("apple")", R"("grape")"},
         {R"("kiwi")"});

@@ -1,5 +1,6 @@
 // The JSON Schema compiler's shared pieces: keyword sets, types, errors and locations, expression helpers.
 #include <algorithm>
+#include <cmath>
 #include <iterator>
 #include <string>
 #include <utility>
@@ -29,6 +30,9 @@ constexpr absl::string_view kArrayKeywords[] = {"items", "prefixItems", "minItem
 constexpr absl::string_view kStringKeywords[] = {"minLength", "maxLength", "pattern", "format"};
 constexpr absl::string_view kNumberKeywords[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
                                                  "multipleOf"};
+
+// A cast to an integer type would be undefined for 1e26; JSON Schema calls any whole number an integer.
+bool IsWholeNumber(double number) { return std::isfinite(number) && number == std::trunc(number); }
 
 }  // namespace
 
@@ -98,7 +102,7 @@ absl::StatusOr<uint32_t> CountKeyword(const Json& schema, absl::string_view keyw
   if (value.is_number_unsigned() || (value.is_number_integer() && value.get<int64_t>() >= 0)) {
     return static_cast<uint32_t>(std::min<uint64_t>(value.get<uint64_t>(), kUnbounded - 1));
   }
-  if (value.is_number_float() && value.get<double>() >= 0 && value.get<double>() == static_cast<int64_t>(value)) {
+  if (value.is_number_float() && value.get<double>() >= 0 && IsWholeNumber(value.get<double>())) {
     return static_cast<uint32_t>(std::min<double>(value.get<double>(), kUnbounded - 1));
   }
   return InvalidValue(keyword, pointer, "not a non-negative integer");
@@ -169,8 +173,7 @@ uint32_t TypeOfValue(const Json& value) {
     case Json::value_t::number_unsigned:
       return kIntegerBit;
     case Json::value_t::number_float: {
-      const double number = value.get<double>();
-      return number == static_cast<double>(static_cast<int64_t>(number)) ? kIntegerBit : kFractionalBit;
+      return IsWholeNumber(value.get<double>()) ? kIntegerBit : kFractionalBit;
     }
     default:
       return 0;
