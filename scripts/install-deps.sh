@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything llmc needs to build, test and benchmark on Debian 12.
+# Installs everything llmc needs to build, test and benchmark on Debian 12 (bookworm) or 13 (trixie).
 # Idempotent and non-interactive; run as root or with sudo available.
 set -euo pipefail
 
@@ -7,7 +7,7 @@ packages=(
   # toolchain
   build-essential cmake ninja-build pkg-config ccache git clang-format
   # sanitizer builds and libFuzzer (scripts/test.sh with LLMC_SANITIZE, scripts/fuzz.sh)
-  clang libclang-rt-14-dev
+  clang libclang-rt-dev
   # RPC and base libraries
   libgrpc++-dev libgrpc-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev
   libabsl-dev libboost-dev libboost-system-dev libyaml-cpp-dev nlohmann-json3-dev

@@ -2,9 +2,9 @@
 #include "common/bounded_executor.h"
 
 #include <atomic>
-#include <catch2/catch.hpp>
 
 #include "absl/synchronization/notification.h"
+#include "tests/support/catch.h"
 
 namespace llmc {
 namespace {

@@ -1,10 +1,10 @@
 #include "common/internal_auth/cluster_credentials.h"
 
-#include <catch2/catch.hpp>
 #include <fstream>
 
 #include "common/config/controller_config.h"
 #include "common/internal_auth/internal_call_authenticator.h"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 
 namespace llmc::internal_auth {

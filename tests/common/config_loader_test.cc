@@ -1,6 +1,5 @@
 #include "common/config/config_loader.h"
 
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 
@@ -8,6 +7,7 @@
 #include "common/config/gateway_config.h"
 #include "common/config/worker_config.h"
 #include "common/message_limits.h"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 
 namespace llmc::config {

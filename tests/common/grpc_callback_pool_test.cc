@@ -1,10 +1,10 @@
 #include "common/grpc_callback_pool.h"
 
-#include <catch2/catch.hpp>
 #include <memory>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "tests/support/catch.h"
 
 namespace llmc {
 namespace {

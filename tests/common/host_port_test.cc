@@ -1,6 +1,6 @@
 #include "common/host_port.h"
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 namespace llmc {
 namespace {

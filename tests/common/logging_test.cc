@@ -3,10 +3,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 
 namespace llmc {

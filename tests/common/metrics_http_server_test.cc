@@ -7,10 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <string>
 
 #include "absl/time/clock.h"
+#include "tests/support/catch.h"
 #include "tests/support/wait.h"
 
 namespace llmc {

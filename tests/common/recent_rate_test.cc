@@ -1,8 +1,9 @@
 // RecentRate: the prefill rate a worker reports for prefix_aware dispatch.
 #include "common/recent_rate.h"
 
-#include <catch2/catch.hpp>
 #include <limits>
+
+#include "tests/support/catch.h"
 
 namespace llmc {
 namespace {

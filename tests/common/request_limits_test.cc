@@ -11,7 +11,7 @@
 #include "tests/support/byte_tokenizer.h"
 #include "worker/service/request_conversion.h"
 // After the torch headers: glog's CHECK would replace Catch's.
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 namespace llmc {
 namespace {

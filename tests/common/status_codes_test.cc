@@ -1,8 +1,7 @@
 #include "common/status_codes.h"
 
-#include <catch2/catch.hpp>
-
 #include "common/status_macros.h"
+#include "tests/support/catch.h"
 
 namespace llmc {
 namespace {

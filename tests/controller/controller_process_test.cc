@@ -4,10 +4,10 @@
 
 #include <signal.h>
 
-#include <catch2/catch.hpp>
 #include <fstream>
 
 #include "absl/time/clock.h"
+#include "tests/support/catch.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/http_get.h"
 #include "tests/support/wait.h"

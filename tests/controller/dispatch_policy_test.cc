@@ -1,8 +1,8 @@
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 
 #include "tests/controller/registry_test_support.h"
+#include "tests/support/catch.h"
 
 namespace llmc::controller {
 namespace {

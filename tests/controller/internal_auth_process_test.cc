@@ -1,7 +1,6 @@
 // Integration tests: internal gRPC authentication of the real llmc-controller and llmc-worker binaries. The
 // process helpers give every process kTestClusterSecret; here calls come without it, with a wrong one, or
 // from another host.
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
@@ -10,6 +9,7 @@
 #include "google/protobuf/descriptor.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/grpc_channel.h"

@@ -1,6 +1,5 @@
 // Prefix-aware dispatch: the prefix chunk hashes, the bounded index of where prefixes went, and the policy
 // that sends repeated prefixes to the worker that holds them unless it is much busier.
-#include <catch2/catch.hpp>
 #include <limits>
 #include <map>
 #include <set>
@@ -10,6 +9,7 @@
 #include "common/prefix_hash.h"
 #include "dispatch/prefix_index.h"
 #include "tests/controller/registry_test_support.h"
+#include "tests/support/catch.h"
 
 namespace llmc::controller {
 

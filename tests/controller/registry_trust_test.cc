@@ -1,7 +1,6 @@
 // The registry against registrations from hosts other than a worker's own, and against oversized ones.
-#include <catch2/catch.hpp>
-
 #include "tests/controller/registry_test_support.h"
+#include "tests/support/catch.h"
 
 namespace llmc::controller {
 namespace {

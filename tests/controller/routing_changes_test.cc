@@ -1,10 +1,10 @@
 // The registry's side of the routing feed: full and incremental tables, reported picks, relaying.
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "tests/controller/registry_test_support.h"
+#include "tests/support/catch.h"
 
 namespace llmc::controller {
 namespace {

@@ -1,6 +1,5 @@
-#include <catch2/catch.hpp>
-
 #include "tests/controller/registry_test_support.h"
+#include "tests/support/catch.h"
 
 namespace llmc::controller {
 namespace {

@@ -1,7 +1,6 @@
 // Integration test: the gateway's memory for a large non-streamed answer, measured from the real process
 // (its peak resident set, VmHWM in /proc/<pid>/status) through the real llmc-gateway, llmc-controller and
 // llmc-worker serving the small random-weight model.
-#include <catch2/catch.hpp>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -9,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/http_client.h"
 #include "tests/support/small_cluster.h"
 #include "tests/support/small_model.h"

@@ -2,13 +2,13 @@
 // reports against the body it writes, and a long prompt's logprobs joined from the worker's parts.
 #include "gateway/openai/answer_size.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "gateway/openai/openai_error.h"
 #include "gateway/openai/openai_response.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

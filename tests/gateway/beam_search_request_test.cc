@@ -1,11 +1,11 @@
 // vLLM's beam search parameters on /v1/completions and /v1/chat/completions: what reaches SamplingParams, and
 // every refusal naming its parameter.
-#include <catch2/catch.hpp>
 #include <string>
 
 #include "gateway/openai/openai_request.h"
 #include "nlohmann/json.hpp"
 #include "tests/gateway/openai_request_parsing.h"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

@@ -2,12 +2,12 @@
 // first in the prefix-routing key; the per-API-key part is a keyed hash of the key (HMAC-SHA256).
 #include "gateway/openai/cache_salt.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 
 #include "absl/strings/escaping.h"
 #include "gateway/dispatch/prefix_routing.h"
 #include "tests/gateway/openai_request_parsing.h"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

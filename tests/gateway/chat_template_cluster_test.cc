@@ -1,10 +1,10 @@
 // Chat through the real controller, worker and gateway with SentencePiece tokenizers (Llama 2, Gemma 3)
 // and Jinja chat templates: the model's own, one sent with the request, tools, and a template that raises.
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"

@@ -1,7 +1,6 @@
 // A generation whose pick is still in flight: cancelling it cancels the pick, and shutting the dispatcher
 // and the router down waits for its callback instead of leaving it to run on destroyed objects.
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +10,7 @@
 #include "gateway/dispatch/worker_channels.h"
 #include "gateway/dispatch/worker_router.h"
 #include "grpcpp/server_builder.h"
+#include "tests/support/catch.h"
 #include "tests/support/wait.h"
 
 namespace llmc::gateway {

@@ -1,7 +1,6 @@
 // Integration test: POST /v1/embeddings through the real controller, workers and gateway: every input
 // shape, float and base64, order across more inputs than a worker runs at once, last-token and mean
 // pooling packages, a package without embeddings, and bad input.
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/escaping.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"

@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -16,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/wait.h"

@@ -5,7 +5,6 @@
 #include <signal.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <map>
 #include <memory>
 #include <string>
@@ -17,6 +16,7 @@
 #include "grpcpp/server_builder.h"
 #include "llmc/v1/worker.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/gateway_process.h"

@@ -3,12 +3,12 @@
 #include <signal.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"

@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"

@@ -2,13 +2,13 @@
 // /v1/models/{id}, /version, keyless /health and /metrics), and several models behind one controller, with
 // the real controller, workers and gateway as separate processes on loopback.
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"

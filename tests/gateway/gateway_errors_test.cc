@@ -1,12 +1,12 @@
 // Integration tests: malformed and impossible requests to the real llmc-gateway (in front of the real
 // controller and a real worker) get 4xx answers in the OpenAI error envelope, and the gateway keeps serving.
-#include <catch2/catch.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"

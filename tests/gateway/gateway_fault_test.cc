@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -16,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"

@@ -1,7 +1,6 @@
 // Integration tests: the real llmc-gateway and llmc-controller with a scripted in-process worker (a
 // llmc.v1.Worker gRPC server that streams fixed texts), registered at the controller through FakeWorker.
 // They pin what the gateway does with the text it is given: SSE framing, JSON escaping, health, metrics.
-#include <catch2/catch.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/gateway_process.h"

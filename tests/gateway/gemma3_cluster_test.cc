@@ -5,7 +5,6 @@
 // first user turn, assistant turns as "model"), a JSON Schema-constrained answer over Gemma's SentencePiece
 // vocabulary, and streaming. The weights are random, so the checks are properties that hold for any weights.
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -23,6 +22,7 @@
 #include "boost/asio/write.hpp"
 #include "nlohmann/json.hpp"
 #include "tests/gateway/http_test_client.h"
+#include "tests/support/catch.h"
 #include "tests/support/wait.h"
 
 namespace llmc::gateway {

@@ -3,7 +3,6 @@
 // cluster secret the others refuse.
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +16,7 @@
 #include "common/config/internal_auth_config.h"
 #include "common/internal_auth/cluster_credentials.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/cluster_secret.h"
 #include "tests/support/controller_process.h"

@@ -2,13 +2,13 @@
 #define LLMC_TESTS_GATEWAY_OPENAI_REQUEST_PARSING_H_
 
 // Request bodies and checks shared by the OpenAI request parsing tests.
-#include <catch2/catch.hpp>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "gateway/openai/openai_error.h"
 #include "gateway/openai/openai_request.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 

@@ -1,12 +1,12 @@
 #include "gateway/openai/openai_request.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "gateway/openai/openai_error.h"
 #include "nlohmann/json.hpp"
 #include "tests/gateway/openai_request_parsing.h"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

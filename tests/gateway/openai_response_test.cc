@@ -1,6 +1,5 @@
 #include "gateway/openai/openai_response.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <regex>
@@ -10,6 +9,7 @@
 
 #include "gateway/openai/openai_error.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

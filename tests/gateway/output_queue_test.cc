@@ -2,12 +2,12 @@
 // end), the bytes it counts and reports, and when a producer waiting for it to drain is called.
 #include "gateway/http/output_queue.h"
 
-#include <catch2/catch.hpp>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "gateway/http/http_server_options.h"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

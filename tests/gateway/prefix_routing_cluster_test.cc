@@ -2,12 +2,12 @@
 // prefix_aware policy sends each prefix where it was computed before, so the workers' prefix caches serve
 // more of the prompts (usage.prompt_tokens_details.cached_tokens) than with lottery. Real controller,
 // workers and gateway as separate processes on loopback.
-#include <catch2/catch.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"

@@ -2,13 +2,13 @@
 // Qwen3 tokenizer and its tokenizer_config.json beside it, served through the real controller, worker and
 // gateway: chat with Qwen3's own Jinja template, tools rendered into the prompt, and a forced tool call parsed
 // from the model's hermes output. The weights are random, so the checks are properties that hold for any weights.
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"

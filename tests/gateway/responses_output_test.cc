@@ -1,6 +1,5 @@
 #include "gateway/openai/responses_output.h"
 
-#include <catch2/catch.hpp>
 #include <map>
 #include <set>
 #include <string>
@@ -9,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "gateway/openai/openai_error.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

@@ -1,10 +1,10 @@
 #include "gateway/openai/responses_request.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 
 #include "gateway/openai/openai_error.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

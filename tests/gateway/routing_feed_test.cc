@@ -1,7 +1,6 @@
 // The routing feed end to end over real gRPC: a controller process streams its table to gateways' routers
 // (in this process), which pick from it without asking the controller, report their picks, and see each
 // other's picks through the controller.
-#include <catch2/catch.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "controller/controller_server.h"
 #include "gateway/dispatch/worker_router.h"
 #include "grpcpp/create_channel.h"
+#include "tests/support/catch.h"
 #include "tests/support/cluster_secret.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/fake_worker.h"

@@ -2,12 +2,12 @@
 // counting its own picks exactly once while they travel to the controller and back.
 #include "gateway/dispatch/routing_replica.h"
 
-#include <catch2/catch.hpp>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

@@ -3,7 +3,6 @@
 // every refusal naming its parameter.
 #include "gateway/openai/structured_output_request.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "gateway/openai/openai_request.h"
 #include "nlohmann/json.hpp"
 #include "tests/gateway/openai_request_parsing.h"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

@@ -7,13 +7,13 @@
 // regex, choice, GBNF, streaming), tests/gateway/openai_sdk_structured.mjs (the OpenAI Node SDK with zod), and
 // HTTP requests from here (errors, logit_bias, allowed_token_ids, bad_words).
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/http_client.h"
 #include "tests/support/small_cluster.h"

@@ -1,11 +1,11 @@
 // Unit tests: the /tokenize and /detokenize bodies (vLLM's shapes) and the router's prefix routes.
 #include "gateway/openai/tokenize_request.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 
 #include "gateway/http/http_router.h"
 #include "gateway/openai/openai_error.h"
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

@@ -8,13 +8,13 @@
 //
 // Clients: tests/gateway/openai_sdk_tools.mjs (the OpenAI Node SDK with zod: tools, streaming, runTools, the
 // Responses API) and HTTP requests from here (the parsers, the template round trip, errors).
-#include <catch2/catch.hpp>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/http_client.h"
 #include "tests/support/small_cluster.h"

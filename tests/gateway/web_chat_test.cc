@@ -1,9 +1,9 @@
 // Integration test: the browser chat page the gateway serves at /, driven in headless Chromium
 // (tests/web/chat_page_test.mjs, puppeteer-core from scripts/fetch-tokenizers.sh, Debian's chromium)
 // against the real controller, worker and gateway.
-#include <catch2/catch.hpp>
 #include <string>
 
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"

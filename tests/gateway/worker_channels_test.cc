@@ -1,7 +1,7 @@
 // The gateway's channels to workers: one per address, dropped when the address leaves the routing table.
 #include "gateway/dispatch/worker_channels.h"
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

@@ -1,6 +1,6 @@
 #include "gateway/dispatch/worker_retry.h"
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 namespace llmc::gateway {
 namespace {

@@ -2,11 +2,11 @@
 // every syntax error with its message.
 #include "worker/grammar/gbnf_parser.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tests/support/catch.h"
 #include "worker/grammar/grammar.h"
 #include "worker/grammar/matcher.h"
 

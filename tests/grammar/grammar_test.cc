@@ -3,12 +3,12 @@
 #include "worker/grammar/grammar.h"
 
 #include <bitset>
-#include <catch2/catch.hpp>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "worker/grammar/automaton.h"
 #include "worker/grammar/matcher.h"
 #include "worker/grammar/regex_compiler.h"

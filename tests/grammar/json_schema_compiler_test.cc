@@ -4,7 +4,6 @@
 // the same corpus and the sampler's outputs against python3-jsonschema).
 #include "worker/grammar/json_schema_compiler.h"
 
-#include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -17,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "worker/grammar/automaton.h"
 #include "worker/grammar/grammar.h"
 #include "worker/grammar/matcher.h"

@@ -3,12 +3,12 @@
 // whose expectations agree with Python's re.fullmatch (ECMAScript where the two differ).
 #include "worker/grammar/regex_compiler.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tests/support/catch.h"
 #include "worker/grammar/grammar.h"
 #include "worker/grammar/matcher.h"
 
@@ -438,7 +438,7 @@ TEST_CASE("regex refuses constructs a grammar cannot express, naming them", "[gr
   };
   for (const auto& [pattern, construct] : refusals) {
     INFO("pattern: " << pattern);
-    CHECK_THAT(Refusal(pattern), Catch::Matchers::Contains(construct));
+    CHECK_THAT(Refusal(pattern), Catch::Contains(construct));
   }
 }
 

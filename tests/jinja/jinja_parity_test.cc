@@ -1,11 +1,11 @@
 // Parity with python3-jinja2, set up as transformers sets it up (render_reference.py): hand-written
 // snippets for each construct, and the chat templates of real models over a set of conversations.
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
 #include "tests/jinja/parity_support.h"
+#include "tests/support/catch.h"
 
 namespace llmc::jinja::testing {
 namespace {

@@ -1,6 +1,5 @@
 // Properties of llmc::jinja that the jinja2 parity tests cannot show: load-time errors naming the
 // construct and line, error kinds, render limits, and concurrent rendering.
-#include <catch2/catch.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -8,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/time/civil_time.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "worker/jinja/template.h"
 
 namespace llmc::jinja {

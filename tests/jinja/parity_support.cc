@@ -4,13 +4,13 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
 #include "absl/time/civil_time.h"
 #include "absl/time/time.h"
+#include "tests/support/catch.h"
 #include "worker/jinja/template.h"
 
 namespace llmc::jinja::testing {

@@ -1,8 +1,7 @@
 #ifndef LLMC_TESTS_SUPPORT_CPU_KERNEL_PATHS_H_
 #define LLMC_TESTS_SUPPORT_CPU_KERNEL_PATHS_H_
 
-#include <catch2/catch.hpp>
-
+#include "tests/support/catch.h"
 #include "worker/model/cpu/cpu_isa.h"
 
 namespace llmc::testing {

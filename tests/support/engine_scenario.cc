@@ -1,11 +1,11 @@
 #include "tests/support/engine_scenario.h"
 
-#include <catch2/catch.hpp>
 #include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/tokenizer_files.h"
 #include "tests/support/wait.h"

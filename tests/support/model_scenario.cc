@@ -3,7 +3,6 @@
 #include <torch/script.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <map>
 #include <numeric>
 #include <random>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/tokenizer_files.h"
 

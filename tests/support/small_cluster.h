@@ -3,11 +3,11 @@
 
 // One controller, one worker serving the small package and a gateway in front, on free loopback ports, for
 // the integration tests (it names the binaries through the LLMC_*_BINARY definitions of that target).
-#include <catch2/catch.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/cluster_secret.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"

@@ -1,13 +1,13 @@
 // Integration test: llmc-batch runs OpenAI batch files and plain prompts files through an in-process engine:
 // one output line per input line in order, answers equal to what the cluster's gateway answers for the same
 // greedy requests, error lines for bad lines without stopping the rest.
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/small_model.h"
 

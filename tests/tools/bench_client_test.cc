@@ -2,7 +2,6 @@
 // delays (first chunk after 200 ms, then one every 50 ms), the reported TTFT, ITL and TPOT match the
 // script within tolerance, counts are exact, and refusals, stream errors and timeouts count as failures.
 // Timing bounds are loose on purpose (a shared 2-core machine); the medians are what is checked.
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/tools/scripted_openai_server.h"
 #include "tools/bench/arrivals.h"
 #include "tools/bench/bench_cli.h"

@@ -1,7 +1,6 @@
 // Unit tests of llmc-bench's reports: result JSON, the side-by-side compare table and the SVG plot (checked
 // with a small XML well-formedness parser).
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <string>
@@ -10,6 +9,7 @@
 
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tools/bench/compare_table.h"
 #include "tools/bench/result_json.h"
 #include "tools/bench/svg_plot.h"

@@ -2,7 +2,6 @@
 // and chunk parsing, URLs and flags.
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tools/bench/arrivals.h"
 #include "tools/bench/bench_config.h"
 #include "tools/bench/bench_metrics.h"

@@ -1,9 +1,9 @@
 // Integration test: llmc-chat on a pseudo-terminal against the real controller, worker and gateway, typed
 // at as a user would: multi-line input, streamed replies, history, commands, --debug, Ctrl-C during a
 // reply (the request is cancelled on the worker) and server errors.
-#include <catch2/catch.hpp>
 #include <string>
 
+#include "tests/support/catch.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/metrics_text.h"

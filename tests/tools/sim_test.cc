@@ -2,12 +2,12 @@
 // prompts, TTFT grows with load), the simulation is reproducible for a seed, and prefix_aware dispatch
 // finds more of the prompts cached than shortest_queue on a shared-prefix workload, at half its p99 TTFT
 // or less.
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tools/sim/sim_cli.h"
 #include "tools/sim/sim_worker.h"

@@ -1,9 +1,10 @@
 // llmc-chat prints a model's output on the user's terminal: control sequences in it are dropped.
 #include "tools/chat/terminal_text.h"
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
+
+#include "tests/support/catch.h"
 
 namespace llmc::chat {
 namespace {

@@ -1,10 +1,10 @@
 // ChoiceOutputParser (reasoning apart from content) and the hermes and Qwen3-Coder tool-call parsers; the other
 // formats are in tool_call_formats_test.cc.
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/typed_output/parser_test_util.h"
 
 namespace llmc::typed_output {

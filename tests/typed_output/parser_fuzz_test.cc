@@ -2,11 +2,11 @@
 // a text is cut, the parser gives the same result; when it reports no call nothing was dropped (the content is the
 // text); every call has valid JSON object arguments and a well-formed, unique id.
 
-#include <catch2/catch.hpp>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/typed_output/parser_test_util.h"
 
 namespace llmc::typed_output {

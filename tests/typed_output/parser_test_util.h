@@ -5,7 +5,6 @@
 // boundaries for short texts) and one byte at a time: every way must give the same content, reasoning and calls,
 // and those must be the expected ones.
 
-#include <catch2/catch.hpp>
 #include <memory>
 #include <set>
 #include <string>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "worker/typed_output/output_format.h"
 #include "worker/typed_output/output_parser.h"
 

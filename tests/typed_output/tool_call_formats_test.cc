@@ -1,10 +1,10 @@
 // The llama3_json, pythonic, mistral and DeepSeek tool-call parsers (hermes and Qwen3-Coder are in
 // output_parser_test.cc).
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/typed_output/parser_test_util.h"
 
 namespace llmc::typed_output {

@@ -4,7 +4,6 @@
 #include "worker/typed_output/tool_call_grammar.h"
 
 #include <bitset>
-#include <catch2/catch.hpp>
 #include <memory>
 #include <random>
 #include <string>
@@ -13,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "worker/grammar/automaton.h"
 #include "worker/grammar/matcher.h"
 #include "worker/typed_output/constraint_grammar.h"

@@ -7,13 +7,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"
 #include "worker/engine/beam_history.h"

@@ -2,8 +2,9 @@
 // checked by identity: parent block, salt, tokens) and its least-recently-freed eviction.
 #include "worker/engine/block_allocator.h"
 
-#include <catch2/catch.hpp>
 #include <vector>
+
+#include "tests/support/catch.h"
 
 namespace llmc::engine {
 namespace {

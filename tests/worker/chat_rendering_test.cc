@@ -2,12 +2,12 @@
 // template, or its built-in one, and the errors each gives.
 #include "worker/service/chat_rendering.h"
 
-#include <catch2/catch.hpp>
 #include <iterator>
 #include <random>
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "tests/support/catch.h"
 #include "worker/jinja/template.h"
 
 namespace llmc::worker {

@@ -1,6 +1,6 @@
 #include "worker/tokenizer/chat_template.h"
 
-#include <catch2/catch.hpp>
+#include "tests/support/catch.h"
 
 namespace llmc::tokenizer {
 namespace {

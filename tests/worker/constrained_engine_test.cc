@@ -2,13 +2,13 @@
 // weights, every answer the grammar lets finish matches it (regex, choice, JSON Schema), preemption and
 // prefix-cache hits change no token, and logit_bias, allowed_token_ids and bad_words hold.
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <memory>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/small_model.h"
 #include "tests/support/wait.h"

@@ -3,13 +3,13 @@
 // asynchronous path answers every caller.
 #include "worker/service/constraint_compiler.h"
 
-#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "tests/support/byte_tokenizer.h"
+#include "tests/support/catch.h"
 #include "worker/grammar/matcher.h"
 
 namespace llmc::worker {

@@ -1,8 +1,7 @@
 // The worker's controller link against an in-process fake controller.
 #include "worker/service/controller_link.h"
 
-#include <catch2/catch.hpp>
-
+#include "tests/support/catch.h"
 #include "tests/support/fake_controller.h"
 #include "tests/support/wait.h"
 

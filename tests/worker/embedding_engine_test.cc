@@ -3,7 +3,6 @@
 // generations in the same batches, under preemption, and the refusals.
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"

@@ -6,13 +6,13 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/fault_injection.h"
+#include "tests/support/catch.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"
 #include "tests/support/wait.h"

@@ -3,13 +3,13 @@
 // is checked the same way in paged_attention_test.cc.
 #include "worker/model/cpu/fused_ops.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/cpu_isa.h"

@@ -4,11 +4,11 @@
 // soft-capping; tied and untied heads) and exported by tools/export_model.py run on the C++ loader and operators,
 // and match the independent forward of the same folder (tests/python/gemma3_reference.py, by make_family_fixture.py
 // gemma3).
-#include <catch2/catch.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/engine_scenario.h"
 #include "tests/support/model_scenario.h"
 #include "worker/model/loaded_model.h"

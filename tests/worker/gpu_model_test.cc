@@ -3,10 +3,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/cuda.h>
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <tuple>
 
+#include "tests/support/catch.h"
 #include "tests/support/model_scenario.h"
 #include "worker/model/paged_attention_ops.h"
 

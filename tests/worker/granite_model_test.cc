@@ -4,11 +4,11 @@
 // export folds the multipliers into the weights and the attention scale, so these packages run a Llama graph.
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/engine_scenario.h"
 #include "tests/support/model_scenario.h"
 #include "worker/model/loaded_model.h"

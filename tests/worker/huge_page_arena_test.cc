@@ -5,10 +5,11 @@
 
 #include "worker/model/cpu/packed_weight.h"
 // (keep this order)
-#include <catch2/catch.hpp>
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "tests/support/catch.h"
 
 namespace llmc::model::cpu {
 namespace {

@@ -5,13 +5,13 @@
 // libtorch's headers (through loaded_model.h) define glog's CHECK; Catch's, included after, must win.
 #include "worker/model/loaded_model.h"
 // (keep this order)
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/quantization_quality.h"
 

@@ -5,13 +5,13 @@
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/loaded_model.h"
 // (keep this order)
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/quantization_quality.h"
 #include "tests/support/tokenizer_files.h"

@@ -2,10 +2,10 @@
 // packed int4 weights against its composite on the dequantized weights, on every instruction-set path this machine
 // has (portable, AVX2, AVX512-VNNI), forced one by one: W4A16 (int16 activations) on every path, and W4A8 (the
 // activations as bytes, AVX512-VNNI) against the same sums of the byte-quantized activations.
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/cpu_isa.h"

@@ -2,10 +2,10 @@
 // composite's dequantization against (u - z) * scale, and every fused operator on packed weights with zero points
 // against its composite on the dequantized weights, on every instruction-set path this machine has, forced one
 // by one (the kernels' sums with the zero-point correction, and the dequantized panels of large batches).
-#include <catch2/catch.hpp>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/cpu_isa.h"

@@ -3,13 +3,13 @@
 // wherever nvcc is and runs on any machine with a GPU (scripts/gpu-check-int8.sh).
 #include <cuda_runtime.h>
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/int8_linear_cuda_kernels.h"
 

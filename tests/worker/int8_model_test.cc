@@ -5,7 +5,6 @@
 // libtorch's headers (through loaded_model.h) define glog's CHECK; Catch's, included after, must win.
 #include "worker/model/loaded_model.h"
 // (keep this order)
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/quantization_quality.h"
 #include "tests/support/tokenizer_files.h"

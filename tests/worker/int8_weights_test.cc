@@ -1,12 +1,12 @@
 // int8 weights (W8A16): the quantizer's bounds, and every fused operator on packed int8 weights against its
 // composite on the dequantized weights, on every instruction-set path this machine has, forced one by one.
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/cpu_isa.h"

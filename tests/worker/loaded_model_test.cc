@@ -5,7 +5,6 @@
 #include <torch/cuda.h>
 #include <torch/script.h>
 
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -13,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/model_scenario.h"
 #include "tests/support/tokenizer_files.h"

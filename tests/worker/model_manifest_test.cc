@@ -2,13 +2,13 @@
 // how the worker turns the output-format fields into what it parses with.
 #include "worker/model/model_manifest.h"
 
-#include <catch2/catch.hpp>
 #include <fstream>
 #include <functional>
 #include <string>
 
 #include "nlohmann/json.hpp"
 #include "tests/support/byte_tokenizer.h"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/fake_engine.h"
 #include "worker/service/served_model.h"

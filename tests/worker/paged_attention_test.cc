@@ -1,9 +1,9 @@
 // The C++ CPU kernels of llmc::paged_attention / llmc::write_kv_cache against a plain ATen reference.
 #include <ATen/core/dispatch/Dispatcher.h>
 
-#include <catch2/catch.hpp>
 #include <random>
 
+#include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
 #include "worker/model/paged_attention_ops.h"
 

@@ -2,11 +2,11 @@
 // gate_up_proj, partial rotary 0.75, LongRoPE with its attention factor; untied and tied heads) and exported by
 // tools/export_model.py run on the C++ loader and operators, and match the independent forward of the same folder
 // (tests/python/phi3_reference.py, by make_family_fixture.py phi3).
-#include <catch2/catch.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/engine_scenario.h"
 #include "tests/support/model_scenario.h"
 #include "worker/model/loaded_model.h"

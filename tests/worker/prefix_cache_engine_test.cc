@@ -3,11 +3,11 @@
 // eviction and preemption), n = 4 computes its prompt once, and usage reports the cached tokens.
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"
 #include "tests/support/wait.h"

@@ -4,11 +4,11 @@
 // prefilled in chunks, beside generations, with n = 2, and recomputed after preemption.
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"
 #include "tests/support/wait.h"

@@ -1,7 +1,6 @@
 // Qwen3 (dense): checkpoints written in Hugging Face's layout (QK-norm, head_dim apart from hidden_size / heads,
 // untied and tied heads) and exported by tools/export_model.py run on the C++ loader and operators, and match the
 // independent forward of the same folder (tests/python/qwen3_reference.py, by make_qwen3_fixture.py).
-#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -9,6 +8,7 @@
 #include <vector>
 
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "tests/support/child_process.h"
 #include "tests/support/engine_scenario.h"
 #include "tests/support/model_scenario.h"

@@ -1,11 +1,11 @@
 // Generate, Tokenize and Detokenize requests from the wire to the engine: defaults and every refusal.
 #include "worker/service/request_conversion.h"
 
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 
 #include "tests/support/byte_tokenizer.h"
+#include "tests/support/catch.h"
 
 namespace llmc::worker {
 namespace {

@@ -1,8 +1,9 @@
 // Responses merged while a stream's reader is behind read as if one step had produced them.
 #include "worker/service/response_merge.h"
 
-#include <catch2/catch.hpp>
 #include <vector>
+
+#include "tests/support/catch.h"
 
 namespace llmc::worker {
 namespace {

@@ -3,12 +3,13 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <numeric>
 #include <set>
+
+#include "tests/support/catch.h"
 
 namespace llmc::engine {
 namespace {

@@ -3,13 +3,13 @@
 #include "worker/engine/scheduler.h"
 
 #include <algorithm>
-#include <catch2/catch.hpp>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "tests/support/byte_tokenizer.h"
+#include "tests/support/catch.h"
 
 namespace llmc::engine {
 namespace {

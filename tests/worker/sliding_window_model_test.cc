@@ -3,11 +3,11 @@
 // kernels and matches the independent windowed forward of the same folder (tests/python/mistral_reference.py, by
 // make_mistral_fixture.py): over the paged scenario, and through the engine with prompts prefilled in chunks
 // across the window's edge and a prefix-cache hit, decoding well past the window.
-#include <catch2/catch.hpp>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/collecting_sink.h"
 #include "tests/support/model_scenario.h"
 #include "worker/engine/engine.h"

@@ -5,11 +5,11 @@
 // must leave exact.
 #include <ATen/ATen.h>
 
-#include <catch2/catch.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/engine_scenario.h"
 #include "tests/support/model_scenario.h"
 #include "worker/model/loaded_model.h"

@@ -1,9 +1,9 @@
 #include "worker/tokenizer/stop_string_matcher.h"
 
-#include <catch2/catch.hpp>
 #include <random>
 
 #include "common/request_limits.h"
+#include "tests/support/catch.h"
 
 namespace llmc::tokenizer {
 namespace {

@@ -2,10 +2,10 @@
 // Llama 3) and SentencePiece-style (Llama 2, Gemma 3 with 262k tokens).
 #include <utf8proc.h>
 
-#include <catch2/catch.hpp>
 #include <cstdlib>
 
 #include "common/utf8.h"
+#include "tests/support/catch.h"
 #include "tests/support/tokenizer_files.h"
 #include "worker/tokenizer/incremental_detokenizer.h"
 

@@ -1,7 +1,6 @@
 // The tokenizer's mechanics on small hand-made tokenizer.json files.
-#include <catch2/catch.hpp>
-
 #include "nlohmann/json.hpp"
+#include "tests/support/catch.h"
 #include "worker/tokenizer/byte_level.h"
 #include "worker/tokenizer/split_pattern.h"
 #include "worker/tokenizer/token_strings.h"

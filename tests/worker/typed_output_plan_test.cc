@@ -2,10 +2,9 @@
 // parser and grammar a request gets, and how the per-choice parsers fill the deltas the gateway shapes.
 #include "worker/service/typed_output_plan.h"
 
-#include <catch2/catch.hpp>
-
 #include "nlohmann/json.hpp"
 #include "tests/support/byte_tokenizer.h"
+#include "tests/support/catch.h"
 #include "worker/service/typed_output_state.h"
 
 namespace llmc::worker {

@@ -6,10 +6,10 @@
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
 // (keep this order)
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <vector>
 
+#include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/cpu_isa.h"

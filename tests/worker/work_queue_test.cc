@@ -8,7 +8,6 @@
 // (keep this order: libtorch's headers define glog's CHECK; Catch's, included after, must win)
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <limits>
 #include <numeric>
@@ -16,6 +15,8 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include "tests/support/catch.h"
 
 namespace llmc::model::cpu {
 namespace {

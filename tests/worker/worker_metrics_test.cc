@@ -1,9 +1,8 @@
 // The worker's Prometheus metrics: vLLM's names with the llmc: prefix, fed by engine events and load.
 #include "worker/service/worker_metrics.h"
 
-#include <catch2/catch.hpp>
-
 #include "prometheus/text_serializer.h"
+#include "tests/support/catch.h"
 
 namespace llmc::worker {
 namespace {

@@ -2,7 +2,6 @@
 #include "worker/service/worker_service.h"
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <string>
 #include <thread>
 
@@ -11,6 +10,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "tests/support/byte_tokenizer.h"
+#include "tests/support/catch.h"
 #include "tests/support/fake_engine.h"
 #include "tests/support/grpc_channel.h"
 #include "tests/support/wait.h"
