@@ -1,15 +1,16 @@
 #include "common/metrics_http_server.h"
 
 #include <atomic>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <cerrno>
+#include <cstdint>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "boost/asio/ip/tcp.hpp"
+#include "boost/asio/steady_timer.hpp"
+#include "boost/asio/strand.hpp"
+#include "boost/beast/core.hpp"
+#include "boost/beast/http.hpp"
 #include "common/logging.h"
 #include "prometheus/text_serializer.h"
 

@@ -1,7 +1,8 @@
 # Sourced by the bench scripts: start_cluster and stop_cluster for one controller, one or more workers and
 # one gateway on loopback. The caller sets: bench_name (message prefix), package, port, controller_port,
 # worker_port, threads, logs; it calls `trap stop_cluster EXIT`. Optional: cluster_workers (default 1; the
-# workers listen on worker_port, worker_port + 1, ...) and controller_flags (an array).
+# workers listen on worker_port, worker_port + 1, ...), controller_flags (an array), bin_dir (the build
+# folder holding the binaries, default build) and kv_cache_bytes (each worker's, default 1 GiB).
 pids=()
 
 stop_cluster() {
@@ -25,7 +26,7 @@ start_cluster() {
   local name=$1
   shift
   local count=${cluster_workers:-1}
-  build/controller/llmc-controller --listen_address="127.0.0.1:$controller_port" \
+  "${bin_dir:-build}/controller/llmc-controller" --listen_address="127.0.0.1:$controller_port" \
     --metrics_address="127.0.0.1:$((controller_port + 80))" ${controller_flags[@]+"${controller_flags[@]}"} \
     >"$logs/$name-controller.log" 2>&1 &
   pids+=($!)
@@ -33,13 +34,13 @@ start_cluster() {
   for w in $(seq 0 $((count - 1))); do
     id=bench-worker
     [ "$count" = 1 ] || id="bench-worker-$w"
-    build/worker/llmc-worker --model_path="$package" --listen_address="127.0.0.1:$((worker_port + w))" \
+    "${bin_dir:-build}/worker/llmc-worker" --model_path="$package" --listen_address="127.0.0.1:$((worker_port + w))" \
       --metrics_address="127.0.0.1:$((worker_port + 80 + w))" --controller_address="127.0.0.1:$controller_port" \
-      --worker_id="$id" --num_threads="$threads" --kv_cache_bytes=$((1 << 30)) "$@" \
+      --worker_id="$id" --num_threads="$threads" --kv_cache_bytes="${kv_cache_bytes:-$((1 << 30))}" "$@" \
       >"$logs/$name-$id.log" 2>&1 &
     pids+=($!)
   done
-  build/gateway/llmc-gateway --listen_address="127.0.0.1:$port" \
+  "${bin_dir:-build}/gateway/llmc-gateway" --listen_address="127.0.0.1:$port" \
     --controller_address="127.0.0.1:$controller_port" >"$logs/$name-gateway.log" 2>&1 &
   pids+=($!)
   local warm

@@ -1,6 +1,7 @@
 #ifndef LLMC_GATEWAY_HTTP_HTTP_HANDLER_H_
 #define LLMC_GATEWAY_HTTP_HTTP_HANDLER_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

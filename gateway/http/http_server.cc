@@ -1,6 +1,7 @@
 #include "gateway/http/http_server.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>

@@ -3,6 +3,7 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <exception>
 #include <random>
 #include <utility>

@@ -3,6 +3,7 @@
 
 // HttpSession's ResponseWriter, apart from the session's reading and writing (http_session.cc).
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>

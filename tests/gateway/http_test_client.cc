@@ -1,5 +1,7 @@
 #include "tests/gateway/http_test_client.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "boost/asio/connect.hpp"

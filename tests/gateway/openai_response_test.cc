@@ -487,7 +487,7 @@ TEST_CASE("openai_response: invalid UTF-8 from a worker never throws", "[unit][o
   const json chunk = json::parse(chunks->front());
   CHECK(chunk["choices"][0]["text"] == "ok\xef\xbf\xbd\xef\xbf\xbd");
   REQUIRE(builder.Accumulate(response).ok());
-  CHECK_NOTHROW(json::parse(builder.FinalJson(MakeUsage(1, 1))));
+  CHECK(json::parse(builder.FinalJson(MakeUsage(1, 1))).is_object());
 }
 
 TEST_CASE("openai_response: response ids", "[unit][openai]") {

@@ -13,8 +13,10 @@ if (!sdkDir || !baseURL || !model || !apiKey) {
 }
 const { default: OpenAI } = await import(pathToFileURL(`${sdkDir}/index.mjs`).href);
 
-// No SDK retries: a 429 or 5xx must show up as such, not be hidden by a second try.
-const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+// No SDK retries: a 429 or 5xx must show up as such, not be hidden by a second try. Node's own fetch, as the
+// SDK's version 5 uses: version 4's default, node-fetch 2.7, takes the end of a chunked stream on a kept-alive
+// socket for a premature close under Node 20.19 (Debian 13's), although the stream ended cleanly.
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000, fetch: globalThis.fetch });
 
 let failures = 0;
 async function step(name, fn) {
@@ -188,7 +190,7 @@ await step('BadRequestError for a wrong type and a negative max_tokens', async (
 });
 
 await step('AuthenticationError for a wrong key', async () => {
-  const wrong = new OpenAI({ baseURL, apiKey: `${apiKey}-wrong`, maxRetries: 0, timeout: 30000 });
+  const wrong = new OpenAI({ baseURL, apiKey: `${apiKey}-wrong`, maxRetries: 0, timeout: 30000, fetch: globalThis.fetch });
   await expectError(OpenAI.AuthenticationError, 401, () => wrong.chat.completions.create(chatRequest));
   await expectError(OpenAI.AuthenticationError, 401, () => wrong.models.list());
 });

@@ -20,8 +20,8 @@ const { zodResponseFormat } = await load('openai/helpers/zod.mjs');
 const { LengthFinishReasonError } = await load('openai/error.mjs');
 const { z } = await load('zod/index.js');
 
-// No SDK retries: a 4xx or 5xx must show up as such.
-const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+// No SDK retries: a 4xx or 5xx must show up as such. Node's own fetch, as in openai_sdk_e2e.mjs (why there).
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000, fetch: globalThis.fetch });
 // SDK 4.x has parse() under beta; 5.x also under chat.completions.
 const completions = typeof client.chat.completions.parse === 'function' ? client.chat.completions
                                                                          : client.beta.chat.completions;

@@ -21,8 +21,8 @@ const { default: OpenAI } = await load('openai/index.mjs');
 const { zodFunction } = await load('openai/helpers/zod.mjs');
 const { z } = await load('zod/index.js');
 
-// No SDK retries: a 4xx or 5xx must show up as such.
-const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000 });
+// No SDK retries: a 4xx or 5xx must show up as such. Node's own fetch, as in openai_sdk_e2e.mjs (why there).
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 120000, fetch: globalThis.fetch });
 
 let failures = 0;
 async function step(name, fn) {

@@ -160,10 +160,12 @@ class ExporterTest(unittest.TestCase):
             full, values, ids = loaded.forward_top_k(tokens, b["positions"], cache(), b["slot_mapping"],
                                                      b["block_tables"], b["seq_lens"], b["query_start_locs"],
                                                      b["logits_indices"], torch.tensor([1]), 3)
-        self.assertTrue(torch.equal(full, logits[1:]))
+        # Equal up to float rounding: libtorch 2.x may pick another matrix kernel for fewer rows (the int8 and
+        # int4 heads' dequantized products differ in the last bits there), 1.13 happened to give the same bits.
+        torch.testing.assert_close(full, logits[1:], rtol=1e-5, atol=1e-5)
         self.assertEqual(tuple(ids.shape), (2, 3))
-        self.assertTrue(torch.equal(ids[:, 0], logits.argmax(-1)))
-        self.assertTrue(torch.equal(values, logits.gather(1, ids)))
+        torch.testing.assert_close(values, logits.gather(1, ids), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(values[:, 0], logits.max(-1).values, rtol=1e-5, atol=1e-5)
         self.assertTrue(bool((values[:, :-1] >= values[:, 1:]).all()))
 
     def test_single_file_checkpoint(self):

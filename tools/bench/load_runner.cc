@@ -1,6 +1,7 @@
 #include "tools/bench/load_runner.h"
 
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <limits>
 #include <map>

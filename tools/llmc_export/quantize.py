@@ -57,7 +57,10 @@ def quantize_int4(weight: torch.Tensor, group_size: int, name: str = "weight",
                   zero_point: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     """(uint8 [N, K / 2], float32 scales [N, K / group_size]): byte i of a row holds input 2i in its low nibble
     and 2i + 1 in its high one, each as q + 8, with weight ~ q * scale of its group. Symmetric: each group's
-    largest magnitude maps to 7 (q in [-7, 7]); an all-zero group gets scale 1. The worker's QuantizeInt4
+    largest magnitude maps exactly to -8 when it is negative (scale max / 8) and to 7 otherwise (scale max / 7),
+    so the group's extreme weight is kept and half the groups get a step 12 % finer; q is clamped to [-8, 7]
+    (a positive weight above 7.5 steps in a group whose extreme is negative takes 7); an all-zero group gets
+    scale 1. The worker's QuantizeInt4
     (worker/model/cpu/int4_weight.cc) computes the very same.
 
     zero_point: asymmetric groups instead, scales [N, G, 2] (scale, zero point z): the group's range, widened
@@ -76,8 +79,9 @@ def quantize_int4(weight: torch.Tensor, group_size: int, name: str = "weight",
         u = u.reshape(rows, in_features)
         return (u[:, 0::2] | (u[:, 1::2] << 4)).to(torch.uint8), torch.stack([scale, zero], dim=-1)
     amax = grouped.abs().amax(-1)
-    scale = torch.where(amax == 0, torch.ones_like(amax), amax / 7)
-    q = torch.round(grouped / scale[..., None]).clamp(-7, 7).to(torch.int16).reshape(rows, in_features) + 8
+    extreme = grouped.gather(-1, grouped.abs().argmax(-1, keepdim=True)).squeeze(-1)
+    scale = torch.where(amax == 0, torch.ones_like(amax), torch.where(extreme < 0, amax / 8, amax / 7))
+    q = torch.round(grouped / scale[..., None]).clamp(-8, 7).to(torch.int16).reshape(rows, in_features) + 8
     return (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8), scale
 
 

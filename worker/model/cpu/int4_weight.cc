@@ -18,22 +18,27 @@ namespace {
 
 constexpr int64_t kOctetBytes = kPanelWidth * 4;
 
-// One group as the exporter quantizes it: q + 8 in [1, 15] per input.
+// One group as the exporter quantizes it: q + 8 in [0, 15] per input. The largest magnitude (its first
+// occurrence, as torch's argmax picks) lands exactly on -8 when negative (scale amax / 8), else on 7.
 template <typename T>
 void QuantizeGroup(const T* weights, int64_t count, uint8_t* out, float& scale) {
   float amax = 0.f;
-  bool nan = false;
+  bool nan = false, negative_extreme = false;
   for (int64_t i = 0; i < count; ++i) {
-    const float magnitude = std::fabs(static_cast<float>(weights[i]));
+    const float value = static_cast<float>(weights[i]);
+    const float magnitude = std::fabs(value);
     nan |= std::isnan(magnitude);
-    amax = std::max(amax, magnitude);
+    if (magnitude > amax) {
+      amax = magnitude;
+      negative_extreme = value < 0.f;
+    }
   }
-  scale = nan ? std::numeric_limits<float>::quiet_NaN() : amax == 0.f ? 1.f : amax / 7.f;
+  scale = nan ? std::numeric_limits<float>::quiet_NaN() : amax == 0.f ? 1.f : amax / (negative_extreme ? 8.f : 7.f);
   for (int64_t i = 0; i < count; i += 2) {
     uint8_t byte = 0;
     for (int64_t half = 0; half < 2; ++half) {
       const float rounded = std::nearbyint(static_cast<float>(weights[i + half]) / scale);
-      const int q = std::isnan(rounded) ? 0 : static_cast<int>(std::clamp(rounded, -7.f, 7.f));
+      const int q = std::isnan(rounded) ? 0 : static_cast<int>(std::clamp(rounded, -8.f, 7.f));
       byte |= static_cast<uint8_t>((q + 8) << (4 * half));
     }
     out[i / 2] = byte;

@@ -27,8 +27,9 @@ namespace llmc::model::cpu {
 bool IsSupportedInt4GroupSize(int64_t group_size);  // 32, 64, 128
 
 // `weight` [N, K] (any floating type, K a multiple of group_size) -> uint8 [N, K / 2] and float32 scales
-// [N, K / group_size]: scale = max |w| / 7 over the group (1 where all are zero, NaN where one is NaN),
-// q = round-half-even(w / scale) clamped to [-7, 7] (0 where NaN). tools/llmc_export/quantize.py computes the
+// [N, K / group_size]: scale = max |w| / 8 over the group when its (first) largest magnitude is negative,
+// else max |w| / 7 (1 where all are zero, NaN where one is NaN), q = round-half-even(w / scale) clamped to
+// [-8, 7] (0 where NaN). tools/llmc_export/quantize.py computes the
 // very same. Throws c10::Error for an unsupported group size or one that does not divide K.
 std::pair<at::Tensor, at::Tensor> QuantizeInt4(const at::Tensor& weight, int64_t group_size);
 
