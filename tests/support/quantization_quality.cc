@@ -47,7 +47,11 @@ QuantizationQuality MeasureQuantizationQuality(model::LoadedModel& reference, mo
   quality.mean_kl = kl.mean().item<double>();
   quality.max_kl = kl.max().item<double>();
   const at::Tensor reference_top1 = p_log.argmax(-1);
-  quality.top1_agreement = reference_top1.eq(q_log.argmax(-1)).to(at::kDouble).mean().item<double>();
+  const at::Tensor quantized_top1 = q_log.argmax(-1);
+  quality.top1_agreement = reference_top1.eq(quantized_top1).to(at::kDouble).mean().item<double>();
+  const at::Tensor margins =
+      p_log.gather(1, reference_top1.unsqueeze(1)) - p_log.gather(1, quantized_top1.unsqueeze(1));
+  quality.max_flip_margin = margins.max().item<double>();
   if (tokens.size() > 1) {
     const at::Tensor next = at::tensor(std::vector<int64_t>(tokens.begin() + 1, tokens.end()), at::kLong);
     quality.reference_accuracy =

@@ -15,6 +15,10 @@ struct QuantizationQuality {
   double mean_kl = 0;  // mean over positions of KL(reference || quantized), in nats
   double max_kl = 0;
   double top1_agreement = 0;  // fraction of positions where both models' most likely token is the same
+  // Where they differ, how much less likely (log-probability, nats) the reference finds the quantized model's
+  // choice than its own; the largest over all positions (0 where they never differ). Two models that differ
+  // only by rounding flip near-ties only, which a random-weight model has many of.
+  double max_flip_margin = 0;
   // Fraction of positions (but the last) where the reference's most likely token is the one that follows in
   // `tokens`: how well the reference itself predicts the text.
   double reference_accuracy = 0;

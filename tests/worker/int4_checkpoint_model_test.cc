@@ -78,9 +78,12 @@ TEST_CASE("int4 checkpoints: GPTQ, AWQ and compressed-tensors packages load; pac
     // The composite dequantizes (u - z) * scale exactly; the kernels differ by their quantized activations (int16,
     // or int8 where W4A8 is the default) and, in bfloat16, by rounding.
     const auto close = testing::MeasureQuantizationQuality(*unpacked, *packed, tokens, 8);
-    INFO("packed against composite: mean KL " << close.mean_kl << ", max " << close.max_kl);
+    INFO("packed against composite: mean KL " << close.mean_kl << ", max " << close.max_kl << ", top-1 agreement "
+                                              << close.top1_agreement << ", largest flip " << close.max_flip_margin);
     CHECK(close.max_kl < 1e-2);
-    CHECK(close.top1_agreement >= 0.9);
+    // A random model's near-ties flip under any rounding (one run: 17 of 19 agreed, KL 2e-6): every choice that
+    // differs must be one the composite found almost as likely as its own.
+    CHECK(close.max_flip_margin < 0.05);
   }
 }
 
