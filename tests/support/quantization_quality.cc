@@ -60,4 +60,26 @@ QuantizationQuality MeasureQuantizationQuality(model::LoadedModel& reference, mo
   return quality;
 }
 
+QuantizationQuality MeasureQuantizationQuality(model::LoadedModel& reference, model::LoadedModel& quantized,
+                                               const std::vector<std::vector<int64_t>>& texts, int64_t chunk) {
+  QuantizationQuality total;
+  int64_t predicted = 0;  // positions that have a next token, for reference_accuracy
+  for (const std::vector<int64_t>& text : texts) {
+    const QuantizationQuality one = MeasureQuantizationQuality(reference, quantized, text, chunk);
+    total.mean_kl += one.mean_kl * static_cast<double>(one.positions);
+    total.top1_agreement += one.top1_agreement * static_cast<double>(one.positions);
+    total.reference_accuracy += one.reference_accuracy * static_cast<double>(one.positions - 1);
+    total.max_kl = std::max(total.max_kl, one.max_kl);
+    total.max_flip_margin = std::max(total.max_flip_margin, one.max_flip_margin);
+    total.positions += one.positions;
+    predicted += one.positions - 1;
+  }
+  if (total.positions > 0) {
+    total.mean_kl /= static_cast<double>(total.positions);
+    total.top1_agreement /= static_cast<double>(total.positions);
+  }
+  if (predicted > 0) total.reference_accuracy /= static_cast<double>(predicted);
+  return total;
+}
+
 }  // namespace llmc::testing

@@ -28,6 +28,9 @@ struct QuantizationQuality {
 // taking every position's logits.
 QuantizationQuality MeasureQuantizationQuality(model::LoadedModel& reference, model::LoadedModel& quantized,
                                                const std::vector<int64_t>& tokens, int64_t chunk = 128);
+// The same over several texts, each prefilled from position 0: the figures of all their positions together.
+QuantizationQuality MeasureQuantizationQuality(model::LoadedModel& reference, model::LoadedModel& quantized,
+                                               const std::vector<std::vector<int64_t>>& texts, int64_t chunk = 128);
 
 }  // namespace llmc::testing
 
