@@ -34,7 +34,12 @@ phase() { say "phase '$1' took $((SECONDS - phase_started)) s"; phase_started=$S
 gpu=0
 if nvidia-smi -L >/dev/null 2>&1; then
   gpu=1
-  say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)"
+  # nvcc for CMake's CUDA language, where the image keeps it off the PATH.
+  if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+  say "$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader)," \
+    "$(nvcc --version 2>/dev/null | tail -1)"
 fi
 say "$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /')"
 say "python3 $("$python" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)')"
@@ -143,11 +148,11 @@ trap 'stop_cluster; deliver' EXIT
 bench="$build/tools/bench/llmc-bench"
 package="$models/bfloat16"
 start_cluster serve --max_running=256
-"$bench" --base-url="http://127.0.0.1:$port/v1" --num-prompts=4 --input-len="$input_len" --output-len=8 \
-  --ignore-eos --disable-progress >/dev/null
+"$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint=completions --num-prompts=4 --input-len="$input_len" --output-len=8 \
+  --ignore-eos --disable-progress >/dev/null 2>&1
 for c in $levels; do
   n=$((c * 2 > 8 ? c * 2 : 8))
-  "$bench" --base-url="http://127.0.0.1:$port/v1" --label="llmc c$c" --num-prompts="$n" --max-concurrency="$c" \
+  "$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint=completions --label="llmc c$c" --num-prompts="$n" --max-concurrency="$c" \
     --request-rate=inf --input-len="$input_len" --output-len="$output_len" --ignore-eos --seed=1 \
     --timeout=300s --max-duration=240s --disable-progress --output-json="$out/llmc-c$c.json" >"$logs/bench-c$c.log" 2>&1 ||
     status=1

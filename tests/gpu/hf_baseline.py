@@ -27,7 +27,7 @@ QWEN2_05B = dict(vocab_size=151936, hidden_size=896, intermediate_size=4864, num
 def make_checkpoint(args):
     import transformers
     torch.manual_seed(args.seed)
-    config = transformers.Qwen2Config(**QWEN2_05B, torch_dtype="bfloat16")
+    config = transformers.Qwen2Config(**QWEN2_05B)
     model = transformers.Qwen2ForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(args.out, safe_serialization=True)
     for name in ("tokenizer.json", "tokenizer_config.json"):
@@ -41,8 +41,13 @@ def random_prompts(count, length, seed, vocab=150000):
 
 def load(checkpoint, dtype):
     import transformers
-    model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, torch_dtype=dtype).cuda().eval()
-    return model
+    try:  # transformers 5 names it dtype; 4 torch_dtype
+        model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype)
+    except TypeError:
+        model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, torch_dtype=dtype)
+    if next(model.parameters()).dtype != dtype:
+        model = model.to(dtype)
+    return model.cuda().eval()
 
 
 def generate(model, prompts, output_len):
