@@ -32,20 +32,10 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
 fi
 [ -f "$HOME/.npmrc" ] && cp "$HOME/.npmrc" "$root/root/.npmrc"
 
-mounted=()
-cleanup() {
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-for fs in proc sys dev dev/pts; do
-  mountpoint -q "$root/$fs" || { mount --bind "/$fs" "$root/$fs" && mounted+=("$root/$fs"); }
-done
-
-# The tree as git sees it (tracked and untracked, not ignored files); build folders inside the root are kept.
-src="$root/src/llmc"
-mkdir -p "$src"
-find "$src" -mindepth 1 -maxdepth 1 ! -name 'build*' -exec rm -rf {} +
-git ls-files -z -co --exclude-standard | tar --null -T - -cf - | tar -C "$src" -xf -
+# shellcheck source=scripts/chroot-root.sh
+source scripts/chroot-root.sh
+bind_host_filesystems "$root"
+copy_working_tree "$root/src/llmc" 'build*'
 phase "working tree copied"
 
 if [ -n "${LLMC_DEBIAN13_SHELL:-}" ]; then

@@ -48,18 +48,10 @@ done
 
 [ -n "${LLMC_GPU_REHEARSAL_PREPARE_ONLY:-}" ] && exit 0
 
-mounted=()
-cleanup() {
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-for fs in proc sys dev dev/pts; do
-  mountpoint -q "$root/$fs" || { mount --bind "/$fs" "$root/$fs" && mounted+=("$root/$fs"); }
-done
-src="$root/src/llmc"
-mkdir -p "$src"
-find "$src" -mindepth 1 -maxdepth 1 ! -name 'build-gpu' -exec rm -rf {} +
-{ git ls-files -z -co --exclude-standard; printf '%s\0' .gpu-bundle; } | tar --null -T - -cf - | tar -C "$src" -xf -
+# shellcheck source=scripts/chroot-root.sh
+source scripts/chroot-root.sh
+bind_host_filesystems "$root"
+copy_working_tree "$root/src/llmc" build-gpu .gpu-bundle
 # No registry from here on, as on the GPU machine.
 rm -f "$root/etc/resolv.conf"
 chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
