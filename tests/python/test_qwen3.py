@@ -74,7 +74,7 @@ class Qwen3ConfigTest(unittest.TestCase):
                               ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types"),
                               ({"attention_bias": True}, "attention_bias"),
                               ({"model_type": "gemma2"}, "unsupported architecture 'gemma2'"),
-                              ({"model_type": "qwen3_moe"}, "unsupported architecture 'qwen3_moe'")):
+                              ({"model_type": "qwen2_moe"}, "unsupported architecture 'qwen2_moe'")):
             with self.assertRaises(ExportError) as caught:
                 ModelConfig.from_hf_config_dict(dict(QWEN3_CONFIG, **change))
             self.assertIn(words, str(caught.exception))

@@ -6,8 +6,10 @@ import math
 from typing import Optional
 
 from .gemma3 import GEMMA3_MODEL_TYPES, check_gemma3, gemma3_layer_types, gemma3_rope, gemma3_text_config
+from .moe import MOE_MODEL_TYPES, moe_settings
 
-SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "granite", "gemma3_text", "gemma3")
+SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "granite", "gemma3_text", "gemma3",
+                         "qwen3_moe", "mixtral")
 # Hugging Face's SmolLM3Config defaults where config.json leaves a key out.
 SMOLLM3_DEFAULT_ROPE_THETA = 2000000.0
 SMOLLM3_DEFAULT_NO_ROPE_LAYER_INTERVAL = 4
@@ -31,18 +33,20 @@ def read_hf_config(path) -> dict:
     return hf
 
 
-def check_qwen3(hf: dict) -> None:
-    """What a Qwen3 config may ask for that this llmc does not serve, refused by name: sliding-window layers
-    (use_sliding_window, or a sliding_attention entry in layer_types; Qwen3 dense checkpoints attend to the whole
-    context) and attention_bias, which in Qwen3 also gives o_proj a bias."""
+def check_qwen3(hf: dict, model_type: str = "qwen3") -> None:
+    """What a Qwen3 (or Qwen3-MoE) config may ask for that this llmc does not serve, refused by name:
+    sliding-window layers (use_sliding_window, or a sliding_attention entry in layer_types; Qwen3 checkpoints
+    attend to the whole context) and attention_bias, which in Qwen3 also gives o_proj a bias."""
     if hf.get("attention_bias"):
-        raise ExportError("qwen3 with attention_bias: true is not supported (its o_proj bias has no operand here)")
+        raise ExportError(f"{model_type} with attention_bias: true is not supported (its o_proj bias has no operand "
+                          "here)")
     if hf.get("use_sliding_window"):
-        raise ExportError("qwen3 with use_sliding_window: true is not supported (per-layer attention windows are "
-                          "not served yet); set it to false to export the model with full attention in every layer")
+        raise ExportError(f"{model_type} with use_sliding_window: true is not supported (per-layer attention windows "
+                          "are not served yet); set it to false to export the model with full attention in every "
+                          "layer")
     layer_types = hf.get("layer_types") or []
     if not isinstance(layer_types, list) or any(kind != "full_attention" for kind in layer_types):
-        raise ExportError(f"qwen3 layer_types other than full_attention are not supported: {layer_types}")
+        raise ExportError(f"{model_type} layer_types other than full_attention are not supported: {layer_types}")
 
 
 def smollm3_nope_layers(hf: dict) -> tuple:
@@ -103,7 +107,7 @@ GRANITE_MULTIPLIERS = ("embedding_multiplier", "residual_multiplier", "attention
 
 # The model types whose sliding windows are served as per-layer attention windows (the other types' configs
 # either ignore sliding_window or cap the context at it).
-WINDOWED_MODEL_TYPES = ("mistral", "qwen2", "phi3")
+WINDOWED_MODEL_TYPES = ("mistral", "qwen2", "phi3", "mixtral")
 QWEN2_DEFAULT_MAX_WINDOW_LAYERS = 28
 
 
@@ -116,7 +120,7 @@ def layer_windows(hf: dict, model_type: str, max_context_length: int) -> tuple:
     window = int(hf.get("sliding_window") or 0)
     if model_type not in WINDOWED_MODEL_TYPES or window <= 0 or window >= max_context_length:
         return ()
-    if model_type in ("mistral", "phi3"):
+    if model_type in ("mistral", "phi3", "mixtral"):
         return (window,) * num_layers
     if not hf.get("use_sliding_window"):
         return ()
@@ -237,6 +241,14 @@ class ModelConfig:
     final_logit_softcapping: float = 0.0
     # The config's model_type where it differs from architecture (gemma3: the multimodal layout of the checkpoint).
     source_model_type: str = ""
+    # Mixtures of experts (moe.py): the layers whose MLP routes each token to experts_per_token of num_experts
+    # SwiGLU experts of moe_intermediate_size (empty: every layer is dense), their router probabilities
+    # renormalized to sum 1 when normalize_top_k.
+    moe_layers: tuple = ()
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+    normalize_top_k: bool = False
 
     def validate(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -255,6 +267,11 @@ class ModelConfig:
             raise ExportError(f"nope_layers {list(self.nope_layers)} name layers outside 0..{self.num_layers - 1}")
         if self.hidden_activation not in ("silu", "gelu_tanh"):
             raise ExportError(f"hidden_activation must be silu or gelu_tanh, got {self.hidden_activation}")
+        if self.moe_layers and not (0 < self.experts_per_token <= self.num_experts and self.moe_intermediate_size > 0
+                                    and all(0 <= layer < self.num_layers for layer in self.moe_layers)):
+            raise ExportError(f"mixture of experts needs 0 < experts_per_token ({self.experts_per_token}) <= "
+                              f"num_experts ({self.num_experts}), a positive moe_intermediate_size and moe_layers "
+                              f"within 0..{self.num_layers - 1}")
         if any(not 0 <= layer < self.num_layers for layer in self.local_rope_layers):
             raise ExportError(f"local_rope_layers {list(self.local_rope_layers)} name layers outside "
                               f"0..{self.num_layers - 1}")
@@ -308,8 +325,8 @@ class ModelConfig:
         model_type = hf.get("model_type", "")
         if model_type not in SUPPORTED_MODEL_TYPES:
             raise ExportError(f"unsupported architecture '{model_type}' (supported: {', '.join(SUPPORTED_MODEL_TYPES)})")
-        if model_type == "qwen3":
-            check_qwen3(hf)
+        if model_type in ("qwen3", "qwen3_moe"):
+            check_qwen3(hf, model_type)
         if model_type in GEMMA3_MODEL_TYPES:
             return gemma3_model_config(hf)
         try:
@@ -334,7 +351,7 @@ class ModelConfig:
                 rope_theta=rope_theta,
                 rope_scaling=rope_scaling,
                 qkv_bias=model_type == "qwen2" or bool(hf.get("attention_bias", False)),
-                qk_norm=model_type == "qwen3",
+                qk_norm=model_type in ("qwen3", "qwen3_moe"),
                 # SmolLM3's config defaults to a tied head, the others' to an untied one.
                 tie_word_embeddings=bool(hf.get("tie_word_embeddings", model_type == "smollm3")),
                 max_context_length=int(hf.get("max_position_embeddings", 4096)),
@@ -342,10 +359,13 @@ class ModelConfig:
                 eos_token_ids=tuple(eos if isinstance(eos, list) else [eos] if eos is not None else []),
                 # Qwen3 and SmolLM3 ignore sliding_window unless use_sliding_window (refused above), as Hugging
                 # Face does.
-                sliding_window=0 if model_type in ("qwen3", "smollm3") else int(hf.get("sliding_window") or 0),
+                sliding_window=0 if model_type in ("qwen3", "qwen3_moe", "smollm3") else int(hf.get("sliding_window") or 0),
                 nope_layers=smollm3_nope_layers(hf) if model_type == "smollm3" else (),
                 layer_windows=layer_windows(hf, model_type, int(hf.get("max_position_embeddings", 4096))),
             )
+            if model_type in MOE_MODEL_TYPES:
+                for key, value in moe_settings(hf, model_type, config.num_layers).items():
+                    setattr(config, key, value)
             if model_type == "granite":
                 config.attention_scale = float(hf.get("attention_multiplier", 1.0))
                 config.embedding_multiplier = float(hf.get("embedding_multiplier", 1.0))

@@ -1,5 +1,5 @@
-"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM3, Phi-3, Granite 3, Gemma 3) over one
-flattened batch and a paged KV cache.
+"""The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM3, Phi-3, Granite 3, Gemma 3, and the
+mixtures of experts Qwen3-MoE and Mixtral) over one flattened batch and a paged KV cache.
 
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
@@ -74,6 +74,29 @@ class Mlp(nn.Module):
         self.down_proj = with_weight_scale(nn.Linear(config.intermediate_size, config.hidden_size, bias=False))
 
 
+class Expert(nn.Module):
+    """One expert of a sparse layer: a SwiGLU MLP with gate and up stacked as the dense Mlp's."""
+
+    def __init__(self, hidden_size: int, intermediate_size: int):
+        super().__init__()
+        self.gate_up_proj = with_weight_scale(nn.Linear(hidden_size, 2 * intermediate_size, bias=False))
+        self.down_proj = with_weight_scale(nn.Linear(intermediate_size, hidden_size, bias=False))
+
+
+class SparseMoe(nn.Module):
+    """A mixture-of-experts MLP (moe.py): the router `gate` [num_experts, hidden] (no weight_scale: it stays in the
+    activations' dtype) and the experts, run by one fused operator (ops.moe_rms_norm_swiglu)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.top_k = config.experts_per_token
+        self.normalize_top_k = config.normalize_top_k
+        self.intermediate_size = config.moe_intermediate_size
+        self.gate = nn.Linear(config.hidden_size, config.num_experts, bias=False)
+        self.experts = nn.ModuleList([Expert(config.hidden_size, config.moe_intermediate_size)
+                                      for _ in range(config.num_experts)])
+
+
 class DecoderLayer(nn.Module):
     """One layer as four fused operators and the paged attention (tools/llmc_export/ops.py). A NoPE layer
     (SmolLM3's nope_layers) has a no_rope attribute; CausalLM passes it the identity rotation. A local_rope
@@ -93,7 +116,7 @@ class DecoderLayer(nn.Module):
         if config.layer_windows and config.layer_windows[index] > 0:
             self.attention_window = int(config.layer_windows[index])
         self.self_attn = Attention(config)
-        self.mlp = Mlp(config)
+        self.mlp = SparseMoe(config) if index in config.moe_layers else Mlp(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         if config.sandwich_norms:
@@ -136,6 +159,19 @@ class DecoderLayer(nn.Module):
             hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim),
                                                     attn.o_proj.weight, attn.o_proj.weight_scale, hidden)
             mlp_norm = self.post_attention_layernorm
+        if hasattr(mlp, "experts"):  # resolved when scripted: only sparse layers record this call
+            gate_up_weights: List[torch.Tensor] = []
+            gate_up_scales: List[torch.Tensor] = []
+            down_weights: List[torch.Tensor] = []
+            down_scales: List[torch.Tensor] = []
+            for expert in mlp.experts:
+                gate_up_weights.append(expert.gate_up_proj.weight)
+                gate_up_scales.append(expert.gate_up_proj.weight_scale)
+                down_weights.append(expert.down_proj.weight)
+                down_scales.append(expert.down_proj.weight_scale)
+            return torch.ops.llmc.moe_rms_norm_swiglu(hidden, mlp_norm.weight, mlp_norm.eps, mlp.gate.weight,
+                                                      gate_up_weights, gate_up_scales, down_weights, down_scales,
+                                                      mlp.top_k, mlp.normalize_top_k, mlp.intermediate_size)
         if hasattr(mlp, "gelu_tanh"):
             act = torch.ops.llmc.rms_norm_gate_up_gelu_tanh(hidden, mlp_norm.weight, mlp_norm.eps,
                                                             mlp.gate_up_proj.weight, mlp.gate_up_proj.weight_scale,
@@ -303,10 +339,18 @@ def hf_parameter_shapes(config: ModelConfig) -> dict:
         shapes.update({
             prefix + "self_attn.q_proj.weight": (q, h), prefix + "self_attn.k_proj.weight": (kv, h),
             prefix + "self_attn.v_proj.weight": (kv, h), prefix + "self_attn.o_proj.weight": (h, q),
-            prefix + "mlp.gate_proj.weight": (i, h), prefix + "mlp.up_proj.weight": (i, h),
-            prefix + "mlp.down_proj.weight": (h, i),
             prefix + "input_layernorm.weight": (h,), prefix + "post_attention_layernorm.weight": (h,),
         })
+        if layer in config.moe_layers:
+            m = config.moe_intermediate_size
+            shapes[prefix + "mlp.gate.weight"] = (config.num_experts, h)
+            for expert in range(config.num_experts):
+                p = f"{prefix}mlp.experts.{expert}."
+                shapes.update({p + "gate_proj.weight": (m, h), p + "up_proj.weight": (m, h),
+                               p + "down_proj.weight": (h, m)})
+        else:
+            shapes.update({prefix + "mlp.gate_proj.weight": (i, h), prefix + "mlp.up_proj.weight": (i, h),
+                           prefix + "mlp.down_proj.weight": (h, i)})
         if config.sandwich_norms:
             shapes.update({prefix + "pre_feedforward_layernorm.weight": (h,),
                            prefix + "post_feedforward_layernorm.weight": (h,)})
@@ -338,15 +382,15 @@ def load_hf_tensors(model: CausalLM, config: ModelConfig, tensors: dict) -> None
 
 def hf_state_dict(model: CausalLM, config: ModelConfig) -> dict:
     """The model's weights under Hugging Face's names, stacked matrices split again (load_hf_tensors' inverse)."""
-    q, kv, i = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim, config.intermediate_size
+    q, kv = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
     tensors = {}
     for name, parameter in model.named_parameters():
         value = parameter.detach().clone()
         if ".qkv_proj." in name:
             for part, piece in zip(("q_proj", "k_proj", "v_proj"), torch.split(value, [q, kv, kv])):
                 tensors[name.replace("qkv_proj", part)] = piece.clone()
-        elif ".gate_up_proj." in name:
-            for part, piece in zip(("gate_proj", "up_proj"), torch.split(value, [i, i])):
+        elif ".gate_up_proj." in name:  # a dense MLP's or an expert's: [gate; up]
+            for part, piece in zip(("gate_proj", "up_proj"), torch.chunk(value, 2)):
                 tensors[name.replace("gate_up_proj", part)] = piece.clone()
         else:
             tensors[name] = value

@@ -61,6 +61,10 @@ _library.define(
     "rms_norm_gate_up_gelu_tanh(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
     "int intermediate_size) -> Tensor")
 _library.define(
+    "moe_rms_norm_swiglu(Tensor hidden, Tensor norm_weight, float eps, Tensor router_weight, "
+    "Tensor[] gate_up_weights, Tensor[] gate_up_scales, Tensor[] down_weights, Tensor[] down_scales, int top_k, "
+    "bool normalize_top_k, int intermediate_size) -> Tensor")
+_library.define(
     "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
     "int vocab_size) -> Tensor")
 _library.define(
@@ -148,6 +152,38 @@ def rms_norm_gate_up_gelu_tanh_reference(hidden, norm_weight, eps, weight, weigh
     return F.gelu(gate_up[:, :intermediate_size], approximate="tanh") * gate_up[:, intermediate_size:]
 
 
+def route_reference(x, router_weight, top_k, normalize_top_k):
+    """(experts [T, top_k] int64, weights [T, top_k] float32) of normalized rows x: the top_k largest router
+    probabilities (float32 softmax of x @ router^T), largest first and equal ones by lower expert index,
+    renormalized to sum 1 when normalize_top_k."""
+    probabilities = torch.softmax(F.linear(x, router_weight).float(), dim=-1)
+    values, experts = torch.sort(probabilities, dim=-1, descending=True, stable=True)
+    weights, experts = values[:, :top_k], experts[:, :top_k]
+    if normalize_top_k:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return experts, weights
+
+
+def moe_rms_norm_swiglu_reference(hidden, norm_weight, eps, router_weight, gate_up_weights, gate_up_scales,
+                                  down_weights, down_scales, top_k, normalize_top_k, intermediate_size):
+    """hidden + the mixture of experts of RMSNorm(hidden): each row's chosen experts (route_reference), each a
+    SwiGLU MLP (gate_up [2 I, H] stacked as the dense one's, down [H, I]), their outputs times the routing
+    weights (cast to the activations' dtype) summed."""
+    x = rms_norm_reference(hidden, norm_weight, eps)
+    experts, weights = route_reference(x, router_weight, top_k, normalize_top_k)
+    weights = weights.to(hidden.dtype)
+    mixed = torch.zeros_like(hidden)
+    for expert in range(len(gate_up_weights)):
+        rows, slots = torch.where(experts == expert)
+        if rows.numel() == 0:
+            continue
+        gate_up = F.linear(x[rows], dequantize(gate_up_weights[expert], gate_up_scales[expert], hidden.dtype))
+        activated = F.silu(gate_up[:, :intermediate_size]) * gate_up[:, intermediate_size:]
+        out = F.linear(activated, dequantize(down_weights[expert], down_scales[expert], hidden.dtype))
+        mixed.index_add_(0, rows, out * weights[rows, slots].unsqueeze(1))
+    return hidden + mixed
+
+
 def rms_norm_lm_head_reference(hidden, norm_weight, eps, weight, weight_scale, vocab_size):
     matrix = dequantize(weight, weight_scale, hidden.dtype)
     return F.linear(rms_norm_reference(hidden, norm_weight, eps), matrix).float()
@@ -207,5 +243,6 @@ _library.impl("rms_norm_qkv_rope", rms_norm_qkv_rope_reference, "CPU")
 _library.impl("linear_residual", linear_residual_reference, "CPU")
 _library.impl("rms_norm_gate_up_silu", rms_norm_gate_up_silu_reference, "CPU")
 _library.impl("rms_norm_gate_up_gelu_tanh", rms_norm_gate_up_gelu_tanh_reference, "CPU")
+_library.impl("moe_rms_norm_swiglu", moe_rms_norm_swiglu_reference, "CPU")
 _library.impl("rms_norm_lm_head", rms_norm_lm_head_reference, "CPU")
 _library.impl("rms_norm_lm_head_top_k", rms_norm_lm_head_top_k_reference, "CPU")

@@ -10,6 +10,7 @@ from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
 from .gemma3 import gemma3_text_tensors, prepare_gemma3_tensors
 from .granite import prepare_granite_tensors
+from .moe import rename_mixtral_tensors
 from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
 from .prequantized import by_module, take_int8_weights
@@ -37,6 +38,9 @@ GEMMA3_FORMAT_VERSION = 10
 # Version 11: int4 weights with zero points (weight_scale [N, G, 2]: scale and zero point per group). Only
 # packages that have them are written as version 11; symmetric int4 packages stay version 9 (or 10).
 INT4_ZERO_POINT_FORMAT_VERSION = 11
+# Version 12: mixtures of experts (moe_rms_norm_swiglu, the manifest's moe fields). Only packages with sparse
+# layers are written as version 12.
+MOE_FORMAT_VERSION = 12
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 QUANTIZATIONS = ("none", "int8", "int4")
@@ -48,9 +52,9 @@ EMBEDDING_POOLINGS = ("last", "mean", "none")
 
 
 def default_chat_template(config: ModelConfig) -> str:
-    if config.architecture in ("qwen2", "qwen3", "smollm3"):  # SmolLM3 chats in ChatML too
+    if config.architecture in ("qwen2", "qwen3", "smollm3", "qwen3_moe"):  # SmolLM3 chats in ChatML too
         return "chatml"
-    if config.architecture == "mistral":
+    if config.architecture in ("mistral", "mixtral"):
         return "mistral"
     # No built-in Phi, Granite or Gemma template: the checkpoint's own Jinja one serves chats.
     if config.architecture in ("phi3", "granite", "gemma3"):
@@ -90,6 +94,9 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
         "embedding_pooling": embedding_pooling,
         **({"sliding_window": config.sliding_window} if config.sliding_window else {}),
         **({"layer_windows": list(config.layer_windows)} if any(config.layer_windows) else {}),
+        **({"moe_layers": list(config.moe_layers), "num_experts": config.num_experts,
+            "experts_per_token": config.experts_per_token, "moe_intermediate_size": config.moe_intermediate_size,
+            "normalize_top_k": config.normalize_top_k} if config.moe_layers else {}),
         **({"context_note": "LongRoPE served with its short factors only: max_context_length capped at "
                             "original_max_position_embeddings"} if is_capped_longrope(config) else {}),
     }
@@ -97,6 +104,8 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
 
 def format_version(config: ModelConfig) -> int:
     """The oldest format that has what the package's graph calls."""
+    if config.moe_layers:
+        return MOE_FORMAT_VERSION
     if (config.sandwich_norms or config.hidden_activation != "silu" or config.local_rope_layers
             or config.final_logit_softcapping > 0):
         return GEMMA3_FORMAT_VERSION
@@ -156,6 +165,11 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "
     (Gemma 3 rounds a factor to it)."""
     model = CausalLM(config)
     tensors = read_checkpoint(checkpoint)
+    if config.architecture == "mixtral":
+        rename_mixtral_tensors(tensors)
+    if config.moe_layers and scheme is not None:
+        raise ExportError(f"{config.architecture} quantized checkpoints are not supported yet: export the float "
+                          "checkpoint with --quantize int8 or int4 instead")
     if config.architecture == "gemma3":
         if scheme is not None:
             raise ExportError("gemma3 int8 (compressed-tensors) checkpoints are not supported: export the float "

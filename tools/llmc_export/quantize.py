@@ -17,7 +17,8 @@ GROUP_SIZES = (0, 32, 64, 128, 256, 512)
 # int4: symmetric 4-bit groups of this many inputs (no per-row scale: 4 bits need groups).
 INT4_GROUP_SIZES = (32, 64, 128)
 INT4_DEFAULT_GROUP_SIZE = 128
-QUANTIZED_MODULES = ("self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj", "mlp.down_proj", "lm_head")
+# Module names ending so (".gate_up_proj" and ".down_proj": the dense MLP's and every expert's).
+QUANTIZED_MODULES = ("self_attn.qkv_proj", "self_attn.o_proj", ".gate_up_proj", ".down_proj", "lm_head")
 
 
 def check_group_size(group_size: int) -> None:
