@@ -184,14 +184,14 @@ std::vector<int64_t> ToVector(const at::Tensor& tensor) {
 // Sequences 0..2 prefill together; sequence 3 joins at step 5 in two chunks mixed with decode tokens. With
 // `teacher_forcing` the reference tokens are fed instead of the model's own greedy choices.
 double RunModelScenario(model::LoadedModel& model, const ModelReference& reference, double tolerance,
-                        bool teacher_forcing) {
+                        bool teacher_forcing, double required_fraction) {
   PagedRunner runner(model, 64);
   std::map<int, std::vector<int64_t>> generated;
   std::map<int, int> step_of;
   std::vector<std::pair<int, std::vector<int64_t>>> chunks;
   for (int s = 0; s < 3; ++s) chunks.emplace_back(s, ToVector(reference.prompts[s]));
   const std::vector<int64_t> late = ToVector(reference.prompts[3]);
-  int compared = 0, agreed = 0;
+  int compared = 0, agreed = 0, within = 0;
   double largest = 0;
   for (int step = 0; !chunks.empty(); ++step) {
     const auto logits = runner.Step(chunks);
@@ -205,7 +205,8 @@ double RunModelScenario(model::LoadedModel& model, const ModelReference& referen
       const int64_t ours = logits[i].argmax().item<int64_t>();
       const int64_t theirs = reference.continuations[s][k].item<int64_t>();
       INFO("sequence " << s << " step " << k << " difference " << difference);
-      CHECK(difference < tolerance);
+      if (required_fraction >= 1.0) CHECK(difference < tolerance);
+      within += difference < tolerance;
       largest = std::max(largest, difference);
       if (!teacher_forcing) CHECK(ours == theirs);
       agreed += ours == theirs;
@@ -217,7 +218,8 @@ double RunModelScenario(model::LoadedModel& model, const ModelReference& referen
     chunks = std::move(next);
   }
   CHECK(compared == 4 * kSteps);
-  WARN("greedy agreement " << agreed << "/" << compared);
+  WARN("greedy agreement " << agreed << "/" << compared << ", " << within << " rows within " << tolerance);
+  CHECK(within >= required_fraction * compared);
   return largest;
 }
 

@@ -59,16 +59,34 @@ std::string ConciseError(const std::exception& error) {
 
 std::string Shape(const at::Tensor& tensor) { return absl::StrCat("[", absl::StrJoin(tensor.sizes(), ", "), "]"); }
 
-absl::Status ExpectShape(const torch::jit::Module& module, const std::string& path,
+using ParameterMap = std::map<std::string, at::Tensor>;
+
+absl::Status ExpectShape(const ParameterMap& parameters, const std::string& path,
                          std::initializer_list<int64_t> expected) {
-  at::Tensor tensor;
-  for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
-    if (parameter.name == path) tensor = parameter.value;
-  }
-  if (!tensor.defined()) return absl::InvalidArgumentError(absl::StrCat("model.pt has no parameter ", path));
+  const auto found = parameters.find(path);
+  if (found == parameters.end()) return absl::InvalidArgumentError(absl::StrCat("model.pt has no parameter ", path));
+  const at::Tensor& tensor = found->second;
   if (tensor.sizes() != at::IntArrayRef(expected)) {
     return absl::InvalidArgumentError(absl::StrCat("model.pt parameter ", path, " is ", Shape(tensor),
                                                    " but the manifest implies [", absl::StrJoin(expected, ", "), "]"));
+  }
+  return absl::OkStatus();
+}
+
+// A sparse layer's router [num_experts, hidden] and its experts' stacked gate/up and down projections.
+absl::Status CheckExperts(const ParameterMap& parameters, const ModelManifest& m, const std::string& prefix,
+                          int64_t per_byte) {
+  RETURN_IF_ERROR(ExpectShape(parameters, prefix + "mlp.gate.weight", {m.num_experts, m.hidden_size}));
+  for (int64_t expert = 0; expert < m.num_experts; ++expert) {
+    const std::string name = absl::StrCat(prefix, "mlp.experts.", expert, ".");
+    RETURN_IF_ERROR(
+        ExpectShape(parameters, name + "gate_up_proj.weight", {2 * m.moe_intermediate_size, m.hidden_size / per_byte}));
+    RETURN_IF_ERROR(
+        ExpectShape(parameters, name + "down_proj.weight", {m.hidden_size, m.moe_intermediate_size / per_byte}));
+  }
+  if (parameters.count(absl::StrCat(prefix, "mlp.experts.", m.num_experts, ".down_proj.weight")) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model.pt ", prefix, "mlp has more experts than the manifest's num_experts (", m.num_experts, ")"));
   }
   return absl::OkStatus();
 }
@@ -83,37 +101,41 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
         "the manifest names an embedding_pooling but model.pt has no forward_with_hidden method; re-export it with "
         "tools/export_model.py");
   }
+  ParameterMap parameters;
+  for (const auto& parameter : module.named_parameters(/*recurse=*/true)) parameters[parameter.name] = parameter.value;
   const int64_t kv_width = m.num_kv_heads * m.head_dim;
   // int4 matrices hold two inputs a byte; a tied embedding is the LM head's.
   const int64_t per_byte = m.quantization == "int4" ? 2 : 1;
-  RETURN_IF_ERROR(ExpectShape(module, "model.embed_tokens.weight",
+  RETURN_IF_ERROR(ExpectShape(parameters, "model.embed_tokens.weight",
                               {m.vocab_size, m.tie_word_embeddings ? m.hidden_size / per_byte : m.hidden_size}));
-  RETURN_IF_ERROR(ExpectShape(module, "lm_head.weight", {m.vocab_size, m.hidden_size / per_byte}));
+  RETURN_IF_ERROR(ExpectShape(parameters, "lm_head.weight", {m.vocab_size, m.hidden_size / per_byte}));
   const int64_t q_width = m.num_heads * m.head_dim;
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     const std::string prefix = absl::StrCat("model.layers.", layer, ".");
-    RETURN_IF_ERROR(
-        ExpectShape(module, prefix + "self_attn.qkv_proj.weight", {q_width + 2 * kv_width, m.hidden_size / per_byte}));
-    RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.o_proj.weight", {m.hidden_size, q_width / per_byte}));
-    RETURN_IF_ERROR(
-        ExpectShape(module, prefix + "mlp.gate_up_proj.weight", {2 * m.intermediate_size, m.hidden_size / per_byte}));
-    RETURN_IF_ERROR(
-        ExpectShape(module, prefix + "mlp.down_proj.weight", {m.hidden_size, m.intermediate_size / per_byte}));
-    if (m.architecture == "qwen3" || m.architecture == "gemma3") {  // QK-norm: one weight per head dimension
-      RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.q_norm.weight", {m.head_dim}));
-      RETURN_IF_ERROR(ExpectShape(module, prefix + "self_attn.k_norm.weight", {m.head_dim}));
+    RETURN_IF_ERROR(ExpectShape(parameters, prefix + "self_attn.qkv_proj.weight",
+                                {q_width + 2 * kv_width, m.hidden_size / per_byte}));
+    RETURN_IF_ERROR(ExpectShape(parameters, prefix + "self_attn.o_proj.weight", {m.hidden_size, q_width / per_byte}));
+    if (m.IsSparseLayer(layer)) {
+      RETURN_IF_ERROR(CheckExperts(parameters, m, prefix, per_byte));
+    } else {
+      RETURN_IF_ERROR(ExpectShape(parameters, prefix + "mlp.gate_up_proj.weight",
+                                  {2 * m.intermediate_size, m.hidden_size / per_byte}));
+      RETURN_IF_ERROR(
+          ExpectShape(parameters, prefix + "mlp.down_proj.weight", {m.hidden_size, m.intermediate_size / per_byte}));
+    }
+    // QK-norm: one weight per head dimension
+    if (m.architecture == "qwen3" || m.architecture == "gemma3" || m.architecture == "qwen3_moe") {
+      RETURN_IF_ERROR(ExpectShape(parameters, prefix + "self_attn.q_norm.weight", {m.head_dim}));
+      RETURN_IF_ERROR(ExpectShape(parameters, prefix + "self_attn.k_norm.weight", {m.head_dim}));
     }
     if (m.architecture == "gemma3") {  // the MLP's input and output norms
-      RETURN_IF_ERROR(ExpectShape(module, prefix + "pre_feedforward_layernorm.weight", {m.hidden_size}));
-      RETURN_IF_ERROR(ExpectShape(module, prefix + "post_feedforward_layernorm.weight", {m.hidden_size}));
+      RETURN_IF_ERROR(ExpectShape(parameters, prefix + "pre_feedforward_layernorm.weight", {m.hidden_size}));
+      RETURN_IF_ERROR(ExpectShape(parameters, prefix + "post_feedforward_layernorm.weight", {m.hidden_size}));
     }
   }
-  const std::string extra_layer = absl::StrCat("model.layers.", m.num_layers, ".self_attn.qkv_proj.weight");
-  for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
-    if (parameter.name == extra_layer) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model.pt has more layers than the manifest's num_layers (", m.num_layers, ")"));
-    }
+  if (parameters.count(absl::StrCat("model.layers.", m.num_layers, ".self_attn.qkv_proj.weight")) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.pt has more layers than the manifest's num_layers (", m.num_layers, ")"));
   }
   return absl::OkStatus();
 }
@@ -267,9 +289,10 @@ void ReleaseFreedHeap() {
 // head.
 void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embedding, const ModelManifest& m,
                        bool huge_pages) {
+  // A dense MLP's or an expert's [gate; up] (rows: twice its width).
   const auto column_order = [&](const Projection& p) {
-    return EndsWith(p.name, "mlp.gate_up_proj.weight") ? cpu::GateUpColumnOrder(m.intermediate_size)
-                                                       : std::vector<int64_t>{};
+    return EndsWith(p.name, "gate_up_proj.weight") ? cpu::GateUpColumnOrder(p.weight.size(0) / 2)
+                                                   : std::vector<int64_t>{};
   };
   const auto packs = [](const Projection& p) { return !cpu::IsPackedWeight(p.weight) && p.weight.dim() == 2; };
   size_t packed_bytes = 0;
@@ -448,7 +471,8 @@ void LoadedModel::ReserveStepBuffers(int64_t max_tokens, int64_t max_logits_rows
   if (!device_.is_cpu()) return;
   const cpu::ScopedInt8Activations activations(int8_activations_);
   const ModelManifest& m = manifest_;
-  const int64_t max_depth = std::max({m.hidden_size, m.intermediate_size, m.num_heads * m.head_dim});
+  const int64_t max_depth =
+      std::max({m.hidden_size, m.intermediate_size, m.moe_intermediate_size, m.num_heads * m.head_dim});
   cpu::ReserveCallerBuffers(max_tokens, max_depth, (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, max_logits_rows,
                             max_top_k, dtype_);
 }

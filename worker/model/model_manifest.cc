@@ -77,7 +77,41 @@ absl::Status ReadOutputFormats(const json& root, const std::string& path, ModelM
   return absl::OkStatus();
 }
 
+// moe_layers, num_experts, experts_per_token, moe_intermediate_size and normalize_top_k, all or none (format
+// version 12 on).
+absl::Status ReadMixtureOfExperts(const json& root, const std::string& path, ModelManifest& manifest) {
+  if (!root.contains("moe_layers")) return absl::OkStatus();
+  if (manifest.format_version < kMoeManifestFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": mixtures of experts need format_version ",
+                                                   kMoeManifestFormatVersion, " or later, not ",
+                                                   manifest.format_version));
+  }
+  const json& layers = root["moe_layers"];
+  if (!layers.is_array() || layers.empty()) return Missing(path, "moe_layers", "a non-empty list of layer indices");
+  for (const json& layer : layers) {
+    if (!layer.is_number_integer() || layer.get<int64_t>() < 0 || layer.get<int64_t>() >= manifest.num_layers ||
+        (!manifest.moe_layers.empty() && layer.get<int64_t>() <= manifest.moe_layers.back())) {
+      return Missing(path, "moe_layers", "ascending layer indices below num_layers");
+    }
+    manifest.moe_layers.push_back(layer.get<int64_t>());
+  }
+  RETURN_IF_ERROR(ReadPositive(root, path, "num_experts", &manifest.num_experts));
+  RETURN_IF_ERROR(ReadPositive(root, path, "experts_per_token", &manifest.experts_per_token));
+  RETURN_IF_ERROR(ReadPositive(root, path, "moe_intermediate_size", &manifest.moe_intermediate_size));
+  if (manifest.experts_per_token > manifest.num_experts) {
+    return Missing(path, "experts_per_token", "at most num_experts");
+  }
+  const auto normalize = root.find("normalize_top_k");
+  if (normalize == root.end() || !normalize->is_boolean()) return Missing(path, "normalize_top_k", "true or false");
+  manifest.normalize_top_k = normalize->get<bool>();
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool ModelManifest::IsSparseLayer(int64_t layer) const {
+  return std::binary_search(moe_layers.begin(), moe_layers.end(), layer);
+}
 
 absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) {
   const std::string path = absl::StrCat(package_dir, "/", kManifestFile);
@@ -153,6 +187,7 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
   RETURN_IF_ERROR(ReadChoice(root, path, "embedding_pooling", {"none", "last", "mean"}, "last, mean or none",
                              &manifest.embedding_pooling));
   RETURN_IF_ERROR(ReadOutputFormats(root, path, manifest));
+  RETURN_IF_ERROR(ReadMixtureOfExperts(root, path, manifest));
   if (root.contains("quantization_group_size")) {
     const json& group = root["quantization_group_size"];
     if (!group.is_number_integer() || group.get<int64_t>() < 0) {

@@ -19,7 +19,7 @@ inline constexpr char kManifestFile[] = "llmc-model.json";
 // the exporter writes 7 only for packages that use them); version 8 passes paged_attention a per-layer window
 // (sliding-window layers; written only for packages with one). Older ones are refused with a hint to re-export.
 inline constexpr int kMinManifestFormatVersion = 5;
-inline constexpr int kManifestFormatVersion = 11;
+inline constexpr int kManifestFormatVersion = 12;
 // Version 9: int4 weights (quantization "int4", two 4-bit weights a byte); written only for int4 packages, so an
 // older worker refuses them by their version. Version 10: Gemma 3's graph (linear_residual's output norm,
 // rms_norm_gate_up_gelu_tanh, local rotations, soft-capped logits); written only for packages that use it.
@@ -27,6 +27,9 @@ inline constexpr int kInt4ManifestFormatVersion = 9;
 // Version 11: int4 weights with zero points (scales [N, G, 2], cpu/int4_weight.h); written only for packages
 // that have them.
 inline constexpr int kInt4ZeroPointManifestFormatVersion = 11;
+// Version 12: mixtures of experts (moe_rms_norm_swiglu and the manifest's moe fields); written only for packages
+// with sparse layers.
+inline constexpr int kMoeManifestFormatVersion = 12;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {
@@ -70,6 +73,15 @@ struct ModelManifest {
   bool tie_word_embeddings = false;
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
+  // Mixtures of experts: the sparse layers (ascending), each routing a token to experts_per_token of its
+  // num_experts SwiGLU experts of moe_intermediate_size, their probabilities renormalized when normalize_top_k.
+  // Empty for a dense model.
+  std::vector<int64_t> moe_layers;
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;
+  int64_t moe_intermediate_size = 0;
+  bool normalize_top_k = false;
+  bool IsSparseLayer(int64_t layer) const;
 };
 
 // Reads and validates `<package_dir>/llmc-model.json`: NOT_FOUND when missing, FAILED_PRECONDITION for

@@ -16,6 +16,7 @@
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/logit_masks.h"
+#include "worker/model/cpu/moe_ops.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/panel_matmul.h"
@@ -465,7 +466,7 @@ void ReserveCallerBuffers(int64_t max_tokens, int64_t max_depth, int64_t qkv_col
   MergeCursors();
 }
 
-bool EnsureFusedOpsRegistered() { return true; }
+bool EnsureFusedOpsRegistered() { return EnsureMoeOpsRegistered(); }
 
 }  // namespace llmc::model::cpu
 

@@ -26,6 +26,8 @@ enum CallerBufferSlot {
   kActivationBytes = 5,
   kActivationOffsets = 6,
   kActivationGroupSums = 7,
+  kMoeExpertOutputs = 8,
+  kMoeAccumulator = 9,
   kCallerBufferSlots
 };
 

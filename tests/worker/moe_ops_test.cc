@@ -1,0 +1,197 @@
+// The mixture-of-experts operator: routing rules (ties to the lower expert, renormalization, grouping by expert),
+// and the CPU kernel on packed weights against the composite on the same weights, for float32 and bfloat16
+// activations, plain, int8 and int4 experts (with and without zero points), batches of 1 to 33 rows, on every
+// kernel path this machine has; with routers that tie every expert, that send every row to one expert, and that
+// spread the rows over all of them.
+#include "worker/model/cpu/moe_ops.h"
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <vector>
+
+#include "tests/support/catch.h"
+#include "tests/support/cpu_kernel_paths.h"
+#include "tests/support/tensor_checks.h"
+#include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int4_weight.h"
+#include "worker/model/cpu/packed_weight.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+using testing::Random;
+using testing::RelativeError;
+
+TEST_CASE("moe routing: the largest probabilities, ties to the lower expert, renormalized when asked", "[unit][moe]") {
+  // Row 0: experts 1 and 3 tie for the top, 0 and 2 below; row 1: all four tie.
+  const at::Tensor logits = at::tensor({0.0f, 2.0f, 1.0f, 2.0f, 0.5f, 0.5f, 0.5f, 0.5f}).reshape({2, 4});
+  const ExpertChoices plain = ChooseExperts(logits, 2, /*normalize_top_k=*/false);
+  CHECK(plain.experts == std::vector<int32_t>{1, 3, 0, 1});
+  const at::Tensor probabilities = at::softmax(logits, 1);
+  CHECK(plain.weights[0] == Approx(probabilities[0][1].item<float>()));
+  CHECK(plain.weights[2] == Approx(0.25f));
+  const ExpertChoices normalized = ChooseExperts(logits, 2, /*normalize_top_k=*/true);
+  CHECK(normalized.weights == std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f});
+  const ExpertGroups groups = GroupByExpert(normalized, 4);
+  CHECK(groups.offsets == std::vector<int64_t>{0, 1, 3, 3, 4});  // expert 0: row 1; 1: rows 0, 1; 3: row 0
+  CHECK(groups.rows == std::vector<int64_t>{1, 0, 1, 0});
+  CHECK(groups.active_experts == 3);
+}
+
+enum class ExpertWeights { kPlain, kInt8, kInt4, kInt4ZeroPoints };
+
+const char* Name(ExpertWeights kind) {
+  switch (kind) {
+    case ExpertWeights::kPlain:
+      return "plain";
+    case ExpertWeights::kInt8:
+      return "int8";
+    case ExpertWeights::kInt4:
+      return "int4";
+    case ExpertWeights::kInt4ZeroPoints:
+      return "int4 with zero points";
+  }
+  return "?";
+}
+
+// Experts' weights as the package holds them (plain, int8 or int4 with scales) and packed as the loader packs them.
+struct Experts {
+  std::vector<at::Tensor> gate_up, gate_up_scales, down, down_scales;
+  std::vector<at::Tensor> packed_gate_up, packed_gate_up_scales, packed_down, packed_down_scales;
+};
+
+std::pair<at::Tensor, at::Tensor> Quantized(const at::Tensor& weight, ExpertWeights kind) {
+  switch (kind) {
+    case ExpertWeights::kPlain:
+      return {weight, at::empty({0}, at::kFloat)};
+    case ExpertWeights::kInt8:
+      return QuantizeInt8(weight, 32);
+    case ExpertWeights::kInt4:
+      return QuantizeInt4(weight, 32);
+    case ExpertWeights::kInt4ZeroPoints: {
+      auto [q, scales] = QuantizeInt4(weight, 32);
+      // Zero points from 5 to 11 in place of 8: the weights the composite dequantizes are what they stand for.
+      const at::Tensor zeros = at::randint(5, 12, scales.sizes(), at::kFloat);
+      return {q, at::stack({scales, zeros}, 2)};
+    }
+  }
+  return {};
+}
+
+Experts MakeExperts(int64_t count, int64_t hidden, int64_t width, at::ScalarType dtype, ExpertWeights kind) {
+  Experts experts;
+  for (int64_t e = 0; e < count; ++e) {
+    for (const bool gate_up : {true, false}) {
+      const at::Tensor weight = gate_up ? Random({2 * width, hidden}, dtype, 0.2) : Random({hidden, width}, dtype, 0.2);
+      auto [matrix, scales] = Quantized(weight, kind);
+      const std::vector<int64_t> order = gate_up ? GateUpColumnOrder(width) : std::vector<int64_t>{};
+      at::Tensor packed, packed_scales = scales;
+      if (matrix.scalar_type() == at::kByte) {
+        packed = PackInt4Weight(matrix, order);
+        packed_scales = PackInt4Scales(scales, order);
+      } else {
+        packed = PackWeight(matrix, order);
+        if (matrix.scalar_type() == at::kChar) packed_scales = PackScales(scales, order);
+      }
+      (gate_up ? experts.gate_up : experts.down).push_back(matrix);
+      (gate_up ? experts.gate_up_scales : experts.down_scales).push_back(scales);
+      (gate_up ? experts.packed_gate_up : experts.packed_down).push_back(packed);
+      (gate_up ? experts.packed_gate_up_scales : experts.packed_down_scales).push_back(packed_scales);
+    }
+  }
+  return experts;
+}
+
+enum class Router { kRandom, kAllTied, kOneExpertTakesAll };
+
+TEST_CASE("moe operator: the kernel on packed experts matches the composite, every weight kind, batch and path",
+          "[unit][moe]") {
+  at::manual_seed(17);
+  constexpr int64_t kHidden = 96, kWidth = 64, kExperts = 6;
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const ExpertWeights kind :
+         {ExpertWeights::kPlain, ExpertWeights::kInt8, ExpertWeights::kInt4, ExpertWeights::kInt4ZeroPoints}) {
+      const Experts experts = MakeExperts(kExperts, kHidden, kWidth, dtype, kind);
+      for (const Router router_kind : {Router::kRandom, Router::kAllTied, Router::kOneExpertTakesAll}) {
+        at::Tensor router = Random({kExperts, kHidden}, dtype, 1.0);
+        if (router_kind == Router::kAllTied) router = at::zeros_like(router);
+        if (router_kind == Router::kOneExpertTakesAll) router[4] += 50.0;  // rows are positive below
+        for (const int64_t rows : {1, 3, 17, 33}) {
+          for (const int64_t top_k : {1, 2, 3}) {
+            INFO(c10::toString(dtype) << ", " << Name(kind) << " experts, router " << static_cast<int>(router_kind)
+                                      << ", " << rows << " rows, top " << top_k);
+            at::Tensor hidden = Random({rows, kHidden}, dtype, 1.0);
+            if (router_kind == Router::kOneExpertTakesAll) hidden = hidden.abs() + 0.1;
+            const at::Tensor norm = Random({kHidden}, dtype, 0.2) + 1.0;
+            const bool normalize = top_k != 2;
+            const at::Tensor expected =
+                composite::MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.gate_up, experts.gate_up_scales,
+                                            experts.down, experts.down_scales, top_k, normalize, kWidth);
+            // The composite on the same weights as a plain sum over the chosen experts.
+            testing::ForEachCpuKernelPath([&] {
+              TakeActiveExpertCount();
+              const at::Tensor actual =
+                  MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.packed_gate_up, experts.packed_gate_up_scales,
+                                   experts.packed_down, experts.packed_down_scales, top_k, normalize, kWidth);
+              const int64_t active = TakeActiveExpertCount();
+              CHECK(active >= top_k);
+              CHECK(active <= std::min<int64_t>(kExperts, rows * top_k));
+              if (router_kind == Router::kAllTied) CHECK(active == top_k);  // experts 0 .. top_k - 1 for every row
+              const double tolerance = dtype == at::kFloat ? (kind == ExpertWeights::kPlain ? 1e-5 : 2e-3) : 3e-2;
+              CHECK(RelativeError(actual - hidden, expected - hidden) < tolerance);
+            });
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("moe operator: one expert taking every row and every expert chosen in one batch", "[unit][moe]") {
+  at::manual_seed(5);
+  constexpr int64_t kHidden = 64, kWidth = 32, kExperts = 4;
+  const Experts experts = MakeExperts(kExperts, kHidden, kWidth, at::kFloat, ExpertWeights::kPlain);
+  const at::Tensor norm = at::ones({kHidden});
+  const at::Tensor hidden = Random({8, kHidden}, at::kFloat, 1.0).abs() + 0.1;
+  at::Tensor router = at::zeros({kExperts, kHidden});
+  router[2] += 10.0;  // every row's logits favour expert 2
+  TakeActiveExpertCount();
+  const at::Tensor one =
+      MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.packed_gate_up, experts.packed_gate_up_scales,
+                       experts.packed_down, experts.packed_down_scales, 1, true, kWidth);
+  CHECK(TakeActiveExpertCount() == 1);
+  // Top-1 renormalized: each row is expert 2's SwiGLU of its normalized self.
+  const at::Tensor x = hidden * at::rsqrt(hidden.pow(2).mean(-1, true) + 1e-6);
+  const at::Tensor gate_up = at::linear(x, experts.gate_up[2]);
+  const at::Tensor want =
+      at::linear(at::silu(gate_up.narrow(1, 0, kWidth)) * gate_up.narrow(1, kWidth, kWidth), experts.down[2]);
+  CHECK(RelativeError(one - hidden, want) < 1e-5);
+  // Top-4 of 4: every expert receives every row.
+  const at::Tensor all = MoeRmsNormSwiglu(hidden, norm, 1e-6, Random({kExperts, kHidden}, at::kFloat, 1.0),
+                                          experts.packed_gate_up, experts.packed_gate_up_scales, experts.packed_down,
+                                          experts.packed_down_scales, 4, false, kWidth);
+  CHECK(TakeActiveExpertCount() == 4);
+  CHECK(all.sizes() == hidden.sizes());
+}
+
+TEST_CASE("moe operator: bad arguments are refused by name", "[unit][moe]") {
+  const Experts experts = MakeExperts(2, 32, 32, at::kFloat, ExpertWeights::kPlain);
+  const at::Tensor hidden = Random({2, 32}, at::kFloat, 1.0), norm = at::ones({32});
+  const at::Tensor router = Random({2, 32}, at::kFloat, 1.0);
+  CHECK_THROWS_WITH(MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.packed_gate_up, experts.packed_gate_up_scales,
+                                     experts.packed_down, experts.packed_down_scales, 3, true, 32),
+                    Catch::Contains("top_k"));
+  CHECK_THROWS_WITH(
+      MoeRmsNormSwiglu(hidden, norm, 1e-6, Random({3, 32}, at::kFloat, 1.0), experts.packed_gate_up,
+                       experts.packed_gate_up_scales, experts.packed_down, experts.packed_down_scales, 1, true, 32),
+      Catch::Contains("router"));
+  std::vector<at::Tensor> mixed = experts.packed_gate_up;
+  mixed[1] = experts.gate_up[1];
+  CHECK_THROWS_WITH(MoeRmsNormSwiglu(hidden, norm, 1e-6, router, mixed, experts.packed_gate_up_scales,
+                                     experts.packed_down, experts.packed_down_scales, 1, true, 32),
+                    Catch::Contains("packed"));
+}
+
+}  // namespace
+}  // namespace llmc::model::cpu

@@ -1,0 +1,66 @@
+#ifndef LLMC_WORKER_MODEL_CPU_MOE_OPS_H_
+#define LLMC_WORKER_MODEL_CPU_MOE_OPS_H_
+
+// The mixture-of-experts operator of format-12 packages (schema and Python reference in
+// tools/llmc_export/ops.py: moe_rms_norm_swiglu; docs/model-package.md). The CPU kernel routes the batch's rows,
+// gathers each chosen expert's rows and streams that expert's packed gate/up and down weights once for all of
+// them; experts no row chose are never read. The composite serves CUDA and unpacked weights.
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace llmc::model::cpu {
+
+// RMSNorm(hidden) * norm_weight in the activations' dtype (the float32 formula of ops.py's rms_norm_reference),
+// and the router's float32 logits of those rows on the host: what both implementations route by.
+at::Tensor NormalizedRows(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps);
+at::Tensor RouterLogits(const at::Tensor& normalized_rows, const at::Tensor& router_weight);
+
+// Each row's chosen experts and their weights: the top_k largest of softmax(router_logits) (float32), largest
+// first and equal probabilities by the lower expert index, divided by their sum when normalize_top_k.
+struct ExpertChoices {
+  int64_t rows = 0;
+  int64_t top_k = 0;
+  std::vector<int32_t> experts;  // [rows, top_k]
+  std::vector<float> weights;    // [rows, top_k]
+};
+// router_logits: float32 [rows, num_experts], contiguous.
+ExpertChoices ChooseExperts(const at::Tensor& router_logits, int64_t top_k, bool normalize_top_k);
+
+// The rows each expert received, grouped by expert: rows of expert e are entries offsets[e] .. offsets[e + 1] - 1
+// of `rows` (ascending) with their routing weights in `weights`.
+struct ExpertGroups {
+  std::vector<int64_t> offsets;  // [num_experts + 1]
+  std::vector<int64_t> rows;
+  std::vector<float> weights;
+  int64_t active_experts = 0;  // experts with at least one row
+};
+ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts);
+
+// hidden + MoE(RMSNorm(hidden) * norm_weight): router_weight [E, H] in the activations' dtype; expert e's
+// gate_up_weights[e] ([2 I, H], [gate; up]) and down_weights[e] ([H, I]) plain, int8 or int4 with their scales, or
+// packed by the loader (all experts alike).
+at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                            const at::Tensor& router_weight, at::TensorList gate_up_weights,
+                            at::TensorList gate_up_scales, at::TensorList down_weights, at::TensorList down_scales,
+                            int64_t top_k, bool normalize_top_k, int64_t intermediate_size);
+
+// Experts that at least one row chose, summed over the sparse layers, since the calling thread last asked
+// (the profile's per-step count); resets it.
+int64_t TakeActiveExpertCount();
+void CountActiveExperts(int64_t experts);
+
+// Registration happens when this object is linked in; EnsureFusedOpsRegistered calls this to guarantee it.
+bool EnsureMoeOpsRegistered();
+
+namespace composite {
+at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                            const at::Tensor& router_weight, at::TensorList gate_up_weights,
+                            at::TensorList gate_up_scales, at::TensorList down_weights, at::TensorList down_scales,
+                            int64_t top_k, bool normalize_top_k, int64_t intermediate_size);
+}  // namespace composite
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_MOE_OPS_H_

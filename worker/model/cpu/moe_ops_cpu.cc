@@ -1,0 +1,242 @@
+// CPU kernel of the mixture-of-experts operator. The rows are normalized once, routed (the router is small:
+// one ATen matmul), grouped by expert; then each chosen expert runs two team jobs over only its rows: gate/up
+// with SiLU(gate) * up into a staging of the expert's intermediate rows, and down, whose epilogue adds each
+// row's result times its routing weight into a float32 accumulator. An expert's weights stream once for all of
+// its rows; experts nobody chose are never touched.
+#include <c10/util/BFloat16.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <utility>
+
+#include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/moe_ops.h"
+#include "worker/model/cpu/packed_weight.h"
+#include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/panel_matmul.h"
+#include "worker/model/cpu/thread_team.h"
+
+namespace llmc::model::cpu {
+namespace {
+
+using Bf16 = c10::BFloat16;
+using GatedActivationKernel = void (*)(const float*, const float*, float*, int64_t);
+
+thread_local int64_t active_expert_count = 0;
+
+GatedActivationKernel SelectSiluMul() {
+#ifdef LLMC_CPU_X86_KERNELS
+  const CpuIsa isa = ActiveCpuIsa();
+  if (isa >= CpuIsa::kAvx512Bf16) return &SiluMulAvx512;
+  if (isa == CpuIsa::kAvx2) return &SiluMulAvx2;
+#endif
+  return &SiluMulPortable;
+}
+
+void CheckMoeArguments(const at::Tensor& hidden, const at::Tensor& norm_weight, const at::Tensor& router_weight,
+                       at::TensorList gate_up_weights, at::TensorList gate_up_scales, at::TensorList down_weights,
+                       at::TensorList down_scales, int64_t top_k, int64_t intermediate_size) {
+  TORCH_CHECK(hidden.dim() == 2, "moe_rms_norm_swiglu: hidden must be [tokens, hidden]");
+  const int64_t experts = static_cast<int64_t>(gate_up_weights.size());
+  TORCH_CHECK(experts > 0 && static_cast<int64_t>(gate_up_scales.size()) == experts &&
+                  static_cast<int64_t>(down_weights.size()) == experts &&
+                  static_cast<int64_t>(down_scales.size()) == experts,
+              "moe_rms_norm_swiglu: every expert needs its gate_up and down weights and scales");
+  TORCH_CHECK(router_weight.dim() == 2 && router_weight.size(0) == experts && router_weight.size(1) == hidden.size(1) &&
+                  router_weight.scalar_type() == hidden.scalar_type(),
+              "moe_rms_norm_swiglu: router weight must be [experts, hidden] of the input's dtype");
+  TORCH_CHECK(norm_weight.numel() == hidden.size(1) && norm_weight.scalar_type() == hidden.scalar_type(),
+              "moe_rms_norm_swiglu: norm weight must be [hidden] of the input's dtype");
+  TORCH_CHECK(top_k >= 1 && top_k <= experts, "moe_rms_norm_swiglu: top_k must be 1 .. experts, got ", top_k);
+  TORCH_CHECK(intermediate_size > 0, "moe_rms_norm_swiglu: intermediate_size must be positive");
+}
+
+template <typename T>
+at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& router_weight,
+                   at::TensorList gate_up_weights, at::TensorList gate_up_scales, at::TensorList down_weights,
+                   at::TensorList down_scales, int64_t top_k, bool normalize_top_k, int64_t intermediate) {
+  constexpr int64_t kHalf = kPanelWidth / 2;
+  const int64_t tokens = hidden.size(0), k = hidden.size(1);
+  const int64_t experts = static_cast<int64_t>(gate_up_weights.size());
+  const at::ScalarType dtype = hidden.scalar_type();
+  // The composite's normalization and router, so that both choose the same experts bit for bit.
+  const at::Tensor normalized_rows = NormalizedRows(hidden, norm_weight, eps);
+  const T* normalized = normalized_rows.data_ptr<T>();
+  const ExpertChoices choices = ChooseExperts(RouterLogits(normalized_rows, router_weight), top_k, normalize_top_k);
+  const ExpertGroups groups = GroupByExpert(choices, experts);
+  CountActiveExperts(groups.active_experts);
+
+  float* accumulator = reinterpret_cast<float*>(CallerBuffer(kMoeAccumulator, tokens * k * sizeof(float)));
+  std::fill_n(accumulator, tokens * k, 0.0f);
+  T* activated_rows = reinterpret_cast<T*>(CallerBuffer(kMoeExpertOutputs, tokens * intermediate * sizeof(T)));
+  const GatedActivationKernel activate = SelectSiluMul();
+  for (int64_t expert = 0; expert < experts; ++expert) {
+    const int64_t first_entry = groups.offsets[expert], count = groups.offsets[expert + 1] - first_entry;
+    if (count == 0) continue;
+    const int64_t* rows = groups.rows.data() + first_entry;
+    const float* weights = groups.weights.data() + first_entry;
+    const PanelWeight gate_up{gate_up_weights[expert], gate_up_scales[expert]};
+    const PanelWeight down{down_weights[expert], down_scales[expert]};
+    CheckPacked("moe_rms_norm_swiglu", hidden, gate_up, 2 * intermediate);
+    TORCH_CHECK(PackedDepth(down.packed) == PaddedDepth(intermediate) && down.packed.size(0) == PanelCount(k),
+                "moe_rms_norm_swiglu: packed down weight does not match [hidden, intermediate_size]");
+    const Staged gate_up_rows = PrepareStaging(count, k, gate_up, dtype);
+    WorkQueue gate_up_queue(gate_up.packed.size(0), MaxTeamSize());
+    InTeam([&](TeamMember& member) {
+      StageRows<T>(member, gate_up_rows, k,
+                   [&](int64_t row, T* dst) { std::copy_n(normalized + rows[row] * k, k, dst); });
+      MatmulPanels(member, gate_up_rows, gate_up, gate_up_queue,
+                   [&](int64_t panel, int64_t m0, int64_t block_rows, const float* c) {
+                     const int64_t first = panel * kHalf, columns = std::min(kHalf, intermediate - first);
+                     float values[kHalf];
+                     for (int64_t r = 0; r < block_rows; ++r) {
+                       const float* gate = c + r * kPanelWidth;
+                       activate(gate, gate + kHalf, values, columns);
+                       T* dst = activated_rows + (m0 + r) * intermediate + first;
+                       for (int64_t j = 0; j < columns; ++j) dst[j] = T(values[j]);
+                     }
+                   });
+    });
+    const Staged down_rows = PrepareStaging(count, intermediate, down, dtype);
+    WorkQueue down_queue(down.packed.size(0), MaxTeamSize());
+    InTeam([&](TeamMember& member) {
+      StageRows<T>(member, down_rows, intermediate,
+                   [&](int64_t row, T* dst) { std::copy_n(activated_rows + row * intermediate, intermediate, dst); });
+      // Rounded as the reference rounds them: the expert's output and its weight in the activations' dtype.
+      MatmulPanels(member, down_rows, down, down_queue,
+                   [&](int64_t panel, int64_t m0, int64_t block_rows, const float* c) {
+                     const int64_t first = panel * kPanelWidth, columns = std::min(kPanelWidth, k - first);
+                     for (int64_t r = 0; r < block_rows; ++r) {
+                       const float weight = static_cast<float>(T(weights[m0 + r]));
+                       float* dst = accumulator + rows[m0 + r] * k + first;
+                       const float* out = c + r * kPanelWidth;
+                       for (int64_t j = 0; j < columns; ++j) dst[j] += weight * static_cast<float>(T(out[j]));
+                     }
+                   });
+    });
+  }
+  at::Tensor result = at::empty_like(hidden);
+  const T* x = hidden.data_ptr<T>();
+  T* out = result.data_ptr<T>();
+  InTeam([&](TeamMember& member) {
+    const auto [first, last] = member.Share(tokens * k);
+    for (int64_t i = first; i < last; ++i) out[i] = T(static_cast<float>(x[i]) + accumulator[i]);
+  });
+  return result;
+}
+
+}  // namespace
+
+at::Tensor NormalizedRows(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps) {
+  const at::Tensor x = hidden.to(at::kFloat);
+  return (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * norm_weight.to(at::kFloat))
+      .to(hidden.scalar_type())
+      .contiguous();
+}
+
+at::Tensor RouterLogits(const at::Tensor& normalized_rows, const at::Tensor& router_weight) {
+  return at::linear(normalized_rows, router_weight).to(at::kFloat).to(at::kCPU).contiguous();
+}
+
+ExpertChoices ChooseExperts(const at::Tensor& router_logits, int64_t top_k, bool normalize_top_k) {
+  TORCH_CHECK(router_logits.dim() == 2 && router_logits.scalar_type() == at::kFloat && router_logits.is_contiguous(),
+              "router logits must be contiguous float32 [rows, experts]");
+  const int64_t rows = router_logits.size(0), experts = router_logits.size(1);
+  TORCH_CHECK(top_k >= 1 && top_k <= experts, "top_k must be 1 .. experts");
+  ExpertChoices choices;
+  choices.rows = rows;
+  choices.top_k = top_k;
+  choices.experts.resize(rows * top_k);
+  choices.weights.resize(rows * top_k);
+  const float* logits = router_logits.data_ptr<float>();
+  std::vector<float> probabilities(experts);
+  std::vector<int32_t> order(experts);
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* l = logits + row * experts;
+    const float largest = *std::max_element(l, l + experts);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < experts; ++e) sum += probabilities[e] = std::exp(l[e] - largest);
+    for (int64_t e = 0; e < experts; ++e) probabilities[e] /= sum;
+    std::iota(order.begin(), order.end(), 0);
+    // Largest first, equal ones (NaN compares as equal) by the lower index.
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
+      return probabilities[a] > probabilities[b] || (!(probabilities[b] > probabilities[a]) && a < b);
+    });
+    float chosen_sum = 0.0f;
+    for (int64_t i = 0; i < top_k; ++i) chosen_sum += probabilities[order[i]];
+    for (int64_t i = 0; i < top_k; ++i) {
+      choices.experts[row * top_k + i] = order[i];
+      choices.weights[row * top_k + i] =
+          normalize_top_k ? probabilities[order[i]] / chosen_sum : probabilities[order[i]];
+    }
+  }
+  return choices;
+}
+
+ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts) {
+  ExpertGroups groups;
+  groups.offsets.assign(num_experts + 1, 0);
+  for (const int32_t expert : choices.experts) ++groups.offsets[expert + 1];
+  for (int64_t e = 0; e < num_experts; ++e) {
+    if (groups.offsets[e + 1] > 0) ++groups.active_experts;
+    groups.offsets[e + 1] += groups.offsets[e];
+  }
+  groups.rows.resize(choices.experts.size());
+  groups.weights.resize(choices.experts.size());
+  std::vector<int64_t> next(groups.offsets.begin(), groups.offsets.end() - 1);
+  for (int64_t row = 0; row < choices.rows; ++row) {  // rows ascending within each expert
+    for (int64_t i = 0; i < choices.top_k; ++i) {
+      const int64_t slot = next[choices.experts[row * choices.top_k + i]]++;
+      groups.rows[slot] = row;
+      groups.weights[slot] = choices.weights[row * choices.top_k + i];
+    }
+  }
+  return groups;
+}
+
+at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                            const at::Tensor& router_weight, at::TensorList gate_up_weights,
+                            at::TensorList gate_up_scales, at::TensorList down_weights, at::TensorList down_scales,
+                            int64_t top_k, bool normalize_top_k, int64_t intermediate_size) {
+  CheckMoeArguments(hidden, norm_weight, router_weight, gate_up_weights, gate_up_scales, down_weights, down_scales,
+                    top_k, intermediate_size);
+  const bool packed = IsPackedWeight(gate_up_weights[0]);
+  for (size_t e = 0; e < gate_up_weights.size(); ++e) {
+    TORCH_CHECK(IsPackedWeight(gate_up_weights[e]) == packed && IsPackedWeight(down_weights[e]) == packed,
+                "moe_rms_norm_swiglu: the experts' weights must all be packed or none");
+  }
+  if (!packed) {
+    return composite::MoeRmsNormSwiglu(hidden, norm_weight, eps, router_weight, gate_up_weights, gate_up_scales,
+                                       down_weights, down_scales, top_k, normalize_top_k, intermediate_size);
+  }
+  const at::Tensor x = hidden.contiguous(), norm = norm_weight.contiguous(), router = router_weight.contiguous();
+  if (x.scalar_type() == at::kBFloat16) {
+    return MoeImpl<Bf16>(x, norm, eps, router, gate_up_weights, gate_up_scales, down_weights, down_scales, top_k,
+                         normalize_top_k, intermediate_size);
+  }
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "moe_rms_norm_swiglu: bfloat16 or float32 activations only");
+  return MoeImpl<float>(x, norm, eps, router, gate_up_weights, gate_up_scales, down_weights, down_scales, top_k,
+                        normalize_top_k, intermediate_size);
+}
+
+int64_t TakeActiveExpertCount() { return std::exchange(active_expert_count, 0); }
+void CountActiveExperts(int64_t experts) { active_expert_count += experts; }
+
+bool EnsureMoeOpsRegistered() { return true; }
+
+}  // namespace llmc::model::cpu
+
+TORCH_LIBRARY_FRAGMENT(llmc, m) {
+  m.def(
+      "moe_rms_norm_swiglu(Tensor hidden, Tensor norm_weight, float eps, Tensor router_weight, "
+      "Tensor[] gate_up_weights, Tensor[] gate_up_scales, Tensor[] down_weights, Tensor[] down_scales, int top_k, "
+      "bool normalize_top_k, int intermediate_size) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(llmc, CPU, m) { m.impl("moe_rms_norm_swiglu", &llmc::model::cpu::MoeRmsNormSwiglu); }
+
+TORCH_LIBRARY_IMPL(llmc, CUDA, m) { m.impl("moe_rms_norm_swiglu", &llmc::model::cpu::composite::MoeRmsNormSwiglu); }
