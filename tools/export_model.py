@@ -48,6 +48,18 @@ PRESETS = {
         "model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 1152, "intermediate_size": 6912,
         "num_hidden_layers": 26, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256,
         "sliding_window": 512, "max_position_embeddings": 32768, "query_pre_attn_scalar": 256}),
+    # Qwen3-30B-A3B's shape (128 experts of 768, 8 per token, renormalized; every layer sparse): the mixture-of-
+    # experts benchmark model, exported with fewer layers (--num-layers) where memory demands.
+    "qwen3-30b-a3b": ModelConfig(architecture="qwen3_moe", vocab_size=151936, hidden_size=2048, intermediate_size=6144,
+                                 num_layers=48, num_heads=32, num_kv_heads=4, head_dim=128, qkv_bias=False,
+                                 qk_norm=True, tie_word_embeddings=False, max_context_length=40960,
+                                 moe_layers=tuple(range(48)), num_experts=128,
+                                 experts_per_token=8, moe_intermediate_size=768, normalize_top_k=True),
+    # The "small" shape as a Qwen3-MoE (8 experts of 128, 2 per token): end-to-end tests of a mixture of experts.
+    "small-moe": ModelConfig(architecture="qwen3_moe", hidden_size=256, intermediate_size=512, num_layers=4,
+                             num_heads=4, num_kv_heads=2, head_dim=64, qkv_bias=False, qk_norm=True,
+                             max_context_length=4096, moe_layers=tuple(range(4)), num_experts=8, experts_per_token=2,
+                             moe_intermediate_size=128, normalize_top_k=True),
     # Small enough for tests to export and run in seconds.
     "tiny": ModelConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4,
                         num_kv_heads=2, head_dim=32, max_context_length=2048),
@@ -133,6 +145,8 @@ def main(argv=None):
         else:
             overrides = {flag: getattr(args, flag) for flag in SIZE_FLAGS if getattr(args, flag) is not None}
             config = dataclasses.replace(PRESETS[args.preset], **overrides)
+            if config.moe_layers:  # the mixture-of-experts presets route in every layer, however many there are
+                config.moe_layers = tuple(range(config.num_layers))
             if args.eos_token_id:
                 config.eos_token_ids = tuple(args.eos_token_id)
             config.validate()

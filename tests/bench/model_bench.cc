@@ -33,6 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "tests/bench/step_profiler.h"
 #include "worker/model/cpu/huge_page_arena.h"
+#include "worker/model/cpu/moe_ops.h"
 #include "worker/model/loaded_model.h"
 
 namespace {
@@ -87,27 +88,44 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
                             1e9);
 }
 
-// Bytes one decode step streams: every projection and the LM head, in the weights' type (int8 packages:
-// one byte per weight, int4 half a byte, plus one float32 scale per output row and group; an untied embedding stays in
-// dtype but is only gathered, not streamed, and is not counted).
-int64_t WeightBytes(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
-  const int64_t qkv_rows = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, q_width = m.num_heads * m.head_dim;
-  const int64_t per_layer =
-      m.hidden_size * qkv_rows + q_width * m.hidden_size + 3 * m.hidden_size * m.intermediate_size;
-  const int64_t lm_head = m.vocab_size * m.hidden_size;
-  if (m.quantization == "none") {
-    const int64_t embeddings = m.tie_word_embeddings ? 0 : lm_head;
-    return (m.num_layers * per_layer + lm_head + embeddings) * static_cast<int64_t>(c10::elementSize(dtype));
+// Bytes one decode step streams, in the weights' type (int8 packages: one byte per weight, int4 half a byte, plus
+// one float32 scale per output row and group; an unquantized untied embedding is counted as the LM head). A
+// mixture of experts streams the dense part (attention, routers, dense MLPs, the LM head) and, once, each expert
+// some row of the step chose: `per_expert` bytes each (moe_ops.h counts them per step).
+struct StreamedBytes {
+  int64_t dense = 0;
+  int64_t per_expert = 0;
+  // A decode step of one row: the dense part and experts_per_token experts in every sparse layer.
+  int64_t SingleRow(const llmc::model::ModelManifest& m) const {
+    return dense + per_expert * m.experts_per_token * static_cast<int64_t>(m.moe_layers.size());
   }
-  const auto groups = [&](int64_t k) { return m.quantization_group_size == 0 ? 1 : k / m.quantization_group_size; };
-  const int64_t scale_count =
-      m.num_layers * (qkv_rows * groups(m.hidden_size) + m.hidden_size * groups(q_width) +
-                      2 * m.intermediate_size * groups(m.hidden_size) + m.hidden_size * groups(m.intermediate_size)) +
-      m.vocab_size * groups(m.hidden_size);
+  int64_t All(const llmc::model::ModelManifest& m) const {
+    return dense + per_expert * m.num_experts * static_cast<int64_t>(m.moe_layers.size());
+  }
+};
+
+StreamedBytes Streamed(const llmc::model::ModelManifest& m, at::ScalarType dtype) {
+  const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   // int4 (served as int4, w4a16 or w4a8): two weights a byte.
   const bool int4 = m.quantization == "int4" || m.quantization == "w4a16" || m.quantization == "w4a8";
-  const int64_t weights = m.num_layers * per_layer + lm_head;
-  return (int4 ? weights / 2 : weights) + 4 * scale_count;
+  const auto matrix = [&](int64_t rows, int64_t k) -> int64_t {
+    if (m.quantization == "none") return rows * k * element;
+    const int64_t groups = m.quantization_group_size == 0 ? 1 : k / m.quantization_group_size;
+    return (int4 ? rows * k / 2 : rows * k) + 4 * rows * groups;
+  };
+  const int64_t qkv_rows = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, q_width = m.num_heads * m.head_dim;
+  StreamedBytes bytes;
+  const int64_t attention = matrix(qkv_rows, m.hidden_size) + matrix(m.hidden_size, q_width);
+  const int64_t dense_mlp = matrix(2 * m.intermediate_size, m.hidden_size) + matrix(m.hidden_size, m.intermediate_size);
+  const int64_t sparse_layers = static_cast<int64_t>(m.moe_layers.size());
+  bytes.dense = m.num_layers * attention + (m.num_layers - sparse_layers) * dense_mlp +
+                sparse_layers * m.num_experts * m.hidden_size * element + matrix(m.vocab_size, m.hidden_size);
+  if (m.quantization == "none" && !m.tie_word_embeddings) bytes.dense += m.vocab_size * m.hidden_size * element;
+  if (sparse_layers > 0) {
+    bytes.per_expert =
+        matrix(2 * m.moe_intermediate_size, m.hidden_size) + matrix(m.hidden_size, m.moe_intermediate_size);
+  }
+  return bytes;
 }
 
 // `sequences` sequences, each with `context` tokens already cached, decoding one token each; or, with
@@ -191,7 +209,7 @@ int main(int argc, char** argv) {
       auto manifest = llmc::model::ReadModelManifest(package);
       if (!manifest.ok()) return 1;
       const auto dtype = manifest->dtype == "float32" ? at::kFloat : at::kBFloat16;
-      const double weight_bytes = static_cast<double>(WeightBytes(*manifest, dtype));
+      const double weight_bytes = static_cast<double>(Streamed(*manifest, dtype).SingleRow(*manifest));
       std::printf("%s: weights %.0f MB, one-stream limit %.1f tokens/s\n", package.c_str(), weight_bytes / 1e6,
                   bandwidth * 1e9 / weight_bytes);
     }
@@ -208,13 +226,16 @@ int main(int argc, char** argv) {
     int64_t tokens;
     double full_ms, greedy_ms;
     double paired_fraction;  // median over runs of (weight bytes / step time) / the read just before it
+    double bytes;            // what the step streamed (a mixture of experts: its chosen experts)
+    double active_experts;   // experts chosen in the step, summed over the sparse layers
   };
   // Every package is loaded first and the packages take turns in each run of each shape, so a ratio between
   // them (int8 against bfloat16, say) compares steps taken in the same minutes of this shared machine.
   struct Measured {
     std::unique_ptr<llmc::model::LoadedModel> model;
     at::Tensor cache;
-    double weight_bytes = 0;
+    StreamedBytes streamed;
+    double weight_bytes = 0;  // one row's step
     std::string label;
     std::map<std::string, double> step_ms;
     std::vector<Row> rows;
@@ -245,7 +266,8 @@ int main(int argc, char** argv) {
     }
     Measured m;
     const auto& manifest = (*model)->manifest();
-    m.weight_bytes = static_cast<double>(WeightBytes(manifest, (*model)->dtype()));
+    m.streamed = Streamed(manifest, (*model)->dtype());
+    m.weight_bytes = static_cast<double>(m.streamed.SingleRow(manifest));
     m.label = manifest.quantization == "none" ? manifest.dtype : manifest.quantization;
     if (!options.huge_pages) m.label += " 4K";
     const int64_t longest = contexts.empty() ? 0 : *std::max_element(contexts.begin(), contexts.end());
@@ -292,6 +314,7 @@ int main(int argc, char** argv) {
     const int runs = shape.prefill > 0 ? 2 : 15;
     std::vector<std::array<double, 2>> best_ms(measured.size(), {1e9, 1e9});
     std::vector<std::vector<double>> paired(measured.size());
+    std::vector<double> step_bytes(measured.size()), step_experts(measured.size());
     // The two variants alternate too, so a slow spell of this shared machine hits both alike.
     for (int run = -(shape.prefill > 0 ? 1 : 3); run < runs; ++run) {  // negative runs warm up
       for (size_t i = 0; i < measured.size(); ++i) {
@@ -309,6 +332,7 @@ int main(int argc, char** argv) {
               1e9;
         }
         for (const bool greedy : {false, true}) {
+          llmc::model::cpu::TakeActiveExpertCount();
           const auto start = Clock::now();
           const absl::Status status = Step(*m.model, batch, m.cache, greedy);
           if (!status.ok()) {
@@ -316,10 +340,14 @@ int main(int argc, char** argv) {
             return 1;
           }
           const double ms = Seconds(start) * 1e3;
+          const int64_t experts = llmc::model::cpu::TakeActiveExpertCount();
+          const double bytes = static_cast<double>(m.streamed.dense + m.streamed.per_expert * experts);
           if (run < 0) continue;
+          step_bytes[i] = bytes;
+          step_experts[i] = static_cast<double>(experts);
           best_ms[i][greedy] = std::min(best_ms[i][greedy], ms);
           if (greedy) m.run_ms[shape.label].push_back(ms);
-          if (greedy && moment_gbs > 0) paired[i].push_back(m.weight_bytes / (ms * 1e6) / moment_gbs);
+          if (greedy && moment_gbs > 0) paired[i].push_back(bytes / (ms * 1e6) / moment_gbs);
         }
       }
     }
@@ -328,13 +356,12 @@ int main(int argc, char** argv) {
       const double paired_fraction = paired[i].empty() ? 0 : paired[i][paired[i].size() / 2];
       measured[i].step_ms[shape.label] = best_ms[i][1];
       measured[i].rows.push_back({shape.label, shape.prefill > 0 ? shape.prefill : shape.sequences, best_ms[i][0],
-                                  best_ms[i][1], paired_fraction});
+                                  best_ms[i][1], paired_fraction, step_bytes[i], step_experts[i]});
     }
   }
   std::printf("read bandwidth %.1f GB/s (best multi-threaded read of 2 GiB, before and between the decode steps)\n",
               bandwidth);
   for (Measured& m : measured) {
-    const double limit_ms = m.weight_bytes / (bandwidth * 1e9) * 1e3;
     const char* label = m.label.c_str();
     // "full logits": every row's float32 logits (what rows with logprobs, penalties or top-p need);
     // "greedy": the step the engine runs for greedy rows, the LM head keeping each row's best logit in-pass.
@@ -343,9 +370,12 @@ int main(int argc, char** argv) {
     std::printf("%-10s %-14s %12s %10s %12s %12s %12s %8s\n", "dtype", "step", "full logits", "greedy", "tokens/s",
                 "limit ms", "% of limit", "paired");
     for (const Row& row : m.rows) {
+      const double limit_ms = row.bytes / (bandwidth * 1e9) * 1e3;
       std::printf("%-10s %-14s %12.2f %10.2f %12.1f %12.2f %11.1f%%", label, row.label, row.full_ms, row.greedy_ms,
                   row.tokens / row.greedy_ms * 1e3, limit_ms, limit_ms / row.greedy_ms * 100);
       if (row.paired_fraction > 0) std::printf(" %7.1f%%", row.paired_fraction * 100);
+      // A mixture of experts: the experts the step read (over all sparse layers) and the bytes they make.
+      if (m.streamed.per_expert > 0) std::printf("  %.0f experts, %.0f MB", row.active_experts, row.bytes / 1e6);
       std::printf("\n");
     }
     const double b1 = m.step_ms["decode b=1"];
@@ -360,6 +390,7 @@ int main(int argc, char** argv) {
             MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize, vocab);
         llmc::bench::StepProfiler profiler;
         const int runs = shape.prefill > 0 ? 2 : 15;
+        llmc::model::cpu::TakeActiveExpertCount();
         for (int run = 0; run < runs; ++run) {
           profiler.Begin();
           const absl::Status status = Step(*m.model, batch, m.cache, /*greedy=*/true);
@@ -367,9 +398,15 @@ int main(int argc, char** argv) {
           if (!status.ok()) return 1;
         }
         profiler.Print(m.label + " " + shape.label);
+        if (m.streamed.per_expert > 0) {
+          std::printf("  active experts per step: %.1f (of %lld in %zu sparse layers)\n",
+                      static_cast<double>(llmc::model::cpu::TakeActiveExpertCount()) / runs,
+                      static_cast<long long>(m.model->manifest().num_experts), m.model->manifest().moe_layers.size());
+        }
       }
     }
-    std::printf("%-10s weights %.0f MB\n", label, m.weight_bytes / 1e6);
+    std::printf("%-10s weights %.0f MB (one row's step streams %.0f MB)\n", label,
+                static_cast<double>(m.streamed.All(m.model->manifest())) / 1e6, m.weight_bytes / 1e6);
   }
   // How much faster each package's (greedy) step is than the first's: the median over the runs of the ratio
   // of the two steps taken back to back in that run (robust to the machine's slow spells), and the ratio of

@@ -137,6 +137,16 @@ TEST_CASE("gateway e2e: a worker serving an int4 package answers the OpenAI SDK 
   CHECK(model["dtype"] == "bfloat16");
 }
 
+TEST_CASE("gateway e2e: a Qwen3-MoE package, bfloat16 and int4, answers the OpenAI SDK walk-through",
+          "[integration][gateway][moe]") {
+  for (const std::string quantize : {"none", "int4"}) {
+    INFO("quantize " << quantize);
+    const json model = RunSdkEndToEnd(SmallMoePackage(quantize));
+    CHECK(model["quantization"] == quantize);
+    CHECK(model["dtype"] == "bfloat16");
+  }
+}
+
 TEST_CASE("gateway e2e: a worker quantizing a bfloat16 package at load with int16 activations (w8a16) says w8a16",
           "[integration][gateway][int8]") {
   const json model = RunSdkEndToEnd(SmallModelPackage(), {"--quantization=w8a16"});

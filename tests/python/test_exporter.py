@@ -348,7 +348,9 @@ class ExporterTest(unittest.TestCase):
 
     def test_qwen2_presets_have_the_published_parameter_counts(self):
         # The benchmark shapes stand for the real models: Qwen2-0.5B and Qwen2-1.5B as Hugging Face counts them.
-        for preset, count in (("qwen2-0.5b", 494_032_768), ("qwen2-1.5b", 1_543_714_304)):
+        # Qwen3-30B-A3B (all 48 layers of 128 experts) as its safetensors index totals it.
+        for preset, count in (("qwen2-0.5b", 494_032_768), ("qwen2-1.5b", 1_543_714_304),
+                              ("qwen3-30b-a3b", 30_532_122_624)):
             shapes = hf_parameter_shapes(export_model.PRESETS[preset])
             self.assertEqual(sum(math.prod(shape) for shape in shapes.values()), count, preset)
 

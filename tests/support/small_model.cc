@@ -16,7 +16,7 @@ namespace {
 // Exports a small random-weight package once per test process and `key`.
 std::string ExportOnce(const std::string& key, const std::string& name, const std::string& tokenizer,
                        const std::string& seed, const std::string& eos, const std::string& quantize,
-                       const std::string& embedding_pooling = "last") {
+                       const std::string& embedding_pooling = "last", const std::string& preset = "small") {
   static std::mutex mu;
   static std::map<std::string, std::string>* packages = new std::map<std::string, std::string>();
   std::lock_guard<std::mutex> lock(mu);
@@ -27,7 +27,7 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
                                             {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
                                              "--random",
                                              "--preset",
-                                             "small",
+                                             preset,
                                              "--seed",
                                              seed,
                                              "--dtype",
@@ -55,6 +55,10 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
 
 std::string SmallModelPackage(const std::string& quantize) {
   return ExportOnce(quantize, kSmallModelName, "qwen3", "1", "151645", quantize);
+}
+
+std::string SmallMoePackage(const std::string& quantize) {
+  return ExportOnce("moe-" + quantize, kSmallModelName, "qwen3", "1", "151645", quantize, "last", "small-moe");
 }
 
 std::string SmallW8A16CheckpointPackage() {

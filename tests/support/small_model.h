@@ -15,6 +15,10 @@ inline constexpr char kSmallModelName[] = "llmc-small";
 // `quantize` "int8": the same weights exported with --quantize int8 (one scale per output row).
 std::string SmallModelPackage(const std::string& quantize = "none");
 
+// The small shape as a Qwen3-MoE (tools/export_model.py --preset small-moe: 8 experts, 2 per token, in every
+// layer) under the same name, with the Qwen3 vocabulary; `quantize` as above (int4 too).
+std::string SmallMoePackage(const std::string& quantize = "none");
+
 // The small package's network (seed 1) under the same name, exported from a W8A16 checkpoint as llm-compressor
 // writes it for vLLM (compressed-tensors, int8 weights packed four to an int32 in groups of 32;
 // tests/python/int8_checkpoint.py): an int8 package holding the checkpoint's own weights, which asks to be

@@ -105,10 +105,46 @@ Experts MakeExperts(int64_t count, int64_t hidden, int64_t width, at::ScalarType
 
 enum class Router { kRandom, kAllTied, kOneExpertTakesAll };
 
+// The reference routing: RMSNorm as ops.py's reference, the router's logits in the activations' dtype, the
+// float32 softmax and its top_k (ChooseExperts' rule).
+ExpertChoices ReferenceChoices(const at::Tensor& hidden, const at::Tensor& norm, const at::Tensor& router,
+                               int64_t top_k, bool normalize) {
+  const at::Tensor x = hidden.to(at::kFloat);
+  const at::Tensor normalized =
+      (x * at::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * norm.to(at::kFloat)).to(hidden.scalar_type());
+  return ChooseExperts(at::linear(normalized, router).to(at::kFloat).contiguous(), top_k, normalize);
+}
+
+// The kernel's choices are the reference's but where the reference's top_k-th and next probabilities are so
+// close that the kernel's own rounding of the router may order them the other way (within 1 %); such rows are
+// few. Returns the rows where they differ.
+int CheckChoices(const ExpertChoices& kernel, const ExpertChoices& reference, const at::Tensor& probabilities) {
+  REQUIRE(kernel.rows == reference.rows);
+  REQUIRE(kernel.top_k == reference.top_k);
+  int differing = 0;
+  for (int64_t row = 0; row < kernel.rows; ++row) {
+    std::vector<int32_t> ours(kernel.experts.begin() + row * kernel.top_k,
+                              kernel.experts.begin() + (row + 1) * kernel.top_k);
+    std::vector<int32_t> theirs(reference.experts.begin() + row * kernel.top_k,
+                                reference.experts.begin() + (row + 1) * kernel.top_k);
+    std::sort(ours.begin(), ours.end());
+    std::sort(theirs.begin(), theirs.end());
+    if (ours == theirs) continue;
+    ++differing;
+    const at::Tensor sorted = std::get<0>(probabilities[row].sort(/*dim=*/0, /*descending=*/true));
+    const float last = sorted[kernel.top_k - 1].item<float>();
+    const float next = kernel.top_k < sorted.size(0) ? sorted[kernel.top_k].item<float>() : 0.0f;
+    INFO("row " << row << ": the reference's top-" << kernel.top_k << " probability " << last << ", next " << next);
+    CHECK(last - next <= 0.01f * last);
+  }
+  return differing;
+}
+
 TEST_CASE("moe operator: the kernel on packed experts matches the composite, every weight kind, batch and path",
           "[unit][moe]") {
   at::manual_seed(17);
   constexpr int64_t kHidden = 96, kWidth = 64, kExperts = 6;
+  int rows_compared = 0, rows_routed_apart = 0;
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     for (const ExpertWeights kind :
          {ExpertWeights::kPlain, ExpertWeights::kInt8, ExpertWeights::kInt4, ExpertWeights::kInt4ZeroPoints}) {
@@ -117,6 +153,7 @@ TEST_CASE("moe operator: the kernel on packed experts matches the composite, eve
         at::Tensor router = Random({kExperts, kHidden}, dtype, 1.0);
         if (router_kind == Router::kAllTied) router = at::zeros_like(router);
         if (router_kind == Router::kOneExpertTakesAll) router[4] += 50.0;  // rows are positive below
+        const at::Tensor packed_router = PackWeight(router);
         for (const int64_t rows : {1, 3, 17, 33}) {
           for (const int64_t top_k : {1, 2, 3}) {
             INFO(c10::toString(dtype) << ", " << Name(kind) << " experts, router " << static_cast<int>(router_kind)
@@ -125,19 +162,30 @@ TEST_CASE("moe operator: the kernel on packed experts matches the composite, eve
             if (router_kind == Router::kOneExpertTakesAll) hidden = hidden.abs() + 0.1;
             const at::Tensor norm = Random({kHidden}, dtype, 0.2) + 1.0;
             const bool normalize = top_k != 2;
-            const at::Tensor expected =
-                composite::MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.gate_up, experts.gate_up_scales,
-                                            experts.down, experts.down_scales, top_k, normalize, kWidth);
-            // The composite on the same weights as a plain sum over the chosen experts.
+            const ExpertChoices reference = ReferenceChoices(hidden, norm, router, top_k, normalize);
+            const at::Tensor x = hidden.to(at::kFloat);
+            const at::Tensor probabilities = at::softmax(
+                at::linear((x * at::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * norm.to(at::kFloat)).to(dtype), router)
+                    .to(at::kFloat),
+                1);
             testing::ForEachCpuKernelPath([&] {
               TakeActiveExpertCount();
-              const at::Tensor actual =
-                  MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.packed_gate_up, experts.packed_gate_up_scales,
-                                   experts.packed_down, experts.packed_down_scales, top_k, normalize, kWidth);
+              const at::Tensor actual = MoeRmsNormSwiglu(hidden, norm, 1e-6, packed_router, experts.packed_gate_up,
+                                                         experts.packed_gate_up_scales, experts.packed_down,
+                                                         experts.packed_down_scales, top_k, normalize, kWidth);
               const int64_t active = TakeActiveExpertCount();
+              const ExpertChoices& chosen = LastExpertChoices();
               CHECK(active >= top_k);
               CHECK(active <= std::min<int64_t>(kExperts, rows * top_k));
-              if (router_kind == Router::kAllTied) CHECK(active == top_k);  // experts 0 .. top_k - 1 for every row
+              // All tied: experts 0 .. top_k - 1 for every row.
+              if (router_kind == Router::kAllTied) CHECK(active == top_k);
+              if (router_kind == Router::kOneExpertTakesAll) CHECK(chosen.experts[0] == 4);
+              rows_routed_apart += CheckChoices(chosen, reference, probabilities);
+              rows_compared += static_cast<int>(rows);
+              // The mixture of the experts the kernel chose, computed by the composite on the unpacked weights.
+              const at::Tensor expected =
+                  composite::MoeWithChoices(hidden, norm, 1e-6, chosen, experts.gate_up, experts.gate_up_scales,
+                                            experts.down, experts.down_scales, kWidth);
               const double tolerance = dtype == at::kFloat ? (kind == ExpertWeights::kPlain ? 1e-5 : 2e-3) : 3e-2;
               CHECK(RelativeError(actual - hidden, expected - hidden) < tolerance);
             });
@@ -146,6 +194,19 @@ TEST_CASE("moe operator: the kernel on packed experts matches the composite, eve
       }
     }
   }
+  WARN(rows_routed_apart << " of " << rows_compared << " rows routed apart from the reference (near-ties)");
+  CHECK(rows_routed_apart * 100 <= rows_compared);
+  // The composite routes as the reference does.
+  const at::Tensor hidden = Random({9, 32}, at::kFloat, 1.0), norm = at::ones({32});
+  const at::Tensor router = Random({4, 32}, at::kFloat, 1.0);
+  const Experts experts = MakeExperts(4, 32, 32, at::kFloat, ExpertWeights::kPlain);
+  const at::Tensor composite =
+      composite::MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.gate_up, experts.gate_up_scales, experts.down,
+                                  experts.down_scales, 2, true, 32);
+  const at::Tensor with_choices =
+      composite::MoeWithChoices(hidden, norm, 1e-6, ReferenceChoices(hidden, norm, router, 2, true), experts.gate_up,
+                                experts.gate_up_scales, experts.down, experts.down_scales, 32);
+  CHECK(at::equal(composite, with_choices));
 }
 
 TEST_CASE("moe operator: one expert taking every row and every expert chosen in one batch", "[unit][moe]") {
@@ -158,7 +219,7 @@ TEST_CASE("moe operator: one expert taking every row and every expert chosen in 
   router[2] += 10.0;  // every row's logits favour expert 2
   TakeActiveExpertCount();
   const at::Tensor one =
-      MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.packed_gate_up, experts.packed_gate_up_scales,
+      MoeRmsNormSwiglu(hidden, norm, 1e-6, PackWeight(router), experts.packed_gate_up, experts.packed_gate_up_scales,
                        experts.packed_down, experts.packed_down_scales, 1, true, kWidth);
   CHECK(TakeActiveExpertCount() == 1);
   // Top-1 renormalized: each row is expert 2's SwiGLU of its normalized self.
@@ -168,7 +229,7 @@ TEST_CASE("moe operator: one expert taking every row and every expert chosen in 
       at::linear(at::silu(gate_up.narrow(1, 0, kWidth)) * gate_up.narrow(1, kWidth, kWidth), experts.down[2]);
   CHECK(RelativeError(one - hidden, want) < 1e-5);
   // Top-4 of 4: every expert receives every row.
-  const at::Tensor all = MoeRmsNormSwiglu(hidden, norm, 1e-6, Random({kExperts, kHidden}, at::kFloat, 1.0),
+  const at::Tensor all = MoeRmsNormSwiglu(hidden, norm, 1e-6, PackWeight(Random({kExperts, kHidden}, at::kFloat, 1.0)),
                                           experts.packed_gate_up, experts.packed_gate_up_scales, experts.packed_down,
                                           experts.packed_down_scales, 4, false, kWidth);
   CHECK(TakeActiveExpertCount() == 4);
@@ -178,7 +239,7 @@ TEST_CASE("moe operator: one expert taking every row and every expert chosen in 
 TEST_CASE("moe operator: bad arguments are refused by name", "[unit][moe]") {
   const Experts experts = MakeExperts(2, 32, 32, at::kFloat, ExpertWeights::kPlain);
   const at::Tensor hidden = Random({2, 32}, at::kFloat, 1.0), norm = at::ones({32});
-  const at::Tensor router = Random({2, 32}, at::kFloat, 1.0);
+  const at::Tensor router = PackWeight(Random({2, 32}, at::kFloat, 1.0));
   CHECK_THROWS_WITH(MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.packed_gate_up, experts.packed_gate_up_scales,
                                      experts.packed_down, experts.packed_down_scales, 3, true, 32),
                     Catch::Contains("top_k"));

@@ -325,6 +325,16 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
   }
 }
 
+// A sparse layer's router ([experts, hidden], in the activations' dtype, never quantized: routing is where a
+// rounding would change which experts run) packed for the CPU kernels as the projections are.
+void PackRoutersForCpu(const torch::jit::Module& module) {
+  for (const auto& parameter : module.named_parameters(/*recurse=*/true)) {
+    if (!EndsWith(parameter.name, ".mlp.gate.weight") || cpu::IsPackedWeight(parameter.value)) continue;
+    at::Tensor weight = parameter.value;
+    weight.set_data(cpu::PackWeight(weight));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& package_dir,
@@ -428,8 +438,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
       manifest.quantization = int4 ? "int4" : "int8";
       manifest.quantization_group_size = group_size;
     }
-    if (device.is_cpu() && options.pack_weights)
+    if (device.is_cpu() && options.pack_weights) {
       PackWeightsForCpu(projections, embedding, manifest, options.huge_pages);
+      if (!manifest.moe_layers.empty()) PackRoutersForCpu(module);
+    }
     // Served as: int8 (the CPU kernels choose int16 or int8 activations by the batch), w8a16 or w8a8; int4, w4a16
     // or w4a8.
     if (fixed_activations) manifest.quantization = quantization;

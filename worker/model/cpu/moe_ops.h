@@ -12,11 +12,6 @@
 
 namespace llmc::model::cpu {
 
-// RMSNorm(hidden) * norm_weight in the activations' dtype (the float32 formula of ops.py's rms_norm_reference),
-// and the router's float32 logits of those rows on the host: what both implementations route by.
-at::Tensor NormalizedRows(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps);
-at::Tensor RouterLogits(const at::Tensor& normalized_rows, const at::Tensor& router_weight);
-
 // Each row's chosen experts and their weights: the top_k largest of softmax(router_logits) (float32), largest
 // first and equal probabilities by the lower expert index, divided by their sum when normalize_top_k.
 struct ExpertChoices {
@@ -25,8 +20,12 @@ struct ExpertChoices {
   std::vector<int32_t> experts;  // [rows, top_k]
   std::vector<float> weights;    // [rows, top_k]
 };
-// router_logits: float32 [rows, num_experts], contiguous.
+// router_logits: [rows, num_experts] float32, row-major. Fills `choices` (reusing its storage).
+void ChooseExperts(const float* router_logits, int64_t rows, int64_t num_experts, int64_t top_k, bool normalize_top_k,
+                   ExpertChoices& choices);
 ExpertChoices ChooseExperts(const at::Tensor& router_logits, int64_t top_k, bool normalize_top_k);
+// The choices the calling thread's last moe_rms_norm_swiglu made on the CPU kernels (tests check them).
+const ExpertChoices& LastExpertChoices();
 
 // The rows each expert received, grouped by expert: rows of expert e are entries offsets[e] .. offsets[e + 1] - 1
 // of `rows` (ascending) with their routing weights in `weights`.
@@ -36,11 +35,13 @@ struct ExpertGroups {
   std::vector<float> weights;
   int64_t active_experts = 0;  // experts with at least one row
 };
+void GroupByExpert(const ExpertChoices& choices, int64_t num_experts, ExpertGroups& groups);
 ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts);
 
-// hidden + MoE(RMSNorm(hidden) * norm_weight): router_weight [E, H] in the activations' dtype; expert e's
-// gate_up_weights[e] ([2 I, H], [gate; up]) and down_weights[e] ([H, I]) plain, int8 or int4 with their scales, or
-// packed by the loader (all experts alike).
+// hidden + MoE(RMSNorm(hidden) * norm_weight): router_weight [E, H] in the activations' dtype (packed by the
+// loader with the experts, never quantized: its logits are rounded to the activations' dtype as Hugging Face's
+// are); expert e's gate_up_weights[e] ([2 I, H], [gate; up]) and down_weights[e] ([H, I]) plain, int8 or int4 with
+// their scales, or packed by the loader (all experts alike).
 at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
                             const at::Tensor& router_weight, at::TensorList gate_up_weights,
                             at::TensorList gate_up_scales, at::TensorList down_weights, at::TensorList down_scales,
@@ -55,6 +56,10 @@ void CountActiveExperts(int64_t experts);
 bool EnsureMoeOpsRegistered();
 
 namespace composite {
+// The same mixture with the routing given: each row's chosen experts and weights.
+at::Tensor MoeWithChoices(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                          const ExpertChoices& choices, at::TensorList gate_up_weights, at::TensorList gate_up_scales,
+                          at::TensorList down_weights, at::TensorList down_scales, int64_t intermediate_size);
 at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
                             const at::Tensor& router_weight, at::TensorList gate_up_weights,
                             at::TensorList gate_up_scales, at::TensorList down_weights, at::TensorList down_scales,

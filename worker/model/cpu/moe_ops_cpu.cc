@@ -27,6 +27,7 @@ using Bf16 = c10::BFloat16;
 using GatedActivationKernel = void (*)(const float*, const float*, float*, int64_t);
 
 thread_local int64_t active_expert_count = 0;
+thread_local ExpertChoices last_choices;
 
 GatedActivationKernel SelectSiluMul() {
 #ifdef LLMC_CPU_X86_KERNELS
@@ -46,9 +47,16 @@ void CheckMoeArguments(const at::Tensor& hidden, const at::Tensor& norm_weight, 
                   static_cast<int64_t>(down_weights.size()) == experts &&
                   static_cast<int64_t>(down_scales.size()) == experts,
               "moe_rms_norm_swiglu: every expert needs its gate_up and down weights and scales");
-  TORCH_CHECK(router_weight.dim() == 2 && router_weight.size(0) == experts && router_weight.size(1) == hidden.size(1) &&
-                  router_weight.scalar_type() == hidden.scalar_type(),
-              "moe_rms_norm_swiglu: router weight must be [experts, hidden] of the input's dtype");
+  if (IsPackedWeight(router_weight)) {
+    TORCH_CHECK(
+        router_weight.size(0) == PanelCount(experts) && PackedDepth(router_weight) == PaddedDepth(hidden.size(1)),
+        "moe_rms_norm_swiglu: packed router weight does not match [experts, hidden]");
+  } else {
+    TORCH_CHECK(router_weight.dim() == 2 && router_weight.size(0) == experts && router_weight.size(1) == hidden.size(1),
+                "moe_rms_norm_swiglu: router weight must be [experts, hidden] of the input's dtype");
+  }
+  TORCH_CHECK(router_weight.scalar_type() == hidden.scalar_type(),
+              "moe_rms_norm_swiglu: router weight must be of the input's dtype");
   TORCH_CHECK(norm_weight.numel() == hidden.size(1) && norm_weight.scalar_type() == hidden.scalar_type(),
               "moe_rms_norm_swiglu: norm weight must be [hidden] of the input's dtype");
   TORCH_CHECK(top_k >= 1 && top_k <= experts, "moe_rms_norm_swiglu: top_k must be 1 .. experts, got ", top_k);
@@ -63,11 +71,40 @@ at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, doub
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
   const int64_t experts = static_cast<int64_t>(gate_up_weights.size());
   const at::ScalarType dtype = hidden.scalar_type();
-  // The composite's normalization and router, so that both choose the same experts bit for bit.
-  const at::Tensor normalized_rows = NormalizedRows(hidden, norm_weight, eps);
-  const T* normalized = normalized_rows.data_ptr<T>();
-  const ExpertChoices choices = ChooseExperts(RouterLogits(normalized_rows, router_weight), top_k, normalize_top_k);
-  const ExpertGroups groups = GroupByExpert(choices, experts);
+  // One job: each row RMS-normalized (kept for the experts) and staged for the router, whose logits are rounded to
+  // the activations' dtype as Hugging Face's linear rounds them.
+  const PanelWeight router{router_weight, at::Tensor()};
+  CheckPacked("moe_rms_norm_swiglu", hidden, router, experts);
+  T* normalized = reinterpret_cast<T*>(CallerBuffer(kMoeNormalizedRows, tokens * k * sizeof(T)));
+  float* logits = reinterpret_cast<float*>(CallerBuffer(kMoeRouterLogits, tokens * experts * sizeof(float)));
+  const Staged router_rows = PrepareStaging(tokens, k, router, dtype);
+  WorkQueue router_queue(router.packed.size(0), MaxTeamSize());
+  const T* x = hidden.data_ptr<T>();
+  const T* norm = norm_weight.data_ptr<T>();
+  const float epsilon = static_cast<float>(eps);
+  InTeam([&](TeamMember& member) {
+    StageRows<T>(member, router_rows, k, [&](int64_t row, T* dst) {
+      const T* in = x + row * k;
+      float sum = 0.0f;
+      for (int64_t j = 0; j < k; ++j) sum += static_cast<float>(in[j]) * static_cast<float>(in[j]);
+      const float inverse_rms = 1.0f / std::sqrt(sum / static_cast<float>(k) + epsilon);
+      for (int64_t j = 0; j < k; ++j) dst[j] = T(static_cast<float>(in[j]) * inverse_rms * static_cast<float>(norm[j]));
+      std::copy_n(dst, k, normalized + row * k);
+    });
+    MatmulPanels(member, router_rows, router, router_queue,
+                 [&](int64_t panel, int64_t m0, int64_t block_rows, const float* c) {
+                   const int64_t first = panel * kPanelWidth, columns = std::min(kPanelWidth, experts - first);
+                   for (int64_t r = 0; r < block_rows; ++r) {
+                     for (int64_t j = 0; j < columns; ++j) {
+                       logits[(m0 + r) * experts + first + j] = static_cast<float>(T(c[r * kPanelWidth + j]));
+                     }
+                   }
+                 });
+  });
+  ExpertChoices& choices = last_choices;
+  ChooseExperts(logits, tokens, experts, top_k, normalize_top_k, choices);
+  thread_local ExpertGroups groups;
+  GroupByExpert(choices, experts, groups);
   CountActiveExperts(groups.active_experts);
 
   float* accumulator = reinterpret_cast<float*>(CallerBuffer(kMoeAccumulator, tokens * k * sizeof(float)));
@@ -120,7 +157,6 @@ at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, doub
     });
   }
   at::Tensor result = at::empty_like(hidden);
-  const T* x = hidden.data_ptr<T>();
   T* out = result.data_ptr<T>();
   InTeam([&](TeamMember& member) {
     const auto [first, last] = member.Share(tokens * k);
@@ -142,25 +178,23 @@ at::Tensor RouterLogits(const at::Tensor& normalized_rows, const at::Tensor& rou
   return at::linear(normalized_rows, router_weight).to(at::kFloat).to(at::kCPU).contiguous();
 }
 
-ExpertChoices ChooseExperts(const at::Tensor& router_logits, int64_t top_k, bool normalize_top_k) {
-  TORCH_CHECK(router_logits.dim() == 2 && router_logits.scalar_type() == at::kFloat && router_logits.is_contiguous(),
-              "router logits must be contiguous float32 [rows, experts]");
-  const int64_t rows = router_logits.size(0), experts = router_logits.size(1);
-  TORCH_CHECK(top_k >= 1 && top_k <= experts, "top_k must be 1 .. experts");
-  ExpertChoices choices;
+void ChooseExperts(const float* router_logits, int64_t rows, int64_t num_experts, int64_t top_k, bool normalize_top_k,
+                   ExpertChoices& choices) {
+  TORCH_CHECK(top_k >= 1 && top_k <= num_experts, "top_k must be 1 .. experts");
   choices.rows = rows;
   choices.top_k = top_k;
   choices.experts.resize(rows * top_k);
   choices.weights.resize(rows * top_k);
-  const float* logits = router_logits.data_ptr<float>();
-  std::vector<float> probabilities(experts);
-  std::vector<int32_t> order(experts);
+  thread_local std::vector<float> probabilities;
+  thread_local std::vector<int32_t> order;
+  probabilities.resize(num_experts);
+  order.resize(num_experts);
   for (int64_t row = 0; row < rows; ++row) {
-    const float* l = logits + row * experts;
-    const float largest = *std::max_element(l, l + experts);
+    const float* l = router_logits + row * num_experts;
+    const float largest = *std::max_element(l, l + num_experts);
     float sum = 0.0f;
-    for (int64_t e = 0; e < experts; ++e) sum += probabilities[e] = std::exp(l[e] - largest);
-    for (int64_t e = 0; e < experts; ++e) probabilities[e] /= sum;
+    for (int64_t e = 0; e < num_experts; ++e) sum += probabilities[e] = std::exp(l[e] - largest);
+    for (int64_t e = 0; e < num_experts; ++e) probabilities[e] /= sum;
     std::iota(order.begin(), order.end(), 0);
     // Largest first, equal ones (NaN compares as equal) by the lower index.
     std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
@@ -174,12 +208,22 @@ ExpertChoices ChooseExperts(const at::Tensor& router_logits, int64_t top_k, bool
           normalize_top_k ? probabilities[order[i]] / chosen_sum : probabilities[order[i]];
     }
   }
+}
+
+ExpertChoices ChooseExperts(const at::Tensor& router_logits, int64_t top_k, bool normalize_top_k) {
+  TORCH_CHECK(router_logits.dim() == 2 && router_logits.scalar_type() == at::kFloat && router_logits.is_contiguous(),
+              "router logits must be contiguous float32 [rows, experts]");
+  ExpertChoices choices;
+  ChooseExperts(router_logits.data_ptr<float>(), router_logits.size(0), router_logits.size(1), top_k, normalize_top_k,
+                choices);
   return choices;
 }
 
-ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts) {
-  ExpertGroups groups;
+const ExpertChoices& LastExpertChoices() { return last_choices; }
+
+void GroupByExpert(const ExpertChoices& choices, int64_t num_experts, ExpertGroups& groups) {
   groups.offsets.assign(num_experts + 1, 0);
+  groups.active_experts = 0;
   for (const int32_t expert : choices.experts) ++groups.offsets[expert + 1];
   for (int64_t e = 0; e < num_experts; ++e) {
     if (groups.offsets[e + 1] > 0) ++groups.active_experts;
@@ -187,7 +231,8 @@ ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts) {
   }
   groups.rows.resize(choices.experts.size());
   groups.weights.resize(choices.experts.size());
-  std::vector<int64_t> next(groups.offsets.begin(), groups.offsets.end() - 1);
+  thread_local std::vector<int64_t> next;
+  next.assign(groups.offsets.begin(), groups.offsets.end() - 1);
   for (int64_t row = 0; row < choices.rows; ++row) {  // rows ascending within each expert
     for (int64_t i = 0; i < choices.top_k; ++i) {
       const int64_t slot = next[choices.experts[row * choices.top_k + i]]++;
@@ -195,6 +240,11 @@ ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts) {
       groups.weights[slot] = choices.weights[row * choices.top_k + i];
     }
   }
+}
+
+ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts) {
+  ExpertGroups groups;
+  GroupByExpert(choices, num_experts, groups);
   return groups;
 }
 
@@ -205,6 +255,8 @@ at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_wei
   CheckMoeArguments(hidden, norm_weight, router_weight, gate_up_weights, gate_up_scales, down_weights, down_scales,
                     top_k, intermediate_size);
   const bool packed = IsPackedWeight(gate_up_weights[0]);
+  TORCH_CHECK(IsPackedWeight(router_weight) == packed,
+              "moe_rms_norm_swiglu: the router and the experts must all be packed or none");
   for (size_t e = 0; e < gate_up_weights.size(); ++e) {
     TORCH_CHECK(IsPackedWeight(gate_up_weights[e]) == packed && IsPackedWeight(down_weights[e]) == packed,
                 "moe_rms_norm_swiglu: the experts' weights must all be packed or none");

@@ -26,8 +26,10 @@ enum CallerBufferSlot {
   kActivationBytes = 5,
   kActivationOffsets = 6,
   kActivationGroupSums = 7,
-  kMoeExpertOutputs = 8,
-  kMoeAccumulator = 9,
+  kMoeNormalizedRows = 8,
+  kMoeRouterLogits = 9,
+  kMoeExpertOutputs = 10,
+  kMoeAccumulator = 11,
   kCallerBufferSlots
 };
 
