@@ -6,6 +6,7 @@
 #include "worker/model/cpu/moe_ops.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
 
 #include <string>
 #include <vector>
@@ -168,27 +169,31 @@ TEST_CASE("moe operator: the kernel on packed experts matches the composite, eve
                 at::linear((x * at::rsqrt(x.pow(2).mean(-1, true) + 1e-6) * norm.to(at::kFloat)).to(dtype), router)
                     .to(at::kFloat),
                 1);
-            testing::ForEachCpuKernelPath([&] {
-              TakeActiveExpertCount();
-              const at::Tensor actual = MoeRmsNormSwiglu(hidden, norm, 1e-6, packed_router, experts.packed_gate_up,
-                                                         experts.packed_gate_up_scales, experts.packed_down,
-                                                         experts.packed_down_scales, top_k, normalize, kWidth);
-              const int64_t active = TakeActiveExpertCount();
-              const ExpertChoices& chosen = LastExpertChoices();
-              CHECK(active >= top_k);
-              CHECK(active <= std::min<int64_t>(kExperts, rows * top_k));
-              // All tied: experts 0 .. top_k - 1 for every row.
-              if (router_kind == Router::kAllTied) CHECK(active == top_k);
-              if (router_kind == Router::kOneExpertTakesAll) CHECK(chosen.experts[0] == 4);
-              rows_routed_apart += CheckChoices(chosen, reference, probabilities);
-              rows_compared += static_cast<int>(rows);
-              // The mixture of the experts the kernel chose, computed by the composite on the unpacked weights.
-              const at::Tensor expected =
-                  composite::MoeWithChoices(hidden, norm, 1e-6, chosen, experts.gate_up, experts.gate_up_scales,
-                                            experts.down, experts.down_scales, kWidth);
-              const double tolerance = dtype == at::kFloat ? (kind == ExpertWeights::kPlain ? 1e-5 : 2e-3) : 3e-2;
-              CHECK(RelativeError(actual - hidden, expected - hidden) < tolerance);
-            });
+            for (const bool one_job : {true, false})
+              testing::ForEachCpuKernelPath([&] {
+                INFO((one_job ? "experts in one job" : "two jobs per expert"));
+                SetExpertsInOneJob(one_job);
+                TakeActiveExpertCount();
+                const at::Tensor actual = MoeRmsNormSwiglu(hidden, norm, 1e-6, packed_router, experts.packed_gate_up,
+                                                           experts.packed_gate_up_scales, experts.packed_down,
+                                                           experts.packed_down_scales, top_k, normalize, kWidth);
+                const int64_t active = TakeActiveExpertCount();
+                const ExpertChoices& chosen = LastExpertChoices();
+                CHECK(active >= top_k);
+                CHECK(active <= std::min<int64_t>(kExperts, rows * top_k));
+                // All tied: experts 0 .. top_k - 1 for every row.
+                if (router_kind == Router::kAllTied) CHECK(active == top_k);
+                if (router_kind == Router::kOneExpertTakesAll) CHECK(chosen.experts[0] == 4);
+                rows_routed_apart += CheckChoices(chosen, reference, probabilities);
+                rows_compared += static_cast<int>(rows);
+                // The mixture of the experts the kernel chose, computed by the composite on the unpacked weights.
+                const at::Tensor expected =
+                    composite::MoeWithChoices(hidden, norm, 1e-6, chosen, experts.gate_up, experts.gate_up_scales,
+                                              experts.down, experts.down_scales, kWidth);
+                const double tolerance = dtype == at::kFloat ? (kind == ExpertWeights::kPlain ? 1e-5 : 2e-3) : 3e-2;
+                CHECK(RelativeError(actual - hidden, expected - hidden) < tolerance);
+                SetExpertsInOneJob(true);
+              });
           }
         }
       }
@@ -234,6 +239,36 @@ TEST_CASE("moe operator: one expert taking every row and every expert chosen in 
                                           experts.packed_down_scales, 4, false, kWidth);
   CHECK(TakeActiveExpertCount() == 4);
   CHECK(all.sizes() == hidden.sizes());
+}
+
+// A team of two members (the tests' libtorch default is one thread here), experts large enough that both claim
+// panels of several experts: the members' share of the one job, and every entry summed once.
+TEST_CASE("moe operator: a team of two runs the experts as one, bfloat16 and int4", "[unit][moe]") {
+  struct TeamOfTwo {
+    int before = at::get_num_threads();
+    TeamOfTwo() { at::set_num_threads(2); }
+    ~TeamOfTwo() { at::set_num_threads(before); }
+  } team;
+  at::manual_seed(23);
+  constexpr int64_t kHidden = 256, kWidth = 256, kExperts = 16;
+  for (const ExpertWeights kind : {ExpertWeights::kPlain, ExpertWeights::kInt4}) {
+    const Experts experts = MakeExperts(kExperts, kHidden, kWidth, at::kBFloat16, kind);
+    const at::Tensor router = Random({kExperts, kHidden}, at::kBFloat16, 1.0);
+    const at::Tensor norm = Random({kHidden}, at::kBFloat16, 0.2) + 1.0;
+    for (const int64_t rows : {1, 8, 33}) {
+      INFO(Name(kind) << " experts, " << rows << " rows");
+      const at::Tensor hidden = Random({rows, kHidden}, at::kBFloat16, 1.0);
+      for (int repeat = 0; repeat < 3; ++repeat) {
+        const at::Tensor actual = MoeRmsNormSwiglu(hidden, norm, 1e-6, PackWeight(router), experts.packed_gate_up,
+                                                   experts.packed_gate_up_scales, experts.packed_down,
+                                                   experts.packed_down_scales, 4, true, kWidth);
+        const at::Tensor expected =
+            composite::MoeWithChoices(hidden, norm, 1e-6, LastExpertChoices(), experts.gate_up, experts.gate_up_scales,
+                                      experts.down, experts.down_scales, kWidth);
+        CHECK(RelativeError(actual - hidden, expected - hidden) < 3e-2);
+      }
+    }
+  }
 }
 
 TEST_CASE("moe operator: bad arguments are refused by name", "[unit][moe]") {

@@ -33,7 +33,8 @@ struct ExpertGroups {
   std::vector<int64_t> offsets;  // [num_experts + 1]
   std::vector<int64_t> rows;
   std::vector<float> weights;
-  int64_t active_experts = 0;  // experts with at least one row
+  std::vector<int64_t> entry_of_choice;  // [rows, top_k]: where row r's i-th choice is among the entries
+  int64_t active_experts = 0;            // experts with at least one row
 };
 void GroupByExpert(const ExpertChoices& choices, int64_t num_experts, ExpertGroups& groups);
 ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts);
@@ -51,6 +52,10 @@ at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_wei
 // (the profile's per-step count); resets it.
 int64_t TakeActiveExpertCount();
 void CountActiveExperts(int64_t experts);
+
+// Whether the chosen experts run in one team job (the default) or two jobs each (what AMX tile stagings always
+// use); for tests and benchmarks, per calling thread.
+void SetExpertsInOneJob(bool one_job);
 
 // Registration happens when this object is linked in; EnsureFusedOpsRegistered calls this to guarantee it.
 bool EnsureMoeOpsRegistered();

@@ -28,6 +28,7 @@ using GatedActivationKernel = void (*)(const float*, const float*, float*, int64
 
 thread_local int64_t active_expert_count = 0;
 thread_local ExpertChoices last_choices;
+thread_local bool experts_in_one_job = true;
 
 GatedActivationKernel SelectSiluMul() {
 #ifdef LLMC_CPU_X86_KERNELS
@@ -63,11 +64,202 @@ void CheckMoeArguments(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   TORCH_CHECK(intermediate_size > 0, "moe_rms_norm_swiglu: intermediate_size must be positive");
 }
 
+// What the experts' part of the operator works on: the chosen experts' rows (ExpertGroups' entries), their
+// normalized inputs, and the per-entry buffers it fills (activated: SiLU(gate) * up; outputs: the expert's
+// output times the entry's weight, both rounded to T as the reference rounds them, in float32).
+template <typename T>
+struct ExpertWork {
+  const at::Tensor& hidden;
+  at::TensorList gate_up_weights, gate_up_scales, down_weights, down_scales;
+  const ExpertGroups& groups;
+  const T* normalized;
+  T* activated;
+  float* outputs;
+  int64_t intermediate;
+};
+
+template <typename T>
+void CheckExpertWeights(const ExpertWork<T>& work, const PanelWeight& gate_up, const PanelWeight& down) {
+  const int64_t k = work.hidden.size(1);
+  CheckPacked("moe_rms_norm_swiglu", work.hidden, gate_up, 2 * work.intermediate);
+  TORCH_CHECK(PackedDepth(down.packed) == PaddedDepth(work.intermediate) && down.packed.size(0) == PanelCount(k),
+              "moe_rms_norm_swiglu: packed down weight does not match [hidden, intermediate_size]");
+}
+
+// The epilogues: gate/up's panel of 16 SiLU(gate) * up values per row; down's panel of 32 outputs per row, times
+// the entry's weight.
+template <typename T>
+void StoreActivated(const ExpertWork<T>& work, GatedActivationKernel activate, int64_t first_entry, int64_t panel,
+                    int64_t m0, int64_t rows, const float* c) {
+  constexpr int64_t kHalf = kPanelWidth / 2;
+  const int64_t first = panel * kHalf, columns = std::min(kHalf, work.intermediate - first);
+  float values[kHalf];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* gate = c + r * kPanelWidth;
+    activate(gate, gate + kHalf, values, columns);
+    T* dst = work.activated + (first_entry + m0 + r) * work.intermediate + first;
+    for (int64_t j = 0; j < columns; ++j) dst[j] = T(values[j]);
+  }
+}
+
+template <typename T>
+void StoreWeightedOutput(const ExpertWork<T>& work, int64_t first_entry, int64_t panel, int64_t m0, int64_t rows,
+                         const float* c) {
+  const int64_t k = work.hidden.size(1);
+  const int64_t first = panel * kPanelWidth, columns = std::min(kPanelWidth, k - first);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t entry = first_entry + m0 + r;
+    const float weight = static_cast<float>(T(work.groups.weights[entry]));
+    float* dst = work.outputs + entry * k + first;
+    for (int64_t j = 0; j < columns; ++j) dst[j] = weight * static_cast<float>(T(c[r * kPanelWidth + j]));
+  }
+}
+
+// Two team jobs per chosen expert, each staging only that expert's rows: the general path (AMX tile stagings
+// among others).
+template <typename T>
+void RunExpertsOneByOne(const ExpertWork<T>& work) {
+  const int64_t k = work.hidden.size(1);
+  const at::ScalarType dtype = work.hidden.scalar_type();
+  const GatedActivationKernel activate = SelectSiluMul();
+  const ExpertGroups& groups = work.groups;
+  for (size_t expert = 0; expert + 1 < groups.offsets.size(); ++expert) {
+    const int64_t first_entry = groups.offsets[expert], count = groups.offsets[expert + 1] - first_entry;
+    if (count == 0) continue;
+    const PanelWeight gate_up{work.gate_up_weights[expert], work.gate_up_scales[expert]};
+    const PanelWeight down{work.down_weights[expert], work.down_scales[expert]};
+    CheckExpertWeights(work, gate_up, down);
+    const Staged gate_up_rows = PrepareStaging(count, k, gate_up, dtype);
+    WorkQueue gate_up_queue(gate_up.packed.size(0), MaxTeamSize());
+    InTeam([&](TeamMember& member) {
+      StageRows<T>(member, gate_up_rows, k, [&](int64_t row, T* dst) {
+        std::copy_n(work.normalized + groups.rows[first_entry + row] * k, k, dst);
+      });
+      MatmulPanels(member, gate_up_rows, gate_up, gate_up_queue,
+                   [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+                     StoreActivated(work, activate, first_entry, panel, m0, rows, c);
+                   });
+    });
+    const Staged down_rows = PrepareStaging(count, work.intermediate, down, dtype);
+    WorkQueue down_queue(down.packed.size(0), MaxTeamSize());
+    InTeam([&](TeamMember& member) {
+      StageRows<T>(member, down_rows, work.intermediate, [&](int64_t row, T* dst) {
+        std::copy_n(work.activated + (first_entry + row) * work.intermediate, work.intermediate, dst);
+      });
+      MatmulPanels(member, down_rows, down, down_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
+        StoreWeightedOutput(work, first_entry, panel, m0, rows, c);
+      });
+    });
+  }
+}
+
+// The panels of several experts' weights as one sequence of work items, expert after expert: a member claims
+// runs of them and multiplies each by its expert's rows.
+class ExpertPanels {
+ public:
+  void Clear() {
+    multipliers_.clear();
+    experts_.clear();
+    first_entries_.clear();
+    starts_.assign(1, 0);
+  }
+  void Add(int64_t expert, int64_t first_entry, const Staged& rows, const PanelWeight& weight) {
+    multipliers_.emplace_back(rows, weight);
+    experts_.push_back(expert);
+    first_entries_.push_back(first_entry);
+    starts_.push_back(starts_.back() + multipliers_.back().panels);
+  }
+  int64_t total() const { return starts_.back(); }
+  // epilogue(first_entry, panel, m0, rows, c) for every panel the member claims.
+  template <typename Epilogue>
+  void Run(TeamMember& member, WorkQueue& queue, Epilogue&& epilogue) const {
+    float* c = TeamMemberScratch();
+    const int64_t run = std::max<int64_t>(1, total() / (16 * member.size()));
+    for (auto [first, last] = queue.Claim(member, run); first < last;
+         std::tie(first, last) = queue.Claim(member, run)) {
+      size_t index = std::upper_bound(starts_.begin(), starts_.end(), first) - starts_.begin() - 1;
+      for (int64_t item = first; item < last; ++item) {
+        while (item >= starts_[index + 1]) ++index;
+        const int64_t first_entry = first_entries_[index];
+        multipliers_[index].Multiply(item - starts_[index], c,
+                                     [&](int64_t panel, int64_t m0, int64_t rows, const float* block) {
+                                       epilogue(first_entry, panel, m0, rows, block);
+                                     });
+      }
+    }
+  }
+
+ private:
+  std::vector<PanelMultiplier> multipliers_;
+  std::vector<int64_t> experts_, first_entries_, starts_{0};
+};
+
+// Every chosen expert in one team job: all entries' rows staged at once, the gate/up panels of all chosen experts
+// handed out as one queue, then (after a barrier) their intermediate rows staged and the down panels likewise: two
+// stagings and one job for the layer instead of two jobs per expert. False (nothing done) for AMX tile stagings,
+// whose tiles would read past one expert's rows.
+template <typename T>
+bool RunExpertsInOneJob(const ExpertWork<T>& work) {
+  const int64_t k = work.hidden.size(1), entries = static_cast<int64_t>(work.groups.rows.size());
+  const at::ScalarType dtype = work.hidden.scalar_type();
+  const ExpertGroups& groups = work.groups;
+  size_t first_active = 0;
+  while (groups.offsets[first_active + 1] == groups.offsets[first_active]) ++first_active;
+  const PanelWeight first_gate_up{work.gate_up_weights[first_active], work.gate_up_scales[first_active]};
+  const PanelWeight first_down{work.down_weights[first_active], work.down_scales[first_active]};
+  // Both stagings use the calling thread's staging buffers, one after the other: each is prepared twice, so that
+  // the second round grows nothing and both keep valid pointers.
+  Staged gate_up_rows = PrepareStaging(entries, k, first_gate_up, dtype);
+  Staged down_rows = PrepareStaging(entries, work.intermediate, first_down, dtype);
+  gate_up_rows = PrepareStaging(entries, k, first_gate_up, dtype);
+  down_rows = PrepareStaging(entries, work.intermediate, first_down, dtype);
+  if (gate_up_rows.amx_int8 || down_rows.amx_int8) return false;
+  // The calling thread's (the team's members see their own thread-locals, not these: captured by reference).
+  thread_local ExpertPanels gate_up_list, down_list;
+  ExpertPanels& gate_up_panels = gate_up_list;
+  ExpertPanels& down_panels = down_list;
+  gate_up_panels.Clear();
+  down_panels.Clear();
+  for (size_t expert = 0; expert + 1 < groups.offsets.size(); ++expert) {
+    const int64_t first_entry = groups.offsets[expert], count = groups.offsets[expert + 1] - first_entry;
+    if (count == 0) continue;
+    const PanelWeight gate_up{work.gate_up_weights[expert], work.gate_up_scales[expert]};
+    const PanelWeight down{work.down_weights[expert], work.down_scales[expert]};
+    CheckExpertWeights(work, gate_up, down);
+    TORCH_CHECK(gate_up.packed.scalar_type() == first_gate_up.packed.scalar_type() &&
+                    gate_up.scales.sizes() == first_gate_up.scales.sizes() &&
+                    down.scales.sizes() == first_down.scales.sizes(),
+                "moe_rms_norm_swiglu: every expert's weights must be of one kind");
+    gate_up_panels.Add(static_cast<int64_t>(expert), first_entry, StagedRange(gate_up_rows, first_entry, count),
+                       gate_up);
+    down_panels.Add(static_cast<int64_t>(expert), first_entry, StagedRange(down_rows, first_entry, count), down);
+  }
+  const GatedActivationKernel activate = SelectSiluMul();
+  WorkQueue gate_up_queue(gate_up_panels.total(), MaxTeamSize());
+  WorkQueue down_queue(down_panels.total(), MaxTeamSize());
+  InTeam([&](TeamMember& member) {
+    StageRows<T>(member, gate_up_rows, k,
+                 [&](int64_t entry, T* dst) { std::copy_n(work.normalized + groups.rows[entry] * k, k, dst); });
+    gate_up_panels.Run(member, gate_up_queue,
+                       [&](int64_t first_entry, int64_t panel, int64_t m0, int64_t rows, const float* c) {
+                         StoreActivated(work, activate, first_entry, panel, m0, rows, c);
+                       });
+    member.Barrier();
+    StageRows<T>(member, down_rows, work.intermediate, [&](int64_t entry, T* dst) {
+      std::copy_n(work.activated + entry * work.intermediate, work.intermediate, dst);
+    });
+    down_panels.Run(member, down_queue,
+                    [&](int64_t first_entry, int64_t panel, int64_t m0, int64_t rows, const float* c) {
+                      StoreWeightedOutput(work, first_entry, panel, m0, rows, c);
+                    });
+  });
+  return true;
+}
+
 template <typename T>
 at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& router_weight,
                    at::TensorList gate_up_weights, at::TensorList gate_up_scales, at::TensorList down_weights,
                    at::TensorList down_scales, int64_t top_k, bool normalize_top_k, int64_t intermediate) {
-  constexpr int64_t kHalf = kPanelWidth / 2;
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
   const int64_t experts = static_cast<int64_t>(gate_up_weights.size());
   const at::ScalarType dtype = hidden.scalar_type();
@@ -107,60 +299,26 @@ at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, doub
   GroupByExpert(choices, experts, groups);
   CountActiveExperts(groups.active_experts);
 
-  float* accumulator = reinterpret_cast<float*>(CallerBuffer(kMoeAccumulator, tokens * k * sizeof(float)));
-  std::fill_n(accumulator, tokens * k, 0.0f);
-  T* activated_rows = reinterpret_cast<T*>(CallerBuffer(kMoeExpertOutputs, tokens * intermediate * sizeof(T)));
-  const GatedActivationKernel activate = SelectSiluMul();
-  for (int64_t expert = 0; expert < experts; ++expert) {
-    const int64_t first_entry = groups.offsets[expert], count = groups.offsets[expert + 1] - first_entry;
-    if (count == 0) continue;
-    const int64_t* rows = groups.rows.data() + first_entry;
-    const float* weights = groups.weights.data() + first_entry;
-    const PanelWeight gate_up{gate_up_weights[expert], gate_up_scales[expert]};
-    const PanelWeight down{down_weights[expert], down_scales[expert]};
-    CheckPacked("moe_rms_norm_swiglu", hidden, gate_up, 2 * intermediate);
-    TORCH_CHECK(PackedDepth(down.packed) == PaddedDepth(intermediate) && down.packed.size(0) == PanelCount(k),
-                "moe_rms_norm_swiglu: packed down weight does not match [hidden, intermediate_size]");
-    const Staged gate_up_rows = PrepareStaging(count, k, gate_up, dtype);
-    WorkQueue gate_up_queue(gate_up.packed.size(0), MaxTeamSize());
-    InTeam([&](TeamMember& member) {
-      StageRows<T>(member, gate_up_rows, k,
-                   [&](int64_t row, T* dst) { std::copy_n(normalized + rows[row] * k, k, dst); });
-      MatmulPanels(member, gate_up_rows, gate_up, gate_up_queue,
-                   [&](int64_t panel, int64_t m0, int64_t block_rows, const float* c) {
-                     const int64_t first = panel * kHalf, columns = std::min(kHalf, intermediate - first);
-                     float values[kHalf];
-                     for (int64_t r = 0; r < block_rows; ++r) {
-                       const float* gate = c + r * kPanelWidth;
-                       activate(gate, gate + kHalf, values, columns);
-                       T* dst = activated_rows + (m0 + r) * intermediate + first;
-                       for (int64_t j = 0; j < columns; ++j) dst[j] = T(values[j]);
-                     }
-                   });
-    });
-    const Staged down_rows = PrepareStaging(count, intermediate, down, dtype);
-    WorkQueue down_queue(down.packed.size(0), MaxTeamSize());
-    InTeam([&](TeamMember& member) {
-      StageRows<T>(member, down_rows, intermediate,
-                   [&](int64_t row, T* dst) { std::copy_n(activated_rows + row * intermediate, intermediate, dst); });
-      // Rounded as the reference rounds them: the expert's output and its weight in the activations' dtype.
-      MatmulPanels(member, down_rows, down, down_queue,
-                   [&](int64_t panel, int64_t m0, int64_t block_rows, const float* c) {
-                     const int64_t first = panel * kPanelWidth, columns = std::min(kPanelWidth, k - first);
-                     for (int64_t r = 0; r < block_rows; ++r) {
-                       const float weight = static_cast<float>(T(weights[m0 + r]));
-                       float* dst = accumulator + rows[m0 + r] * k + first;
-                       const float* out = c + r * kPanelWidth;
-                       for (int64_t j = 0; j < columns; ++j) dst[j] += weight * static_cast<float>(T(out[j]));
-                     }
-                   });
-    });
-  }
+  // Each entry's (row, choice) output times its weight, in the order the experts hold them; then each row sums
+  // its own in choice order (deterministic whatever member computed which entry).
+  const int64_t entries = tokens * top_k;
+  float* outputs = reinterpret_cast<float*>(CallerBuffer(kMoeEntryOutputs, entries * k * sizeof(float)));
+  T* activated = reinterpret_cast<T*>(CallerBuffer(kMoeActivatedRows, entries * intermediate * sizeof(T)));
+  const ExpertWork<T> work{hidden, gate_up_weights, gate_up_scales, down_weights, down_scales,
+                           groups, normalized,      activated,      outputs,      intermediate};
+  if (!experts_in_one_job || !RunExpertsInOneJob(work)) RunExpertsOneByOne(work);
   at::Tensor result = at::empty_like(hidden);
   T* out = result.data_ptr<T>();
+  const int64_t* entry_of = groups.entry_of_choice.data();
   InTeam([&](TeamMember& member) {
-    const auto [first, last] = member.Share(tokens * k);
-    for (int64_t i = first; i < last; ++i) out[i] = T(static_cast<float>(x[i]) + accumulator[i]);
+    const auto [first, last] = member.Share(tokens);
+    for (int64_t t = first; t < last; ++t) {
+      for (int64_t j = 0; j < k; ++j) {
+        float sum = static_cast<float>(x[t * k + j]);
+        for (int64_t i = 0; i < top_k; ++i) sum += outputs[entry_of[t * top_k + i] * k + j];
+        out[t * k + j] = T(sum);
+      }
+    }
   });
   return result;
 }
@@ -231,11 +389,13 @@ void GroupByExpert(const ExpertChoices& choices, int64_t num_experts, ExpertGrou
   }
   groups.rows.resize(choices.experts.size());
   groups.weights.resize(choices.experts.size());
+  groups.entry_of_choice.resize(choices.experts.size());
   thread_local std::vector<int64_t> next;
   next.assign(groups.offsets.begin(), groups.offsets.end() - 1);
   for (int64_t row = 0; row < choices.rows; ++row) {  // rows ascending within each expert
     for (int64_t i = 0; i < choices.top_k; ++i) {
       const int64_t slot = next[choices.experts[row * choices.top_k + i]]++;
+      groups.entry_of_choice[row * choices.top_k + i] = slot;
       groups.rows[slot] = row;
       groups.weights[slot] = choices.weights[row * choices.top_k + i];
     }
@@ -274,6 +434,8 @@ at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_wei
   return MoeImpl<float>(x, norm, eps, router, gate_up_weights, gate_up_scales, down_weights, down_scales, top_k,
                         normalize_top_k, intermediate_size);
 }
+
+void SetExpertsInOneJob(bool one_job) { experts_in_one_job = one_job; }
 
 int64_t TakeActiveExpertCount() { return std::exchange(active_expert_count, 0); }
 void CountActiveExperts(int64_t experts) { active_expert_count += experts; }

@@ -314,62 +314,83 @@ template void StageNormalizedRows<float>(TeamMember&, const Staged&, const float
 template void StageNormalizedRows<c10::BFloat16>(TeamMember&, const Staged&, const c10::BFloat16*, const c10::BFloat16*,
                                                  float, int64_t);
 
-void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight, WorkQueue& queue,
-                  PanelEpilogue epilogue) {
+PanelMultiplier::PanelMultiplier(const Staged& staged, const PanelWeight& panel_weight)
+    : a(staged), weight(panel_weight) {
   const at::Tensor& packed = weight.packed;
-  const int64_t panels = packed.size(0), k_padded = PackedDepth(packed);
+  panels = packed.size(0);
+  k_padded = PackedDepth(packed);
   // int4: two weights a byte.
-  const int64_t panel_bytes =
+  panel_bytes =
       weight.int4() ? k_padded * kPanelWidth / 2 : k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
-  const char* base = static_cast<const char*>(packed.data_ptr());
-  const int64_t weight_groups = weight.quantized() ? weight.scales.size(1) : 0;
-  const float* scales = weight.quantized() ? weight.scales.data_ptr<float>() : nullptr;
-  const float* zero_offsets = weight.zero_offsets.defined() ? weight.zero_offsets.data_ptr<float>() : nullptr;
+  base = static_cast<const char*>(packed.data_ptr());
+  weight_groups = weight.quantized() ? weight.scales.size(1) : 0;
+  scales = weight.quantized() ? weight.scales.data_ptr<float>() : nullptr;
+  zero_offsets = weight.zero_offsets.defined() ? weight.zero_offsets.data_ptr<float>() : nullptr;
   // int8 and int4 weights run their kernels on int16-staged rows, or (many rows, staged in the activations'
   // type) the plain kernels on each panel dequantized once.
-  Int8PanelKernel int8_kernel = nullptr;
   if (a.int16)
     int8_kernel = weight.int4() ? SelectInt4PanelKernel(a.bytes != nullptr) : SelectInt8PanelKernel(a.bytes != nullptr);
 #ifdef LLMC_CPU_X86_KERNELS
   if (a.amx_int8) int8_kernel = &PanelW8A8Amx;
 #endif
-  const bool dequantize = weight.quantized() && !a.int16;
-  const at::ScalarType plain_type =
-      dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
-  float* c = TeamScratch();
-  const int64_t run = std::max<int64_t>(1, panels / (16 * member.size()));
-  for (auto [first, last] = queue.Claim(member, run); first < last; std::tie(first, last) = queue.Claim(member, run)) {
-    for (int64_t p = first; p < last; ++p) {
-      const void* panel = base + p * panel_bytes;
-      if (dequantize && weight.int4()) {
-        panel = DequantizeInt4Panel(static_cast<const uint8_t*>(panel), scales + p * weight_groups * kPanelWidth,
-                                    weight_groups, a.features, k_padded, plain_type,
-                                    zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth);
-      } else if (dequantize) {
-        panel = DequantizePanel(static_cast<const int8_t*>(panel), scales + p * weight_groups * kPanelWidth,
-                                weight_groups, a.features, k_padded, plain_type);
+  dequantize = weight.quantized() && !a.int16;
+  plain_type = dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
+}
+
+void PanelMultiplier::Multiply(int64_t p, float* c, PanelEpilogue epilogue) const {
+  const void* panel = base + p * panel_bytes;
+  if (dequantize && weight.int4()) {
+    panel = DequantizeInt4Panel(static_cast<const uint8_t*>(panel), scales + p * weight_groups * kPanelWidth,
+                                weight_groups, a.features, k_padded, plain_type,
+                                zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth);
+  } else if (dequantize) {
+    panel = DequantizePanel(static_cast<const int8_t*>(panel), scales + p * weight_groups * kPanelWidth, weight_groups,
+                            a.features, k_padded, plain_type);
+  }
+  for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
+    const int64_t rows = std::min(kRowBlock, a.rows - m0);
+    if (int8_kernel != nullptr) {
+      int8_kernel({reinterpret_cast<const int16_t*>(a.data) + m0 * a.stride, a.scales + m0 * a.groups, a.stride, rows,
+                   k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel),
+                   scales + p * weight_groups * kPanelWidth, weight_groups, c, kPanelWidth,
+                   a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
+                   a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups});
+      if (zero_offsets != nullptr) {
+        AddZeroPointSums(a, m0, rows, scales + p * weight_groups * kPanelWidth,
+                         zero_offsets + p * weight_groups * kPanelWidth, weight_groups, c);
       }
-      for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
-        const int64_t rows = std::min(kRowBlock, a.rows - m0);
-        if (int8_kernel != nullptr) {
-          int8_kernel({reinterpret_cast<const int16_t*>(a.data) + m0 * a.stride, a.scales + m0 * a.groups, a.stride,
-                       rows, k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel),
-                       scales + p * weight_groups * kPanelWidth, weight_groups, c, kPanelWidth,
-                       a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
-                       a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups});
-          if (zero_offsets != nullptr) {
-            AddZeroPointSums(a, m0, rows, scales + p * weight_groups * kPanelWidth,
-                             zero_offsets + p * weight_groups * kPanelWidth, weight_groups, c);
-          }
-        } else {
-          SelectPanelKernel(plain_type, rows)(
-              {a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, panel, c, kPanelWidth});
-        }
-        epilogue(p, m0, rows, c);
-      }
+    } else {
+      SelectPanelKernel(
+          plain_type, rows)({a.data + m0 * a.stride * a.element_size, a.stride, rows, k_padded, panel, c, kPanelWidth});
     }
+    epilogue(p, m0, rows, c);
   }
 }
+
+void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight, WorkQueue& queue,
+                  PanelEpilogue epilogue) {
+  const PanelMultiplier multiplier(a, weight);
+  float* c = TeamScratch();
+  const int64_t run = std::max<int64_t>(1, multiplier.panels / (16 * member.size()));
+  for (auto [first, last] = queue.Claim(member, run); first < last; std::tie(first, last) = queue.Claim(member, run)) {
+    for (int64_t p = first; p < last; ++p) multiplier.Multiply(p, c, epilogue);
+  }
+}
+
+Staged StagedRange(const Staged& staged, int64_t first_row, int64_t rows) {
+  Staged range = staged;
+  range.data = staged.data + first_row * staged.stride * staged.element_size;
+  range.rows = rows;
+  range.rows_padded = rows;
+  range.rows_staged = rows;
+  if (staged.scales != nullptr) range.scales = staged.scales + first_row * staged.groups;
+  if (staged.bytes != nullptr) range.bytes = staged.bytes + first_row * staged.stride;
+  if (staged.offsets != nullptr) range.offsets = staged.offsets + first_row * staged.groups;
+  if (staged.group_sums != nullptr) range.group_sums = staged.group_sums + first_row * staged.groups;
+  return range;
+}
+
+float* TeamMemberScratch() { return TeamScratch(); }
 
 void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& weight, int64_t min_columns) {
   TORCH_CHECK(hidden.dim() == 2 && hidden.is_contiguous(), op, ": input must be a contiguous [tokens, features]");

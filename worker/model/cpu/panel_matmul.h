@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "absl/functional/function_ref.h"
+#include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/thread_team.h"
 
 namespace llmc::model::cpu {
@@ -28,8 +29,8 @@ enum CallerBufferSlot {
   kActivationGroupSums = 7,
   kMoeNormalizedRows = 8,
   kMoeRouterLogits = 9,
-  kMoeExpertOutputs = 10,
-  kMoeAccumulator = 11,
+  kMoeActivatedRows = 10,
+  kMoeEntryOutputs = 11,
   kCallerBufferSlots
 };
 
@@ -102,6 +103,33 @@ using PanelEpilogue = absl::FunctionRef<void(int64_t panel, int64_t first_row, i
 // rows.
 void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight, WorkQueue& queue,
                   PanelEpilogue epilogue);
+
+// What MatmulPanels does for one panel, for callers that hand out panels of several weights themselves (the
+// mixture of experts' operator): the kernel chosen for the staged rows and the weight, once.
+class PanelMultiplier {
+ public:
+  PanelMultiplier(const Staged& staged, const PanelWeight& weight);
+  // Panel p multiplied by every staged row, in blocks handed to `epilogue`; `c` is the member's scratch
+  // (TeamMemberScratch).
+  void Multiply(int64_t p, float* c, PanelEpilogue epilogue) const;
+  int64_t panels = 0;
+
+ private:
+  Staged a;
+  PanelWeight weight;
+  int64_t k_padded = 0, panel_bytes = 0, weight_groups = 0;
+  const char* base = nullptr;
+  const float* scales = nullptr;
+  const float* zero_offsets = nullptr;
+  void (*int8_kernel)(const Int8PanelArgs&) = nullptr;
+  bool dequantize = false;
+  at::ScalarType plain_type = at::kFloat;
+};
+// Inside a team job: the calling member's float scratch for one block of panel results.
+float* TeamMemberScratch();
+// Rows first_row .. first_row + rows - 1 of a staging as a staging of their own (the rows of one expert among
+// those staged for all). Not for AMX tile staging, which needs whole tile steps.
+Staged StagedRange(const Staged& staged, int64_t first_row, int64_t rows);
 
 template <typename Fn>
 void InTeam(Fn&& fn) {
