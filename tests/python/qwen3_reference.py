@@ -26,10 +26,10 @@ QWEN3_CONFIG = {
     "eos_token_id": 2, "torch_dtype": "float32", "use_cache": True,
 }
 
-_DTYPE_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16"}
-# Read also what int8 checkpoints hold beside their float tensors.
+_DTYPE_NAMES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.uint8: "U8"}
+# Read also what int8 checkpoints hold beside their float tensors, and MXFP4's packed blocks and scales (U8).
 _NAME_DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16, "I8": torch.int8,
-                "I32": torch.int32, "I64": torch.int64}
+                "I32": torch.int32, "I64": torch.int64, "U8": torch.uint8}
 
 
 def checkpoint_tensors(hf_config, seed):

@@ -29,12 +29,19 @@ TEST_CASE("gpu: CUDA paged attention equals the CPU kernel", "[gpu]") {
       static auto op = c10::Dispatcher::singleton()
                            .findSchemaOrThrow("llmc::paged_attention", "")
                            .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                             const at::Tensor&, const at::Tensor&, double, int64_t)>();
-      // The whole context, and windows below a block, across blocks and past the context.
+                                             const at::Tensor&, const at::Tensor&, double, int64_t,
+                                             const c10::optional<at::Tensor>&)>();
+      // The whole context, and windows below a block, across blocks and past the context; GPT-OSS's sinks on the
+      // last two.
+      const at::Tensor sinks = at::randn({heads}) * 3.0;
       for (const int64_t window : {0, 5, 24, 200}) {
-        const at::Tensor cpu = PagedAttentionCpu(query, key_cache, value_cache, tables, lengths, starts, scale, window);
-        const at::Tensor on_gpu = op.call(query.cuda(), key_cache.cuda(), value_cache.cuda(), tables.cuda(),
-                                          lengths.cuda(), starts.cuda(), scale, window);
+        const c10::optional<at::Tensor> sink_operand =
+            window >= 24 ? c10::optional<at::Tensor>(sinks) : c10::optional<at::Tensor>();
+        const at::Tensor cpu =
+            PagedAttentionCpu(query, key_cache, value_cache, tables, lengths, starts, scale, window, sink_operand);
+        const at::Tensor on_gpu = op.call(
+            query.cuda(), key_cache.cuda(), value_cache.cuda(), tables.cuda(), lengths.cuda(), starts.cuda(), scale,
+            window, sink_operand.has_value() ? c10::optional<at::Tensor>(sinks.cuda()) : c10::optional<at::Tensor>());
         const double difference = (on_gpu.cpu().to(at::kFloat) - cpu.to(at::kFloat)).abs().max().item<double>();
         INFO("dtype " << dtype << " heads " << heads << "/" << kv_heads << " dim " << head_dim << " window " << window);
         CHECK(difference < (dtype == at::kFloat ? 1e-4 : 2e-2));

@@ -14,7 +14,7 @@ namespace {
 // window, keys at positions <= query position - window masked too).
 at::Tensor ReferenceAttention(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
                               const at::Tensor& block_tables, const at::Tensor& seq_lens, const at::Tensor& starts,
-                              double scale, int64_t window = 0) {
+                              double scale, int64_t window = 0, const at::Tensor& sinks = at::Tensor()) {
   const int64_t heads = query.size(1), block_size = key_cache.size(1), kv_heads = key_cache.size(2);
   const int64_t dim = query.size(2);
   at::Tensor out = at::zeros_like(query, at::kFloat);
@@ -36,7 +36,12 @@ at::Tensor ReferenceAttention(const at::Tensor& query, const at::Tensor& key_cac
     at::Tensor hidden = key_positions > query_positions;
     if (window > 0) hidden = hidden.logical_or(key_positions <= query_positions - window);
     scores = scores.masked_fill(hidden, -std::numeric_limits<float>::infinity());
-    out.narrow(0, begin, n).copy_(at::einsum("hqk,khd->qhd", {at::softmax(scores, -1), values}));
+    at::Tensor probabilities = at::softmax(scores, -1);
+    if (sinks.defined()) {  // one more logit per head that weighs no value
+      const at::Tensor sink = sinks.to(at::kFloat).reshape({heads, 1, 1}).expand({heads, n, 1});
+      probabilities = at::softmax(at::cat({scores, sink}, -1), -1).narrow(2, 0, context);
+    }
+    out.narrow(0, begin, n).copy_(at::einsum("hqk,khd->qhd", {probabilities, values}));
   }
   return out;
 }
@@ -91,8 +96,10 @@ TEST_CASE("paged attention CPU kernel equals the reference on random shapes, on 
   }
 }
 
-TEST_CASE("paged attention with a window sees only the last W positions of each row, on every kernel path",
-          "[unit][paged_attention]") {
+TEST_CASE(
+    "paged attention with a window sees only the last W positions of each row, and with sinks weighs each head's sink "
+    "logit, on every kernel path",
+    "[unit][paged_attention]") {
   // Windows below a block, across blocks and past the context; rows of a prefill chunk that crosses the window's
   // edge, decode rows past it, a sequence shorter than the window.
   const std::vector<std::pair<int64_t, int64_t>> sequences = {{37, 37}, {70, 1}, {50, 18}, {5, 1}, {33, 3}};
@@ -120,17 +127,27 @@ TEST_CASE("paged attention with a window sees only the last W positions of each 
       const at::Tensor seq_lens = at::tensor(lengths, at::kInt), query_starts = at::tensor(starts, at::kInt);
       const at::Tensor query = at::randn({starts.back(), c.heads, c.head_dim}, options);
       const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-      for (const int64_t window : {1, 5, 16, 24, 40, 100}) {
-        const at::Tensor expected =
-            ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts, scale, window);
-        testing::ForEachCpuKernelPath([&] {
-          const at::Tensor ours =
-              PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens, query_starts, scale, window);
-          const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
-          INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
-                        << c.block_size << " window " << window << " max difference " << difference);
-          CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
-        });
+      // GPT-OSS's attention sinks (a logit per head, some far above the scores, some far below), with and
+      // without a window.
+      const at::Tensor sinks = at::randn({c.heads}) * 3.0;
+      for (const int64_t window : {0, 1, 5, 16, 24, 40, 100}) {
+        for (const bool with_sinks : {false, true}) {
+          if (window == 0 && !with_sinks) continue;  // the first test case's
+          const at::Tensor sink_operand = with_sinks ? sinks : at::Tensor();
+          const at::Tensor expected = ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts,
+                                                         scale, window, sink_operand);
+          testing::ForEachCpuKernelPath([&] {
+            const at::Tensor ours = with_sinks ? PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens,
+                                                                   query_starts, scale, window, sinks.to(dtype))
+                                               : PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens,
+                                                                   query_starts, scale, window);
+            const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
+            INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
+                          << c.block_size << " window " << window << (with_sinks ? " with sinks" : "")
+                          << " max difference " << difference);
+            CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+          });
+        }
       }
     }
   }
@@ -143,19 +160,24 @@ TEST_CASE("paged attention with a window sees only the last W positions of each 
 TEST_CASE("paged attention through the dispatcher: no window argument means the whole context",
           "[unit][paged_attention]") {
   EnsurePagedAttentionOpsRegistered();
-  const auto op = c10::Dispatcher::singleton()
-                      .findSchemaOrThrow("llmc::paged_attention", "")
-                      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                        const at::Tensor&, const at::Tensor&, double, int64_t)>();
+  const auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("llmc::paged_attention", "")
+          .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                            const at::Tensor&, const at::Tensor&, double, int64_t, const c10::optional<at::Tensor>&)>();
   const at::Tensor cache = at::randn({2, 16, 1, 8}), values = at::randn({2, 16, 1, 8});
   const at::Tensor tables = at::tensor({0, 1}, at::kInt).reshape({1, 2});
   const at::Tensor query = at::randn({1, 2, 8}), seq_lens = at::tensor({20}, at::kInt);
   const at::Tensor starts = at::tensor({0, 1}, at::kInt);
-  const at::Tensor full = op.call(query, cache, values, tables, seq_lens, starts, 0.5, 0);
+  const at::Tensor full = op.call(query, cache, values, tables, seq_lens, starts, 0.5, 0, c10::nullopt);
   CHECK(at::allclose(full, ReferenceAttention(query, cache, values, tables, seq_lens, starts, 0.5), 1e-5, 1e-6));
-  const at::Tensor windowed = op.call(query, cache, values, tables, seq_lens, starts, 0.5, 3);
+  const at::Tensor windowed = op.call(query, cache, values, tables, seq_lens, starts, 0.5, 3, c10::nullopt);
   CHECK(at::allclose(windowed, ReferenceAttention(query, cache, values, tables, seq_lens, starts, 0.5, 3), 1e-5, 1e-6));
   CHECK_FALSE(at::allclose(windowed, full, 1e-3, 1e-3));
+  const at::Tensor sinks = at::tensor({1.5f, -0.5f});
+  const at::Tensor with_sinks = op.call(query, cache, values, tables, seq_lens, starts, 0.5, 0, sinks);
+  CHECK(at::allclose(with_sinks, ReferenceAttention(query, cache, values, tables, seq_lens, starts, 0.5, 0, sinks),
+                     1e-5, 1e-6));
 }
 
 TEST_CASE("write_kv_cache stores rows in their slots and refuses slots outside the cache", "[unit][paged_attention]") {
@@ -175,10 +197,12 @@ TEST_CASE("write_kv_cache stores rows in their slots and refuses slots outside t
 TEST_CASE("the operators are registered with the dispatcher under llmc::", "[unit][paged_attention]") {
   EnsurePagedAttentionOpsRegistered();
   const auto handle = c10::Dispatcher::singleton().findSchemaOrThrow("llmc::paged_attention", "");
-  // The window is the last argument, defaulting to 0: graphs recorded before it still match the schema.
-  REQUIRE(handle.schema().arguments().size() == 8);
+  // The window, defaulting to 0, then the sinks, defaulting to none: graphs recorded before either still match.
+  REQUIRE(handle.schema().arguments().size() == 9);
   CHECK(handle.schema().arguments()[7].name() == "window");
   CHECK(handle.schema().arguments()[7].default_value().has_value());
+  CHECK(handle.schema().arguments()[8].name() == "sinks");
+  CHECK(handle.schema().arguments()[8].default_value().has_value());
   CHECK(c10::Dispatcher::singleton().findSchema({"llmc::write_kv_cache", ""}).has_value());
 }
 

@@ -34,7 +34,8 @@ already written) is seq_lens[i] tokens long and occupies the blocks in block_tab
 sequence with n new tokens sits at position seq_lens[i] - n + j and attends causally to positions <= it;
 paged_attention's window W > 0 (a sliding-window layer) limits that to the last W positions, p - W + 1 .. p
 (Hugging Face's sliding-window mask: key > p - W). A graph that passes no window records none, so packages from
-before windows load unchanged.
+before windows load unchanged. paged_attention's sinks ([num_heads]; GPT-OSS) add one logit per head to each row's
+softmax that weighs no value.
 """
 import torch
 import torch.nn.functional as F
@@ -45,7 +46,7 @@ _library.define(
     "Tensor slot_mapping) -> ()")
 _library.define(
     "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, "
-    "Tensor seq_lens, Tensor query_start_locs, float scale, int window=0) -> Tensor")
+    "Tensor seq_lens, Tensor query_start_locs, float scale, int window=0, Tensor? sinks=None) -> Tensor")
 _library.define("embed(Tensor input_ids, Tensor weight, Tensor weight_scale, int hidden_size) -> Tensor")
 _library.define(
     "rms_norm_qkv_rope(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
@@ -205,9 +206,11 @@ def write_kv_cache_reference(key, value, key_cache, value_cache, slot_mapping):
 
 
 def paged_attention_reference(query, key_cache, value_cache, block_tables, seq_lens, query_start_locs, scale,
-                              window=0):
+                              window=0, sinks=None):
     """Causal attention of each sequence's query rows over its cached context, grouped-query aware; with a
-    window W > 0, only over the last W positions of each row's."""
+    window W > 0, only over the last W positions of each row's. With sinks ([num_heads], GPT-OSS's attention
+    sinks), each head's softmax also counts a logit sinks[h] that weighs no value: the probabilities of the keys
+    sum to less than one."""
     num_heads, head_dim = query.shape[1], query.shape[2]
     block_size, num_kv_heads = key_cache.shape[1], key_cache.shape[2]
     group = num_heads // num_kv_heads
@@ -231,7 +234,11 @@ def paged_attention_reference(query, key_cache, value_cache, block_tables, seq_l
         if window > 0:
             hidden |= key_positions <= query_positions - window
         scores = scores.masked_fill(hidden, float("-inf"))
-        weights = torch.softmax(scores, dim=-1)
+        if sinks is not None and sinks.numel() > 0:
+            sink = sinks.float().reshape(num_heads, 1, 1).expand(num_heads, n, 1)
+            weights = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :-1]
+        else:
+            weights = torch.softmax(scores, dim=-1)
         out[start:end] = torch.einsum("hqk,khd->qhd", weights, values).to(query.dtype)
     return out
 

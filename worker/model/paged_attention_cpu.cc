@@ -59,7 +59,7 @@ struct AttentionTile {
 // prefill's last tiles do not leave one thread working alone at the end.
 void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at::Tensor& value_cache,
                  const at::Tensor& block_tables, std::vector<AttentionTile>& tiles, float scale, int64_t window,
-                 at::Tensor& out) {
+                 const float* sinks, at::Tensor& out) {
   const int64_t num_heads = query.size(1), head_dim = query.size(2);
   const int64_t block_size = key_cache.size(1), num_kv_heads = key_cache.size(2);
   const int64_t group = num_heads / num_kv_heads;
@@ -94,7 +94,8 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
                               tile.kv_head,
                               scale,
                               query.scalar_type() == at::kBFloat16,
-                              scratch.data()};
+                              scratch.data(),
+                              sinks};
       kernel(args);
     }
   });
@@ -126,9 +127,13 @@ void WriteKvCacheCpu(const at::Tensor& key, const at::Tensor& value, at::Tensor&
 at::Tensor PagedAttentionCpu(const at::Tensor& query_in, const at::Tensor& key_cache_in,
                              const at::Tensor& value_cache_in, const at::Tensor& block_tables_in,
                              const at::Tensor& seq_lens_in, const at::Tensor& query_start_locs_in, double scale,
-                             int64_t window) {
+                             int64_t window, const c10::optional<at::Tensor>& sinks_in) {
   CheckInputs(query_in, key_cache_in, value_cache_in, block_tables_in, seq_lens_in, query_start_locs_in);
   TORCH_CHECK(window >= 0, "paged_attention: window must be 0 (the whole context) or positive, got ", window);
+  const bool has_sinks = sinks_in.has_value() && sinks_in->defined() && sinks_in->numel() > 0;
+  TORCH_CHECK(!has_sinks || sinks_in->numel() == query_in.size(1),
+              "paged_attention: sinks must hold one logit per query head");
+  const at::Tensor sinks = has_sinks ? sinks_in->to(at::kFloat).contiguous() : at::Tensor();
   const at::Tensor query = query_in.contiguous(), key_cache = key_cache_in.contiguous(),
                    value_cache = value_cache_in.contiguous(), block_tables = block_tables_in.contiguous();
   const at::Tensor seq_lens = seq_lens_in.contiguous(), starts = query_start_locs_in.contiguous();
@@ -175,7 +180,8 @@ at::Tensor PagedAttentionCpu(const at::Tensor& query_in, const at::Tensor& key_c
     }
   }
   if (!tiles.empty()) {
-    AttendTiles(query, key_cache, value_cache, block_tables, tiles, static_cast<float>(scale), window, out);
+    AttendTiles(query, key_cache, value_cache, block_tables, tiles, static_cast<float>(scale), window,
+                has_sinks ? sinks.data_ptr<float>() : nullptr, out);
   }
   return out;
 }
@@ -190,7 +196,7 @@ TORCH_LIBRARY(llmc, m) {
       "Tensor slot_mapping) -> ()");
   m.def(
       "paged_attention(Tensor query, Tensor key_cache, Tensor value_cache, Tensor block_tables, "
-      "Tensor seq_lens, Tensor query_start_locs, float scale, int window=0) -> Tensor");
+      "Tensor seq_lens, Tensor query_start_locs, float scale, int window=0, Tensor? sinks=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(llmc, CPU, m) {

@@ -44,7 +44,7 @@ void WriteKvCacheCuda(const at::Tensor& key, const at::Tensor& value, at::Tensor
 at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_cache_in,
                               const at::Tensor& value_cache_in, const at::Tensor& block_tables_in,
                               const at::Tensor& seq_lens, const at::Tensor& query_start_locs, double scale,
-                              int64_t window) {
+                              int64_t window, const c10::optional<at::Tensor>& sinks_in) {
   const c10::cuda::CUDAGuard device_guard(query_in.device());
   TORCH_CHECK(window >= 0 && window <= std::numeric_limits<int>::max(),
               "paged_attention: window must be 0 (the whole context) or positive");
@@ -61,6 +61,10 @@ at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_
       at::arange(query.size(0), counts.options()) - starts.index_select(0, row_sequence.to(at::kLong));
   const at::Tensor first_position = (seq_lens.to(at::kLong) - counts).index_select(0, row_sequence.to(at::kLong));
   const at::Tensor row_position = (first_position + row_offset).to(at::kInt).contiguous();
+  const bool has_sinks = sinks_in.has_value() && sinks_in->defined() && sinks_in->numel() > 0;
+  TORCH_CHECK(!has_sinks || sinks_in->numel() == query.size(1),
+              "paged_attention: sinks must hold one logit per query head");
+  const at::Tensor sinks = has_sinks ? sinks_in->to(query.device(), at::kFloat).contiguous() : at::Tensor();
   at::Tensor out = at::empty_like(query);
   cuda::PagedAttentionParams params{query.data_ptr(),
                                     key_cache.data_ptr(),
@@ -77,7 +81,8 @@ at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_
                                     static_cast<int>(block_tables.size(1)),
                                     static_cast<float>(scale),
                                     ElementTypeOf(query),
-                                    static_cast<int>(window)};
+                                    static_cast<int>(window),
+                                    has_sinks ? sinks.data_ptr<float>() : nullptr};
   const cudaError_t error = cuda::LaunchPagedAttention(params, at::cuda::getCurrentCUDAStream());
   TORCH_CHECK(error == cudaSuccess, "paged_attention: ", cudaGetErrorString(error));
   return out;

@@ -77,9 +77,10 @@ __global__ void PagedAttentionKernel(PagedAttentionParams p) {
   for (int i = 0; i < per_lane; ++i) warp_accumulator[warp][lane + i * kWarpSize] = accumulator[i];
   __syncthreads();
   if (warp != 0) return;
-  float total_max = -INFINITY;
+  // A sink counts once, in the merge: a key of logit sinks[head] and value zero.
+  float total_max = p.sinks != nullptr ? p.sinks[head] : -INFINITY;
   for (int w = 0; w < kWarpsPerBlock; ++w) total_max = fmaxf(total_max, warp_max[w]);
-  float total_sum = 0.0f;
+  float total_sum = p.sinks != nullptr ? __expf(p.sinks[head] - total_max) : 0.0f;
   float merged[kMaxElementsPerLane] = {};
   for (int w = 0; w < kWarpsPerBlock; ++w) {
     if (warp_sum[w] == 0.0f) continue;  // a warp that saw no position

@@ -29,7 +29,8 @@ struct PagedAttentionParams {
   int max_blocks;
   float scale;
   ElementType element_type;
-  int window = 0;  // > 0: a row sees positions row_position - window + 1 .. row_position only; 0: all
+  int window = 0;                // > 0: a row sees positions row_position - window + 1 .. row_position only; 0: all
+  const float* sinks = nullptr;  // [heads] float32: a logit per head in each row's softmax, weighing no value
 };
 
 struct WriteKvCacheParams {

@@ -29,7 +29,8 @@ struct AttentionArgs {
   int64_t kv_head;  // query heads kv_head * group .. + group - 1 share it
   float scale;
   bool bf16;
-  float* scratch;  // AttentionScratchFloats(...) floats
+  float* scratch;                // AttentionScratchFloats(...) floats
+  const float* sinks = nullptr;  // [num_heads]: a logit per head in every row's softmax, weighing no value
 };
 
 // Rows in one tile; a chunk of a sequence is split into tiles of at most this many rows.
@@ -242,8 +243,10 @@ inline void AttendWith(const AttentionArgs& args) {
     for (int64_t g = 0; g < group; ++g) {
       const int64_t index = r * group + g;
       Keys::LoadQuery(args, args.first_row + r, args.kv_head * group + g, q + index * hd);
-      running_max[index] = -std::numeric_limits<float>::infinity();
-      running_sum[index] = 0;
+      // A sink starts the online softmax as a key of logit sinks[head] and value zero.
+      running_max[index] =
+          args.sinks != nullptr ? args.sinks[args.kv_head * group + g] : -std::numeric_limits<float>::infinity();
+      running_sum[index] = args.sinks != nullptr ? 1.0f : 0.0f;
     }
   }
   std::fill(acc, acc + queries * hd, 0.0f);
