@@ -136,8 +136,8 @@ def yarn_inv_freq(config):
     ceiled only when truncate (default true), clamped to [0, dim - 1]; ramp_i = clamp((i - low) / (high - low), 0, 1);
     inv_freq_i = ramp_i / (factor theta^(2i/dim)) + (1 - ramp_i) / theta^(2i/dim); attention factor (unless given)
     0.1 ln(factor) + 1 (or the mscale / mscale_all_dim ratio when both are given)."""
-    c, scaling = config, config["rope_scaling"]
-    theta = c["rope_theta"]
+    c, scaling = config, _rope_parameters(config)
+    theta = scaling.get("rope_theta", c.get("rope_theta"))
     dim = int((c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]) * c.get("partial_rotary_factor", 1.0))
     factor = scaling["factor"]
     original = scaling.get("original_max_position_embeddings") or c["max_position_embeddings"]
@@ -171,15 +171,21 @@ def yarn_inv_freq(config):
     return inv_freq, attention_factor
 
 
+def _rope_parameters(config):
+    """rope_scaling as config.json spells it (gpt-oss-20b's), or newer transformers' rope_parameters."""
+    return config.get("rope_scaling") or config.get("rope_parameters") or {}
+
+
 def rope_inv_freq(config):
     """(inverse frequencies, attention factor) for rope_scaling None / default or yarn."""
-    scaling = config.get("rope_scaling") or {}
+    scaling = _rope_parameters(config)
     kind = scaling.get("rope_type", scaling.get("type", "default"))
     if kind == "yarn":
         return yarn_inv_freq(config)
     assert kind == "default", f"rope_type {kind} is not modelled here"
     dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    return 1.0 / (config["rope_theta"] ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)), 1.0
+    theta = scaling.get("rope_theta", config.get("rope_theta"))
+    return 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim)), 1.0
 
 
 def expert_prefix(layer):
@@ -343,13 +349,15 @@ class GptOssReference:
             tokens, slot = torch.where(chosen == expert)
             if tokens.numel() == 0:
                 continue
-            gate_up = h[tokens] @ w[e + "gate_up_proj"][expert] + w[e + "gate_up_proj_bias"][expert]
+            # Every token through the expert, as Hugging Face's inference path does (its bmm over all tokens):
+            # a bfloat16 GEMM's rounding can depend on the number of rows. Then the chosen tokens' rows.
+            gate_up = h @ w[e + "gate_up_proj"][expert] + w[e + "gate_up_proj_bias"][expert]
             gate, up = gate_up[..., ::2], gate_up[..., 1::2]
             gate = gate.clamp(max=self.limit)
             up = up.clamp(min=-self.limit, max=self.limit)
             glu = gate * torch.sigmoid(gate * SWIGLU_ALPHA)
             y = ((up + 1) * glu) @ w[e + "down_proj"][expert] + w[e + "down_proj_bias"][expert]
-            out.index_add_(0, tokens, (y * weights[tokens, slot, None]).float())
+            out.index_add_(0, tokens, (y[tokens] * weights[tokens, slot, None]).float())
         return out.to(h.dtype)
 
     def final_hidden(self, token_ids):

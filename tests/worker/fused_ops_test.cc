@@ -61,6 +61,29 @@ TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][
   }
 }
 
+TEST_CASE("cpu kernels: linear_residual with a bias (GPT-OSS's o_proj) matches at::linear with bias + residual",
+          "[unit][kernels]") {
+  at::manual_seed(3);
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t n = 70, k = 128;
+    const at::Tensor weight = Random({n, k}, dtype, 0.1), bias = Random({n}, dtype);
+    const at::Tensor packed = PackWeight(weight);
+    for (const int64_t m : kRows) {
+      const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+      const at::Tensor expected =
+          at::linear(input.to(at::kFloat), weight.to(at::kFloat), bias.to(at::kFloat)) + residual.to(at::kFloat);
+      CHECK(RelativeError(composite::LinearResidual(input.to(at::kFloat), weight.to(at::kFloat), NoScale(),
+                                                    residual.to(at::kFloat), c10::nullopt, 1e-6, bias.to(at::kFloat)),
+                          expected) < 1e-6);
+      testing::ForEachCpuKernelPath([&] {
+        INFO("dtype " << dtype << " m " << m);
+        CHECK(RelativeError(LinearResidual(input, packed, NoScale(), residual, c10::nullopt, 1e-6, bias), expected) <
+              Tolerance(dtype));
+      });
+    }
+  }
+}
+
 TEST_CASE("cpu kernels: linear_residual with an output norm (Gemma 3) matches residual + RMSNorm(at::linear)",
           "[unit][kernels]") {
   at::manual_seed(11);

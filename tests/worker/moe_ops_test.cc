@@ -187,9 +187,9 @@ TEST_CASE("moe operator: the kernel on packed experts matches the composite, eve
                 rows_routed_apart += CheckChoices(chosen, reference, probabilities);
                 rows_compared += static_cast<int>(rows);
                 // The mixture of the experts the kernel chose, computed by the composite on the unpacked weights.
-                const at::Tensor expected =
-                    composite::MoeWithChoices(hidden, norm, 1e-6, chosen, experts.gate_up, experts.gate_up_scales,
-                                              experts.down, experts.down_scales, kWidth);
+                const at::Tensor expected = composite::MoeWithChoices(
+                    hidden, norm, 1e-6, chosen, experts.gate_up, experts.gate_up_scales, experts.down,
+                    experts.down_scales, SoftmaxTopKVariant(top_k, normalize, kWidth));
                 const double tolerance = dtype == at::kFloat ? (kind == ExpertWeights::kPlain ? 1e-5 : 2e-3) : 3e-2;
                 CHECK(RelativeError(actual - hidden, expected - hidden) < tolerance);
                 SetExpertsInOneJob(true);
@@ -208,9 +208,9 @@ TEST_CASE("moe operator: the kernel on packed experts matches the composite, eve
   const at::Tensor composite =
       composite::MoeRmsNormSwiglu(hidden, norm, 1e-6, router, experts.gate_up, experts.gate_up_scales, experts.down,
                                   experts.down_scales, 2, true, 32);
-  const at::Tensor with_choices =
-      composite::MoeWithChoices(hidden, norm, 1e-6, ReferenceChoices(hidden, norm, router, 2, true), experts.gate_up,
-                                experts.gate_up_scales, experts.down, experts.down_scales, 32);
+  const at::Tensor with_choices = composite::MoeWithChoices(
+      hidden, norm, 1e-6, ReferenceChoices(hidden, norm, router, 2, true), experts.gate_up, experts.gate_up_scales,
+      experts.down, experts.down_scales, SoftmaxTopKVariant(2, true, 32));
   CHECK(at::equal(composite, with_choices));
 }
 
@@ -264,11 +264,72 @@ TEST_CASE("moe operator: a team of two runs the experts as one, bfloat16 and int
                                                    experts.packed_down_scales, 4, true, kWidth);
         const at::Tensor expected =
             composite::MoeWithChoices(hidden, norm, 1e-6, LastExpertChoices(), experts.gate_up, experts.gate_up_scales,
-                                      experts.down, experts.down_scales, kWidth);
+                                      experts.down, experts.down_scales, SoftmaxTopKVariant(4, true, kWidth));
         CHECK(RelativeError(actual - hidden, expected - hidden) < 3e-2);
       }
     }
   }
+}
+
+TEST_CASE("moe routing: GPT-OSS chooses by the logits and softmaxes the chosen ones", "[unit][moe]") {
+  const at::Tensor logits = at::tensor({0.5f, 3.0f, 1.0f, 3.0f}).reshape({1, 4});
+  const ExpertChoices choices = ChooseExperts(logits, 2, /*normalize_top_k=*/false, /*softmax_after_top_k=*/true);
+  CHECK(choices.experts == std::vector<int32_t>{1, 3});  // tied: the lower first
+  CHECK(choices.weights == std::vector<float>{0.5f, 0.5f});
+  const ExpertChoices three = ChooseExperts(logits, 3, false, true);
+  const at::Tensor want = at::softmax(at::tensor({3.0f, 3.0f, 1.0f}), 0);
+  CHECK(three.weights[2] == Approx(want[2].item<float>()));
+}
+
+// GPT-OSS's experts: the router's bias, top-k then softmax, the experts' biases and the clamped SwiGLU, on the
+// kernels (experts in one job and two jobs each) against the composite on the kernel's choices, and the composite's
+// own routing against the reference's.
+TEST_CASE("moe operator: GPT-OSS's clamped SwiGLU experts with biases match the composite", "[unit][moe]") {
+  at::manual_seed(31);
+  constexpr int64_t kHidden = 64, kWidth = 32, kExperts = 8;
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    for (const ExpertWeights kind : {ExpertWeights::kPlain, ExpertWeights::kInt8, ExpertWeights::kInt4}) {
+      const Experts experts = MakeExperts(kExperts, kHidden, kWidth, dtype, kind);
+      std::vector<at::Tensor> gate_up_biases, down_biases;
+      for (int64_t e = 0; e < kExperts; ++e) {
+        gate_up_biases.push_back(Random({2 * kWidth}, dtype, 3.0));  // large enough for the clamps to act
+        down_biases.push_back(Random({kHidden}, dtype, 0.5));
+      }
+      const at::Tensor router = Random({kExperts, kHidden}, dtype, 1.0), router_bias = Random({kExperts}, dtype, 1.0);
+      const at::Tensor norm = Random({kHidden}, dtype, 0.2) + 1.0;
+      const MoeVariant variant = ClampedSwigluVariant(router_bias, gate_up_biases, down_biases, 4, kWidth, 1.702, 7.0);
+      for (const int64_t rows : {1, 5, 20}) {
+        const at::Tensor hidden = Random({rows, kHidden}, dtype, 1.0);
+        for (const bool one_job : {true, false}) {
+          INFO(c10::toString(dtype) << ", " << Name(kind) << ", " << rows << " rows, one job " << one_job);
+          SetExpertsInOneJob(one_job);
+          const at::Tensor actual =
+              MoeRmsNormClampedSwiglu(hidden, norm, 1e-5, PackWeight(router), router_bias, experts.packed_gate_up,
+                                      experts.packed_gate_up_scales, gate_up_biases, experts.packed_down,
+                                      experts.packed_down_scales, down_biases, 4, kWidth, 1.702, 7.0);
+          SetExpertsInOneJob(true);
+          const at::Tensor expected =
+              composite::MoeWithChoices(hidden, norm, 1e-5, LastExpertChoices(), experts.gate_up,
+                                        experts.gate_up_scales, experts.down, experts.down_scales, variant);
+          const double tolerance = dtype == at::kFloat ? (kind == ExpertWeights::kPlain ? 1e-5 : 2e-3) : 3e-2;
+          CHECK(RelativeError(actual - hidden, expected - hidden) < tolerance);
+        }
+      }
+    }
+  }
+  // The composite routes by the reference's rule: its output equals the mixture of the reference's choices.
+  const Experts experts = MakeExperts(4, 32, 32, at::kFloat, ExpertWeights::kPlain);
+  std::vector<at::Tensor> gate_up_biases(4, at::zeros({64})), down_biases(4, at::zeros({32}));
+  const at::Tensor hidden = Random({6, 32}, at::kFloat, 1.0), norm = at::ones({32});
+  const at::Tensor router = Random({4, 32}, at::kFloat, 1.0), router_bias = Random({4}, at::kFloat, 1.0);
+  const MoeVariant variant = ClampedSwigluVariant(router_bias, gate_up_biases, down_biases, 2, 32, 1.702, 7.0);
+  const at::Tensor x = hidden * at::rsqrt(hidden.pow(2).mean(-1, true) + 1e-5);
+  const ExpertChoices reference = ChooseExperts(at::linear(x, router, router_bias).contiguous(), 2, false, true);
+  CHECK(at::allclose(composite::MoeRmsNormClampedSwiglu(hidden, norm, 1e-5, router, router_bias, experts.gate_up,
+                                                        experts.gate_up_scales, gate_up_biases, experts.down,
+                                                        experts.down_scales, down_biases, 2, 32, 1.702, 7.0),
+                     composite::MoeWithChoices(hidden, norm, 1e-5, reference, experts.gate_up, experts.gate_up_scales,
+                                               experts.down, experts.down_scales, variant)));
 }
 
 TEST_CASE("moe operator: bad arguments are refused by name", "[unit][moe]") {

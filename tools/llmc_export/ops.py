@@ -54,7 +54,7 @@ _library.define(
     "int num_heads, int num_kv_heads, Tensor? q_norm_weight=None, Tensor? k_norm_weight=None) -> Tensor")
 _library.define(
     "linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual, Tensor? norm_weight=None, "
-    "float eps=1e-06) -> Tensor")
+    "float eps=1e-06, Tensor? bias=None) -> Tensor")
 _library.define(
     "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
     "int intermediate_size) -> Tensor")
@@ -65,6 +65,11 @@ _library.define(
     "moe_rms_norm_swiglu(Tensor hidden, Tensor norm_weight, float eps, Tensor router_weight, "
     "Tensor[] gate_up_weights, Tensor[] gate_up_scales, Tensor[] down_weights, Tensor[] down_scales, int top_k, "
     "bool normalize_top_k, int intermediate_size) -> Tensor")
+_library.define(
+    "moe_rms_norm_clamped_swiglu(Tensor hidden, Tensor norm_weight, float eps, Tensor router_weight, "
+    "Tensor router_bias, Tensor[] gate_up_weights, Tensor[] gate_up_scales, Tensor[] gate_up_biases, "
+    "Tensor[] down_weights, Tensor[] down_scales, Tensor[] down_biases, int top_k, int intermediate_size, "
+    "float alpha, float limit) -> Tensor")
 _library.define(
     "rms_norm_lm_head(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
     "int vocab_size) -> Tensor")
@@ -134,8 +139,8 @@ def rms_norm_qkv_rope_reference(hidden, norm_weight, eps, weight, weight_scale, 
     return rope_reference(q, cos, sin)
 
 
-def linear_residual_reference(input, weight, weight_scale, residual, norm_weight=None, eps=1e-6):
-    projected = F.linear(input, dequantize(weight, weight_scale, input.dtype))
+def linear_residual_reference(input, weight, weight_scale, residual, norm_weight=None, eps=1e-6, bias=None):
+    projected = F.linear(input, dequantize(weight, weight_scale, input.dtype), bias if has_weight(bias) else None)
     if has_weight(norm_weight):  # Gemma 3's output norm before the residual add
         projected = rms_norm_reference(projected, norm_weight, eps)
     return residual + projected
@@ -181,6 +186,34 @@ def moe_rms_norm_swiglu_reference(hidden, norm_weight, eps, router_weight, gate_
         gate_up = F.linear(x[rows], dequantize(gate_up_weights[expert], gate_up_scales[expert], hidden.dtype))
         activated = F.silu(gate_up[:, :intermediate_size]) * gate_up[:, intermediate_size:]
         out = F.linear(activated, dequantize(down_weights[expert], down_scales[expert], hidden.dtype))
+        mixed.index_add_(0, rows, out * weights[rows, slots].unsqueeze(1))
+    return hidden + mixed
+
+
+def moe_rms_norm_clamped_swiglu_reference(hidden, norm_weight, eps, router_weight, router_bias, gate_up_weights,
+                                          gate_up_scales, gate_up_biases, down_weights, down_scales, down_biases,
+                                          top_k, intermediate_size, alpha, limit):
+    """GPT-OSS's mixture: hidden + the experts of RMSNorm(hidden). The router's logits (with its bias, in the
+    activations' dtype) choose each row's top_k experts (equal logits: the lower index first), weighted by the
+    softmax of those top_k logits alone; each expert computes g = min(gate, limit), u = clamp(up, -limit, limit)
+    from its gate_up (with bias; gate rows then up rows), (u + 1) * g * sigmoid(alpha * g), and down (with bias)."""
+    x = rms_norm_reference(hidden, norm_weight, eps)
+    logits = F.linear(x, router_weight, router_bias).float()
+    values, experts = torch.sort(logits, dim=-1, descending=True, stable=True)
+    weights = torch.softmax(values[:, :top_k], dim=-1).to(hidden.dtype)
+    experts = experts[:, :top_k]
+    mixed = torch.zeros_like(hidden)
+    for expert in range(len(gate_up_weights)):
+        rows, slots = torch.where(experts == expert)
+        if rows.numel() == 0:
+            continue
+        gate_up = F.linear(x[rows], dequantize(gate_up_weights[expert], gate_up_scales[expert], hidden.dtype),
+                           gate_up_biases[expert])
+        gate = gate_up[:, :intermediate_size].clamp(max=limit)
+        up = gate_up[:, intermediate_size:].clamp(-limit, limit)
+        activated = (up + 1) * gate * torch.sigmoid(gate * alpha)
+        out = F.linear(activated, dequantize(down_weights[expert], down_scales[expert], hidden.dtype),
+                       down_biases[expert])
         mixed.index_add_(0, rows, out * weights[rows, slots].unsqueeze(1))
     return hidden + mixed
 
@@ -251,5 +284,6 @@ _library.impl("linear_residual", linear_residual_reference, "CPU")
 _library.impl("rms_norm_gate_up_silu", rms_norm_gate_up_silu_reference, "CPU")
 _library.impl("rms_norm_gate_up_gelu_tanh", rms_norm_gate_up_gelu_tanh_reference, "CPU")
 _library.impl("moe_rms_norm_swiglu", moe_rms_norm_swiglu_reference, "CPU")
+_library.impl("moe_rms_norm_clamped_swiglu", moe_rms_norm_clamped_swiglu_reference, "CPU")
 _library.impl("rms_norm_lm_head", rms_norm_lm_head_reference, "CPU")
 _library.impl("rms_norm_lm_head_top_k", rms_norm_lm_head_top_k_reference, "CPU")

@@ -38,12 +38,12 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
                           const c10::optional<at::Tensor>& q_norm_weight = c10::nullopt,
                           const c10::optional<at::Tensor>& k_norm_weight = c10::nullopt);
 
-// residual + input @ weight^T; with norm_weight ([out_features] of the input's dtype), residual +
-// RMSNorm(input @ weight^T) * norm_weight: Gemma 3's output norms (the projection rounded to the input's dtype
-// before the norm, as Hugging Face's layer computes it).
+// residual + input @ weight^T (+ bias: GPT-OSS's o_proj, [out_features] of the input's dtype); with norm_weight
+// ([out_features] of the input's dtype), residual + RMSNorm(input @ weight^T) * norm_weight: Gemma 3's output norms
+// (the projection rounded to the input's dtype before the norm, as Hugging Face's layer computes it).
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
                           const at::Tensor& residual, const c10::optional<at::Tensor>& norm_weight = c10::nullopt,
-                          double eps = 1e-6);
+                          double eps = 1e-6, const c10::optional<at::Tensor>& bias = c10::nullopt);
 
 // SiLU(RMSNorm(hidden) @ gate^T) * (RMSNorm(hidden) @ up^T); weight is [gate; up] ([2 I, H]) or packed.
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
@@ -83,7 +83,7 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
                           const c10::optional<at::Tensor>& k_norm_weight = c10::nullopt);
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
                           const at::Tensor& residual, const c10::optional<at::Tensor>& norm_weight = c10::nullopt,
-                          double eps = 1e-6);
+                          double eps = 1e-6, const c10::optional<at::Tensor>& bias = c10::nullopt);
 at::Tensor RmsNormGateUpSilu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
                              const at::Tensor& weight, const at::Tensor& weight_scale, int64_t intermediate_size);
 at::Tensor RmsNormGateUpGeluTanh(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,

@@ -106,8 +106,10 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
 }
 
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
-                          const at::Tensor& residual, const c10::optional<at::Tensor>& norm_weight, double eps) {
-  const at::Tensor projected = Project(input, weight, weight_scale);
+                          const at::Tensor& residual, const c10::optional<at::Tensor>& norm_weight, double eps,
+                          const c10::optional<at::Tensor>& bias) {
+  at::Tensor projected = Project(input, weight, weight_scale);
+  if (HasWeight(bias)) projected = projected + *bias;
   if (!HasWeight(norm_weight)) return residual + projected;
   return residual + RmsNorm(projected, *norm_weight, eps);
 }

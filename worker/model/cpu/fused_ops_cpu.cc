@@ -131,7 +131,7 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
 // the projection's output is) until every panel is done, then RMS-normalized, scaled and added in a second pass.
 template <typename T>
 at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight, const at::Tensor& residual,
-                              const T* norm, float eps) {
+                              const T* norm, float eps, const T* bias) {
   const int64_t tokens = input.size(0), k = input.size(1), columns = residual.size(1);
   const Staged staged = PrepareStaging(tokens, k, weight, input.scalar_type());
   at::Tensor out = at::empty_like(residual);
@@ -147,13 +147,15 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t offset = (m0 + r) * columns + first;
+        float values[kPanelWidth];
+        for (int64_t j = 0; j < count; ++j) {
+          values[j] = c[r * kPanelWidth + j] + (bias != nullptr ? static_cast<float>(bias[first + j]) : 0.0f);
+        }
         if (projected != nullptr) {
-          for (int64_t j = 0; j < count; ++j) projected[offset + j] = static_cast<float>(T(c[r * kPanelWidth + j]));
+          for (int64_t j = 0; j < count; ++j) projected[offset + j] = static_cast<float>(T(values[j]));
           continue;
         }
-        for (int64_t j = 0; j < count; ++j) {
-          out_data[offset + j] = T(static_cast<float>(res[offset + j]) + c[r * kPanelWidth + j]);
-        }
+        for (int64_t j = 0; j < count; ++j) out_data[offset + j] = T(static_cast<float>(res[offset + j]) + values[j]);
       }
     });
     if (projected == nullptr) return;
@@ -347,10 +349,16 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
 }
 
 at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, const at::Tensor& weight_scale,
-                          const at::Tensor& residual_in, const c10::optional<at::Tensor>& norm_weight, double eps) {
+                          const at::Tensor& residual_in, const c10::optional<at::Tensor>& norm_weight, double eps,
+                          const c10::optional<at::Tensor>& bias_in) {
   if (!IsPackedWeight(weight)) {
-    return composite::LinearResidual(input_in, weight, weight_scale, residual_in, norm_weight, eps);
+    return composite::LinearResidual(input_in, weight, weight_scale, residual_in, norm_weight, eps, bias_in);
   }
+  const bool has_bias = composite::HasWeight(bias_in);
+  TORCH_CHECK(
+      !has_bias || (bias_in->numel() == residual_in.size(-1) && bias_in->scalar_type() == input_in.scalar_type()),
+      "linear_residual: bias must be [out_features] of the input's dtype");
+  const at::Tensor bias = has_bias ? bias_in->contiguous() : at::Tensor();
   const PanelWeight panel_weight{weight, weight_scale};
   const at::Tensor input = input_in.contiguous(), residual = residual_in.contiguous();
   CheckPacked("linear_residual", input, panel_weight, residual.size(-1));
@@ -365,7 +373,7 @@ at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, 
   return ByDtype(input, [&](auto type) {
     using T = decltype(type);
     return LinearResidualImpl<T>(input, panel_weight, residual, norm.defined() ? norm.data_ptr<T>() : nullptr,
-                                 static_cast<float>(eps));
+                                 static_cast<float>(eps), bias.defined() ? bias.data_ptr<T>() : nullptr);
   });
 }
 
@@ -478,7 +486,7 @@ TORCH_LIBRARY_FRAGMENT(llmc, m) {
       "int num_heads, int num_kv_heads, Tensor? q_norm_weight=None, Tensor? k_norm_weight=None) -> Tensor");
   m.def(
       "linear_residual(Tensor input, Tensor weight, Tensor weight_scale, Tensor residual, Tensor? norm_weight=None, "
-      "float eps=1e-06) -> Tensor");
+      "float eps=1e-06, Tensor? bias=None) -> Tensor");
   m.def(
       "rms_norm_gate_up_silu(Tensor hidden, Tensor norm_weight, float eps, Tensor weight, Tensor weight_scale, "
       "int intermediate_size) -> Tensor");

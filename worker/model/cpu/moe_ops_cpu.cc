@@ -41,27 +41,38 @@ GatedActivationKernel SelectSiluMul() {
 
 void CheckMoeArguments(const at::Tensor& hidden, const at::Tensor& norm_weight, const at::Tensor& router_weight,
                        at::TensorList gate_up_weights, at::TensorList gate_up_scales, at::TensorList down_weights,
-                       at::TensorList down_scales, int64_t top_k, int64_t intermediate_size) {
-  TORCH_CHECK(hidden.dim() == 2, "moe_rms_norm_swiglu: hidden must be [tokens, hidden]");
-  const int64_t experts = static_cast<int64_t>(gate_up_weights.size());
+                       at::TensorList down_scales, const MoeVariant& variant) {
+  TORCH_CHECK(hidden.dim() == 2, "moe: hidden must be [tokens, hidden]");
+  const int64_t experts = static_cast<int64_t>(gate_up_weights.size()), k = hidden.size(1);
   TORCH_CHECK(experts > 0 && static_cast<int64_t>(gate_up_scales.size()) == experts &&
                   static_cast<int64_t>(down_weights.size()) == experts &&
                   static_cast<int64_t>(down_scales.size()) == experts,
-              "moe_rms_norm_swiglu: every expert needs its gate_up and down weights and scales");
+              "moe: every expert needs its gate_up and down weights and scales");
   if (IsPackedWeight(router_weight)) {
-    TORCH_CHECK(
-        router_weight.size(0) == PanelCount(experts) && PackedDepth(router_weight) == PaddedDepth(hidden.size(1)),
-        "moe_rms_norm_swiglu: packed router weight does not match [experts, hidden]");
+    TORCH_CHECK(router_weight.size(0) == PanelCount(experts) && PackedDepth(router_weight) == PaddedDepth(k),
+                "moe: packed router weight does not match [experts, hidden]");
   } else {
-    TORCH_CHECK(router_weight.dim() == 2 && router_weight.size(0) == experts && router_weight.size(1) == hidden.size(1),
-                "moe_rms_norm_swiglu: router weight must be [experts, hidden] of the input's dtype");
+    TORCH_CHECK(router_weight.dim() == 2 && router_weight.size(0) == experts && router_weight.size(1) == k,
+                "moe: router weight must be [experts, hidden] of the input's dtype");
   }
-  TORCH_CHECK(router_weight.scalar_type() == hidden.scalar_type(),
-              "moe_rms_norm_swiglu: router weight must be of the input's dtype");
-  TORCH_CHECK(norm_weight.numel() == hidden.size(1) && norm_weight.scalar_type() == hidden.scalar_type(),
-              "moe_rms_norm_swiglu: norm weight must be [hidden] of the input's dtype");
-  TORCH_CHECK(top_k >= 1 && top_k <= experts, "moe_rms_norm_swiglu: top_k must be 1 .. experts, got ", top_k);
-  TORCH_CHECK(intermediate_size > 0, "moe_rms_norm_swiglu: intermediate_size must be positive");
+  TORCH_CHECK(router_weight.scalar_type() == hidden.scalar_type(), "moe: router weight must be of the input's dtype");
+  TORCH_CHECK(norm_weight.numel() == k && norm_weight.scalar_type() == hidden.scalar_type(),
+              "moe: norm weight must be [hidden] of the input's dtype");
+  TORCH_CHECK(variant.top_k >= 1 && variant.top_k <= experts, "moe: top_k must be 1 .. experts, got ", variant.top_k);
+  TORCH_CHECK(variant.intermediate_size > 0, "moe: intermediate_size must be positive");
+  const auto is_vector = [&](const at::Tensor& t, int64_t size) {
+    return t.dim() == 1 && t.size(0) == size && t.scalar_type() == hidden.scalar_type() && t.is_contiguous();
+  };
+  TORCH_CHECK(!variant.router_bias.defined() || is_vector(variant.router_bias, experts),
+              "moe: router bias must be [experts] of the input's dtype");
+  for (const auto& [biases, size] :
+       {std::pair{variant.gate_up_biases, 2 * variant.intermediate_size}, std::pair{variant.down_biases, k}}) {
+    TORCH_CHECK(biases.empty() || static_cast<int64_t>(biases.size()) == experts,
+                "moe: expert biases must be given for every expert or none");
+    for (const at::Tensor& bias : biases) {
+      TORCH_CHECK(is_vector(bias, size), "moe: an expert bias must be a contiguous [", size, "] of the input's dtype");
+    }
+  }
 }
 
 // What the experts' part of the operator works on: the chosen experts' rows (ExpertGroups' entries), their
@@ -76,6 +87,10 @@ struct ExpertWork {
   T* activated;
   float* outputs;
   int64_t intermediate;
+  const MoeVariant& variant;
+  const T* Bias(at::TensorList biases, int64_t expert) const {
+    return biases.empty() ? nullptr : biases[expert].data_ptr<T>();
+  }
 };
 
 template <typename T>
@@ -86,32 +101,49 @@ void CheckExpertWeights(const ExpertWork<T>& work, const PanelWeight& gate_up, c
               "moe_rms_norm_swiglu: packed down weight does not match [hidden, intermediate_size]");
 }
 
-// The epilogues: gate/up's panel of 16 SiLU(gate) * up values per row; down's panel of 32 outputs per row, times
-// the entry's weight.
+// The epilogues: gate/up's panel of 16 activated values per row (SiLU(gate) * up, or GPT-OSS's clamped SwiGLU, the
+// biases added first); down's panel of 32 outputs per row (plus its bias), times the entry's weight.
 template <typename T>
-void StoreActivated(const ExpertWork<T>& work, GatedActivationKernel activate, int64_t first_entry, int64_t panel,
-                    int64_t m0, int64_t rows, const float* c) {
+void StoreActivated(const ExpertWork<T>& work, GatedActivationKernel activate, int64_t expert, int64_t first_entry,
+                    int64_t panel, int64_t m0, int64_t rows, const float* c) {
   constexpr int64_t kHalf = kPanelWidth / 2;
   const int64_t first = panel * kHalf, columns = std::min(kHalf, work.intermediate - first);
-  float values[kHalf];
+  const T* bias = work.Bias(work.variant.gate_up_biases, expert);
+  const float limit = work.variant.limit, alpha = work.variant.alpha;
+  float gate[kHalf], up[kHalf], values[kHalf];
   for (int64_t r = 0; r < rows; ++r) {
-    const float* gate = c + r * kPanelWidth;
-    activate(gate, gate + kHalf, values, columns);
+    const float* row = c + r * kPanelWidth;
+    for (int64_t j = 0; j < columns; ++j) {
+      gate[j] = row[j] + (bias != nullptr ? static_cast<float>(bias[first + j]) : 0.0f);
+      up[j] = row[kHalf + j] + (bias != nullptr ? static_cast<float>(bias[work.intermediate + first + j]) : 0.0f);
+    }
+    if (work.variant.clamped_swiglu) {
+      for (int64_t j = 0; j < columns; ++j) {
+        const float g = std::min(gate[j], limit), u = std::min(std::max(up[j], -limit), limit);
+        values[j] = (u + 1.0f) * g / (1.0f + std::exp(-alpha * g));
+      }
+    } else {
+      activate(gate, up, values, columns);
+    }
     T* dst = work.activated + (first_entry + m0 + r) * work.intermediate + first;
     for (int64_t j = 0; j < columns; ++j) dst[j] = T(values[j]);
   }
 }
 
 template <typename T>
-void StoreWeightedOutput(const ExpertWork<T>& work, int64_t first_entry, int64_t panel, int64_t m0, int64_t rows,
-                         const float* c) {
+void StoreWeightedOutput(const ExpertWork<T>& work, int64_t expert, int64_t first_entry, int64_t panel, int64_t m0,
+                         int64_t rows, const float* c) {
   const int64_t k = work.hidden.size(1);
   const int64_t first = panel * kPanelWidth, columns = std::min(kPanelWidth, k - first);
+  const T* bias = work.Bias(work.variant.down_biases, expert);
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t entry = first_entry + m0 + r;
     const float weight = static_cast<float>(T(work.groups.weights[entry]));
     float* dst = work.outputs + entry * k + first;
-    for (int64_t j = 0; j < columns; ++j) dst[j] = weight * static_cast<float>(T(c[r * kPanelWidth + j]));
+    for (int64_t j = 0; j < columns; ++j) {
+      const float out = c[r * kPanelWidth + j] + (bias != nullptr ? static_cast<float>(bias[first + j]) : 0.0f);
+      dst[j] = weight * static_cast<float>(T(out));
+    }
   }
 }
 
@@ -137,7 +169,7 @@ void RunExpertsOneByOne(const ExpertWork<T>& work) {
       });
       MatmulPanels(member, gate_up_rows, gate_up, gate_up_queue,
                    [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
-                     StoreActivated(work, activate, first_entry, panel, m0, rows, c);
+                     StoreActivated(work, activate, static_cast<int64_t>(expert), first_entry, panel, m0, rows, c);
                    });
     });
     const Staged down_rows = PrepareStaging(count, work.intermediate, down, dtype);
@@ -147,7 +179,7 @@ void RunExpertsOneByOne(const ExpertWork<T>& work) {
         std::copy_n(work.activated + (first_entry + row) * work.intermediate, work.intermediate, dst);
       });
       MatmulPanels(member, down_rows, down, down_queue, [&](int64_t panel, int64_t m0, int64_t rows, const float* c) {
-        StoreWeightedOutput(work, first_entry, panel, m0, rows, c);
+        StoreWeightedOutput(work, static_cast<int64_t>(expert), first_entry, panel, m0, rows, c);
       });
     });
   }
@@ -170,7 +202,7 @@ class ExpertPanels {
     starts_.push_back(starts_.back() + multipliers_.back().panels);
   }
   int64_t total() const { return starts_.back(); }
-  // epilogue(first_entry, panel, m0, rows, c) for every panel the member claims.
+  // epilogue(expert, first_entry, panel, m0, rows, c) for every panel the member claims.
   template <typename Epilogue>
   void Run(TeamMember& member, WorkQueue& queue, Epilogue&& epilogue) const {
     float* c = TeamMemberScratch();
@@ -180,10 +212,10 @@ class ExpertPanels {
       size_t index = std::upper_bound(starts_.begin(), starts_.end(), first) - starts_.begin() - 1;
       for (int64_t item = first; item < last; ++item) {
         while (item >= starts_[index + 1]) ++index;
-        const int64_t first_entry = first_entries_[index];
+        const int64_t expert = experts_[index], first_entry = first_entries_[index];
         multipliers_[index].Multiply(item - starts_[index], c,
                                      [&](int64_t panel, int64_t m0, int64_t rows, const float* block) {
-                                       epilogue(first_entry, panel, m0, rows, block);
+                                       epilogue(expert, first_entry, panel, m0, rows, block);
                                      });
       }
     }
@@ -240,17 +272,18 @@ bool RunExpertsInOneJob(const ExpertWork<T>& work) {
   InTeam([&](TeamMember& member) {
     StageRows<T>(member, gate_up_rows, k,
                  [&](int64_t entry, T* dst) { std::copy_n(work.normalized + groups.rows[entry] * k, k, dst); });
-    gate_up_panels.Run(member, gate_up_queue,
-                       [&](int64_t first_entry, int64_t panel, int64_t m0, int64_t rows, const float* c) {
-                         StoreActivated(work, activate, first_entry, panel, m0, rows, c);
-                       });
+    gate_up_panels.Run(
+        member, gate_up_queue,
+        [&](int64_t expert, int64_t first_entry, int64_t panel, int64_t m0, int64_t rows, const float* c) {
+          StoreActivated(work, activate, expert, first_entry, panel, m0, rows, c);
+        });
     member.Barrier();
     StageRows<T>(member, down_rows, work.intermediate, [&](int64_t entry, T* dst) {
       std::copy_n(work.activated + entry * work.intermediate, work.intermediate, dst);
     });
     down_panels.Run(member, down_queue,
-                    [&](int64_t first_entry, int64_t panel, int64_t m0, int64_t rows, const float* c) {
-                      StoreWeightedOutput(work, first_entry, panel, m0, rows, c);
+                    [&](int64_t expert, int64_t first_entry, int64_t panel, int64_t m0, int64_t rows, const float* c) {
+                      StoreWeightedOutput(work, expert, first_entry, panel, m0, rows, c);
                     });
   });
   return true;
@@ -259,7 +292,9 @@ bool RunExpertsInOneJob(const ExpertWork<T>& work) {
 template <typename T>
 at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& router_weight,
                    at::TensorList gate_up_weights, at::TensorList gate_up_scales, at::TensorList down_weights,
-                   at::TensorList down_scales, int64_t top_k, bool normalize_top_k, int64_t intermediate) {
+                   at::TensorList down_scales, const MoeVariant& variant) {
+  const int64_t top_k = variant.top_k, intermediate = variant.intermediate_size;
+  const T* router_bias = variant.router_bias.defined() ? variant.router_bias.data_ptr<T>() : nullptr;
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
   const int64_t experts = static_cast<int64_t>(gate_up_weights.size());
   const at::ScalarType dtype = hidden.scalar_type();
@@ -288,13 +323,14 @@ at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, doub
                    const int64_t first = panel * kPanelWidth, columns = std::min(kPanelWidth, experts - first);
                    for (int64_t r = 0; r < block_rows; ++r) {
                      for (int64_t j = 0; j < columns; ++j) {
-                       logits[(m0 + r) * experts + first + j] = static_cast<float>(T(c[r * kPanelWidth + j]));
+                       const float bias = router_bias != nullptr ? static_cast<float>(router_bias[first + j]) : 0.0f;
+                       logits[(m0 + r) * experts + first + j] = static_cast<float>(T(c[r * kPanelWidth + j] + bias));
                      }
                    }
                  });
   });
   ExpertChoices& choices = last_choices;
-  ChooseExperts(logits, tokens, experts, top_k, normalize_top_k, choices);
+  ChooseExperts(logits, tokens, experts, top_k, variant.normalize_top_k, choices, variant.softmax_after_top_k);
   thread_local ExpertGroups groups;
   GroupByExpert(choices, experts, groups);
   CountActiveExperts(groups.active_experts);
@@ -304,8 +340,8 @@ at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, doub
   const int64_t entries = tokens * top_k;
   float* outputs = reinterpret_cast<float*>(CallerBuffer(kMoeEntryOutputs, entries * k * sizeof(float)));
   T* activated = reinterpret_cast<T*>(CallerBuffer(kMoeActivatedRows, entries * intermediate * sizeof(T)));
-  const ExpertWork<T> work{hidden, gate_up_weights, gate_up_scales, down_weights, down_scales,
-                           groups, normalized,      activated,      outputs,      intermediate};
+  const ExpertWork<T> work{hidden,     gate_up_weights, gate_up_scales, down_weights, down_scales, groups,
+                           normalized, activated,       outputs,        intermediate, variant};
   if (!experts_in_one_job || !RunExpertsInOneJob(work)) RunExpertsOneByOne(work);
   at::Tensor result = at::empty_like(hidden);
   T* out = result.data_ptr<T>();
@@ -323,119 +359,77 @@ at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, doub
   return result;
 }
 
+// The checks of both schemas, then the kernel (or, for unpacked weights, the composite).
+at::Tensor RunMoe(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps, const at::Tensor& router_weight,
+                  at::TensorList gate_up_weights, at::TensorList gate_up_scales, at::TensorList down_weights,
+                  at::TensorList down_scales, const MoeVariant& variant) {
+  CheckMoeArguments(hidden, norm_weight, router_weight, gate_up_weights, gate_up_scales, down_weights, down_scales,
+                    variant);
+  const bool packed = IsPackedWeight(gate_up_weights[0]);
+  TORCH_CHECK(IsPackedWeight(router_weight) == packed, "moe: the router and the experts must all be packed or none");
+  for (size_t e = 0; e < gate_up_weights.size(); ++e) {
+    TORCH_CHECK(IsPackedWeight(gate_up_weights[e]) == packed && IsPackedWeight(down_weights[e]) == packed,
+                "moe: the experts' weights must all be packed or none");
+  }
+  if (!packed) {
+    return composite::Moe(hidden, norm_weight, eps, router_weight, gate_up_weights, gate_up_scales, down_weights,
+                          down_scales, variant);
+  }
+  const at::Tensor x = hidden.contiguous(), norm = norm_weight.contiguous(), router = router_weight.contiguous();
+  if (x.scalar_type() == at::kBFloat16) {
+    return MoeImpl<Bf16>(x, norm, eps, router, gate_up_weights, gate_up_scales, down_weights, down_scales, variant);
+  }
+  TORCH_CHECK(x.scalar_type() == at::kFloat, "moe: bfloat16 or float32 activations only");
+  return MoeImpl<float>(x, norm, eps, router, gate_up_weights, gate_up_scales, down_weights, down_scales, variant);
+}
+
 }  // namespace
 
-at::Tensor NormalizedRows(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps) {
-  const at::Tensor x = hidden.to(at::kFloat);
-  return (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * norm_weight.to(at::kFloat))
-      .to(hidden.scalar_type())
-      .contiguous();
+MoeVariant SoftmaxTopKVariant(int64_t top_k, bool normalize_top_k, int64_t intermediate_size) {
+  MoeVariant variant;
+  variant.top_k = top_k;
+  variant.normalize_top_k = normalize_top_k;
+  variant.intermediate_size = intermediate_size;
+  return variant;
 }
 
-at::Tensor RouterLogits(const at::Tensor& normalized_rows, const at::Tensor& router_weight) {
-  return at::linear(normalized_rows, router_weight).to(at::kFloat).to(at::kCPU).contiguous();
-}
-
-void ChooseExperts(const float* router_logits, int64_t rows, int64_t num_experts, int64_t top_k, bool normalize_top_k,
-                   ExpertChoices& choices) {
-  TORCH_CHECK(top_k >= 1 && top_k <= num_experts, "top_k must be 1 .. experts");
-  choices.rows = rows;
-  choices.top_k = top_k;
-  choices.experts.resize(rows * top_k);
-  choices.weights.resize(rows * top_k);
-  thread_local std::vector<float> probabilities;
-  thread_local std::vector<int32_t> order;
-  probabilities.resize(num_experts);
-  order.resize(num_experts);
-  for (int64_t row = 0; row < rows; ++row) {
-    const float* l = router_logits + row * num_experts;
-    const float largest = *std::max_element(l, l + num_experts);
-    float sum = 0.0f;
-    for (int64_t e = 0; e < num_experts; ++e) sum += probabilities[e] = std::exp(l[e] - largest);
-    for (int64_t e = 0; e < num_experts; ++e) probabilities[e] /= sum;
-    std::iota(order.begin(), order.end(), 0);
-    // Largest first, equal ones (NaN compares as equal) by the lower index.
-    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
-      return probabilities[a] > probabilities[b] || (!(probabilities[b] > probabilities[a]) && a < b);
-    });
-    float chosen_sum = 0.0f;
-    for (int64_t i = 0; i < top_k; ++i) chosen_sum += probabilities[order[i]];
-    for (int64_t i = 0; i < top_k; ++i) {
-      choices.experts[row * top_k + i] = order[i];
-      choices.weights[row * top_k + i] =
-          normalize_top_k ? probabilities[order[i]] / chosen_sum : probabilities[order[i]];
-    }
-  }
-}
-
-ExpertChoices ChooseExperts(const at::Tensor& router_logits, int64_t top_k, bool normalize_top_k) {
-  TORCH_CHECK(router_logits.dim() == 2 && router_logits.scalar_type() == at::kFloat && router_logits.is_contiguous(),
-              "router logits must be contiguous float32 [rows, experts]");
-  ExpertChoices choices;
-  ChooseExperts(router_logits.data_ptr<float>(), router_logits.size(0), router_logits.size(1), top_k, normalize_top_k,
-                choices);
-  return choices;
-}
-
-const ExpertChoices& LastExpertChoices() { return last_choices; }
-
-void GroupByExpert(const ExpertChoices& choices, int64_t num_experts, ExpertGroups& groups) {
-  groups.offsets.assign(num_experts + 1, 0);
-  groups.active_experts = 0;
-  for (const int32_t expert : choices.experts) ++groups.offsets[expert + 1];
-  for (int64_t e = 0; e < num_experts; ++e) {
-    if (groups.offsets[e + 1] > 0) ++groups.active_experts;
-    groups.offsets[e + 1] += groups.offsets[e];
-  }
-  groups.rows.resize(choices.experts.size());
-  groups.weights.resize(choices.experts.size());
-  groups.entry_of_choice.resize(choices.experts.size());
-  thread_local std::vector<int64_t> next;
-  next.assign(groups.offsets.begin(), groups.offsets.end() - 1);
-  for (int64_t row = 0; row < choices.rows; ++row) {  // rows ascending within each expert
-    for (int64_t i = 0; i < choices.top_k; ++i) {
-      const int64_t slot = next[choices.experts[row * choices.top_k + i]]++;
-      groups.entry_of_choice[row * choices.top_k + i] = slot;
-      groups.rows[slot] = row;
-      groups.weights[slot] = choices.weights[row * choices.top_k + i];
-    }
-  }
-}
-
-ExpertGroups GroupByExpert(const ExpertChoices& choices, int64_t num_experts) {
-  ExpertGroups groups;
-  GroupByExpert(choices, num_experts, groups);
-  return groups;
+MoeVariant ClampedSwigluVariant(const at::Tensor& router_bias, at::TensorList gate_up_biases,
+                                at::TensorList down_biases, int64_t top_k, int64_t intermediate_size, double alpha,
+                                double limit) {
+  MoeVariant variant;
+  variant.top_k = top_k;
+  variant.intermediate_size = intermediate_size;
+  variant.softmax_after_top_k = true;
+  variant.router_bias = router_bias.contiguous();
+  variant.gate_up_biases = gate_up_biases;
+  variant.down_biases = down_biases;
+  variant.clamped_swiglu = true;
+  variant.alpha = static_cast<float>(alpha);
+  variant.limit = static_cast<float>(limit);
+  return variant;
 }
 
 at::Tensor MoeRmsNormSwiglu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
                             const at::Tensor& router_weight, at::TensorList gate_up_weights,
                             at::TensorList gate_up_scales, at::TensorList down_weights, at::TensorList down_scales,
                             int64_t top_k, bool normalize_top_k, int64_t intermediate_size) {
-  CheckMoeArguments(hidden, norm_weight, router_weight, gate_up_weights, gate_up_scales, down_weights, down_scales,
-                    top_k, intermediate_size);
-  const bool packed = IsPackedWeight(gate_up_weights[0]);
-  TORCH_CHECK(IsPackedWeight(router_weight) == packed,
-              "moe_rms_norm_swiglu: the router and the experts must all be packed or none");
-  for (size_t e = 0; e < gate_up_weights.size(); ++e) {
-    TORCH_CHECK(IsPackedWeight(gate_up_weights[e]) == packed && IsPackedWeight(down_weights[e]) == packed,
-                "moe_rms_norm_swiglu: the experts' weights must all be packed or none");
-  }
-  if (!packed) {
-    return composite::MoeRmsNormSwiglu(hidden, norm_weight, eps, router_weight, gate_up_weights, gate_up_scales,
-                                       down_weights, down_scales, top_k, normalize_top_k, intermediate_size);
-  }
-  const at::Tensor x = hidden.contiguous(), norm = norm_weight.contiguous(), router = router_weight.contiguous();
-  if (x.scalar_type() == at::kBFloat16) {
-    return MoeImpl<Bf16>(x, norm, eps, router, gate_up_weights, gate_up_scales, down_weights, down_scales, top_k,
-                         normalize_top_k, intermediate_size);
-  }
-  TORCH_CHECK(x.scalar_type() == at::kFloat, "moe_rms_norm_swiglu: bfloat16 or float32 activations only");
-  return MoeImpl<float>(x, norm, eps, router, gate_up_weights, gate_up_scales, down_weights, down_scales, top_k,
-                        normalize_top_k, intermediate_size);
+  return RunMoe(hidden, norm_weight, eps, router_weight, gate_up_weights, gate_up_scales, down_weights, down_scales,
+                SoftmaxTopKVariant(top_k, normalize_top_k, intermediate_size));
+}
+
+at::Tensor MoeRmsNormClampedSwiglu(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps,
+                                   const at::Tensor& router_weight, const at::Tensor& router_bias,
+                                   at::TensorList gate_up_weights, at::TensorList gate_up_scales,
+                                   at::TensorList gate_up_biases, at::TensorList down_weights,
+                                   at::TensorList down_scales, at::TensorList down_biases, int64_t top_k,
+                                   int64_t intermediate_size, double alpha, double limit) {
+  return RunMoe(hidden, norm_weight, eps, router_weight, gate_up_weights, gate_up_scales, down_weights, down_scales,
+                ClampedSwigluVariant(router_bias, gate_up_biases, down_biases, top_k, intermediate_size, alpha, limit));
 }
 
 void SetExpertsInOneJob(bool one_job) { experts_in_one_job = one_job; }
+
+const ExpertChoices& LastExpertChoices() { return last_choices; }
 
 int64_t TakeActiveExpertCount() { return std::exchange(active_expert_count, 0); }
 void CountActiveExperts(int64_t experts) { active_expert_count += experts; }
@@ -449,8 +443,19 @@ TORCH_LIBRARY_FRAGMENT(llmc, m) {
       "moe_rms_norm_swiglu(Tensor hidden, Tensor norm_weight, float eps, Tensor router_weight, "
       "Tensor[] gate_up_weights, Tensor[] gate_up_scales, Tensor[] down_weights, Tensor[] down_scales, int top_k, "
       "bool normalize_top_k, int intermediate_size) -> Tensor");
+  m.def(
+      "moe_rms_norm_clamped_swiglu(Tensor hidden, Tensor norm_weight, float eps, Tensor router_weight, "
+      "Tensor router_bias, Tensor[] gate_up_weights, Tensor[] gate_up_scales, Tensor[] gate_up_biases, "
+      "Tensor[] down_weights, Tensor[] down_scales, Tensor[] down_biases, int top_k, int intermediate_size, "
+      "float alpha, float limit) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(llmc, CPU, m) { m.impl("moe_rms_norm_swiglu", &llmc::model::cpu::MoeRmsNormSwiglu); }
+TORCH_LIBRARY_IMPL(llmc, CPU, m) {
+  m.impl("moe_rms_norm_swiglu", &llmc::model::cpu::MoeRmsNormSwiglu);
+  m.impl("moe_rms_norm_clamped_swiglu", &llmc::model::cpu::MoeRmsNormClampedSwiglu);
+}
 
-TORCH_LIBRARY_IMPL(llmc, CUDA, m) { m.impl("moe_rms_norm_swiglu", &llmc::model::cpu::composite::MoeRmsNormSwiglu); }
+TORCH_LIBRARY_IMPL(llmc, CUDA, m) {
+  m.impl("moe_rms_norm_swiglu", &llmc::model::cpu::composite::MoeRmsNormSwiglu);
+  m.impl("moe_rms_norm_clamped_swiglu", &llmc::model::cpu::composite::MoeRmsNormClampedSwiglu);
+}
