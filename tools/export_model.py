@@ -116,7 +116,10 @@ def main(argv=None):
             config = ModelConfig.from_hf_config_dict(hf_config)
             config.add_generation_eos(os.path.join(args.checkpoint, "generation_config.json"))
             tokenizer = args.tokenizer or os.path.join(args.checkpoint, "tokenizer.json")
-            scheme = read_int4_scheme(hf_config) or read_scheme(hf_config)
+            # GPT-OSS's MXFP4 experts are decoded exactly by its own tensor preparation (llmc_export/gpt_oss.py).
+            mxfp4 = (hf_config.get("model_type") == "gpt_oss"
+                     and (hf_config.get("quantization_config") or {}).get("quant_method") == "mxfp4")
+            scheme = None if mxfp4 else read_int4_scheme(hf_config) or read_scheme(hf_config)
             if isinstance(scheme, Int4Scheme):
                 # A 4-bit checkpoint makes an int4 package with its own nibbles, scales and zero points.
                 if args.quantize not in (None, "int4"):

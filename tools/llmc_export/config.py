@@ -6,10 +6,11 @@ import math
 from typing import Optional
 
 from .gemma3 import GEMMA3_MODEL_TYPES, check_gemma3, gemma3_layer_types, gemma3_rope, gemma3_text_config
+from .gpt_oss import gpt_oss_model_config, yarn_inverse_frequencies
 from .moe import MOE_MODEL_TYPES, moe_settings
 
 SUPPORTED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "smollm3", "phi3", "granite", "gemma3_text", "gemma3",
-                         "qwen3_moe", "mixtral")
+                         "qwen3_moe", "mixtral", "gpt_oss")
 # Hugging Face's SmolLM3Config defaults where config.json leaves a key out.
 SMOLLM3_DEFAULT_ROPE_THETA = 2000000.0
 SMOLLM3_DEFAULT_NO_ROPE_LAYER_INTERVAL = 4
@@ -249,6 +250,14 @@ class ModelConfig:
     experts_per_token: int = 0
     moe_intermediate_size: int = 0
     normalize_top_k: bool = False
+    # How the experts route and activate: "softmax_topk" (Qwen3-MoE, Mixtral) or "clamped_swiglu" (GPT-OSS: router
+    # and expert biases, top-k logits then their softmax, (clamp(up, ±limit) + 1) · g · σ(alpha · g)).
+    moe_variant: str = "softmax_topk"
+    swiglu_limit: float = 7.0
+    swiglu_alpha: float = 1.702
+    # GPT-OSS's attention: a bias on o_proj, and a learned sink logit per head in every softmax.
+    o_proj_bias: bool = False
+    attention_sinks: bool = False
 
     def validate(self):
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
@@ -277,7 +286,9 @@ class ModelConfig:
                               f"0..{self.num_layers - 1}")
         if self.rope_scaling is not None:
             kind = self.rope_scaling.get("rope_type", self.rope_scaling.get("type"))
-            if kind in ("longrope", "su") and self.architecture == "phi3":
+            if kind == "yarn" and self.architecture == "gpt_oss":
+                pass
+            elif kind in ("longrope", "su") and self.architecture == "phi3":
                 pass  # short factors (check_phi3; the context is capped at original_max_position_embeddings)
             elif kind not in ("linear", "llama3", "default"):
                 raise ExportError(f"unsupported rope_scaling type '{kind}' (supported: linear, llama3)")
@@ -289,6 +300,8 @@ class ModelConfig:
         inv_freq = [1.0 / (self.rope_theta ** (i / dim)) for i in range(0, dim, 2)]
         scaling = self.rope_scaling or {}
         kind = scaling.get("rope_type", scaling.get("type", "default"))
+        if kind == "yarn":  # GPT-OSS; its attention factor is folded into q and k at export (gpt_oss.py)
+            inv_freq = yarn_inverse_frequencies(dim, self.rope_theta, scaling, self.max_context_length)[0]
         if kind in ("longrope", "su"):  # LongRoPE's short factors: the package serves no longer contexts
             inv_freq = [f / float(factor) for f, factor in zip(inv_freq, scaling["short_factor"])]
         if kind == "linear":
@@ -329,6 +342,8 @@ class ModelConfig:
             check_qwen3(hf, model_type)
         if model_type in GEMMA3_MODEL_TYPES:
             return gemma3_model_config(hf)
+        if model_type == "gpt_oss":
+            return gpt_oss_model_config(hf).validate()
         try:
             if model_type == "smollm3":
                 check_smollm3(hf)

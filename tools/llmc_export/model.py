@@ -1,5 +1,5 @@
 """The Llama-family network (Llama 2/3, Mistral, Qwen2/2.5, Qwen3, SmolLM3, Phi-3, Granite 3, Gemma 3, and the
-mixtures of experts Qwen3-MoE and Mixtral) over one flattened batch and a paged KV cache.
+mixtures of experts Qwen3-MoE, Mixtral and GPT-OSS) over one flattened batch and a paged KV cache.
 
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
@@ -55,7 +55,13 @@ class Attention(nn.Module):
         self.scale = config.attention_scale or config.head_dim ** -0.5
         qkv_width = (config.num_heads + 2 * config.num_kv_heads) * config.head_dim
         self.qkv_proj = with_weight_scale(nn.Linear(config.hidden_size, qkv_width, bias=config.qkv_bias))
-        self.o_proj = with_weight_scale(nn.Linear(config.num_heads * config.head_dim, config.hidden_size, bias=False))
+        self.o_proj = with_weight_scale(nn.Linear(config.num_heads * config.head_dim, config.hidden_size,
+                                                  bias=config.o_proj_bias))
+        if config.o_proj_bias:
+            self.has_o_proj_bias = True
+        # GPT-OSS's attention sinks: one logit per head in every softmax, weighing no value.
+        if config.attention_sinks:
+            self.sinks = nn.Parameter(torch.zeros(config.num_heads))
         if config.qk_norm:
             self.q_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
             self.k_norm = RMSNorm(config.head_dim, config.rms_norm_eps)
@@ -75,12 +81,13 @@ class Mlp(nn.Module):
 
 
 class Expert(nn.Module):
-    """One expert of a sparse layer: a SwiGLU MLP with gate and up stacked as the dense Mlp's."""
+    """One expert of a sparse layer: a SwiGLU MLP with gate and up stacked as the dense Mlp's (GPT-OSS's with
+    biases)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int):
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False):
         super().__init__()
-        self.gate_up_proj = with_weight_scale(nn.Linear(hidden_size, 2 * intermediate_size, bias=False))
-        self.down_proj = with_weight_scale(nn.Linear(intermediate_size, hidden_size, bias=False))
+        self.gate_up_proj = with_weight_scale(nn.Linear(hidden_size, 2 * intermediate_size, bias=bias))
+        self.down_proj = with_weight_scale(nn.Linear(intermediate_size, hidden_size, bias=bias))
 
 
 class SparseMoe(nn.Module):
@@ -92,8 +99,13 @@ class SparseMoe(nn.Module):
         self.top_k = config.experts_per_token
         self.normalize_top_k = config.normalize_top_k
         self.intermediate_size = config.moe_intermediate_size
-        self.gate = nn.Linear(config.hidden_size, config.num_experts, bias=False)
-        self.experts = nn.ModuleList([Expert(config.hidden_size, config.moe_intermediate_size)
+        clamped = config.moe_variant == "clamped_swiglu"
+        if clamped:  # GPT-OSS: biases, top-k logits then softmax, the clamped SwiGLU
+            self.clamped_swiglu = True
+            self.alpha = float(config.swiglu_alpha)
+            self.limit = float(config.swiglu_limit)
+        self.gate = nn.Linear(config.hidden_size, config.num_experts, bias=clamped)
+        self.experts = nn.ModuleList([Expert(config.hidden_size, config.moe_intermediate_size, bias=clamped)
                                       for _ in range(config.num_experts)])
 
 
@@ -141,7 +153,11 @@ class DecoderLayer(nn.Module):
                                                  attn.num_kv_heads)
         # Resolved when the model is scripted, as above: a layer without a window records the call without one,
         # as packages before windows have it.
-        if hasattr(self, "attention_window"):
+        if hasattr(attn, "sinks"):  # GPT-OSS (resolved when scripted, as the window)
+            window = self.attention_window if hasattr(self, "attention_window") else 0
+            out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
+                                                 attn.scale, window, attn.sinks)
+        elif hasattr(self, "attention_window"):
             out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
                                                  attn.scale, self.attention_window)
         else:
@@ -155,6 +171,11 @@ class DecoderLayer(nn.Module):
                                                     self.post_attention_layernorm.weight,
                                                     self.post_attention_layernorm.eps)
             mlp_norm = self.pre_feedforward_layernorm
+        elif hasattr(attn, "has_o_proj_bias"):
+            hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim),
+                                                    attn.o_proj.weight, attn.o_proj.weight_scale, hidden, None, 1e-6,
+                                                    attn.o_proj.bias)
+            mlp_norm = self.post_attention_layernorm
         else:
             hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim),
                                                     attn.o_proj.weight, attn.o_proj.weight_scale, hidden)
@@ -169,6 +190,17 @@ class DecoderLayer(nn.Module):
                 gate_up_scales.append(expert.gate_up_proj.weight_scale)
                 down_weights.append(expert.down_proj.weight)
                 down_scales.append(expert.down_proj.weight_scale)
+            if hasattr(mlp, "clamped_swiglu"):
+                gate_up_biases: List[torch.Tensor] = []
+                down_biases: List[torch.Tensor] = []
+                for expert in mlp.experts:
+                    gate_up_biases.append(expert.gate_up_proj.bias)
+                    down_biases.append(expert.down_proj.bias)
+                return torch.ops.llmc.moe_rms_norm_clamped_swiglu(hidden, mlp_norm.weight, mlp_norm.eps,
+                                                                  mlp.gate.weight, mlp.gate.bias, gate_up_weights,
+                                                                  gate_up_scales, gate_up_biases, down_weights,
+                                                                  down_scales, down_biases, mlp.top_k,
+                                                                  mlp.intermediate_size, mlp.alpha, mlp.limit)
             return torch.ops.llmc.moe_rms_norm_swiglu(hidden, mlp_norm.weight, mlp_norm.eps, mlp.gate.weight,
                                                       gate_up_weights, gate_up_scales, down_weights, down_scales,
                                                       mlp.top_k, mlp.normalize_top_k, mlp.intermediate_size)
@@ -341,13 +373,22 @@ def hf_parameter_shapes(config: ModelConfig) -> dict:
             prefix + "self_attn.v_proj.weight": (kv, h), prefix + "self_attn.o_proj.weight": (h, q),
             prefix + "input_layernorm.weight": (h,), prefix + "post_attention_layernorm.weight": (h,),
         })
+        if config.o_proj_bias:
+            shapes[prefix + "self_attn.o_proj.bias"] = (h,)
+        if config.attention_sinks:
+            shapes[prefix + "self_attn.sinks"] = (config.num_heads,)
         if layer in config.moe_layers:
             m = config.moe_intermediate_size
+            biases = config.moe_variant == "clamped_swiglu"
             shapes[prefix + "mlp.gate.weight"] = (config.num_experts, h)
+            if biases:
+                shapes[prefix + "mlp.gate.bias"] = (config.num_experts,)
             for expert in range(config.num_experts):
                 p = f"{prefix}mlp.experts.{expert}."
                 shapes.update({p + "gate_proj.weight": (m, h), p + "up_proj.weight": (m, h),
                                p + "down_proj.weight": (h, m)})
+                if biases:
+                    shapes.update({p + "gate_proj.bias": (m,), p + "up_proj.bias": (m,), p + "down_proj.bias": (h,)})
         else:
             shapes.update({prefix + "mlp.gate_proj.weight": (i, h), prefix + "mlp.up_proj.weight": (i, h),
                            prefix + "mlp.down_proj.weight": (h, i)})

@@ -10,6 +10,7 @@ from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
 from .gemma3 import gemma3_text_tensors, prepare_gemma3_tensors
 from .granite import prepare_granite_tensors
+from .gpt_oss import prepare_gpt_oss_tensors
 from .moe import rename_mixtral_tensors
 from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
@@ -57,7 +58,7 @@ def default_chat_template(config: ModelConfig) -> str:
     if config.architecture in ("mistral", "mixtral"):
         return "mistral"
     # No built-in Phi, Granite or Gemma template: the checkpoint's own Jinja one serves chats.
-    if config.architecture in ("phi3", "granite", "gemma3"):
+    if config.architecture in ("phi3", "granite", "gemma3", "gpt_oss"):
         return "raw"
     return "llama3" if config.vocab_size >= 128000 else "llama2"
 
@@ -96,7 +97,8 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
         **({"layer_windows": list(config.layer_windows)} if any(config.layer_windows) else {}),
         **({"moe_layers": list(config.moe_layers), "num_experts": config.num_experts,
             "experts_per_token": config.experts_per_token, "moe_intermediate_size": config.moe_intermediate_size,
-            "normalize_top_k": config.normalize_top_k} if config.moe_layers else {}),
+            "normalize_top_k": config.normalize_top_k, "moe_variant": config.moe_variant}
+           if config.moe_layers else {}),
         **({"context_note": "LongRoPE served with its short factors only: max_context_length capped at "
                             "original_max_position_embeddings"} if is_capped_longrope(config) else {}),
     }
@@ -167,6 +169,8 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "
     tensors = read_checkpoint(checkpoint)
     if config.architecture == "mixtral":
         rename_mixtral_tensors(tensors)
+    if config.architecture == "gpt_oss":
+        prepare_gpt_oss_tensors(tensors, config)
     if config.moe_layers and scheme is not None:
         raise ExportError(f"{config.architecture} quantized checkpoints are not supported yet: export the float "
                           "checkpoint with --quantize int8 or int4 instead")
