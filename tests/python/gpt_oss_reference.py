@@ -220,7 +220,7 @@ def checkpoint_tensors(config, seed, mxfp4=False):
 
     tensors = {"model.embed_tokens.weight": matrix(v, h, 0.7), "model.norm.weight": norm(h)}
     if not config["tie_word_embeddings"]:
-        tensors["lm_head.weight"] = matrix(v, h, 0.7)
+        tensors["lm_head.weight"] = matrix(v, h, 0.5)
     for layer in range(config["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         tensors.update({

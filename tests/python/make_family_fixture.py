@@ -10,7 +10,8 @@ FAMILY: smollm3 (a NoPE layer between two RoPE layers, smollm3_reference.py), ph
 gate_up_proj, partial rotary 0.75, LongRoPE, phi3_reference.py), granite (non-trivial multipliers,
 granite_reference.py) or gemma3 (gemma3_text: sliding layers with a window of 8 among full ones, two RoPE bases,
 (1 + w) norms around both sublayers, the final softcap, gemma3_reference.py), qwen3_moe (8 experts, 3 per token,
-one dense layer between two sparse ones) or mixtral (top-2 of 8 in every layer; both moe_reference.py). DIR/checkpoint/ is the checkpoint,
+one dense layer between two sparse ones) or mixtral (top-2 of 8 in every layer; both moe_reference.py), or
+gpt_oss (MXFP4 experts, sinks, a sliding and a full layer, YaRN; gpt_oss_reference.py). DIR/checkpoint/ is the checkpoint,
 DIR/package/ the exported package and DIR/reference.pt (unless --no-reference) the reference module
 (family_fixture.py). --tokenizer-dir puts that folder's tokenizer.json and tokenizer_config.json in the checkpoint
 in place of the placeholder tokenizer.json, so the package carries the real vocabulary and chat template.
@@ -23,6 +24,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import gemma3_reference  # noqa: E402
+import gpt_oss_reference  # noqa: E402
 import granite_reference  # noqa: E402
 import moe_reference  # noqa: E402
 import phi3_reference  # noqa: E402
@@ -38,6 +40,8 @@ FAMILIES = {
     "gemma3": (gemma3_reference.GEMMA3_CONFIG, gemma3_reference.Gemma3Reference, gemma3_reference.write_checkpoint),
     "qwen3_moe": (moe_reference.QWEN3_MOE_CONFIG, moe_reference.MoeReference, moe_reference.write_checkpoint),
     "mixtral": (moe_reference.MIXTRAL_CONFIG, moe_reference.MoeReference, moe_reference.write_checkpoint),
+    "gpt_oss": (gpt_oss_reference.GPT_OSS_CONFIG, gpt_oss_reference.GptOssReference,
+                lambda folder, config: gpt_oss_reference.write_checkpoint(folder, config, mxfp4=True)),
 }
 
 

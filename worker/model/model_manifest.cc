@@ -104,7 +104,8 @@ absl::Status ReadMixtureOfExperts(const json& root, const std::string& path, Mod
   const auto normalize = root.find("normalize_top_k");
   if (normalize == root.end() || !normalize->is_boolean()) return Missing(path, "normalize_top_k", "true or false");
   manifest.normalize_top_k = normalize->get<bool>();
-  return absl::OkStatus();
+  return ReadChoice(root, path, "moe_variant", {"softmax_topk", "clamped_swiglu"}, "softmax_topk or clamped_swiglu",
+                    &manifest.moe_variant);
 }
 
 }  // namespace

@@ -81,6 +81,9 @@ struct ModelManifest {
   int64_t experts_per_token = 0;
   int64_t moe_intermediate_size = 0;
   bool normalize_top_k = false;
+  // "softmax_topk" (Qwen3-MoE, Mixtral; also what a manifest without the field means) or "clamped_swiglu"
+  // (GPT-OSS: biased router, top-k logits then softmax, biased experts with the clamped SwiGLU).
+  std::string moe_variant = "softmax_topk";
   bool IsSparseLayer(int64_t layer) const;
 };
 
