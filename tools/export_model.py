@@ -60,6 +60,18 @@ PRESETS = {
                              num_heads=4, num_kv_heads=2, head_dim=64, qkv_bias=False, qk_norm=True,
                              max_context_length=4096, moe_layers=tuple(range(4)), num_experts=8, experts_per_token=2,
                              moe_intermediate_size=128, normalize_top_k=True),
+    # The "small" shape as a GPT-OSS (8 experts of 128, 2 per token, sliding layers of window 128 between full ones,
+    # sinks, biases, YaRN as gpt-oss-20b's): end-to-end tests of its attention and clamped experts.
+    "small-gpt-oss": ModelConfig(architecture="gpt_oss", vocab_size=201088, hidden_size=256, intermediate_size=128,
+                                 num_layers=4, num_heads=4, num_kv_heads=2, head_dim=64, rms_norm_eps=1e-5,
+                                 rope_theta=150000.0, qkv_bias=True, o_proj_bias=True, attention_sinks=True,
+                                 tie_word_embeddings=False, max_context_length=4096, layer_windows=(128, 0, 128, 0),
+                                 rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                                               "beta_slow": 1.0, "truncate": False,
+                                               "original_max_position_embeddings": 4096},
+                                 moe_layers=tuple(range(4)),
+                                 num_experts=8, experts_per_token=2, moe_intermediate_size=128,
+                                 moe_variant="clamped_swiglu"),
     # Small enough for tests to export and run in seconds.
     "tiny": ModelConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4,
                         num_kv_heads=2, head_dim=32, max_context_length=2048),

@@ -61,6 +61,10 @@ std::string SmallMoePackage(const std::string& quantize) {
   return ExportOnce("moe-" + quantize, kSmallModelName, "qwen3", "1", "151645", quantize, "last", "small-moe");
 }
 
+std::string SmallGptOssPackage(const std::string& quantize) {
+  return ExportOnce("gpt-oss-" + quantize, kSmallModelName, "gptoss", "1", "200002", quantize, "last", "small-gpt-oss");
+}
+
 std::string SmallW8A16CheckpointPackage() {
   static std::mutex mu;
   static std::string* package = new std::string();

