@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from llmc_export.config import ExportError, ModelConfig, gemma3_model_config, read_hf_config  # noqa: E402
 from llmc_export.package import (DTYPES, EMBEDDING_POOLINGS, MANIFEST, QUANTIZATIONS, build_model,  # noqa: E402
-                                 load_checkpoint, write_package)
+                                 build_random_quantized_moe, load_checkpoint, write_package)
 from llmc_export.output_formats import REASONING_MARKERS, TOOL_CALL_FORMATS  # noqa: E402
 from llmc_export.prequantized import read_scheme  # noqa: E402
 from llmc_export.prequantized_int4 import Int4Scheme, read_int4_scheme  # noqa: E402
@@ -166,7 +166,11 @@ def main(argv=None):
                 config.eos_token_ids = tuple(args.eos_token_id)
             config.validate()
             tokenizer = args.tokenizer
-            model = build_model(config, seed=args.seed)
+            if config.moe_layers and args.quantize in ("int8", "int4"):
+                group_size = args.group_size or (INT4_DEFAULT_GROUP_SIZE if args.quantize == "int4" else 0)
+                model = build_random_quantized_moe(config, args.seed, args.dtype, args.quantize, group_size)
+            else:
+                model = build_model(config, seed=args.seed)
         args.quantize = args.quantize or "none"
         if args.quantize == "int4" and args.group_size == 0:
             args.group_size = INT4_DEFAULT_GROUP_SIZE

@@ -84,17 +84,21 @@ class Expert(nn.Module):
     """One expert of a sparse layer: a SwiGLU MLP with gate and up stacked as the dense Mlp's (GPT-OSS's with
     biases)."""
 
-    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False):
+    def __init__(self, hidden_size: int, intermediate_size: int, bias: bool = False, initialize: bool = True):
         super().__init__()
-        self.gate_up_proj = with_weight_scale(nn.Linear(hidden_size, 2 * intermediate_size, bias=bias))
-        self.down_proj = with_weight_scale(nn.Linear(intermediate_size, hidden_size, bias=bias))
+        # Without initialize the matrices are allocated but never written (nor made resident) here: a large
+        # random package fills and quantizes them one expert at a time (package.fill_experts_quantized).
+        linear = nn.Linear if initialize else lambda *args, **kwargs: torch.nn.utils.skip_init(nn.Linear, *args,
+                                                                                                **kwargs)
+        self.gate_up_proj = with_weight_scale(linear(hidden_size, 2 * intermediate_size, bias=bias))
+        self.down_proj = with_weight_scale(linear(intermediate_size, hidden_size, bias=bias))
 
 
 class SparseMoe(nn.Module):
     """A mixture-of-experts MLP (moe.py): the router `gate` [num_experts, hidden] (no weight_scale: it stays in the
     activations' dtype) and the experts, run by one fused operator (ops.moe_rms_norm_swiglu)."""
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, initialize_experts: bool = True):
         super().__init__()
         self.top_k = config.experts_per_token
         self.normalize_top_k = config.normalize_top_k
@@ -105,8 +109,8 @@ class SparseMoe(nn.Module):
             self.alpha = float(config.swiglu_alpha)
             self.limit = float(config.swiglu_limit)
         self.gate = nn.Linear(config.hidden_size, config.num_experts, bias=clamped)
-        self.experts = nn.ModuleList([Expert(config.hidden_size, config.moe_intermediate_size, bias=clamped)
-                                      for _ in range(config.num_experts)])
+        self.experts = nn.ModuleList([Expert(config.hidden_size, config.moe_intermediate_size, bias=clamped,
+                                             initialize=initialize_experts) for _ in range(config.num_experts)])
 
 
 class DecoderLayer(nn.Module):
@@ -117,7 +121,7 @@ class DecoderLayer(nn.Module):
     post_feedforward_layernorm its output; otherwise post_attention_layernorm is the MLP's input norm (Llama's
     naming)."""
 
-    def __init__(self, config: ModelConfig, index: int = 0):
+    def __init__(self, config: ModelConfig, index: int = 0, initialize_experts: bool = True):
         super().__init__()
         if index in config.nope_layers:
             self.no_rope = True
@@ -128,7 +132,7 @@ class DecoderLayer(nn.Module):
         if config.layer_windows and config.layer_windows[index] > 0:
             self.attention_window = int(config.layer_windows[index])
         self.self_attn = Attention(config)
-        self.mlp = SparseMoe(config) if index in config.moe_layers else Mlp(config)
+        self.mlp = SparseMoe(config, initialize_experts) if index in config.moe_layers else Mlp(config)
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         if config.sandwich_norms:
@@ -219,10 +223,11 @@ class DecoderLayer(nn.Module):
 
 
 class Backbone(nn.Module):
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, initialize_experts: bool = True):
         super().__init__()
         self.embed_tokens = with_weight_scale(nn.Embedding(config.vocab_size, config.hidden_size))
-        self.layers = nn.ModuleList([DecoderLayer(config, index) for index in range(config.num_layers)])
+        self.layers = nn.ModuleList([DecoderLayer(config, index, initialize_experts)
+                                     for index in range(config.num_layers)])
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
 
 
@@ -236,11 +241,11 @@ class CausalLM(nn.Module):
     query_start_locs: [num_seqs + 1] int32; logits_indices: rows whose logits are needed (int64).
     """
 
-    def __init__(self, config: ModelConfig):
+    def __init__(self, config: ModelConfig, initialize_experts: bool = True):
         super().__init__()
         self.hidden_size = config.hidden_size
         self.vocab_size = config.vocab_size
-        self.model = Backbone(config)
+        self.model = Backbone(config, initialize_experts)
         self.lm_head = with_weight_scale(nn.Linear(config.hidden_size, config.vocab_size, bias=False))
         if config.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
@@ -438,11 +443,14 @@ def hf_state_dict(model: CausalLM, config: ModelConfig) -> dict:
     return tensors
 
 
-def random_weights(model: CausalLM, seed: int) -> None:
-    """Initialises every weight reproducibly: N(0, 0.02) for matrices and biases, 1 for norms."""
+def random_weights(model: CausalLM, seed: int, skip_experts: bool = False) -> None:
+    """Initialises every weight reproducibly: N(0, 0.02) for matrices and biases, 1 for norms (with skip_experts,
+    every parameter but the experts' matrices, left to package.fill_experts_quantized)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, parameter in model.named_parameters():
+            if skip_experts and ".experts." in name and name.endswith("proj.weight"):
+                continue
             if name.endswith("layernorm.weight") or name.endswith("norm.weight"):
                 parameter.fill_(1.0)
             else:

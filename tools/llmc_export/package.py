@@ -5,6 +5,7 @@ import shutil
 from typing import Optional
 
 import torch
+from torch import nn
 
 from .config import ExportError, ModelConfig
 from .model import CausalLM, hf_parameter_shapes, load_hf_tensors, random_weights
@@ -16,7 +17,8 @@ from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
 from .prequantized import by_module, take_int8_weights
 from .prequantized_int4 import Gptq8Scheme, Int4Scheme, take_quantized_weights
-from .quantize import INT4_DEFAULT_GROUP_SIZE, check_group_size, check_int4_group_size, quantize_model
+from .quantize import (INT4_DEFAULT_GROUP_SIZE, check_group_size, check_int4_group_size, quantize_int4, quantize_int8,
+                       quantize_model)
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
@@ -158,6 +160,36 @@ def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> C
         random_weights(model, seed)
         return model
     return load_checkpoint(config, checkpoint, None)[0]
+
+
+def build_random_quantized_moe(config: ModelConfig, seed: int, dtype: str, method: str, group_size: int) -> CausalLM:
+    """A random mixture of experts whose experts are made quantized one at a time, so that the float matrices of
+    all experts never exist at once (a Qwen3-30B-A3B shape holds 116 GB of them in float32): each expert's
+    matrices are drawn (N(0, 0.02), their own seed), rounded to `dtype` and quantized before the next is drawn.
+    The other weights are random_weights' (the experts' draws left out, so the figures differ from build_model's)."""
+    model = CausalLM(config, initialize_experts=False)
+    random_weights(model, seed, skip_experts=True)
+    with torch.no_grad():  # the other weights in `dtype` now, before the experts become resident
+        for name, parameter in model.named_parameters():
+            if not (".experts." in name and name.endswith("proj.weight")):
+                parameter.data = parameter.data.to(DTYPES[dtype])
+    fill_experts_quantized(model, seed, DTYPES[dtype], method, group_size)
+    return model
+
+
+def fill_experts_quantized(model: CausalLM, seed: int, dtype: torch.dtype, method: str, group_size: int) -> None:
+    index = 0
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if ".experts." not in name or not name.endswith(("gate_up_proj", "down_proj")):
+                continue
+            generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
+            index += 1
+            weight = (torch.randn(module.weight.shape, generator=generator) * 0.02).to(dtype)
+            q, scale = (quantize_int4(weight, group_size, name + ".weight") if method == "int4"
+                        else quantize_int8(weight, group_size, name + ".weight"))
+            module.weight = nn.Parameter(q, requires_grad=False)
+            module.weight_scale = scale
 
 
 def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "float32") -> tuple:

@@ -115,6 +115,8 @@ def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, T
     if unknown:
         raise ExportError(f"int8 weights for modules this model does not quantize: {', '.join(unknown[:4])}")
     for name, module in modules:  # all checked before any is changed
+        if not module.weight.is_floating_point():
+            continue
         check_divides(name + ".weight", module.weight, group_size)
         if name in exact and method == "int4":
             q, scale = exact[name]
@@ -133,6 +135,8 @@ def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, T
     embed_tokens = model.model.embed_tokens
     tied = model.lm_head.weight is embed_tokens.weight
     for name, module in modules:
+        if not module.weight.is_floating_point():  # made quantized already (package.fill_experts_quantized)
+            continue
         if name in exact:
             q, scale = exact[name][0], exact[name][1].float()
         elif method == "int4":
