@@ -167,6 +167,7 @@ def build_random_quantized_moe(config: ModelConfig, seed: int, dtype: str, metho
     all experts never exist at once (a Qwen3-30B-A3B shape holds 116 GB of them in float32): each expert's
     matrices are drawn (N(0, 0.02), their own seed), rounded to `dtype` and quantized before the next is drawn.
     The other weights are random_weights' (the experts' draws left out, so the figures differ from build_model's)."""
+    _return_large_blocks_to_the_system()
     model = CausalLM(config, initialize_experts=False)
     random_weights(model, seed, skip_experts=True)
     with torch.no_grad():  # the other weights in `dtype` now, before the experts become resident
@@ -175,6 +176,18 @@ def build_random_quantized_moe(config: ModelConfig, seed: int, dtype: str, metho
                 parameter.data = parameter.data.to(DTYPES[dtype])
     fill_experts_quantized(model, seed, DTYPES[dtype], method, group_size)
     return model
+
+
+def _return_large_blocks_to_the_system() -> None:
+    """glibc's malloc raises its mmap threshold after the first large free, so each expert's float draw would then
+    come from the heap, where the quantized matrices allocated between the draws pin the freed space: thousands of
+    experts left the heap holding one float draw per expert (the first 48-layer export was killed for memory).
+    A fixed threshold of 1 MiB keeps every large block in its own mapping, returned on free."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
 
 
 def fill_experts_quantized(model: CausalLM, seed: int, dtype: torch.dtype, method: str, group_size: int) -> None:
