@@ -16,7 +16,7 @@ namespace {
 TEST_CASE("gpu: CUDA paged attention equals the CPU kernel", "[gpu]") {
   REQUIRE(torch::cuda::is_available());
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    for (const auto [heads, kv_heads, head_dim] : {std::tuple{4, 4, 64}, {14, 2, 64}, {7, 1, 128}, {8, 4, 128}}) {
+    for (const auto& [heads, kv_heads, head_dim] : {std::tuple{4, 4, 64}, {14, 2, 64}, {7, 1, 128}, {8, 4, 128}}) {
       at::manual_seed(heads + head_dim);
       const auto options = at::TensorOptions().dtype(dtype);
       const at::Tensor key_cache = at::randn({32, 16, kv_heads, head_dim}, options);
