@@ -69,6 +69,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormLmHeadTopK(const at::Tenso
 // The composite (ATen) versions of the same operators: the CUDA kernels, the CPU path for unpacked weights,
 // and the reference in tests.
 namespace composite {
+// RMSNorm(hidden) * weight in float32, rounded once to hidden's dtype (ops.py's rms_norm_reference).
+at::Tensor RmsNorm(const at::Tensor& hidden, const at::Tensor& weight, double eps);
 // Whether an optional weight operand is given (absent, undefined or empty: not).
 bool HasWeight(const c10::optional<at::Tensor>& weight);
 // The matrix a projection multiplies by: `weight` itself, or an int8 weight times its scales, in `dtype`.

@@ -9,12 +9,6 @@
 namespace llmc::model::cpu::composite {
 namespace {
 
-at::Tensor RmsNorm(const at::Tensor& hidden, const at::Tensor& weight, double eps) {
-  const at::Tensor x = hidden.to(at::kFloat);
-  const at::Tensor normalized = x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
-  return (normalized * weight.to(at::kFloat)).to(hidden.scalar_type());
-}
-
 // x [T, heads, head_dim] rotated by the rotate-half convention; cos/sin [T, head_dim / 2].
 at::Tensor Rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const int64_t half = x.size(2) / 2;
@@ -25,6 +19,12 @@ at::Tensor Rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
 }
 
 }  // namespace
+
+at::Tensor RmsNorm(const at::Tensor& hidden, const at::Tensor& weight, double eps) {
+  const at::Tensor x = hidden.to(at::kFloat);
+  const at::Tensor normalized = x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+  return (normalized * weight.to(at::kFloat)).to(hidden.scalar_type());
+}
 
 bool HasWeight(const c10::optional<at::Tensor>& weight) {
   return weight.has_value() && weight->defined() && weight->numel() > 0;

@@ -7,12 +7,6 @@
 namespace llmc::model::cpu::composite {
 namespace {
 
-at::Tensor NormalizedRows(const at::Tensor& hidden, const at::Tensor& norm_weight, double eps) {
-  const at::Tensor x = hidden.to(at::kFloat);
-  return (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps) * norm_weight.to(at::kFloat))
-      .to(hidden.scalar_type());
-}
-
 at::Tensor Mixture(const at::Tensor& hidden, const at::Tensor& normalized, const ExpertGroups& groups,
                    at::TensorList gate_up_weights, at::TensorList gate_up_scales, at::TensorList down_weights,
                    at::TensorList down_scales, const MoeVariant& variant) {
@@ -62,7 +56,7 @@ at::Tensor MoeWithChoices(const at::Tensor& hidden, const at::Tensor& norm_weigh
                           const ExpertChoices& choices, at::TensorList gate_up_weights, at::TensorList gate_up_scales,
                           at::TensorList down_weights, at::TensorList down_scales, const MoeVariant& variant) {
   TORCH_CHECK(choices.rows == hidden.size(0), "moe: one routing choice per row");
-  return Mixture(hidden, NormalizedRows(hidden, norm_weight, eps),
+  return Mixture(hidden, RmsNorm(hidden, norm_weight, eps),
                  GroupByExpert(choices, static_cast<int64_t>(gate_up_weights.size())), gate_up_weights, gate_up_scales,
                  down_weights, down_scales, variant);
 }
@@ -73,7 +67,7 @@ at::Tensor Moe(const at::Tensor& hidden, const at::Tensor& norm_weight, double e
   TORCH_CHECK(hidden.dim() == 2 && router_weight.dim() == 2 &&
                   router_weight.size(0) == static_cast<int64_t>(gate_up_weights.size()),
               "moe: router [experts, hidden] and every expert's weights");
-  const at::Tensor normalized = NormalizedRows(hidden, norm_weight, eps);
+  const at::Tensor normalized = RmsNorm(hidden, norm_weight, eps);
   // The router's logits in the activations' dtype (as Hugging Face's linear gives them), then float32 on the host.
   const c10::optional<at::Tensor> router_bias =
       variant.router_bias.defined() ? c10::optional<at::Tensor>(variant.router_bias) : c10::nullopt;

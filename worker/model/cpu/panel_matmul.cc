@@ -201,22 +201,6 @@ void ZeroRow(const Staged& staged, int64_t row) {
   }
 }
 
-template <typename T>
-void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
-  // Sixteen running sums, which the vectorizer keeps in registers: one sum is a serial chain of k additions.
-  constexpr int64_t kLanes = 16;
-  float lanes[kLanes] = {};
-  const int64_t whole = k / kLanes * kLanes;
-  for (int64_t i = 0; i < whole; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += static_cast<float>(x[i + j]) * static_cast<float>(x[i + j]);
-  }
-  for (int64_t i = whole; i < k; ++i) lanes[i - whole] += static_cast<float>(x[i]) * static_cast<float>(x[i]);
-  float sum = 0;
-  for (const float lane : lanes) sum += lane;
-  const float scale = 1.0f / std::sqrt(sum / static_cast<float>(k) + eps);
-  for (int64_t i = 0; i < k; ++i) dst[i] = T(static_cast<float>(x[i]) * scale * static_cast<float>(weight[i]));
-}
-
 }  // namespace
 
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
@@ -304,12 +288,30 @@ void StageRows(TeamMember& member, const Staged& staged, int64_t k, RowFn<T> row
 }
 
 template <typename T>
+void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst) {
+  // Sixteen running sums, which the vectorizer keeps in registers: one sum is a serial chain of k additions.
+  constexpr int64_t kLanes = 16;
+  float lanes[kLanes] = {};
+  const int64_t whole = k / kLanes * kLanes;
+  for (int64_t i = 0; i < whole; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += static_cast<float>(x[i + j]) * static_cast<float>(x[i + j]);
+  }
+  for (int64_t i = whole; i < k; ++i) lanes[i - whole] += static_cast<float>(x[i]) * static_cast<float>(x[i]);
+  float sum = 0;
+  for (const float lane : lanes) sum += lane;
+  const float scale = 1.0f / std::sqrt(sum / static_cast<float>(k) + eps);
+  for (int64_t i = 0; i < k; ++i) dst[i] = T(static_cast<float>(x[i]) * scale * static_cast<float>(weight[i]));
+}
+
+template <typename T>
 void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, const T* norm, float eps, int64_t k) {
   StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { NormRow(x + row * k, norm, eps, k, dst); });
 }
 
 template void StageRows<float>(TeamMember&, const Staged&, int64_t, RowFn<float>);
 template void StageRows<c10::BFloat16>(TeamMember&, const Staged&, int64_t, RowFn<c10::BFloat16>);
+template void NormRow<float>(const float*, const float*, float, int64_t, float*);
+template void NormRow<c10::BFloat16>(const c10::BFloat16*, const c10::BFloat16*, float, int64_t, c10::BFloat16*);
 template void StageNormalizedRows<float>(TeamMember&, const Staged&, const float*, const float*, float, int64_t);
 template void StageNormalizedRows<c10::BFloat16>(TeamMember&, const Staged&, const c10::BFloat16*, const c10::BFloat16*,
                                                  float, int64_t);

@@ -93,6 +93,9 @@ using RowFn = absl::FunctionRef<void(int64_t row, T* dst)>;
 // zeroed here. Ends with a barrier: the staged rows are complete for every member. T: float or c10::BFloat16.
 template <typename T>
 void StageRows(TeamMember& member, const Staged& staged, int64_t k, RowFn<T> row_fn);
+// One row of RMSNorm(x) * weight (k values, rounded once to T): what StageNormalizedRows stages.
+template <typename T>
+void NormRow(const T* x, const T* weight, float eps, int64_t k, T* dst);
 // StageRows of RMSNorm(x) * norm, the input of the operators that fold the norm in.
 template <typename T>
 void StageNormalizedRows(TeamMember& member, const Staged& staged, const T* x, const T* norm, float eps, int64_t k);
