@@ -147,9 +147,11 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight
       const int64_t first = panel * kPanelWidth, count = std::min(kPanelWidth, columns - first);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t offset = (m0 + r) * columns + first;
-        float values[kPanelWidth];
-        for (int64_t j = 0; j < count; ++j) {
-          values[j] = c[r * kPanelWidth + j] + (bias != nullptr ? static_cast<float>(bias[first + j]) : 0.0f);
+        const float* values = c + r * kPanelWidth;
+        float biased[kPanelWidth];
+        if (bias != nullptr) {  // GPT-OSS's o_proj
+          for (int64_t j = 0; j < count; ++j) biased[j] = values[j] + static_cast<float>(bias[first + j]);
+          values = biased;
         }
         if (projected != nullptr) {
           for (int64_t j = 0; j < count; ++j) projected[offset + j] = static_cast<float>(T(values[j]));

@@ -113,6 +113,12 @@ void StoreActivated(const ExpertWork<T>& work, GatedActivationKernel activate, i
   float gate[kHalf], up[kHalf], values[kHalf];
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = c + r * kPanelWidth;
+    T* dst = work.activated + (first_entry + m0 + r) * work.intermediate + first;
+    if (bias == nullptr && !work.variant.clamped_swiglu) {  // Qwen3-MoE, Mixtral: the panel's halves as they are
+      activate(row, row + kHalf, values, columns);
+      for (int64_t j = 0; j < columns; ++j) dst[j] = T(values[j]);
+      continue;
+    }
     for (int64_t j = 0; j < columns; ++j) {
       gate[j] = row[j] + (bias != nullptr ? static_cast<float>(bias[first + j]) : 0.0f);
       up[j] = row[kHalf + j] + (bias != nullptr ? static_cast<float>(bias[work.intermediate + first + j]) : 0.0f);
@@ -125,7 +131,6 @@ void StoreActivated(const ExpertWork<T>& work, GatedActivationKernel activate, i
     } else {
       activate(gate, up, values, columns);
     }
-    T* dst = work.activated + (first_entry + m0 + r) * work.intermediate + first;
     for (int64_t j = 0; j < columns; ++j) dst[j] = T(values[j]);
   }
 }
@@ -311,11 +316,7 @@ at::Tensor MoeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, doub
   const float epsilon = static_cast<float>(eps);
   InTeam([&](TeamMember& member) {
     StageRows<T>(member, router_rows, k, [&](int64_t row, T* dst) {
-      const T* in = x + row * k;
-      float sum = 0.0f;
-      for (int64_t j = 0; j < k; ++j) sum += static_cast<float>(in[j]) * static_cast<float>(in[j]);
-      const float inverse_rms = 1.0f / std::sqrt(sum / static_cast<float>(k) + epsilon);
-      for (int64_t j = 0; j < k; ++j) dst[j] = T(static_cast<float>(in[j]) * inverse_rms * static_cast<float>(norm[j]));
+      NormRow(x + row * k, norm, epsilon, k, dst);
       std::copy_n(dst, k, normalized + row * k);
     });
     MatmulPanels(member, router_rows, router, router_queue,
