@@ -9,7 +9,8 @@
 A checkpoint already quantized to int8 (compressed-tensors, as llm-compressor writes for vLLM) gives an int8
 package holding its own int8 weights and scales (llmc_export/prequantized.py); a 4-bit GPTQ, AWQ or
 compressed-tensors pack-quantized one an int4 package with its own nibbles, scales and zero points
-(llmc_export/prequantized_int4.py).
+(llmc_export/prequantized_int4.py); a GPT-OSS checkpoint with MXFP4 experts an mxfp4 package with its own codes
+and exponents (llmc_export/gpt_oss.py).
 
 Runs on Debian's python3-torch with no other packages. See docs/model-package.md.
 """
@@ -23,10 +24,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from llmc_export.config import ExportError, ModelConfig, gemma3_model_config, read_hf_config  # noqa: E402
 from llmc_export.package import (DTYPES, EMBEDDING_POOLINGS, MANIFEST, QUANTIZATIONS, build_model,  # noqa: E402
-                                 build_random_quantized_moe, load_checkpoint, write_package)
+                                 build_random_quantized_moe, check_mxfp4_fits, load_checkpoint, write_package)
 from llmc_export.output_formats import REASONING_MARKERS, TOOL_CALL_FORMATS  # noqa: E402
 from llmc_export.prequantized import read_scheme  # noqa: E402
 from llmc_export.prequantized_int4 import Int4Scheme, read_int4_scheme  # noqa: E402
+from llmc_export.ops import MXFP4_GROUP_SIZE  # noqa: E402
 from llmc_export.quantize import INT4_DEFAULT_GROUP_SIZE  # noqa: E402
 
 PRESETS = {
@@ -72,6 +74,17 @@ PRESETS = {
                                  moe_layers=tuple(range(4)),
                                  num_experts=8, experts_per_token=2, moe_intermediate_size=128,
                                  moe_variant="clamped_swiglu"),
+    # gpt-oss-20b's shape (24 layers alternating windows of 128 and full attention, 64 heads of 64 with 8 KV heads
+    # and sinks, 32 experts of 2880, 4 per token; its 201,088 vocabulary): the MXFP4 benchmark model.
+    "gpt-oss-20b": ModelConfig(architecture="gpt_oss", vocab_size=201088, hidden_size=2880, intermediate_size=2880,
+                               num_layers=24, num_heads=64, num_kv_heads=8, head_dim=64, rms_norm_eps=1e-5,
+                               rope_theta=150000.0, qkv_bias=True, o_proj_bias=True, attention_sinks=True,
+                               tie_word_embeddings=False, max_context_length=131072, layer_windows=(128, 0) * 12,
+                               rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                                             "beta_slow": 1.0, "truncate": False,
+                                             "original_max_position_embeddings": 4096},
+                               moe_layers=tuple(range(24)), num_experts=32, experts_per_token=4,
+                               moe_intermediate_size=2880, moe_variant="clamped_swiglu"),
     # Small enough for tests to export and run in seconds.
     "tiny": ModelConfig(vocab_size=512, hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4,
                         num_kv_heads=2, head_dim=32, max_context_length=2048),
@@ -89,8 +102,9 @@ def parse_args(argv):
     parser.add_argument("--dtype", default="bfloat16", choices=sorted(DTYPES), help="weights and activations")
     parser.add_argument("--quantize", choices=QUANTIZATIONS,
                         help="int8: projection weights as int8 with float32 scales, activations in --dtype; int4: "
-                        "4-bit weights two a byte with float32 scales per group (W4A16; CPU workers) (default: "
-                        "none, or int8 for a checkpoint quantized to int8)")
+                        "4-bit weights two a byte with float32 scales per group (W4A16; CPU workers); mxfp4: a "
+                        "mixture of experts' experts as MXFP4, everything else in --dtype (default: none, or the "
+                        "checkpoint's own int8, int4 or MXFP4)")
     parser.add_argument("--group-size", type=int, default=0,
                         help="input columns per scale: int8 32, 64, 128, 256, 512 (default 0: one per output row); "
                         "int4 32, 64, 128 (default 0: 128)")
@@ -128,9 +142,14 @@ def main(argv=None):
             config = ModelConfig.from_hf_config_dict(hf_config)
             config.add_generation_eos(os.path.join(args.checkpoint, "generation_config.json"))
             tokenizer = args.tokenizer or os.path.join(args.checkpoint, "tokenizer.json")
-            # GPT-OSS's MXFP4 experts are decoded exactly by its own tensor preparation (llmc_export/gpt_oss.py).
+            # GPT-OSS's MXFP4 experts make an mxfp4 package with the checkpoint's bytes, or are decoded exactly for
+            # another --quantize (llmc_export/gpt_oss.py).
             mxfp4 = (hf_config.get("model_type") == "gpt_oss"
                      and (hf_config.get("quantization_config") or {}).get("quant_method") == "mxfp4")
+            if mxfp4 and args.quantize is None:
+                args.quantize = "mxfp4"
+            if args.quantize == "mxfp4":
+                check_mxfp4_fits(config, args.group_size)
             scheme = None if mxfp4 else read_int4_scheme(hf_config) or read_scheme(hf_config)
             if isinstance(scheme, Int4Scheme):
                 # A 4-bit checkpoint makes an int4 package with its own nibbles, scales and zero points.
@@ -147,26 +166,33 @@ def main(argv=None):
                 if args.quantize == "none":
                     raise ExportError("the checkpoint's weights are int8 (compressed-tensors), so its package is "
                                       "int8: leave out --quantize none")
-                if args.quantize == "int4":
-                    raise ExportError("the checkpoint's weights are int8 (compressed-tensors): int4 from them is not "
-                                      "supported; leave out --quantize int4, or quantize an unquantized checkpoint")
+                if args.quantize in ("int4", "mxfp4"):
+                    raise ExportError(f"the checkpoint's weights are int8 (compressed-tensors): {args.quantize} from "
+                                      f"them is not supported; leave out --quantize {args.quantize}, or quantize an "
+                                      "unquantized checkpoint")
                 args.quantize = "int8"
                 if args.group_size not in (0, scheme.group_size):
                     grouping = f"groups of {scheme.group_size}" if scheme.group_size else "one scale per row"
                     raise ExportError(f"--group-size {args.group_size} does not match the checkpoint's int8 weights, "
                                       f"which have {grouping}: leave --group-size out")
                 args.group_size = scheme.group_size
-            model, exact = load_checkpoint(config, args.checkpoint, scheme, args.dtype)
+            model, exact = load_checkpoint(config, args.checkpoint, scheme, args.dtype,
+                                           keep_mxfp4=mxfp4 and args.quantize == "mxfp4")
         else:
             overrides = {flag: getattr(args, flag) for flag in SIZE_FLAGS if getattr(args, flag) is not None}
             config = dataclasses.replace(PRESETS[args.preset], **overrides)
             if config.moe_layers:  # the mixture-of-experts presets route in every layer, however many there are
                 config.moe_layers = tuple(range(config.num_layers))
+            if config.layer_windows:  # a preset's pattern of windows repeats over the layers asked for
+                pattern = PRESETS[args.preset].layer_windows
+                config.layer_windows = tuple(pattern[i % len(pattern)] for i in range(config.num_layers))
             if args.eos_token_id:
                 config.eos_token_ids = tuple(args.eos_token_id)
             config.validate()
             tokenizer = args.tokenizer
-            if config.moe_layers and args.quantize in ("int8", "int4"):
+            if args.quantize == "mxfp4":
+                check_mxfp4_fits(config, args.group_size)
+            if config.moe_layers and args.quantize in ("int8", "int4", "mxfp4"):
                 group_size = args.group_size or (INT4_DEFAULT_GROUP_SIZE if args.quantize == "int4" else 0)
                 model = build_random_quantized_moe(config, args.seed, args.dtype, args.quantize, group_size)
             else:
@@ -174,6 +200,8 @@ def main(argv=None):
         args.quantize = args.quantize or "none"
         if args.quantize == "int4" and args.group_size == 0:
             args.group_size = INT4_DEFAULT_GROUP_SIZE
+        if args.quantize == "mxfp4":
+            args.group_size = MXFP4_GROUP_SIZE
         name = args.name or os.path.basename(os.path.normpath(args.out))
         # A W8A16 checkpoint was quantized to run with 16-bit activations: the worker serves it so by default.
         served = "w8a16" if scheme is not None and getattr(scheme, "activations", "") == "none" else "int8"
@@ -187,6 +215,8 @@ def main(argv=None):
         return 2
     if args.quantize == "none":
         weights = args.dtype
+    elif args.quantize == "mxfp4":
+        weights = f"{args.dtype}, experts mxfp4"
     else:
         per = f"groups of {args.group_size}" if args.group_size else "channel"
         weights = f"{args.dtype} activations, {args.quantize} weights per {per}"

@@ -18,8 +18,8 @@ absl::Status ValidateAtLeast(absl::string_view key, uint64_t value, uint64_t min
 absl::Status WorkerConfig::Validate() const {
   if (!dtype.empty()) RETURN_IF_ERROR(ValidateOneOf("dtype", dtype, {"float32", "bfloat16"}));
   if (!quantization.empty())
-    RETURN_IF_ERROR(
-        ValidateOneOf("quantization", quantization, {"none", "int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8"}));
+    RETURN_IF_ERROR(ValidateOneOf("quantization", quantization,
+                                  {"none", "int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8", "mxfp4"}));
   RETURN_IF_ERROR(ValidateOneOf("metric_names", metric_names, {"llmc", "vllm", "both"}));
   // The names of typed_output::ToolCallFormat (worker/typed_output/output_format.h), which common cannot link.
   RETURN_IF_ERROR(ValidateOneOf(

@@ -1,6 +1,7 @@
-"""GPT-OSS: config reading and refusals, YaRN against its definition, MXFP4 decoding against the format's, and
-packages exported from checkpoints in Hugging Face's layout (dense experts and MXFP4 ones) that match an independent
-forward of the same folder (gpt_oss_reference.py) over the paged cache: float32, bfloat16 and int8."""
+"""GPT-OSS: config reading and refusals, YaRN against its definition, MXFP4 decoding and quantizing against the
+format's definition, and packages exported from checkpoints in Hugging Face's layout (dense experts and MXFP4 ones)
+that match an independent forward of the same folder (gpt_oss_reference.py) over the paged cache: float32, bfloat16,
+int8, and mxfp4 packages that keep the checkpoint's expert bytes."""
 import contextlib
 import io
 import json
@@ -14,13 +15,30 @@ import torch
 import paged_scenario  # noqa: F401  (puts tools/ on sys.path)
 import export_model
 from gpt_oss_reference import (GPT_OSS_CONFIG, GptOssReference, check_mxfp4_against_definition, checkpoint_tensors,
-                               rope_inv_freq, write_checkpoint)
+                               expert_prefix, rope_inv_freq, write_checkpoint)
 from llmc_export.config import ExportError, ModelConfig
 from llmc_export.gpt_oss import mxfp4_to_float, yarn_inverse_frequencies
 from llmc_export.ops import dequantize
+from llmc_export.quantize import dequantize_int4, quantize_mxfp4
 from qwen3_reference import load_safetensors
 from paged_scenario import run_scenario
 from test_qwen3 import compare_scenario, scenario_config
+
+
+# E2M1 as the OCP Microscaling spec tabulates it: codes 0-7 and, with the sign bit 3, their negatives.
+E2M1_TABLE = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+
+
+def mxfp4_by_definition(codes, exponents):
+    """W [N, K] float32 one element at a time: input k's code is the low nibble of byte k // 2 for even k and the
+    high one for odd k, times 2 ** (exponent of block k // 32 - 127)."""
+    rows, half = codes.shape
+    out = torch.empty(rows, 2 * half)
+    for n in range(rows):
+        for k in range(2 * half):
+            byte, e = int(codes[n, k // 2]), int(exponents[n, k // 32])
+            out[n, k] = E2M1_TABLE[byte & 15 if k % 2 == 0 else byte >> 4] * 2.0 ** (e - 127)
+    return out
 
 
 def export(*argv):
@@ -67,6 +85,76 @@ class GptOssConfigTest(unittest.TestCase):
             self.assertIn(words, str(caught.exception))
 
 
+class Mxfp4Test(unittest.TestCase):
+    def setUp(self):
+        self.generator = torch.Generator().manual_seed(5)
+
+    def grid_codes(self, rows, k, largest):
+        """Random E2M1 codes [rows, k] without -0 (code 8); with `largest`, each block of 32 holds a +-6."""
+        codes = torch.randint(0, 15, (rows, k), generator=self.generator)
+        codes = codes + (codes >= 8).long()  # 0..7, 9..15
+        if largest:
+            blocks = codes.view(rows, k // 32, 32)
+            where = torch.randint(0, 32, (rows, k // 32, 1), generator=self.generator)
+            blocks.scatter_(2, where, torch.where(torch.rand(rows, k // 32, 1, generator=self.generator) < 0.5, 7, 15))
+        return codes
+
+    @staticmethod
+    def pack(codes):
+        return (codes[:, 0::2] | (codes[:, 1::2] << 4)).to(torch.uint8)
+
+    def test_dequantize_against_the_definition(self):
+        codes = torch.randint(0, 256, (3, 48), dtype=torch.uint8, generator=self.generator)  # K = 96
+        exponents = torch.randint(0, 255, (3, 3), dtype=torch.uint8, generator=self.generator)
+        exponents[0, 0], exponents[1, 1], exponents[2, 2] = 0, 254, 127  # 2 ** -127 (subnormal) and 2 ** 127
+        codes[1, 16:32] = 0x33  # block 1 of row 1 at 2 ** 127: 1.5 * 2 ** 127, still finite
+        expected = mxfp4_by_definition(codes, exponents)
+        self.assertTrue(torch.equal(dequantize(codes, exponents, torch.float32), expected))
+        self.assertTrue(torch.equal(dequantize(codes, exponents, torch.bfloat16), expected.to(torch.bfloat16)))
+        exponents[2, 0] = 255  # NaN in the spec
+        self.assertTrue(bool(torch.isnan(dequantize(codes, exponents, torch.float32)[2, :32]).all()))
+        # A uint8 weight with float scales stays int4.
+        scales = torch.rand(3, 3, generator=self.generator)
+        self.assertTrue(torch.equal(dequantize(codes, scales, torch.float32), dequantize_int4(codes, scales)))
+
+    def test_quantize_keeps_values_on_the_grid(self):
+        # Blocks holding a +-6 come back byte for byte; any block of grid values comes back as the same values.
+        codes = self.grid_codes(6, 128, largest=True)
+        exponents = torch.randint(1, 252, (6, 4), generator=self.generator)
+        exponents[0], exponents[1, 0], exponents[2, 3] = 0, 252, 127
+        packed = self.pack(codes)
+        weight = mxfp4_by_definition(packed, exponents.to(torch.uint8))
+        q, e = quantize_mxfp4(weight)
+        self.assertTrue(torch.equal(q, packed) and torch.equal(e, exponents.to(torch.uint8)))
+        loose = mxfp4_by_definition(self.pack(self.grid_codes(6, 128, largest=False)), exponents.to(torch.uint8))
+        self.assertTrue(torch.equal(dequantize(*quantize_mxfp4(loose), torch.float32), loose))
+        self.assertTrue(torch.equal(dequantize(*quantize_mxfp4(loose.bfloat16()), torch.float32), loose))
+
+    def test_quantize_rounds_ties_to_even_and_saturates(self):
+        weight = torch.zeros(2, 64)
+        # Block 0: the largest value 4 gives X = 0 (scale 1); ties go to the even code.
+        ties = [4.0, 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, -0.25, -0.75, -5.0, 0.2500001, 0.1, -0.1, 4.9, 5.1]
+        weight[0, :16] = torch.tensor(ties)
+        # Block 1: the largest magnitude 7.9 also gives X = 0, and 7.5 and -7.9 saturate at +-6.
+        weight[0, 32:36] = torch.tensor([7.5, -7.9, 1.0, -3.0])
+        # Row 1: block 0 all zeros, block 1 values far below 2 ** -127 (exponent clamped at 0) that round to 0.
+        weight[1, 32:34] = torch.tensor([2.0 ** -140, -(2.0 ** -141)])
+        q, e = quantize_mxfp4(weight, "w")
+        self.assertEqual(e.tolist(), [[127, 127], [127, 0]])
+        values = dequantize(q, e, torch.float32)
+        self.assertEqual(values[0, :16].tolist(),
+                         [4.0, 0.0, 1.0, 1.0, 2.0, 2.0, 4.0, 4.0, 0.0, -1.0, -4.0, 0.5, 0.0, 0.0, 4.0, 6.0])
+        self.assertEqual(values[0, 32:36].tolist(), [6.0, -6.0, 1.0, -3.0])
+        self.assertEqual(q[1].tolist(), [0] * 32)  # zeros are code 0, never -0 (code 8)
+        self.assertEqual(quantize_mxfp4(torch.full((1, 32), 9.0))[1].tolist(), [[128]])  # X = 3 - 2: 9 / 2 -> 4
+        for bad, words in ((torch.zeros(2, 48), "w has 48 input columns, not a multiple of MXFP4's blocks of 32"),
+                           (torch.full((1, 32), float("nan")), "w holds NaN"),
+                           (torch.full((1, 32), float("inf")), "w holds NaN or infinite")):
+            with self.assertRaises(ExportError) as caught:
+                quantize_mxfp4(bad, "w")
+            self.assertIn(words, str(caught.exception))
+
+
 class GptOssExportTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
@@ -81,21 +169,73 @@ class GptOssExportTest(unittest.TestCase):
         return torch.jit.load(os.path.join(out, "model.pt")), manifest
 
     def test_float32_dense_and_mxfp4_checkpoints_match_reference(self):
-        for mxfp4 in (False, True):
+        for mxfp4 in (False, True):  # the MXFP4 experts decoded to float (--quantize none)
             checkpoint = write_checkpoint(os.path.join(self.tmp.name, f"checkpoint-{mxfp4}"), GPT_OSS_CONFIG,
                                           mxfp4=mxfp4)
             if mxfp4:
                 names = load_safetensors(os.path.join(checkpoint, "model.safetensors"))
                 self.assertEqual(names["model.layers.0.mlp.experts.gate_up_proj_blocks"].dtype, torch.uint8)
-            loaded, manifest = self.export(checkpoint, "--dtype", "float32", name=f"package-{mxfp4}")
+            loaded, manifest = self.export(checkpoint, "--dtype", "float32", "--quantize", "none",
+                                           name=f"package-{mxfp4}")
             self.assertEqual((manifest["architecture"], manifest["format_version"], manifest["moe_variant"],
-                              manifest["layer_windows"], manifest["chat_template"]),
-                             ("gpt_oss", 12, "clamped_swiglu", [8, 0], "raw"))
+                              manifest["layer_windows"], manifest["chat_template"], manifest["quantization"]),
+                             ("gpt_oss", 12, "clamped_swiglu", [8, 0], "raw", "none"))
             graph = str(loaded.inlined_graph)
             self.assertEqual(graph.count("llmc::moe_rms_norm_clamped_swiglu("), 2)
             difference = compare_scenario(self, loaded, manifest, GptOssReference(checkpoint), torch.float32, 1e-4)
             print(f"gpt_oss float32 ({'MXFP4' if mxfp4 else 'dense'} experts): largest logit difference "
                   f"{difference:.2e}")
+
+    def test_mxfp4_package_keeps_the_checkpoint_experts(self):
+        config = GPT_OSS_CONFIG
+        checkpoint = write_checkpoint(os.path.join(self.tmp.name, "mxfp4"), config, mxfp4=True)
+        stored = load_safetensors(os.path.join(checkpoint, "model.safetensors"))
+        loaded, manifest = self.export(checkpoint, "--dtype", "float32", name="mxfp4-package")  # mxfp4 by default
+        self.assertEqual((manifest["quantization"], manifest["quantization_group_size"], manifest["format_version"],
+                          manifest["moe_variant"]), ("mxfp4", 32, 13, "clamped_swiglu"))
+        state = loaded.state_dict()
+        for layer in range(config["num_hidden_layers"]):
+            p = expert_prefix(layer)
+            for matrix in ("gate_up_proj", "down_proj"):
+                codes, exponents = stored[p + matrix + "_blocks"].flatten(-2), stored[p + matrix + "_scales"]
+                if matrix == "gate_up_proj":  # the checkpoint interleaves gate and up rows; the package stacks them
+                    codes = torch.cat([codes[:, 0::2], codes[:, 1::2]], dim=1)
+                    exponents = torch.cat([exponents[:, 0::2], exponents[:, 1::2]], dim=1)
+                for e in range(config["num_local_experts"]):
+                    weight, scale = state[f"{p}{e}.{matrix}.weight"], state[f"{p}{e}.{matrix}.weight_scale"]
+                    self.assertTrue(torch.equal(weight, codes[e]) and torch.equal(scale, exponents[e]), (layer, e))
+                    self.assertEqual(weight.storage().size(), weight.numel())  # its own bytes, not the layer's
+            for name in ("self_attn.qkv_proj", "self_attn.o_proj"):
+                self.assertEqual((state[f"model.layers.{layer}.{name}.weight"].dtype,
+                                  state[f"model.layers.{layer}.{name}.weight_scale"].numel()), (torch.float32, 0))
+            self.assertEqual(state[f"model.layers.{layer}.mlp.gate.weight"].dtype, torch.float32)
+            self.assertEqual(state[f"{p}3.gate_up_proj.bias"].dtype, torch.float32)
+        self.assertEqual((state["lm_head.weight"].dtype, state["lm_head.weight_scale"].numel()), (torch.float32, 0))
+        difference = compare_scenario(self, loaded, manifest, GptOssReference(checkpoint), torch.float32, 1e-4,
+                                      steps=32)
+        print(f"gpt_oss float32 mxfp4 package: largest logit difference {difference:.2e}")
+        # The dense checkpoint of the same seed quantized to mxfp4 stands for the same experts (they are on the grid).
+        dense = write_checkpoint(os.path.join(self.tmp.name, "dense"), config)
+        requantized = self.export(dense, "--dtype", "float32", "--quantize", "mxfp4", name="requantized")[0]
+        other = requantized.state_dict()
+        for name in state:
+            if name.endswith("proj.weight") and ".experts." in name:
+                self.assertTrue(torch.equal(dequantize(other[name], other[name + "_scale"], torch.float32),
+                                            dequantize(state[name], state[name + "_scale"], torch.float32)), name)
+        # Other quantizations decode the MXFP4 experts first.
+        int8 = self.export(checkpoint, "--dtype", "float32", "--quantize", "int8", "--group-size", "32",
+                           name="int8-from-mxfp4")
+        self.assertEqual((int8[1]["quantization"], int8[0].state_dict()[p + "0.down_proj.weight"].dtype),
+                         ("int8", torch.int8))
+
+    def test_nan_scale_is_refused(self):
+        tensors = checkpoint_tensors(GPT_OSS_CONFIG, 7, mxfp4=True)
+        tensors["model.layers.1.mlp.experts.down_proj_scales"][3, 5, 0] = 255
+        checkpoint = write_checkpoint(os.path.join(self.tmp.name, "nan"), GPT_OSS_CONFIG, tensors=tensors)
+        for flags in ((), ("--quantize", "none")):
+            code, error = export("--checkpoint", checkpoint, "--out", os.path.join(self.tmp.name, "bad"), *flags)
+            self.assertEqual(code, 2)
+            self.assertIn("model.layers.1.mlp.experts.down_proj_scales holds the E8M0 exponent 255 (NaN)", error)
 
     def test_sinks_and_window_change_the_answer(self):
         # The reference's own sensitivity: the checkpoint's sinks and the sliding window matter to these logits.

@@ -1,7 +1,7 @@
 """Mixtures of experts (Qwen3-MoE, Mixtral): config reading and refusals, the routing operator's rules (ties,
 every expert chosen, one expert taking every row), and packages exported from checkpoints in Hugging Face's layout
 that match an independent forward of the same folder (moe_reference.py) over the paged cache, in float32,
-bfloat16, int8 and int4."""
+bfloat16, int8, int4 and MXFP4 experts (from a checkpoint and random)."""
 import contextlib
 import io
 import json
@@ -164,11 +164,19 @@ class MoeExportTest(unittest.TestCase):
         checkpoint = write_checkpoint(os.path.join(self.tmp.name, method), config)
         loaded, manifest = self.export(checkpoint, "--dtype", "float32", "--quantize", method, "--group-size",
                                        str(group_size), name=method + "-package")
-        self.assertEqual((manifest["quantization"], manifest["format_version"]), (method, 12))
+        self.assertEqual((manifest["quantization"], manifest["quantization_group_size"], manifest["format_version"]),
+                         (method, group_size, 13 if method == "mxfp4" else 12))
         state = loaded.state_dict()
         expert = "model.layers.0.mlp.experts.5."
         self.assertEqual(state[expert + "gate_up_proj.weight"].dtype, torch.int8 if method == "int8" else torch.uint8)
         self.assertEqual(state["model.layers.0.mlp.gate.weight"].dtype, torch.float32)  # the router stays float
+        if method == "mxfp4":  # only the experts: attention, the dense layer's MLP and the LM head stay float
+            self.assertEqual((state[expert + "gate_up_proj.weight"].shape,
+                              state[expert + "gate_up_proj.weight_scale"].shape,
+                              state[expert + "down_proj.weight_scale"].dtype), ((128, 32), (128, 2), torch.uint8))
+            for name in ("model.layers.0.self_attn.qkv_proj", "model.layers.1.mlp.gate_up_proj", "lm_head"):
+                self.assertEqual((state[name + ".weight"].dtype, state[name + ".weight_scale"].numel()),
+                                 (torch.float32, 0), name)
         # The checkpoint with every matrix the package holds quantized replaced by what it stands for.
         tensors = checkpoint_tensors(dict(config), 7)
         q, kv = config["num_attention_heads"] * config["head_dim"], config["num_key_value_heads"] * config["head_dim"]
@@ -194,6 +202,45 @@ class MoeExportTest(unittest.TestCase):
 
     def test_int4_experts(self):
         self.check_quantized("int4", 32)
+
+    def test_mxfp4_experts(self):
+        self.check_quantized("mxfp4", 32)
+
+    def test_random_mxfp4_experts_and_dense_refusal(self):
+        tokenizer = os.path.join(self.tmp.name, "tokenizer.json")
+        with open(tokenizer, "w") as f:
+            f.write("{}")
+        out = os.path.join(self.tmp.name, "random-mxfp4")
+        code, error = export("--random", "--preset", "small-moe", "--vocab-size", "512", "--num-layers", "2",
+                             "--dtype", "float32", "--quantize", "mxfp4", "--tokenizer", tokenizer, "--out", out)
+        self.assertEqual(code, 0, error)
+        with open(os.path.join(out, "llmc-model.json")) as f:
+            manifest = json.load(f)
+        self.assertEqual((manifest["quantization"], manifest["quantization_group_size"], manifest["format_version"]),
+                         ("mxfp4", 32, 13))
+        state = torch.jit.load(os.path.join(out, "model.pt")).state_dict()
+        for layer in range(2):
+            for e in range(8):  # hidden 256, experts of 128
+                p = f"model.layers.{layer}.mlp.experts.{e}."
+                self.assertEqual([(state[p + m + part].dtype, tuple(state[p + m + part].shape))
+                                  for m in ("gate_up_proj", "down_proj") for part in (".weight", ".weight_scale")],
+                                 [(torch.uint8, (256, 128)), (torch.uint8, (256, 8)),
+                                  (torch.uint8, (256, 64)), (torch.uint8, (256, 4))])
+        self.assertEqual(state["model.layers.1.self_attn.qkv_proj.weight_scale"].numel(), 0)
+        # An expert's matrix stands for draws of about N(0, 0.02): MXFP4 keeps them within a block's step.
+        weight = dequantize(state["model.layers.1.mlp.experts.7.down_proj.weight"],
+                            state["model.layers.1.mlp.experts.7.down_proj.weight_scale"], torch.float32)
+        self.assertTrue(0.012 < float(weight.std()) < 0.03, float(weight.std()))
+        for flags, words in ((("--preset", "tiny"), "this qwen2 model has none"),
+                             (("--preset", "small-moe", "--group-size", "64"), "blocks of 32 inputs, not 64"),
+                             (("--preset", "small-moe", "--hidden-size", "208"),
+                              "model.layers.0.mlp.experts.0.gate_up_proj.weight has 208 input columns")):
+            out = os.path.join(self.tmp.name, "refused")
+            code, error = export("--random", *flags, "--vocab-size", "512", "--num-layers", "1", "--quantize", "mxfp4",
+                                 "--tokenizer", tokenizer, "--out", out)
+            self.assertEqual(code, 2, flags)
+            self.assertIn(words, error)
+            self.assertFalse(os.path.exists(out))
 
     def test_missing_expert_is_named(self):
         checkpoint = write_checkpoint(os.path.join(self.tmp.name, "missing"), MIXTRAL_CONFIG)

@@ -57,8 +57,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "moe model: a float32 GPT-OSS package of an MXFP4 checkpoint (sinks, a sliding and a full layer, YaRN, biased "
-    "experts) matches the independent reference, greedy identical for 32 steps",
+    "moe model: a float32 GPT-OSS package of an MXFP4 checkpoint (its experts kept MXFP4, sinks, a sliding and a full "
+    "layer, YaRN, biased experts) matches the independent reference, greedy identical for 32 steps",
     "[integration][model]") {
   const std::string dir = MoeFixture("gpt_oss", "float32");
   const testing::ModelReference reference = testing::LoadModelReference(dir);
@@ -69,6 +69,7 @@ TEST_CASE(
     auto model = testing::LoadModelOrFail(dir + "/package", options);
     CHECK(model->manifest().architecture == "gpt_oss");
     CHECK(model->manifest().moe_variant == "clamped_swiglu");
+    CHECK(model->manifest().quantization == "mxfp4");
     const double difference = testing::RunModelScenario(*model, reference, 1e-4, /*teacher_forcing=*/false);
     WARN("gpt_oss float32 " << (packed ? "packed" : "composite") << ": largest logit difference " << difference
                             << " (logits up to " << testing::LargestLogit(reference) << ")");
@@ -77,12 +78,17 @@ TEST_CASE(
                             << " preemptions, prefix-cache hits of " << engine.repeat_cached_tokens << " and "
                             << engine.extend_cached_tokens << " prompt tokens");
   }
-  // int8 weights quantized at load: 85 % of the rows within 5 % of the largest logit (this fixture's routers leave
-  // the second and third expert of a row as little as 0.01 apart, so int8's rounding moves a few more rows).
-  auto int8 = testing::LoadModelOrFail(dir + "/package", {"cpu", "", "int8", 32});
+  // Served in bfloat16 the MXFP4 experts take byte activations (PanelMxfp4Avx512 where the CPU has AVX512-VNNI):
+  // 85 % of the rows within 5 % of the largest logit (this fixture's routers leave the second and third expert of a
+  // row as little as 0.01 apart, so rounding moves a few more rows).
+  auto bf16 = testing::LoadModelOrFail(dir + "/package", {"cpu", "bfloat16"});
   const double bound = 5e-2 * testing::LargestLogit(reference);
-  const double difference = testing::RunModelScenario(*int8, reference, bound, /*teacher_forcing=*/true, 0.85);
-  WARN("gpt_oss int8 (groups of 32) at load: largest logit difference " << difference << " (bound " << bound << ")");
+  const double difference = testing::RunModelScenario(*bf16, reference, bound, /*teacher_forcing=*/true, 0.85);
+  WARN("gpt_oss MXFP4 experts in bfloat16: largest logit difference " << difference << " (bound " << bound << ")");
+  // Its experts are served as they are: quantizing the package at load is refused by name.
+  const auto int8 = LoadedModel::Load(dir + "/package", {"cpu", "", "int8", 32});
+  REQUIRE_FALSE(int8.ok());
+  CHECK_THAT(std::string(int8.status().message()), Catch::Contains("holds MXFP4 experts"));
 }
 
 TEST_CASE("moe model: bfloat16 logits: 90% of rows within 3% of the largest logit of the bfloat16 reference",

@@ -1,6 +1,6 @@
 // The mixture-of-experts operator: routing rules (ties to the lower expert, renormalization, grouping by expert),
 // and the CPU kernel on packed weights against the composite on the same weights, for float32 and bfloat16
-// activations, plain, int8 and int4 experts (with and without zero points), batches of 1 to 33 rows, on every
+// activations, plain, int8, int4 (with and without zero points) and MXFP4 experts, batches of 1 to 33 rows, on every
 // kernel path this machine has; with routers that tie every expert, that send every row to one expert, and that
 // spread the rows over all of them.
 #include "worker/model/cpu/moe_ops.h"
@@ -16,6 +16,7 @@
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/int4_weight.h"
+#include "worker/model/cpu/mxfp4_weight.h"
 #include "worker/model/cpu/packed_weight.h"
 
 namespace llmc::model::cpu {
@@ -40,7 +41,7 @@ TEST_CASE("moe routing: the largest probabilities, ties to the lower expert, ren
   CHECK(groups.active_experts == 3);
 }
 
-enum class ExpertWeights { kPlain, kInt8, kInt4, kInt4ZeroPoints };
+enum class ExpertWeights { kPlain, kInt8, kInt4, kInt4ZeroPoints, kMxfp4 };
 
 const char* Name(ExpertWeights kind) {
   switch (kind) {
@@ -52,6 +53,8 @@ const char* Name(ExpertWeights kind) {
       return "int4";
     case ExpertWeights::kInt4ZeroPoints:
       return "int4 with zero points";
+    case ExpertWeights::kMxfp4:
+      return "MXFP4";
   }
   return "?";
 }
@@ -76,6 +79,10 @@ std::pair<at::Tensor, at::Tensor> Quantized(const at::Tensor& weight, ExpertWeig
       const at::Tensor zeros = at::randint(5, 12, scales.sizes(), at::kFloat);
       return {q, at::stack({scales, zeros}, 2)};
     }
+    case ExpertWeights::kMxfp4:
+      // Any codes, exponents from 2^-6 to 2^-2 (typical values near int4's): the weights are what the format says.
+      return {at::randint(0, 256, {weight.size(0), weight.size(1) / 2}, at::kByte),
+              at::randint(121, 126, {weight.size(0), weight.size(1) / kMxfp4GroupSize}, at::kByte)};
   }
   return {};
 }
@@ -90,7 +97,7 @@ Experts MakeExperts(int64_t count, int64_t hidden, int64_t width, at::ScalarType
       at::Tensor packed, packed_scales = scales;
       if (matrix.scalar_type() == at::kByte) {
         packed = PackInt4Weight(matrix, order);
-        packed_scales = PackInt4Scales(scales, order);
+        packed_scales = IsMxfp4Scales(scales) ? PackMxfp4Scales(scales, order) : PackInt4Scales(scales, order);
       } else {
         packed = PackWeight(matrix, order);
         if (matrix.scalar_type() == at::kChar) packed_scales = PackScales(scales, order);
@@ -147,8 +154,8 @@ TEST_CASE("moe operator: the kernel on packed experts matches the composite, eve
   constexpr int64_t kHidden = 96, kWidth = 64, kExperts = 6;
   int rows_compared = 0, rows_routed_apart = 0;
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    for (const ExpertWeights kind :
-         {ExpertWeights::kPlain, ExpertWeights::kInt8, ExpertWeights::kInt4, ExpertWeights::kInt4ZeroPoints}) {
+    for (const ExpertWeights kind : {ExpertWeights::kPlain, ExpertWeights::kInt8, ExpertWeights::kInt4,
+                                     ExpertWeights::kInt4ZeroPoints, ExpertWeights::kMxfp4}) {
       const Experts experts = MakeExperts(kExperts, kHidden, kWidth, dtype, kind);
       for (const Router router_kind : {Router::kRandom, Router::kAllTied, Router::kOneExpertTakesAll}) {
         at::Tensor router = Random({kExperts, kHidden}, dtype, 1.0);
@@ -190,7 +197,9 @@ TEST_CASE("moe operator: the kernel on packed experts matches the composite, eve
                 const at::Tensor expected = composite::MoeWithChoices(
                     hidden, norm, 1e-6, chosen, experts.gate_up, experts.gate_up_scales, experts.down,
                     experts.down_scales, SoftmaxTopKVariant(top_k, normalize, kWidth));
-                const double tolerance = dtype == at::kFloat ? (kind == ExpertWeights::kPlain ? 1e-5 : 2e-3) : 3e-2;
+                // float32 MXFP4 multiplies dequantized panels: exact, as plain weights.
+                const bool exact = kind == ExpertWeights::kPlain || kind == ExpertWeights::kMxfp4;
+                const double tolerance = dtype == at::kFloat ? (exact ? 1e-5 : 2e-3) : 3e-2;
                 CHECK(RelativeError(actual - hidden, expected - hidden) < tolerance);
                 SetExpertsInOneJob(true);
               });
@@ -243,7 +252,7 @@ TEST_CASE("moe operator: one expert taking every row and every expert chosen in 
 
 // A team of two members (the tests' libtorch default is one thread here), experts large enough that both claim
 // panels of several experts: the members' share of the one job, and every entry summed once.
-TEST_CASE("moe operator: a team of two runs the experts as one, bfloat16 and int4", "[unit][moe]") {
+TEST_CASE("moe operator: a team of two runs the experts as one, bfloat16, int4 and MXFP4", "[unit][moe]") {
   struct TeamOfTwo {
     int before = at::get_num_threads();
     TeamOfTwo() { at::set_num_threads(2); }
@@ -251,7 +260,7 @@ TEST_CASE("moe operator: a team of two runs the experts as one, bfloat16 and int
   } team;
   at::manual_seed(23);
   constexpr int64_t kHidden = 256, kWidth = 256, kExperts = 16;
-  for (const ExpertWeights kind : {ExpertWeights::kPlain, ExpertWeights::kInt4}) {
+  for (const ExpertWeights kind : {ExpertWeights::kPlain, ExpertWeights::kInt4, ExpertWeights::kMxfp4}) {
     const Experts experts = MakeExperts(kExperts, kHidden, kWidth, at::kBFloat16, kind);
     const at::Tensor router = Random({kExperts, kHidden}, at::kBFloat16, 1.0);
     const at::Tensor norm = Random({kHidden}, at::kBFloat16, 0.2) + 1.0;
@@ -288,7 +297,8 @@ TEST_CASE("moe operator: GPT-OSS's clamped SwiGLU experts with biases match the 
   at::manual_seed(31);
   constexpr int64_t kHidden = 64, kWidth = 32, kExperts = 8;
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    for (const ExpertWeights kind : {ExpertWeights::kPlain, ExpertWeights::kInt8, ExpertWeights::kInt4}) {
+    for (const ExpertWeights kind :
+         {ExpertWeights::kPlain, ExpertWeights::kInt8, ExpertWeights::kInt4, ExpertWeights::kMxfp4}) {
       const Experts experts = MakeExperts(kExperts, kHidden, kWidth, dtype, kind);
       std::vector<at::Tensor> gate_up_biases, down_biases;
       for (int64_t e = 0; e < kExperts; ++e) {
@@ -311,7 +321,8 @@ TEST_CASE("moe operator: GPT-OSS's clamped SwiGLU experts with biases match the 
           const at::Tensor expected =
               composite::MoeWithChoices(hidden, norm, 1e-5, LastExpertChoices(), experts.gate_up,
                                         experts.gate_up_scales, experts.down, experts.down_scales, variant);
-          const double tolerance = dtype == at::kFloat ? (kind == ExpertWeights::kPlain ? 1e-5 : 2e-3) : 3e-2;
+          const bool exact = kind == ExpertWeights::kPlain || kind == ExpertWeights::kMxfp4;
+          const double tolerance = dtype == at::kFloat ? (exact ? 1e-5 : 2e-3) : 3e-2;
           CHECK(RelativeError(actual - hidden, expected - hidden) < tolerance);
         }
       }

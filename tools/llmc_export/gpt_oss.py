@@ -12,16 +12,16 @@ The checkpoint stores each layer's experts as one tensor per matrix: dense (`gat
 as x @ W, and `down_proj` [E, I, H]) or MXFP4 (`gate_up_proj_blocks` uint8 [E, 2I, H / 32, 16] with
 `gate_up_proj_scales` uint8 [E, 2I, H / 32], and the same for down_proj over [E, H, I]): two E2M1 values a byte,
 the low nibble first, and one E8M0 exponent 2^(s - 127) per 32 inputs. Both become the network's per-expert
-[out, in] matrices, gate rows then up rows.
+[out, in] matrices, gate rows then up rows: float ones, or (an mxfp4 package) MXFP4 ones holding the checkpoint's
+bytes, its blocks' rows taken as they are.
 """
 import math
 
 import torch
 
+from .ops import dequantize_mxfp4
+
 GPT_OSS_SWIGLU_ALPHA = 1.702  # Hugging Face's GptOssExperts.alpha (not in the config)
-# E2M1's eight magnitudes; bit 3 is the sign.
-E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-MXFP4_GROUP = 32
 
 
 def yarn_inverse_frequencies(head_dim: int, theta: float, scaling: dict, max_position_embeddings: int) -> tuple:
@@ -109,19 +109,28 @@ def gpt_oss_model_config(hf: dict):
 
 def mxfp4_to_float(blocks: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     """[..., rows, K] float32 from MXFP4 blocks [..., rows, K / 32, 16] (uint8) and scales [..., rows, K / 32]."""
-    magnitudes = torch.tensor(E2M1_MAGNITUDES + tuple(-m for m in E2M1_MAGNITUDES), dtype=torch.float32)
-    codes = torch.stack((blocks & 0x0F, blocks >> 4), dim=-1).long()  # the low nibble is the first of each pair
-    values = magnitudes[codes].reshape(*blocks.shape[:-1], 2 * blocks.shape[-1])  # [..., rows, K / 32, 32]
-    exponents = scales.to(torch.float32) - 127
-    values = values * torch.pow(2.0, exponents).unsqueeze(-1)
-    return values.reshape(*blocks.shape[:-2], blocks.shape[-2] * 2 * blocks.shape[-1])
+    return dequantize_mxfp4(blocks.flatten(-2), scales)
 
 
-def prepare_gpt_oss_tensors(tensors: dict, config) -> None:
+def split_experts(tensors: dict, experts: str, matrix: str, stacked: torch.Tensor, part: str) -> None:
+    """Stores each expert's rows of `stacked` [E, out, ...] under the network's names (gate_up_proj: even rows are
+    the gate's, odd rows the up projection's), as `part` (weight or bias) of the split Hugging Face matrices."""
+    for e in range(stacked.shape[0]):
+        if matrix == "gate_up_proj":
+            tensors[f"{experts}{e}.gate_proj.{part}"] = stacked[e, 0::2].contiguous()
+            tensors[f"{experts}{e}.up_proj.{part}"] = stacked[e, 1::2].contiguous()
+        else:
+            tensors[f"{experts}{e}.down_proj.{part}"] = stacked[e].contiguous()
+
+
+def prepare_gpt_oss_tensors(tensors: dict, config, keep_mxfp4: bool = False) -> dict:
     """The checkpoint's tensors in place, in the network's names: each layer's experts split per expert ([out, in]
     matrices, gate and up rows de-interleaved, biases alongside), the router as mlp.gate, and YaRN's attention
-    factor folded into the q and k rows and biases."""
+    factor folded into the q and k rows and biases. With keep_mxfp4, MXFP4 experts are not decoded: they are
+    returned as {module name (...experts.E.gate_up_proj or .down_proj): (codes uint8 [out, in / 2], exponents
+    uint8 [out, in / 32])}, gate_up_proj's rows [gate; up]; one layer's experts are split at a time."""
     from .config import ExportError
+    kept = {}
     for layer in range(config.num_layers):
         p = f"model.layers.{layer}."
         experts = p + "mlp.experts."
@@ -132,23 +141,28 @@ def prepare_gpt_oss_tensors(tensors: dict, config) -> None:
                     raise ExportError(f"checkpoint has {blocks} without {scales}")
                 if tensors[blocks].dtype != torch.uint8 or tensors[scales].dtype != torch.uint8:
                     raise ExportError(f"{blocks} and {scales} must be uint8 (MXFP4)")
-                stacked = mxfp4_to_float(tensors.pop(blocks), tensors.pop(scales))  # [E, out, in]
+                if bool((tensors[scales] == 255).any()):
+                    raise ExportError(f"{scales} holds the E8M0 exponent 255 (NaN)")
+                codes, exponents = tensors.pop(blocks), tensors.pop(scales)
+                if keep_mxfp4:
+                    codes = codes.flatten(-2)  # [E, out, in / 2]: the bytes in their order
+                    if matrix == "gate_up_proj":  # [gate; up]: the even rows, then the odd ones
+                        codes = torch.cat([codes[:, 0::2], codes[:, 1::2]], dim=1)
+                        exponents = torch.cat([exponents[:, 0::2], exponents[:, 1::2]], dim=1)
+                    for e in range(codes.shape[0]):  # clones: a view would save the whole layer's storage
+                        kept[f"{experts}{e}.{matrix}"] = (codes[e].clone(), exponents[e].clone())
+                    stacked = None
+                else:
+                    stacked = mxfp4_to_float(codes, exponents)  # [E, out, in]
             elif experts + matrix in tensors:
                 stacked = tensors.pop(experts + matrix).float().transpose(1, 2)  # [E, in, out] -> [E, out, in]
             else:
                 continue  # named as missing by the shape check
+            if stacked is not None:
+                split_experts(tensors, experts, matrix, stacked, "weight")
             bias = tensors.pop(experts + matrix + "_bias", None)
-            for e in range(stacked.shape[0]):
-                if matrix == "gate_up_proj":  # interleaved: even rows gate, odd rows up
-                    tensors[f"{experts}{e}.gate_proj.weight"] = stacked[e, 0::2].contiguous()
-                    tensors[f"{experts}{e}.up_proj.weight"] = stacked[e, 1::2].contiguous()
-                    if bias is not None:
-                        tensors[f"{experts}{e}.gate_proj.bias"] = bias[e, 0::2].contiguous()
-                        tensors[f"{experts}{e}.up_proj.bias"] = bias[e, 1::2].contiguous()
-                else:
-                    tensors[f"{experts}{e}.down_proj.weight"] = stacked[e].contiguous()
-                    if bias is not None:
-                        tensors[f"{experts}{e}.down_proj.bias"] = bias[e].contiguous()
+            if bias is not None:
+                split_experts(tensors, experts, matrix, bias, "bias")
         for part in ("weight", "bias"):
             if p + "mlp.router." + part in tensors:
                 tensors[p + "mlp.gate." + part] = tensors.pop(p + "mlp.router." + part)
@@ -159,3 +173,4 @@ def prepare_gpt_oss_tensors(tensors: dict, config) -> None:
                     key = f"{p}self_attn.{name}.{part}"
                     if key in tensors:
                         tensors[key] = tensors[key].float() * factor
+    return kept

@@ -4,8 +4,8 @@ mixtures of experts Qwen3-MoE, Mixtral and GPT-OSS) over one flattened batch and
 Parameter names follow Hugging Face's, so a checkpoint's state dict loads as it is. The module does the
 math only: the caller (the worker's engine) owns scheduling, the KV memory and sampling.
 
-Every weight matrix's module also holds a weight_scale buffer: empty for a plain matrix, the int8 group scales
-once quantize.quantize_model has quantized it (see ops.py).
+Every weight matrix's module also holds a weight_scale buffer: empty for a plain matrix, the int8 or int4 group
+scales once quantize.quantize_model has quantized it, an MXFP4 expert's uint8 exponents (see ops.py).
 """
 from typing import List, Tuple
 
@@ -414,7 +414,8 @@ STACKED_PARTS = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("g
 
 
 def load_hf_tensors(model: CausalLM, config: ModelConfig, tensors: dict) -> None:
-    """Copies a checkpoint's tensors (Hugging Face names) into the model, stacking q/k/v and gate/up."""
+    """Copies a checkpoint's tensors (Hugging Face names) into the model, stacking q/k/v and gate/up. Parameters
+    that are quantized already (MXFP4 experts kept from the checkpoint) are left as they are."""
     def stacked(name: str) -> torch.Tensor:
         for matrix, parts in STACKED_PARTS.items():
             if f".{matrix}." in name:
@@ -423,7 +424,8 @@ def load_hf_tensors(model: CausalLM, config: ModelConfig, tensors: dict) -> None
 
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            parameter.copy_(stacked(name).to(torch.float32))
+            if parameter.is_floating_point():
+                parameter.copy_(stacked(name).to(torch.float32))
 
 
 def hf_state_dict(model: CausalLM, config: ModelConfig) -> dict:

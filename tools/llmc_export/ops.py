@@ -22,6 +22,9 @@ activation dtype. Otherwise the weight is int8 [N, K] and weight_scale float32 [
 scales columns g * K / G .. (g + 1) * K / G - 1, so W[n, k] = weight[n, k] * weight_scale[n, k // (K / G)]
 (G == 1: one scale per output row). An int4 weight is uint8 [N, K / 2] (two nibbles u a byte, input 2i low) with
 weight_scale float32 [N, G]: W = (u - 8) * scale, or [N, G, 2] (scale, zero point z): W = (u - z) * scale.
+An MXFP4 weight (OCP Microscaling; a package's experts) is uint8 [N, K / 2] of E2M1 codes, input 2i in the low
+nibble, with weight_scale uint8 [N, K / 32] of E8M0 exponents e: W = E2M1(code) * 2^(e - 127), the code's bits
+0-2 indexing E2M1_MAGNITUDES and bit 3 its sign (a uint8 weight_scale tells MXFP4 from int4's float scales).
 Activations stay in their dtype; the quantized embed returns float32 rows, which the graph casts to the
 activation dtype.
 
@@ -78,10 +81,28 @@ _library.define(
     "int vocab_size, Tensor full_rows, int top_k) -> (Tensor, Tensor, Tensor)")
 
 
+# MXFP4: E2M1's eight magnitudes (code bits 0-2; bit 3 is the sign), and the inputs that share an E8M0 exponent.
+E2M1_MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+MXFP4_GROUP_SIZE = 32
+# float32 holds every E2M1 value times every 2^(e - 127) exactly (2^-127 as a subnormal); e = 255 is NaN.
+_E2M1_VALUES = torch.tensor(E2M1_MAGNITUDES + tuple(-m for m in E2M1_MAGNITUDES), dtype=torch.float32)
+_E8M0_SCALES = torch.tensor([2.0 ** (e - 127) for e in range(255)] + [float("nan")], dtype=torch.float64).float()
+
+
+def dequantize_mxfp4(codes, exponents):
+    """float32 [..., K] from E2M1 codes uint8 [..., K / 2] (input 2i in the low nibble, 2i + 1 in the high one) and
+    E8M0 exponents uint8 [..., K / 32]."""
+    values = _E2M1_VALUES[torch.stack([codes & 15, codes >> 4], dim=-1).long()]  # [..., K / 2, 2]
+    values = values.reshape(*exponents.shape, MXFP4_GROUP_SIZE) * _E8M0_SCALES[exponents.long()].unsqueeze(-1)
+    return values.reshape(*codes.shape[:-1], 2 * codes.shape[-1])
+
+
 def dequantize(weight, weight_scale, dtype):
-    """The matrix an int8 or int4 weight and its group scales stand for, in dtype; a plain weight as it is."""
+    """The matrix an int8, int4 or MXFP4 weight and its scales stand for, in dtype; a plain weight as it is."""
     if weight_scale.numel() == 0:
         return weight
+    if weight.dtype == torch.uint8 and weight_scale.dtype == torch.uint8:
+        return dequantize_mxfp4(weight, weight_scale).to(dtype)
     if weight.dtype == torch.uint8:  # int4: nibble u of input 2i low, 2i + 1 high
         u = torch.stack([weight & 15, weight >> 4], dim=2).reshape(weight.shape[0], -1).float()
         if weight_scale.dim() == 3:  # zero points

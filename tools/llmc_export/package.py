@@ -17,8 +17,9 @@ from .phi3 import prepare_phi3_tensors
 from .output_formats import read_output_formats, resolve_output_formats
 from .prequantized import by_module, take_int8_weights
 from .prequantized_int4 import Gptq8Scheme, Int4Scheme, take_quantized_weights
-from .quantize import (INT4_DEFAULT_GROUP_SIZE, check_group_size, check_int4_group_size, quantize_int4, quantize_int8,
-                       quantize_model)
+from .ops import MXFP4_GROUP_SIZE
+from .quantize import (INT4_DEFAULT_GROUP_SIZE, check_group_size, check_int4_group_size, is_expert_projection,
+                       quantize_experts_mxfp4, quantize_int4, quantize_int8, quantize_model, quantize_mxfp4)
 from .safetensors import read_checkpoint
 
 FORMAT = "llmc-model"
@@ -44,9 +45,12 @@ INT4_ZERO_POINT_FORMAT_VERSION = 11
 # Version 12: mixtures of experts (moe_rms_norm_swiglu, the manifest's moe fields). Only packages with sparse
 # layers are written as version 12.
 MOE_FORMAT_VERSION = 12
+# Version 13: MXFP4 experts (quantization "mxfp4": uint8 E2M1 codes with uint8 E8M0 exponents, every other weight
+# in the package dtype). Only mxfp4 packages are written as version 13.
+MXFP4_FORMAT_VERSION = 13
 MANIFEST = "llmc-model.json"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-QUANTIZATIONS = ("none", "int8", "int4")
+QUANTIZATIONS = ("none", "int8", "int4", "mxfp4")
 # How the worker serves an int8 package unless told (the manifest's served_quantization; int8 is the default).
 SERVED_QUANTIZATIONS = ("int8", "w8a16", "w8a8")
 # How an embedding request pools the final normalized hidden states of its prompt (then L2-normalized);
@@ -71,6 +75,8 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
     version = format_version(config)
     if quantization == "int4":
         version = max(version, INT4_ZERO_POINT_FORMAT_VERSION if zero_points else INT4_FORMAT_VERSION)
+    if quantization == "mxfp4":
+        version = max(version, MXFP4_FORMAT_VERSION)
     return {
         "format": FORMAT,
         "format_version": version,
@@ -116,6 +122,14 @@ def format_version(config: ModelConfig) -> int:
     if any(config.layer_windows):
         return WINDOW_FORMAT_VERSION
     return QK_NORM_FORMAT_VERSION if config.qk_norm else FORMAT_VERSION
+
+
+def check_mxfp4_fits(config: ModelConfig, group_size: int = 0) -> None:
+    if not config.moe_layers:
+        raise ExportError(f"mxfp4 quantizes a mixture of experts' experts, and this {config.architecture} model has "
+                          "none: use --quantize int8 or int4")
+    if group_size not in (0, MXFP4_GROUP_SIZE):
+        raise ExportError(f"mxfp4 has blocks of {MXFP4_GROUP_SIZE} inputs, not {group_size}: leave --group-size out")
 
 
 def is_capped_longrope(config: ModelConfig) -> bool:
@@ -165,8 +179,9 @@ def build_model(config: ModelConfig, checkpoint: str = None, seed: int = 0) -> C
 def build_random_quantized_moe(config: ModelConfig, seed: int, dtype: str, method: str, group_size: int) -> CausalLM:
     """A random mixture of experts whose experts are made quantized one at a time, so that the float matrices of
     all experts never exist at once (a Qwen3-30B-A3B shape holds 116 GB of them in float32): each expert's
-    matrices are drawn (N(0, 0.02), their own seed), rounded to `dtype` and quantized before the next is drawn.
-    The other weights are random_weights' (the experts' draws left out, so the figures differ from build_model's)."""
+    matrices are drawn (N(0, 0.02), their own seed), rounded to `dtype` and quantized (method int8, int4 or mxfp4,
+    which has no group size to choose) before the next is drawn. The other weights are random_weights' (the
+    experts' draws left out, so the figures differ from build_model's)."""
     _return_large_blocks_to_the_system()
     model = CausalLM(config, initialize_experts=False)
     random_weights(model, seed, skip_experts=True)
@@ -194,28 +209,35 @@ def fill_experts_quantized(model: CausalLM, seed: int, dtype: torch.dtype, metho
     index = 0
     with torch.no_grad():
         for name, module in model.named_modules():
-            if ".experts." not in name or not name.endswith(("gate_up_proj", "down_proj")):
+            if not is_expert_projection(name):
                 continue
             generator = torch.Generator().manual_seed(seed * 1_000_003 + index)
             index += 1
             weight = (torch.randn(module.weight.shape, generator=generator) * 0.02).to(dtype)
-            q, scale = (quantize_int4(weight, group_size, name + ".weight") if method == "int4"
-                        else quantize_int8(weight, group_size, name + ".weight"))
+            if method == "mxfp4":
+                q, scale = quantize_mxfp4(weight, name + ".weight")
+            elif method == "int4":
+                q, scale = quantize_int4(weight, group_size, name + ".weight")
+            else:
+                q, scale = quantize_int8(weight, group_size, name + ".weight")
             module.weight = nn.Parameter(q, requires_grad=False)
             module.weight_scale = scale
 
 
-def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "float32") -> tuple:
+def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "float32",
+                    keep_mxfp4: bool = False) -> tuple:
     """(the network with a checkpoint folder's weights, {module name: (int8, scales)} for the projections an
     int8 checkpoint (scheme, prequantized.py) or a 4-bit one (an Int4Scheme, prequantized_int4.py) holds quantized:
     quantize_model's `exact`). `dtype` is the package's
-    (Gemma 3 rounds a factor to it)."""
-    model = CausalLM(config)
+    (Gemma 3 rounds a factor to it). keep_mxfp4 (an mxfp4 package of a GPT-OSS MXFP4 checkpoint): the experts keep
+    the checkpoint's codes and exponents, their float matrices allocated but never written."""
+    model = CausalLM(config, initialize_experts=not keep_mxfp4)
     tensors = read_checkpoint(checkpoint)
     if config.architecture == "mixtral":
         rename_mixtral_tensors(tensors)
+    kept = {}
     if config.architecture == "gpt_oss":
-        prepare_gpt_oss_tensors(tensors, config)
+        kept = prepare_gpt_oss_tensors(tensors, config, keep_mxfp4)
     if config.moe_layers and scheme is not None:
         raise ExportError(f"{config.architecture} quantized checkpoints are not supported yet: export the float "
                           "checkpoint with --quantize int8 or int4 instead")
@@ -240,6 +262,8 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "
         raise ExportError("granite int8 (compressed-tensors) checkpoints are not supported (the residual multiplier "
                           "is folded into o_proj and down_proj): export the float checkpoint with --quantize int8")
     expected = hf_parameter_shapes(config)
+    if kept:
+        place_mxfp4_experts(model, kept, expected)
     if gptq_like:
         # Older GPTQ tools save a bias of zeros beside every quantized projection: one the architecture lacks goes.
         for name in [name for name in tensors if name.endswith(".bias") and name not in expected
@@ -268,13 +292,33 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "
     return model, by_module(exact, config.tie_word_embeddings, "int4" if isinstance(scheme, Int4Scheme) else "int8")
 
 
+def place_mxfp4_experts(model: CausalLM, kept: dict, expected: dict) -> None:
+    """Makes the kept experts' modules MXFP4 ({module name: (codes, exponents)}, prepare_gpt_oss_tensors) and
+    takes their split Hugging Face matrices out of `expected`."""
+    modules = dict(model.named_modules())
+    for name, (codes, exponents) in kept.items():
+        if name not in modules:
+            raise ExportError(f"checkpoint has MXFP4 weights for {name}, which this model does not have")
+        module = modules[name]
+        rows, columns = module.weight.shape
+        if tuple(codes.shape) != (rows, columns // 2) or tuple(exponents.shape) != (rows, columns // MXFP4_GROUP_SIZE):
+            raise ExportError(f"{name}: MXFP4 codes {tuple(codes.shape)} with exponents {tuple(exponents.shape)} do "
+                              f"not fit a {(rows, columns)} matrix")
+        module.weight = nn.Parameter(codes, requires_grad=False)
+        module.weight_scale = exponents
+        parts = ("gate_proj", "up_proj") if name.endswith(".gate_up_proj") else ("down_proj",)
+        for part in parts:
+            del expected[name.rsplit(".", 1)[0] + "." + part + ".weight"]
+
+
 def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str, dtype: str,
                   tokenizer_path: str, chat_template: str = None, quantize: str = None, group_size: int = 0,
                   embedding_pooling: str = "last", exact: Optional[dict] = None,
                   served_quantization: str = "int8", tool_call_format: Optional[str] = None,
                   reasoning_markers: Optional[str] = None, int4_zero_point: bool = False) -> str:
     """Writes the package; quantize="int8" stores the projection weights as int8 with float32 scales per
-    output row (group_size 0) or per group_size input columns, and the activations stay in dtype; `exact`
+    output row (group_size 0) or per group_size input columns, and the activations stay in dtype; "mxfp4" only
+    a mixture of experts' experts (those not MXFP4 already), in blocks of 32; `exact`
     (load_checkpoint) gives modules their int8 weights as an int8 checkpoint has them, and served_quantization
     ("w8a16" for a W8A16 checkpoint) how the worker serves them unless told. The manifest's tool_call_format
     and reasoning markers are detected from the tokenizer files beside tokenizer.json (output_formats.py)
@@ -290,6 +334,11 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
         check_int4_group_size(group_size)
         if served_quantization != "int8":
             raise ExportError(f"served quantization '{served_quantization}' needs int8 weights, not int4")
+    elif quantization == "mxfp4":
+        check_mxfp4_fits(config, group_size)
+        group_size = MXFP4_GROUP_SIZE
+        if exact:
+            raise ExportError("the checkpoint's weights are int8 or int4: mxfp4 from them is not supported")
     else:
         check_group_size(group_size)
     if embedding_pooling not in EMBEDDING_POOLINGS:
@@ -299,7 +348,8 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
         raise ExportError("a quantization group size needs --quantize int8")
     if quantization == "none" and exact:
         raise ExportError("the checkpoint's weights are int8: the package must be int8 too")
-    if served_quantization not in SERVED_QUANTIZATIONS or (quantization == "none" and served_quantization != "int8"):
+    if served_quantization not in SERVED_QUANTIZATIONS or (quantization in ("none", "mxfp4")
+                                                          and served_quantization != "int8"):
         raise ExportError(f"served quantization '{served_quantization}' needs int8 weights and is one of "
                           f"{', '.join(SERVED_QUANTIZATIONS)}")
     if tokenizer_path is None or not os.path.exists(tokenizer_path):
@@ -307,15 +357,23 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     # Before any file is written, so that a bad override leaves nothing behind.
     output_formats = resolve_output_formats(read_output_formats(tokenizer_path), tool_call_format, reasoning_markers)
     model = model.to(DTYPES[dtype]).eval()
-    # Rotary angles and weight scales stay in float32 whatever the weights' dtype.
+    # Rotary angles and weight scales stay in float32 whatever the weights' dtype (MXFP4 exponents stay uint8).
     model.inv_freq = model.inv_freq.float()
     model.local_inv_freq = model.local_inv_freq.float()
+    mxfp4_experts = False
     for module in model.modules():
         if hasattr(module, "weight_scale"):
-            module.weight_scale = module.weight_scale.float()
+            if module.weight_scale.dtype == torch.uint8:
+                mxfp4_experts = True
+            else:
+                module.weight_scale = module.weight_scale.float()
+    if mxfp4_experts and quantization != "mxfp4":
+        raise ExportError(f"the model's experts are MXFP4: its package is mxfp4, not {quantization}")
     if quantization in ("int8", "int4"):
         # From the weights in the package dtype: what the worker gets quantizing a package of that dtype at load.
         quantize_model(model, group_size, exact, method=quantization, zero_point=int4_zero_point)
+    if quantization == "mxfp4":
+        quantize_experts_mxfp4(model)  # from the package dtype too
     zero_points = any(getattr(module, "weight_scale", torch.empty(0)).dim() == 3 for module in model.modules())
     scripted = torch.jit.script(model)
     os.makedirs(out_dir, exist_ok=True)

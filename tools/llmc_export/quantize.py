@@ -1,5 +1,6 @@
 """int8 weight quantization (W8A16), and int4 (W4A16, quantize_int4): projection weights stored as int8 with float32 scales per output row,
 or per group of input columns, while activations keep the package dtype (see ops.py for the operators' side).
+MXFP4 (quantize_mxfp4) quantizes only a mixture of experts' experts, the other weights staying in the package dtype.
 
 The worker implements the same rounding when it quantizes a package at load, and the two are compared, so
 quantize_int8 must not change without the C++ loader.
@@ -11,6 +12,7 @@ from torch import nn
 
 from .config import ExportError
 from .model import CausalLM
+from .ops import MXFP4_GROUP_SIZE
 
 # 0: one scale per output row (per channel).
 GROUP_SIZES = (0, 32, 64, 128, 256, 512)
@@ -93,6 +95,61 @@ def dequantize_int4(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     scale = scale[..., 0] if scale.dim() == 3 else scale
     width = u.shape[1] // scale.shape[1]
     return (u - zero.float().repeat_interleave(width, dim=1)) * scale.float().repeat_interleave(width, dim=1)
+
+
+# Between E2M1 magnitudes j and j + 1 (0, 0.5, 1, 1.5, 2, 3, 4, 6): a tie goes to the even code, so to j when j is
+# even and to j + 1 when it is odd.
+_E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
+# Module names of the experts' projections, the only ones an mxfp4 package quantizes.
+EXPERT_MODULES = (".gate_up_proj", ".down_proj")
+
+
+def is_expert_projection(name: str) -> bool:
+    return ".experts." in name and name.endswith(EXPERT_MODULES)
+
+
+def check_mxfp4_divides(name: str, weight: torch.Tensor) -> None:
+    if weight.shape[1] % MXFP4_GROUP_SIZE != 0:
+        raise ExportError(f"{name} has {weight.shape[1]} input columns, not a multiple of MXFP4's blocks of "
+                          f"{MXFP4_GROUP_SIZE}")
+
+
+def quantize_mxfp4(weight: torch.Tensor, name: str = "weight") -> Tuple[torch.Tensor, torch.Tensor]:
+    """(E2M1 codes uint8 [N, K / 2], E8M0 exponents uint8 [N, K / 32]) by the OCP Microscaling spec: each block of
+    32 inputs shares X = floor(log2(max |w|)) - 2 (E2M1's largest power is 2^2), stored as e = X + 127 clamped to
+    0..254, and each w / 2^X is rounded to the nearest E2M1 value (ties to the even code) and saturated at +-6.
+    Byte i of a row holds input 2i in its low nibble, bit 3 of a code being its sign; a value that rounds to 0 gets
+    code 0 (never -0), and an all-zero block exponent 127. NaN and infinities are refused."""
+    check_mxfp4_divides(name, weight)
+    rows, in_features = weight.shape
+    blocks = weight.detach().double().reshape(rows, in_features // MXFP4_GROUP_SIZE, MXFP4_GROUP_SIZE)
+    if not bool(torch.isfinite(blocks).all()):
+        raise ExportError(f"{name} holds NaN or infinite values, which MXFP4 cannot represent")
+    amax = blocks.abs().amax(-1)
+    shared = torch.frexp(amax).exponent.long() - 1 - 2  # frexp: amax = m * 2^exponent with m in [0.5, 1)
+    exponents = torch.where(amax == 0, torch.full_like(shared, 127), (shared + 127).clamp(0, 254))
+    # Exact: float64 holds every w / 2^X of a float32 or bfloat16 w.
+    scaled = blocks * torch.pow(2.0, 127 - exponents.double()).unsqueeze(-1)
+    magnitude = scaled.abs()
+    codes = torch.zeros(scaled.shape, dtype=torch.uint8)
+    for j, midpoint in enumerate(_E2M1_MIDPOINTS):
+        codes += (magnitude > midpoint if j % 2 == 0 else magnitude >= midpoint).to(torch.uint8)
+    codes |= ((scaled < 0) & (codes > 0)).to(torch.uint8) << 3
+    codes = codes.reshape(rows, in_features)
+    return codes[:, 0::2] | (codes[:, 1::2] << 4), exponents.to(torch.uint8)
+
+
+def quantize_experts_mxfp4(model: CausalLM) -> None:
+    """Quantizes every expert's gate_up_proj and down_proj in place (weight: the codes, weight_scale: the
+    exponents); experts already MXFP4 (a checkpoint's, or package.fill_experts_quantized's) are left as they are."""
+    modules = [(name, module) for name, module in model.named_modules()
+               if is_expert_projection(name) and module.weight.is_floating_point()]
+    for name, module in modules:  # all checked before any is changed
+        check_mxfp4_divides(name + ".weight", module.weight)
+    for name, module in modules:
+        codes, exponents = quantize_mxfp4(module.weight, name + ".weight")
+        module.weight = nn.Parameter(codes, requires_grad=False)
+        module.weight_scale = exponents
 
 
 def quantize_model(model: CausalLM, group_size: int, exact: Optional[Dict[str, Tuple[torch.Tensor, torch.Tensor]]] = None,

@@ -20,6 +20,7 @@
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/logit_masks.h"
+#include "worker/model/cpu/mxfp4_weight.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/paged_attention_ops.h"
 
@@ -104,8 +105,9 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
   ParameterMap parameters;
   for (const auto& parameter : module.named_parameters(/*recurse=*/true)) parameters[parameter.name] = parameter.value;
   const int64_t kv_width = m.num_kv_heads * m.head_dim;
-  // int4 matrices hold two inputs a byte; a tied embedding is the LM head's.
+  // int4 matrices hold two inputs a byte (MXFP4's: the experts only); a tied embedding is the LM head's.
   const int64_t per_byte = m.quantization == "int4" ? 2 : 1;
+  const int64_t expert_per_byte = m.quantization == "mxfp4" ? 2 : per_byte;
   RETURN_IF_ERROR(ExpectShape(parameters, "model.embed_tokens.weight",
                               {m.vocab_size, m.tie_word_embeddings ? m.hidden_size / per_byte : m.hidden_size}));
   RETURN_IF_ERROR(ExpectShape(parameters, "lm_head.weight", {m.vocab_size, m.hidden_size / per_byte}));
@@ -116,7 +118,7 @@ absl::Status CheckModuleAgainstManifest(const torch::jit::Module& module, const 
                                 {q_width + 2 * kv_width, m.hidden_size / per_byte}));
     RETURN_IF_ERROR(ExpectShape(parameters, prefix + "self_attn.o_proj.weight", {m.hidden_size, q_width / per_byte}));
     if (m.IsSparseLayer(layer)) {
-      RETURN_IF_ERROR(CheckExperts(parameters, m, prefix, per_byte));
+      RETURN_IF_ERROR(CheckExperts(parameters, m, prefix, expert_per_byte));
     } else {
       RETURN_IF_ERROR(ExpectShape(parameters, prefix + "mlp.gate_up_proj.weight",
                                   {2 * m.intermediate_size, m.hidden_size / per_byte}));
@@ -219,10 +221,40 @@ absl::Status CheckInt4(const std::vector<Projection>& projections, const ModelMa
   return absl::OkStatus();
 }
 
+// An MXFP4 package's experts hold uint8 codes [N, K / 2] with uint8 exponents [N, K / 32] (cpu/mxfp4_weight.h);
+// its other projections, weights of its dtype and empty scales.
+absl::Status CheckMxfp4(const std::vector<Projection>& projections) {
+  for (const Projection& p : projections) {
+    if (p.name.find(".mlp.experts.") == std::string::npos) {
+      if (p.weight.scalar_type() == at::kByte || p.weight.scalar_type() == at::kChar || p.scale.numel() != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model.pt ", p.name, " is quantized, but an MXFP4 package keeps only its experts in 4 bits"));
+      }
+      continue;
+    }
+    const int64_t k = 2 * p.weight.size(1);
+    if (p.weight.scalar_type() != at::kByte || p.scale.scalar_type() != at::kByte || p.scale.dim() != 2 ||
+        p.scale.size(0) != p.weight.size(0) || k % cpu::kMxfp4GroupSize != 0 ||
+        p.scale.size(1) != k / cpu::kMxfp4GroupSize) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.pt ", p.name, " is ", c10::toString(p.weight.scalar_type()), " ", Shape(p.weight),
+                       " with ", c10::toString(p.scale.scalar_type()), " scales ", Shape(p.scale),
+                       ", but an MXFP4 expert of ", k, " inputs needs uint8 codes [", p.weight.size(0), ", ", k / 2,
+                       "] and uint8 exponents [", p.weight.size(0), ", ", k / cpu::kMxfp4GroupSize, "]"));
+    }
+    if ((p.scale == 255).any().item<bool>()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.pt ", p.name, "_scale holds the exponent 255, which MXFP4 defines as NaN"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // An int8 package holds int8 projections with float32 scales [N, G]; any other, weights of its dtype and
 // empty scales.
 absl::Status CheckQuantization(const std::vector<Projection>& projections, const ModelManifest& m) {
   if (m.quantization == "int4") return CheckInt4(projections, m);
+  if (m.quantization == "mxfp4") return CheckMxfp4(projections);
   const bool int8 = m.quantization == "int8";
   for (const Projection& p : projections) {
     const bool weight_int8 = p.weight.scalar_type() == at::kChar;
@@ -310,8 +342,9 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
     const std::vector<int64_t> order = column_order(p);
     const bool quantized = p.weight.scalar_type() == at::kChar || p.weight.scalar_type() == at::kByte;
     if (quantized) {
-      p.scale.set_data(p.weight.scalar_type() == at::kByte ? cpu::PackInt4Scales(p.scale, order)
-                                                           : cpu::PackScales(p.scale, order));
+      p.scale.set_data(cpu::IsMxfp4Scales(p.scale)           ? cpu::PackMxfp4Scales(p.scale, order)
+                       : p.weight.scalar_type() == at::kByte ? cpu::PackInt4Scales(p.scale, order)
+                                                             : cpu::PackScales(p.scale, order));
     }
     p.weight.set_data(p.weight.scalar_type() == at::kByte ? cpu::PackInt4Weight(p.weight, order, arena.get())
                                                           : cpu::PackWeight(p.weight, order, arena.get()));
@@ -371,9 +404,19 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
                                                                               : manifest.quantization;
   }
   if (quantization != "none" && quantization != "int8" && quantization != "w8a16" && quantization != "w8a8" &&
-      quantization != "int4" && quantization != "w4a16" && quantization != "w4a8") {
+      quantization != "int4" && quantization != "w4a16" && quantization != "w4a8" && quantization != "mxfp4") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown quantization '", quantization,
+                                                   "' (none, int8, w8a16, w8a8, int4, w4a16, w4a8 or mxfp4)"));
+  }
+  // MXFP4 experts are served as they are: the package's other weights in its dtype.
+  if ((manifest.quantization == "mxfp4") != (quantization == "mxfp4")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown quantization '", quantization, "' (none, int8, w8a16, w8a8, int4, w4a16 or w4a8)"));
+        manifest.quantization == "mxfp4"
+            ? absl::StrCat(package_dir, " holds MXFP4 experts; serve it with quantization mxfp4 (or unset), not ",
+                           quantization)
+            : absl::StrCat("quantization mxfp4 needs a package exported with MXFP4 experts (--quantize mxfp4); ",
+                           package_dir, " holds ",
+                           manifest.quantization == "none" ? "unquantized" : manifest.quantization, " weights"));
   }
   // int4 weights: from an int4 package, or quantized at load from a bfloat16/float32 one, on the CPU (the
   // kernels that read them; the group size defaults to 128). int4 runs W4A8 where the CPU has the byte kernel

@@ -173,11 +173,15 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
     return Missing(path, "num_heads", "a multiple of num_kv_heads");
   }
   manifest.format_version = version;
-  RETURN_IF_ERROR(
-      ReadChoice(root, path, "quantization", {"none", "int8", "int4"}, "none, int8 or int4", &manifest.quantization));
+  RETURN_IF_ERROR(ReadChoice(root, path, "quantization", {"none", "int8", "int4", "mxfp4"}, "none, int8, int4 or mxfp4",
+                             &manifest.quantization));
   if (manifest.quantization == "int4" && version < kInt4ManifestFormatVersion) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": int4 weights need format_version ",
                                                    kInt4ManifestFormatVersion, " or later, not ", version));
+  }
+  if (manifest.quantization == "mxfp4" && version < kMxfp4ManifestFormatVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": MXFP4 experts need format_version ",
+                                                   kMxfp4ManifestFormatVersion, " or later, not ", version));
   }
   RETURN_IF_ERROR(ReadChoice(root, path, "served_quantization", {"int8", "w8a16", "w8a8"}, "int8, w8a16 or w8a8",
                              &manifest.served_quantization));
@@ -189,6 +193,10 @@ absl::StatusOr<ModelManifest> ReadModelManifest(const std::string& package_dir) 
                              &manifest.embedding_pooling));
   RETURN_IF_ERROR(ReadOutputFormats(root, path, manifest));
   RETURN_IF_ERROR(ReadMixtureOfExperts(root, path, manifest));
+  if (manifest.quantization == "mxfp4" && manifest.moe_layers.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": quantization 'mxfp4' is for the experts of a mixture, but the manifest has no moe_layers"));
+  }
   if (root.contains("quantization_group_size")) {
     const json& group = root["quantization_group_size"];
     if (!group.is_number_integer() || group.get<int64_t>() < 0) {

@@ -19,7 +19,7 @@ inline constexpr char kManifestFile[] = "llmc-model.json";
 // the exporter writes 7 only for packages that use them); version 8 passes paged_attention a per-layer window
 // (sliding-window layers; written only for packages with one). Older ones are refused with a hint to re-export.
 inline constexpr int kMinManifestFormatVersion = 5;
-inline constexpr int kManifestFormatVersion = 12;
+inline constexpr int kManifestFormatVersion = 13;
 // Version 9: int4 weights (quantization "int4", two 4-bit weights a byte); written only for int4 packages, so an
 // older worker refuses them by their version. Version 10: Gemma 3's graph (linear_residual's output norm,
 // rms_norm_gate_up_gelu_tanh, local rotations, soft-capped logits); written only for packages that use it.
@@ -30,6 +30,8 @@ inline constexpr int kInt4ZeroPointManifestFormatVersion = 11;
 // Version 12: mixtures of experts (moe_rms_norm_swiglu and the manifest's moe fields); written only for packages
 // with sparse layers.
 inline constexpr int kMoeManifestFormatVersion = 12;
+// MXFP4 experts (quantization "mxfp4": the experts' E2M1 codes with E8M0 exponents, cpu/mxfp4_weight.h).
+inline constexpr int kMxfp4ManifestFormatVersion = 13;
 
 // llmc-model.json (docs/model-package.md).
 struct ModelManifest {

@@ -1,6 +1,7 @@
 // The fused operators as ATen compositions: correct on any device, used for CUDA and for weights that were not
 // packed. tools/llmc_export/ops.py has the same math in Python.
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/mxfp4_weight.h"
 
 #ifdef LLMC_WITH_CUDA
 #include "worker/model/int8_linear_cuda.h"
@@ -32,6 +33,7 @@ bool HasWeight(const c10::optional<at::Tensor>& weight) {
 
 at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype) {
   if (weight_scale.numel() == 0) return weight;
+  if (IsMxfp4Scales(weight_scale)) return DequantizeMxfp4(weight, weight_scale).to(dtype);
   if (weight.scalar_type() == at::kByte) {  // int4 (int4_weight.h): byte i holds inputs 2i, 2i + 1 as nibbles u
     // Symmetric: scales [N, G] and W = (u - 8) * scale; with zero points [N, G, 2] and W = (u - z) * scale.
     const bool zero_points = weight_scale.dim() == 3 && weight_scale.size(2) == 2;

@@ -51,6 +51,8 @@ struct Int8PanelArgs {
   // |a| <= 127, and 128 times each row's sum over each group, [rows rounded up to kRowAlign][groups].
   const int8_t* a8 = nullptr;
   const int32_t* a8_offsets = nullptr;
+  // MXFP4 weights (PanelMxfp4Avx512 only): E8M0 exponents [weight_groups][kPanelWidth] in place of `scales`.
+  const uint8_t* scale_exponents = nullptr;
 };
 
 // One int8 panel ([pairs][kPanelWidth][2], scales [weight_groups][kPanelWidth], group_pairs k pairs per scale
@@ -89,6 +91,9 @@ void PanelInt4Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
 // W4A8: the same int4 panel against activations staged as bytes (a8, a8_offsets as for W8A8) with each k
 // octet's bytes in the order 0, 4, 1, 5, 2, 6, 3, 7 (OrderInt4ActivationBytes), two vpdpbusd per octet and row.
 void PanelW4A8Avx512(const Int8PanelArgs& args);
+// MXFP4 (mxfp4_weight.h): int4's panels and W4A8's byte activations, each nibble looked up as 2 * E2M1 and each
+// group scaled by its exponents (scale_exponents) over 2.
+void PanelMxfp4Avx512(const Int8PanelArgs& args);
 // One int4 panel as the bfloat16 panel ([pairs][kPanelWidth][2]) of its values times their scales, rounded to
 // nearest even (the prefill path).
 void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, int64_t weight_groups,

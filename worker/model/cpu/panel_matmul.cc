@@ -14,6 +14,7 @@
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
+#include "worker/model/cpu/mxfp4_weight.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 
@@ -119,6 +120,16 @@ Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
   return &PanelInt8Portable;
 }
 
+// MXFP4 weights: only rows staged as bytes take a kernel (PrepareStaging dequantizes panels elsewhere).
+Int8PanelKernel SelectMxfp4PanelKernel(bool byte_activations) {
+#ifdef LLMC_CPU_X86_KERNELS
+  if (byte_activations && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) return &PanelMxfp4Avx512;
+#endif
+  TORCH_CHECK(false, "MXFP4 weights have no kernel for these activations");
+  (void)byte_activations;
+  return nullptr;
+}
+
 // int4 weights: W4A8 on rows staged as bytes, else the W4A16 kernel of the path.
 Int8PanelKernel SelectInt4PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
@@ -205,10 +216,16 @@ void ZeroRow(const Staged& staged, int64_t row) {
 
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
   const int64_t k_padded = PackedDepth(weight.packed);
-  const Int8Activations activations = weight.int4() ? Int4ActivationsForRows(rows) : Int8ActivationsForRows(rows);
+  // MXFP4 rows are bytes at every batch size (llama.cpp, too, multiplies MXFP4 by 8-bit activations per 32
+  // inputs). float32 activations (reference packages) and CPUs without the byte kernel multiply dequantized
+  // panels: exact in float32.
+  const bool mxfp4_dequantized = weight.mxfp4() && (dtype == at::kFloat || !HasByteActivationKernel());
+  const Int8Activations activations = weight.mxfp4()  ? Int8Activations::kInt8
+                                      : weight.int4() ? Int4ActivationsForRows(rows)
+                                                      : Int8ActivationsForRows(rows);
   const int64_t group_pairs = weight.quantized() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
   const bool amx_int8 = weight.int8() && UsesAmxInt8(rows, activations, group_pairs);
-  if (!weight.quantized() || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
+  if (!weight.quantized() || mxfp4_dequantized || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
     staged.features = k;
     return staged;
@@ -326,12 +343,16 @@ PanelMultiplier::PanelMultiplier(const Staged& staged, const PanelWeight& panel_
       weight.int4() ? k_padded * kPanelWidth / 2 : k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
   base = static_cast<const char*>(packed.data_ptr());
   weight_groups = weight.quantized() ? weight.scales.size(1) : 0;
-  scales = weight.quantized() ? weight.scales.data_ptr<float>() : nullptr;
+  scales = weight.quantized() && !weight.mxfp4() ? weight.scales.data_ptr<float>() : nullptr;
+  exponents = weight.mxfp4() ? weight.scales.data_ptr<uint8_t>() : nullptr;
   zero_offsets = weight.zero_offsets.defined() ? weight.zero_offsets.data_ptr<float>() : nullptr;
   // int8 and int4 weights run their kernels on int16-staged rows, or (many rows, staged in the activations'
   // type) the plain kernels on each panel dequantized once.
-  if (a.int16)
+  if (a.int16 && weight.mxfp4()) {
+    int8_kernel = SelectMxfp4PanelKernel(a.bytes != nullptr);
+  } else if (a.int16) {
     int8_kernel = weight.int4() ? SelectInt4PanelKernel(a.bytes != nullptr) : SelectInt8PanelKernel(a.bytes != nullptr);
+  }
 #ifdef LLMC_CPU_X86_KERNELS
   if (a.amx_int8) int8_kernel = &PanelW8A8Amx;
 #endif
@@ -341,7 +362,12 @@ PanelMultiplier::PanelMultiplier(const Staged& staged, const PanelWeight& panel_
 
 void PanelMultiplier::Multiply(int64_t p, float* c, PanelEpilogue epilogue) const {
   const void* panel = base + p * panel_bytes;
-  if (dequantize && weight.int4()) {
+  const float* panel_scales = scales == nullptr ? nullptr : scales + p * weight_groups * kPanelWidth;
+  const uint8_t* panel_exponents = exponents == nullptr ? nullptr : exponents + p * weight_groups * kPanelWidth;
+  if (dequantize && panel_exponents != nullptr) {
+    panel =
+        DequantizeMxfp4Panel(static_cast<const uint8_t*>(panel), panel_exponents, weight_groups, k_padded, plain_type);
+  } else if (dequantize && weight.int4()) {
     panel = DequantizeInt4Panel(static_cast<const uint8_t*>(panel), scales + p * weight_groups * kPanelWidth,
                                 weight_groups, a.features, k_padded, plain_type,
                                 zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth);
@@ -353,10 +379,9 @@ void PanelMultiplier::Multiply(int64_t p, float* c, PanelEpilogue epilogue) cons
     const int64_t rows = std::min(kRowBlock, a.rows - m0);
     if (int8_kernel != nullptr) {
       int8_kernel({reinterpret_cast<const int16_t*>(a.data) + m0 * a.stride, a.scales + m0 * a.groups, a.stride, rows,
-                   k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel),
-                   scales + p * weight_groups * kPanelWidth, weight_groups, c, kPanelWidth,
-                   a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
-                   a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups});
+                   k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel), panel_scales, weight_groups, c,
+                   kPanelWidth, a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
+                   a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups, panel_exponents});
       if (zero_offsets != nullptr) {
         AddZeroPointSums(a, m0, rows, scales + p * weight_groups * kPanelWidth,
                          zero_offsets + p * weight_groups * kPanelWidth, weight_groups, c);
@@ -396,7 +421,11 @@ float* TeamMemberScratch() { return TeamScratch(); }
 
 void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& weight, int64_t min_columns) {
   TORCH_CHECK(hidden.dim() == 2 && hidden.is_contiguous(), op, ": input must be a contiguous [tokens, features]");
-  if (weight.quantized()) {
+  if (weight.mxfp4()) {
+    TORCH_CHECK(IsPackedMxfp4Scales(weight.scales, weight.packed), op, ": packed MXFP4 weight needs packed exponents");
+    TORCH_CHECK(hidden.size(1) == weight.scales.size(1) * kMxfp4GroupSize, op, ": ", weight.scales.size(1),
+                " MXFP4 groups do not fit ", hidden.size(1), " inputs");
+  } else if (weight.quantized()) {
     TORCH_CHECK(IsPackedScales(weight.scales, weight.packed), op, ": packed ", weight.int4() ? "int4" : "int8",
                 " weight needs packed scales");
     TORCH_CHECK(!weight.zero_offsets.defined() || weight.int4(), op, ": zero points need an int4 weight");

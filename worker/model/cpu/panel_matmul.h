@@ -49,6 +49,8 @@ struct PanelWeight {
   at::Tensor zero_offsets;  // int4 with zero points: 8 - z per column and group, as the scales; else undefined
   bool int8() const { return packed.scalar_type() == at::kChar; }
   bool int4() const { return packed.scalar_type() == at::kByte; }
+  // int4's panels with E8M0 exponents as the scales (mxfp4_weight.h).
+  bool mxfp4() const { return int4() && scales.defined() && scales.scalar_type() == at::kByte; }
   bool quantized() const { return int8() || int4(); }
 };
 
@@ -123,6 +125,7 @@ class PanelMultiplier {
   int64_t k_padded = 0, panel_bytes = 0, weight_groups = 0;
   const char* base = nullptr;
   const float* scales = nullptr;
+  const uint8_t* exponents = nullptr;  // MXFP4
   const float* zero_offsets = nullptr;
   void (*int8_kernel)(const Int8PanelArgs&) = nullptr;
   bool dequantize = false;
