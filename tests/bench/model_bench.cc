@@ -89,7 +89,8 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
 }
 
 // Bytes one decode step streams, in the weights' type (int8 packages: one byte per weight, int4 half a byte, plus
-// one float32 scale per output row and group; an unquantized untied embedding is counted as the LM head). A
+// one float32 scale per output row and group; MXFP4 experts half a byte plus a byte per 32; an unquantized untied
+// embedding is counted as the LM head). A
 // mixture of experts streams the dense part (attention, routers, dense MLPs, the LM head) and, once, each expert
 // some row of the step chose: `per_expert` bytes each (moe_ops.h counts them per step).
 struct StreamedBytes {
@@ -108,10 +109,15 @@ StreamedBytes Streamed(const llmc::model::ModelManifest& m, at::ScalarType dtype
   const int64_t element = static_cast<int64_t>(c10::elementSize(dtype));
   // int4 (served as int4, w4a16 or w4a8): two weights a byte.
   const bool int4 = m.quantization == "int4" || m.quantization == "w4a16" || m.quantization == "w4a8";
+  // MXFP4 packages: the experts' codes half a byte a weight with a one-byte exponent per 32, the rest in dtype.
+  const bool mxfp4 = m.quantization == "mxfp4";
   const auto matrix = [&](int64_t rows, int64_t k) -> int64_t {
-    if (m.quantization == "none") return rows * k * element;
+    if (m.quantization == "none" || mxfp4) return rows * k * element;
     const int64_t groups = m.quantization_group_size == 0 ? 1 : k / m.quantization_group_size;
     return (int4 ? rows * k / 2 : rows * k) + 4 * rows * groups;
+  };
+  const auto expert_matrix = [&](int64_t rows, int64_t k) -> int64_t {
+    return mxfp4 ? rows * k / 2 + rows * k / 32 : matrix(rows, k);
   };
   const int64_t qkv_rows = (m.num_heads + 2 * m.num_kv_heads) * m.head_dim, q_width = m.num_heads * m.head_dim;
   StreamedBytes bytes;
@@ -122,8 +128,8 @@ StreamedBytes Streamed(const llmc::model::ModelManifest& m, at::ScalarType dtype
                 sparse_layers * m.num_experts * m.hidden_size * element + matrix(m.vocab_size, m.hidden_size);
   if (m.quantization == "none" && !m.tie_word_embeddings) bytes.dense += m.vocab_size * m.hidden_size * element;
   if (sparse_layers > 0) {
-    bytes.per_expert =
-        matrix(2 * m.moe_intermediate_size, m.hidden_size) + matrix(m.hidden_size, m.moe_intermediate_size);
+    bytes.per_expert = expert_matrix(2 * m.moe_intermediate_size, m.hidden_size) +
+                       expert_matrix(m.hidden_size, m.moe_intermediate_size);
   }
   return bytes;
 }
