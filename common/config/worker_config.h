@@ -89,7 +89,7 @@ struct WorkerConfig {
       "spaces, tabs or newlines wherever JSON allows whitespace (at most 16)");
     v("tool_call_parser", tool_call_parser,
       "how the model's tool calls are read: auto (the package's tool_call_format), none, hermes, qwen3_coder, "
-      "llama3_json, pythonic, mistral, deepseek_v3 or deepseek_v31");
+      "llama3_json, pythonic, mistral, deepseek_v3, deepseek_v31 or harmony");
     v("reasoning_parser", reasoning_parser,
       "how the model's reasoning is read: auto (the package's reasoning markers), none (all text is content) or "
       "think (<think>...</think>)");

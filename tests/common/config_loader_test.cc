@@ -277,7 +277,7 @@ TEST_CASE("config: the worker's typed-output parsers come from YAML and flags", 
   config = WorkerConfig{};
   fields = CollectConfigFields(config);
   outcome = LoadConfigFromArgs(
-      program, {"--tool_call_parser=harmony"}, fields, [&] { return config.Validate(); }, out);
+      program, {"--tool_call_parser=glm45"}, fields, [&] { return config.Validate(); }, out);
   REQUIRE_FALSE(outcome.ok());
   CHECK_THAT(std::string(outcome.status().message()), Catch::Contains("tool_call_parser must be one of"));
 }

@@ -220,5 +220,47 @@ TEST_CASE_METHOD(PlanFixture, "typed output state: each choice's text becomes re
   CHECK(finish[1] == v1::FINISH_REASON_STOP);
 }
 
+TEST_CASE_METHOD(PlanFixture, "typed output plan: harmony parses every chat, refuses what it cannot constrain",
+                 "[unit][tools]") {
+  model_.tool_call_format = typed_output::ToolCallFormat::kHarmony;
+  model_.reasoning = typed_output::ReasoningMarkers{};
+  // Without tools its channels are still read: analysis is reasoning.
+  v1::GenerateRequest plain;
+  absl::StatusOr<TypedOutputPlan> plan = PlanTypedOutput(plain, model_, "<|start|>assistant");
+  REQUIRE(plan.ok());
+  CHECK(plan->format == typed_output::ToolCallFormat::kHarmony);
+  CHECK(plan->tools.empty());
+  CHECK(plan->separate_reasoning);
+  CHECK_FALSE(plan->constraint.has_value());
+  plain.mutable_chat()->set_separate_reasoning(false);
+  CHECK_FALSE(PlanTypedOutput(plain, model_, "")->separate_reasoning);
+
+  plan = PlanTypedOutput(ChatRequest(v1::TOOL_CHOICE_AUTO), model_, "");
+  REQUIRE_FALSE(plan.ok());  // get_time is strict
+  CHECK_THAT(std::string(plan.status().message()), Catch::Contains("strict"));
+  v1::GenerateRequest request = ChatRequest(v1::TOOL_CHOICE_AUTO);
+  request.mutable_chat()->set_tools_json(
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}])");
+  plan = PlanTypedOutput(request, model_, "");
+  REQUIRE(plan.ok());
+  CHECK(plan->tools.size() == 1);
+  CHECK_FALSE(plan->constraint.has_value());
+  request.mutable_chat()->set_tool_choice(v1::TOOL_CHOICE_REQUIRED);
+  plan = PlanTypedOutput(request, model_, "");
+  REQUIRE_FALSE(plan.ok());
+  CHECK(plan.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(plan.status().message()), Catch::Contains("tool_choice"));
+  request.mutable_chat()->set_tool_choice(v1::TOOL_CHOICE_NONE);
+  plan = PlanTypedOutput(request, model_, "");
+  REQUIRE(plan.ok());
+  CHECK(plan->tools.empty());  // calls are not read: a message to a function is content
+  v1::GenerateRequest formatted;
+  formatted.mutable_sampling()->mutable_constraint()->set_json_object(true);
+  formatted.mutable_sampling()->mutable_constraint()->set_source("response_format");
+  plan = PlanTypedOutput(formatted, model_, "");
+  REQUIRE_FALSE(plan.ok());
+  CHECK_THAT(std::string(plan.status().message()), Catch::Contains("response_format"));
+}
+
 }  // namespace
 }  // namespace llmc::worker

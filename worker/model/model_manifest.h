@@ -56,7 +56,7 @@ struct ModelManifest {
   // spells them.
   std::vector<std::pair<std::string, std::string>> special_tokens;
   // How the model writes tool calls: a typed_output::ToolCallFormat name (hermes, qwen3_coder, llama3_json,
-  // pythonic, mistral, deepseek_v3, deepseek_v31), or "none" (also what packages without the field mean).
+  // pythonic, mistral, deepseek_v3, deepseek_v31, harmony), or "none" (also what packages without the field mean).
   std::string tool_call_format = "none";
   // The markers around the model's reasoning (<think> and </think>); both empty when it does not reason apart
   // (packages without the `reasoning` field).

@@ -72,6 +72,40 @@ bool PromptOpensReasoning(std::string_view prompt_text, const typed_output::Reas
   return prompt_text.find(markers.end, start + markers.start.size()) == std::string_view::npos;
 }
 
+namespace {
+
+// harmony (gpt-oss): every answer is channels, so every chat is parsed (calls only with tools). Its calls and
+// final channel are not constrained yet: what would need a grammar is refused by name. parallel_tool_calls needs
+// nothing: <|call|> is one of its stop tokens, so an answer holds at most one call.
+absl::StatusOr<TypedOutputPlan> PlanHarmony(const v1::GenerateRequest& request, const ServedModel& model,
+                                            TypedOutputPlan plan) {
+  const v1::ChatInput& chat = request.chat();
+  if (request.sampling().has_constraint()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(request.sampling().constraint().source(),
+                     ": structured outputs are not supported for this model's harmony format (gpt-oss) yet"));
+  }
+  if (!plan.tools.empty()) {
+    if (chat.tool_choice() == v1::TOOL_CHOICE_REQUIRED || chat.tool_choice() == v1::TOOL_CHOICE_NAMED) {
+      return absl::InvalidArgumentError(
+          "tool_choice: only \"auto\" and \"none\" are supported for this model's harmony format (gpt-oss)");
+    }
+    if (std::any_of(plan.tools.begin(), plan.tools.end(),
+                    [](const typed_output::FunctionTool& tool) { return tool.strict; })) {
+      return absl::InvalidArgumentError(
+          "tools: strict functions cannot be enforced for this model's harmony format (gpt-oss) yet; leave out "
+          "\"strict\"");
+    }
+  }
+  plan.format = ToolCallFormat::kHarmony;
+  plan.reasoning = typed_output::ReasoningMarkers{};
+  plan.separate_reasoning = !chat.has_separate_reasoning() || chat.separate_reasoning();
+  plan.decoded_special_tokens = MarkerSpecialTokens(model, plan.format, plan.reasoning);
+  return plan;
+}
+
+}  // namespace
+
 absl::StatusOr<TypedOutputPlan> PlanTypedOutput(const v1::GenerateRequest& request, const ServedModel& model,
                                                 std::string_view prompt_text) {
   TypedOutputPlan plan;
@@ -90,6 +124,7 @@ absl::StatusOr<TypedOutputPlan> PlanTypedOutput(const v1::GenerateRequest& reque
     plan.format = model.tool_call_format;
     plan.tools = *std::move(tools);
   }
+  if (model.tool_call_format == ToolCallFormat::kHarmony) return PlanHarmony(request, model, std::move(plan));
 
   const bool forced = chat.tool_choice() == v1::TOOL_CHOICE_REQUIRED || chat.tool_choice() == v1::TOOL_CHOICE_NAMED;
   const bool any_strict = std::any_of(plan.tools.begin(), plan.tools.end(),

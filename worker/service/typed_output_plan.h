@@ -21,6 +21,8 @@ struct TypedOutputPlan {
   typed_output::ReasoningMarkers reasoning;                                   // disabled: reasoning is not split off
   bool starts_in_reasoning = false;  // the rendered prompt opened the reasoning block
   std::vector<typed_output::FunctionTool> tools;
+  // harmony: its analysis channel is reasoning unless the request asked for none apart.
+  bool separate_reasoning = true;
   // Set: the constraint the request runs under instead of its own (the tool-call grammar, with the
   // request's response_format inside it when there was one).
   std::optional<v1::OutputConstraint> constraint;

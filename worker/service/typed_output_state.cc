@@ -27,6 +27,7 @@ typed_output::ChoiceOutputParser& TypedOutputState::ParserFor(uint32_t choice_in
   if (parser == nullptr) {
     typed_output::ToolCallParserOptions options;
     options.tools = plan_.tools;
+    options.separate_reasoning = plan_.separate_reasoning;
     // Each choice draws its own call ids.
     options.id_seed = id_seed_ + 0x9E3779B97F4A7C15ull * (choice_index + 1);
     parser = std::make_unique<typed_output::ChoiceOutputParser>(

@@ -174,6 +174,7 @@ std::unique_ptr<ToolCallParser> MakeDeepSeekV31Parser(ToolCallParserOptions opti
 std::unique_ptr<ToolCallParser> MakeMistralParser(ToolCallParserOptions options);
 std::unique_ptr<ToolCallParser> MakeQwen3CoderParser(ToolCallParserOptions options);
 std::unique_ptr<ToolCallParser> MakePythonicParser(ToolCallParserOptions options);
+std::unique_ptr<ToolCallParser> MakeHarmonyParser(ToolCallParserOptions options);
 
 }  // namespace llmc::typed_output::internal
 

@@ -17,6 +17,7 @@ constexpr std::pair<ToolCallFormat, std::string_view> kFormatNames[] = {
     {ToolCallFormat::kMistral, "mistral"},
     {ToolCallFormat::kDeepSeekV3, "deepseek_v3"},
     {ToolCallFormat::kDeepSeekV31, "deepseek_v31"},
+    {ToolCallFormat::kHarmony, "harmony"},
 };
 
 }  // namespace
@@ -54,6 +55,8 @@ std::vector<std::string> ToolCallMarkers(ToolCallFormat format) {
     case ToolCallFormat::kDeepSeekV31:
       return {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
               "<｜tool▁sep｜>"};
+    case ToolCallFormat::kHarmony:
+      return {"<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>"};
   }
   return {};
 }

@@ -42,6 +42,8 @@ std::unique_ptr<ToolCallParser> MakeToolCallParser(ToolCallFormat format, ToolCa
       return internal::MakeDeepSeekV3Parser(std::move(options));
     case ToolCallFormat::kDeepSeekV31:
       return internal::MakeDeepSeekV31Parser(std::move(options));
+    case ToolCallFormat::kHarmony:
+      return internal::MakeHarmonyParser(std::move(options));
   }
   return std::make_unique<PassThroughParser>();
 }

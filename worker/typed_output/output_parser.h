@@ -29,6 +29,8 @@ class ToolCallParser {
 struct ToolCallParserOptions {
   std::vector<FunctionTool> tools;  // formats that type argument values (XML, pythonic) read the schemas
   uint64_t id_seed = 0;             // call ids are random from this seed (OpenAI "call_..." or Mistral's 9)
+  // harmony, whose reasoning is a channel rather than marked text: false puts the analysis channel in content.
+  bool separate_reasoning = true;
 };
 
 // The parser for `format`; kNone: a parser that passes all text through as content.

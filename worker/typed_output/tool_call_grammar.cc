@@ -85,6 +85,7 @@ Layout LayoutOf(ToolCallFormat format) {
       layout.close = Lit(kDeepSeekCallsEnd);
       break;
     case ToolCallFormat::kNone:
+    case ToolCallFormat::kHarmony:  // refused before a grammar is built (typed_output_plan.cc)
       break;
   }
   return layout;
@@ -125,6 +126,8 @@ absl::StatusOr<Expr> Call(ToolCallFormat format, const IndexedTool& tool, bool c
       ASSIGN_OR_RETURN(Expr args, arguments.JsonObject(tool, constrained));
       return Seq({Lit(absl::StrCat(kDeepSeekCallBegin, name, kDeepSeekSep)), std::move(args), Lit(kDeepSeekCallEnd)});
     }
+    case ToolCallFormat::kHarmony:
+      return absl::InvalidArgumentError("harmony tool calls cannot be constrained");
     case ToolCallFormat::kNone:
       break;
   }
