@@ -22,10 +22,9 @@ absl::Status WorkerConfig::Validate() const {
                                   {"none", "int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8", "mxfp4"}));
   RETURN_IF_ERROR(ValidateOneOf("metric_names", metric_names, {"llmc", "vllm", "both"}));
   // The names of typed_output::ToolCallFormat (worker/typed_output/output_format.h), which common cannot link.
-  RETURN_IF_ERROR(ValidateOneOf(
-      "tool_call_parser", tool_call_parser,
-      {"auto", "none", "hermes", "qwen3_coder", "llama3_json", "pythonic", "mistral", "deepseek_v3", "deepseek_v31",
-       "harmony"}));
+  RETURN_IF_ERROR(ValidateOneOf("tool_call_parser", tool_call_parser,
+                                {"auto", "none", "hermes", "qwen3_coder", "llama3_json", "pythonic", "mistral",
+                                 "deepseek_v3", "deepseek_v31", "harmony"}));
   RETURN_IF_ERROR(ValidateOneOf("reasoning_parser", reasoning_parser, {"auto", "none", "think"}));
   if (!default_chat_template_kwargs.empty() &&
       !nlohmann::json::parse(default_chat_template_kwargs, nullptr, /*allow_exceptions=*/false).is_object()) {

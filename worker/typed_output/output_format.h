@@ -23,8 +23,8 @@ enum class ToolCallFormat {
                 // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{...}\n```...
   kDeepSeekV31,  // "deepseek_v31":
                  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...
-  kHarmony,      // "harmony" (gpt-oss): channels; analysis is reasoning, a message to=functions.f a call, final
-                 // content: <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>
+  kHarmony,  // "harmony" (gpt-oss): channels; analysis is reasoning, a message to=functions.f a call, final
+             // content: <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>
 };
 
 std::string_view ToolCallFormatName(ToolCallFormat format);
