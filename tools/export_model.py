@@ -114,8 +114,9 @@ def parse_args(argv):
     parser.add_argument("--name", help="model name clients use (default: the output folder's name)")
     parser.add_argument("--tokenizer", help="tokenizer.json (default: the checkpoint's)")
     parser.add_argument("--chat-template", help="built-in chat template name; without it the package carries the model's own "
-                        "Jinja template from tokenizer_config.json (or chat_template.jinja) beside tokenizer.json, "
-                        "and the built-in one chosen by architecture serves as the fallback")
+                        "Jinja template from tokenizer_config.json (or chat_template.jinja) beside tokenizer.json "
+                        "(gpt_oss without one: llmc's harmony template), and the built-in one chosen by "
+                        "architecture serves as the fallback")
     parser.add_argument("--embedding-pooling", default="last", choices=EMBEDDING_POOLINGS,
                         help="how /v1/embeddings pools the final normalized hidden states of a prompt before L2 "
                         "normalization: the last token's (default), the mean of all, or none (no embeddings)")

@@ -210,14 +210,18 @@ constexpr char kCallText[] =
 constexpr char kCallRegex[] =
     "<tool_call>\\n\\{\"name\": \"get_weather\", \"arguments\": \\{\"city\": \"Paris\"\\}\\}\\n</tool_call>";
 
-// A choice that is exactly one call of get_weather with {"city": "Paris"}, and nothing else.
-void ExpectParisCall(const json& choice) {
+// A choice that is exactly one call of get_weather with {"city": "Paris"}, and nothing else (but `reasoning`).
+void ExpectParisCall(const json& choice, const std::string& reasoning = "") {
   INFO(choice.dump());
   CHECK(choice["finish_reason"] == "tool_calls");
   const json& message = choice["message"];
   CHECK(message["role"] == "assistant");
   CHECK((message["content"].is_null() || message["content"] == ""));
-  CHECK(!message.contains("reasoning_content"));
+  if (reasoning.empty()) {
+    CHECK(!message.contains("reasoning_content"));
+  } else {
+    CHECK(message["reasoning_content"] == reasoning);
+  }
   REQUIRE(message["tool_calls"].is_array());
   REQUIRE(message["tool_calls"].size() == 1);
   const json& call = message["tool_calls"][0];
@@ -346,6 +350,72 @@ TEST_CASE("tool calling e2e: the worker's parsers turn forced text into tool cal
     CHECK(answer["choices"][0]["finish_reason"] == "stop");
     CHECK(answer["choices"][0]["message"]["content"] == text);
     CHECK(!answer["choices"][0]["message"].contains("reasoning_content"));
+  }
+}
+
+// gpt-oss's harmony format: the small GPT-OSS package (the gpt-oss tokenizer, llmc's harmony template, manifest
+// tool_call_format "harmony"). Channel text forced by a regex over the whole output is read as the format says.
+TEST_CASE("tool calling e2e: a GPT-OSS package reads its harmony channels as reasoning, content and calls",
+          "[integration][tools][tool_calls][moe]") {
+  ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
+  WorkerProcess worker(LLMC_WORKER_BINARY, SmallGptOssPackage(), SmallWorkerArgs(controller.address(), "harmony"));
+  GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
+  REQUIRE(gateway.WaitHealthy());
+  const int port = gateway.port();
+  const HttpReply models = HttpCall(port, "GET", "/v1/models");
+  REQUIRE(models.status == 200);
+  const json chat = With(Chat(80), {{"model", ParseJson(models.body)["data"][0]["id"]}});
+  const std::string analysis = R"(<\|channel\|>analysis<\|message\|>)";
+  const std::string next = R"(<\|end\|><\|start\|>assistant)";
+  {
+    INFO("analysis, then the final answer");
+    const json body =
+        With(chat, {{"structured_outputs",
+                     {{"regex", analysis + R"(Greet them\.)" + next + R"(<\|channel\|>final<\|message\|>Hello!)"}}}});
+    const json answer = PostOk(port, kChatPath, body);
+    INFO(answer.dump());
+    CHECK(answer["choices"][0]["finish_reason"] == "stop");
+    CHECK(answer["choices"][0]["message"]["reasoning_content"] == "Greet them.");
+    CHECK(answer["choices"][0]["message"]["content"] == "Hello!");
+    ExpectSameAnswer(Streamed(port, body).at(0), answer["choices"][0]);
+  }
+  const std::string call = analysis + R"(Need the weather\.)" + next +
+                           R"(<\|channel\|>commentary to=functions\.get_weather <\|constrain\|>json<\|message\|>)" +
+                           R"(\{"city": "Paris"\})";
+  {
+    INFO("analysis, then a call to an offered function");
+    const json body = With(chat, {{"tools", json::array({WeatherTool()})}, {"structured_outputs", {{"regex", call}}}});
+    const json answer = PostOk(port, kChatPath, body);
+    INFO(answer.dump());
+    ExpectParisCall(answer["choices"][0], "Need the weather.");
+    ExpectSameAnswer(Streamed(port, body).at(0), answer["choices"][0]);
+    // tool_choice none: the message is content, the markup gone.
+    const json plain = PostOk(port, kChatPath, With(body, {{"tool_choice", "none"}}));
+    INFO(plain.dump());
+    CHECK(plain["choices"][0]["finish_reason"] == "stop");
+    CHECK(plain["choices"][0]["message"]["content"] == R"({"city": "Paris"})");
+    CHECK(!plain["choices"][0]["message"].contains("tool_calls"));
+  }
+  {
+    INFO("a tool round trip renders through the harmony template; what it cannot constrain is a 400");
+    json round_trip = With(chat, {{"tools", json::array({WeatherTool()})}});
+    round_trip["messages"].push_back(
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          json::array({{{"id", "call_1"},
+                        {"type", "function"},
+                        {"function", {{"name", "get_weather"}, {"arguments", R"({"city": "Paris"})"}}}}})}});
+    round_trip["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "Sunny, 21 C"}});
+    const json answer = PostOk(port, kChatPath, round_trip);
+    CHECK(answer["usage"]["prompt_tokens"].get<int>() > 20);
+    for (const json& fields :
+         {json{{"tool_choice", "required"}}, json{{"response_format", {{"type", "json_object"}}}}}) {
+      const HttpReply refused = PostJson(port, kChatPath, With(round_trip, fields).dump());
+      INFO(fields.dump() << " -> " << refused.status << " " << refused.body);
+      CHECK(refused.status == 400);
+      CHECK_THAT(refused.body, Catch::Contains("harmony"));
+    }
   }
 }
 

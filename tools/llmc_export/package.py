@@ -14,7 +14,7 @@ from .granite import prepare_granite_tensors
 from .gpt_oss import prepare_gpt_oss_tensors
 from .moe import rename_mixtral_tensors
 from .phi3 import prepare_phi3_tensors
-from .output_formats import read_output_formats, resolve_output_formats
+from .output_formats import detect_output_formats, read_output_formats, resolve_output_formats
 from .prequantized import by_module, take_int8_weights
 from .prequantized_int4 import Gptq8Scheme, Int4Scheme, take_quantized_weights
 from .ops import MXFP4_GROUP_SIZE
@@ -63,7 +63,8 @@ def default_chat_template(config: ModelConfig) -> str:
         return "chatml"
     if config.architecture in ("mistral", "mixtral"):
         return "mistral"
-    # No built-in Phi, Granite or Gemma template: the checkpoint's own Jinja one serves chats.
+    # No built-in Phi, Granite, Gemma or GPT-OSS template: the checkpoint's own Jinja one serves chats (for GPT-OSS
+    # without one, llmc's harmony template: fallback_jinja_template).
     if config.architecture in ("phi3", "granite", "gemma3", "gpt_oss"):
         return "raw"
     return "llama3" if config.vocab_size >= 128000 else "llama2"
@@ -139,6 +140,23 @@ def is_capped_longrope(config: ModelConfig) -> bool:
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 SPECIAL_TOKEN_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
+# llmc's own Jinja templates, beside this module.
+TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+HARMONY_TEMPLATE = os.path.join(TEMPLATES_DIR, "harmony.jinja")
+
+
+def harmony_chat_template() -> str:
+    """llmc's chat template for OpenAI's harmony format (GPT-OSS), as its text."""
+    with open(HARMONY_TEMPLATE, encoding="utf-8") as f:
+        return f.read()
+
+
+def fallback_jinja_template(config: ModelConfig) -> Optional[str]:
+    """The Jinja template a package gets when its tokenizer files bring none: harmony for GPT-OSS (whose
+    tokenizer packages often lack the template), None for the rest (they fall back to a built-in one)."""
+    if config.architecture == "gpt_oss":
+        return harmony_chat_template()
+    return None
 
 
 def read_tokenizer_config(tokenizer_path: str) -> tuple:
@@ -354,8 +372,16 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
                           f"{', '.join(SERVED_QUANTIZATIONS)}")
     if tokenizer_path is None or not os.path.exists(tokenizer_path):
         raise ExportError(f"tokenizer.json not found at {tokenizer_path}")
+    # The model's own template comes with it, unless a built-in one was asked for by name; without one, llmc's
+    # own for the architecture, if it has one (harmony for GPT-OSS), whose formats are then the package's.
+    jinja_template, special_tokens = read_tokenizer_config(tokenizer_path)
+    detected = read_output_formats(tokenizer_path)
+    if jinja_template is None and chat_template is None:
+        jinja_template = fallback_jinja_template(config)
+        if jinja_template is not None:
+            detected = detect_output_formats(jinja_template)
     # Before any file is written, so that a bad override leaves nothing behind.
-    output_formats = resolve_output_formats(read_output_formats(tokenizer_path), tool_call_format, reasoning_markers)
+    output_formats = resolve_output_formats(detected, tool_call_format, reasoning_markers)
     model = model.to(DTYPES[dtype]).eval()
     # Rotary angles and weight scales stay in float32 whatever the weights' dtype (MXFP4 exponents stay uint8).
     model.inv_freq = model.inv_freq.float()
@@ -381,8 +407,6 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     shutil.copyfile(tokenizer_path, os.path.join(out_dir, "tokenizer.json"))
     manifest = manifest_for(config, name, dtype, chat_template or default_chat_template(config), quantization,
                             group_size, embedding_pooling, served_quantization, zero_points)
-    # The model's own template comes with it, unless a built-in one was asked for by name.
-    jinja_template, special_tokens = read_tokenizer_config(tokenizer_path)
     if special_tokens:
         manifest["special_tokens"] = special_tokens
     manifest.update(output_formats.manifest_fields())

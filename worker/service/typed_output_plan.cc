@@ -75,15 +75,19 @@ bool PromptOpensReasoning(std::string_view prompt_text, const typed_output::Reas
 namespace {
 
 // harmony (gpt-oss): every answer is channels, so every chat is parsed (calls only with tools). Its calls and
-// final channel are not constrained yet: what would need a grammar is refused by name. parallel_tool_calls needs
-// nothing: <|call|> is one of its stop tokens, so an answer holds at most one call.
+// final channel are not constrained yet: what would need a grammar around the channels is refused by name.
+// parallel_tool_calls needs nothing: <|call|> is one of its stop tokens, so an answer holds at most one call.
 absl::StatusOr<TypedOutputPlan> PlanHarmony(const v1::GenerateRequest& request, const ServedModel& model,
                                             TypedOutputPlan plan) {
   const v1::ChatInput& chat = request.chat();
-  if (request.sampling().has_constraint()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(request.sampling().constraint().source(),
-                     ": structured outputs are not supported for this model's harmony format (gpt-oss) yet"));
+  // vLLM's structured_outputs and guided_* shape the whole output, channels included, as for other formats;
+  // response_format would shape the final channel's text alone, which needs a grammar around the channels.
+  if (request.sampling().has_constraint() &&
+      absl::StartsWith(request.sampling().constraint().source(), "response_format")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        request.sampling().constraint().source(),
+        ": response_format is not supported for this model's harmony format (gpt-oss) yet; structured_outputs "
+        "shapes the whole output"));
   }
   if (!plan.tools.empty()) {
     if (chat.tool_choice() == v1::TOOL_CHOICE_REQUIRED || chat.tool_choice() == v1::TOOL_CHOICE_NAMED) {

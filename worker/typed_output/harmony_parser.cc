@@ -23,8 +23,10 @@ constexpr std::string_view kReturn = "<|return|>";
 constexpr std::string_view kCall = "<|call|>";
 constexpr std::string_view kBodyEnds[] = {kEnd, kCall, kReturn, kStart};
 constexpr std::string_view kFunctionsPrefix = "functions.";
-// A header longer than this is not one: what follows is read as content.
+// A header longer than this is not one: what follows is read as content; so is one of this many bytes without a
+// special token (a model that does not write harmony, a random one).
 constexpr size_t kMaxHeaderBytes = 4096;
+constexpr size_t kMaxPlainHeaderBytes = 256;
 
 // The word after `key` in a header (up to whitespace or the next special token); empty when absent.
 std::string_view WordAfter(std::string_view header, std::string_view key) {
@@ -50,7 +52,8 @@ class HarmonyParser : public ToolCallParser {
 
   void Finish(TypedDelta& out) override {
     Run(out, /*at_end=*/true);
-    // A header cut short is markup, not text: dropped.
+    // A header cut short is markup, not text: dropped; text without any is content.
+    if (state_ == State::kHeader && buffer_.find("<|") == std::string::npos) out.content.append(buffer_);
     buffer_.clear();
   }
 
@@ -77,10 +80,17 @@ class HarmonyParser : public ToolCallParser {
   }
 
   bool StepHeader() {
+    // Decided on the first bytes alone, so that how the text arrives does not matter.
+    const size_t first_special = buffer_.find("<|");
+    if (buffer_.size() > kMaxPlainHeaderBytes &&
+        (first_special == std::string::npos || first_special > kMaxPlainHeaderBytes)) {
+      StartBody(Body::kContent, {});  // not a header: the text is content
+      return true;
+    }
     const size_t message = buffer_.find(kMessage);
     if (message == std::string::npos) {
       if (buffer_.size() <= kMaxHeaderBytes) return false;
-      StartBody(Body::kContent, {});  // not a header: the text is content
+      StartBody(Body::kContent, {});
       return true;
     }
     const std::string_view header = std::string_view(buffer_).substr(0, message);
