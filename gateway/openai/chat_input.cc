@@ -271,9 +271,28 @@ absl::Status ParseChatInput(const json& body, const ordered_json& ordered_body, 
   if (separate_reasoning.has_value()) chat.set_separate_reasoning(*separate_reasoning);
   ASSIGN_OR_RETURN(std::optional<std::string> chat_template, fields.String("chat_template"));
   if (chat_template.has_value()) chat.set_chat_template(*std::move(chat_template));
-  if (const json* kwargs = fields.Find("chat_template_kwargs"); kwargs != nullptr) {
-    if (!kwargs->is_object()) return fields.WrongType("chat_template_kwargs", *kwargs, "an object");
-    chat.set_chat_template_kwargs_json(DumpJson(ordered_body.at("chat_template_kwargs")));
+  // OpenAI's reasoning_effort reaches the template; the client's own chat_template_kwargs win over it.
+  ordered_json kwargs = ordered_json::object();
+  ASSIGN_OR_RETURN(const std::optional<std::string> effort, fields.String("reasoning_effort"));
+  if (effort.has_value()) RETURN_IF_ERROR(AddReasoningEffort(*effort, "reasoning_effort", kwargs));
+  if (const json* given = fields.Find("chat_template_kwargs"); given != nullptr) {
+    if (!given->is_object()) return fields.WrongType("chat_template_kwargs", *given, "an object");
+    for (const auto& [key, value] : ordered_body.at("chat_template_kwargs").items()) kwargs[key] = value;
+  }
+  if (!kwargs.empty()) chat.set_chat_template_kwargs_json(DumpJson(kwargs));
+  return absl::OkStatus();
+}
+
+absl::Status AddReasoningEffort(const std::string& effort, const std::string& param, ordered_json& kwargs) {
+  if (effort == "none" || effort == "minimal") {
+    kwargs["enable_thinking"] = false;
+  } else if (effort == "low" || effort == "medium" || effort == "high") {
+    kwargs["reasoning_effort"] = effort;
+  } else if (effort == "xhigh") {
+    kwargs["reasoning_effort"] = "high";
+  } else {
+    return InvalidParameter(
+        param, absl::StrCat("'", param, "' must be none, minimal, low, medium, high or xhigh, got '", effort, "'"));
   }
   return absl::OkStatus();
 }

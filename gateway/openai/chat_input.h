@@ -2,6 +2,7 @@
 #define LLMC_GATEWAY_OPENAI_CHAT_INPUT_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,6 +19,12 @@ namespace llmc::gateway {
 // `tool_positions`, when given, gets each forwarded function tool's index in the client's `tools`.
 absl::Status ParseChatInput(const nlohmann::json& body, const nlohmann::ordered_json& ordered_body, v1::ChatInput& chat,
                             std::vector<uint32_t>* tool_positions = nullptr);
+
+// A reasoning effort (chat completions' `reasoning_effort`, the Responses API's `reasoning.effort`, named `param`
+// in errors) as the chat template reads it, into `kwargs`: "none" and "minimal" turn thinking off (enable_thinking
+// false, as Qwen3's and similar templates read it); "low", "medium" and "high" become reasoning_effort (as GPT-OSS's
+// harmony template reads it), "xhigh" as "high". Templates ignore variables they do not use.
+absl::Status AddReasoningEffort(const std::string& effort, const std::string& param, nlohmann::ordered_json& kwargs);
 
 }  // namespace llmc::gateway
 

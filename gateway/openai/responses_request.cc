@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/status_macros.h"
+#include "gateway/openai/chat_input.h"
 #include "gateway/openai/json_fields.h"
 #include "gateway/openai/openai_error.h"
 
@@ -470,10 +471,8 @@ absl::Status ReadText(const FieldReader& fields, const ordered_json& ordered_bod
   return absl::OkStatus();
 }
 
-// reasoning.effort reaches the chat template: "none" and "minimal" turn thinking off (enable_thinking:
-// false, as Qwen3 and similar templates read it); "low", "medium" and "high" become reasoning_effort (as
-// GPT-OSS templates read it; "xhigh" as "high"). Templates ignore variables they do not use. The client's own
-// chat_template_kwargs win over these. No summaries are written (the reasoning items' summary stays empty),
+// reasoning.effort reaches the chat template as chat completions' reasoning_effort does (AddReasoningEffort). The
+// client's own chat_template_kwargs win over it. No summaries are written (the reasoning items' summary stays empty),
 // so reasoning.summary asks for nothing that could be refused.
 absl::StatusOr<ordered_json> ReadReasoning(const FieldReader& fields, ResponsesTranslation& out) {
   ordered_json kwargs = ordered_json::object();
@@ -483,18 +482,7 @@ absl::StatusOr<ordered_json> ReadReasoning(const FieldReader& fields, ResponsesT
     const FieldReader reasoning_fields(*reasoning, "reasoning.");
     ASSIGN_OR_RETURN(const std::optional<std::string> effort, reasoning_fields.String("effort"));
     if (effort.has_value()) {
-      if (*effort == "none" || *effort == "minimal") {
-        kwargs["enable_thinking"] = false;
-      } else if (*effort == "low" || *effort == "medium" || *effort == "high") {
-        kwargs["reasoning_effort"] = *effort;
-      } else if (*effort == "xhigh") {
-        kwargs["reasoning_effort"] = "high";
-      } else {
-        return InvalidParameter("reasoning.effort",
-                                absl::StrCat("'reasoning.effort' must be none, minimal, low, medium, high or xhigh, "
-                                             "got '",
-                                             *effort, "'"));
-      }
+      RETURN_IF_ERROR(AddReasoningEffort(*effort, "reasoning.effort", kwargs));
       echo["effort"] = *effort;
     }
     for (const char* name : {"summary", "generate_summary"}) {

@@ -641,6 +641,18 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
   REQUIRE(with_bos.ok());
   CHECK(with_bos->generate.add_special_tokens());
   CHECK(chat.chat_template_kwargs_json() == R"({"z":1,"a":2})");
+  // OpenAI's reasoning_effort reaches the template (GPT-OSS's reads it; "minimal" turns Qwen3's thinking off);
+  // the client's own chat_template_kwargs win.
+  const auto kwargs_of = [](const std::string& fields) {
+    const absl::StatusOr<OpenAiRequest> parsed =
+        ParseChatCompletionRequest(R"({"model":"m","messages":[{"role":"user","content":"x"}],)" + fields + "}");
+    REQUIRE(parsed.ok());
+    return parsed->generate.chat().chat_template_kwargs_json();
+  };
+  CHECK(kwargs_of(R"("reasoning_effort":"high")") == R"({"reasoning_effort":"high"})");
+  CHECK(kwargs_of(R"("reasoning_effort":"minimal")") == R"({"enable_thinking":false})");
+  CHECK(kwargs_of(R"("reasoning_effort":"low","chat_template_kwargs":{"reasoning_effort":"medium","b":1})") ==
+        R"({"reasoning_effort":"medium","b":1})");
 
   const auto invalid = [](const std::string& body, const std::string& param) {
     const absl::StatusOr<OpenAiRequest> parsed = ParseChatCompletionRequest(body);
@@ -652,6 +664,8 @@ TEST_CASE("openai_request: tools, tool calls and template fields reach the worke
   invalid(R"({"model":"m",)" + user + R"(,"tools":[{"type":"function"}]})", "tools[0].function");
   invalid(R"({"model":"m",)" + user + R"(,"chat_template_kwargs":[1]})", "chat_template_kwargs");
   invalid(R"({"model":"m",)" + user + R"(,"chat_template":5})", "chat_template");
+  invalid(R"({"model":"m",)" + user + R"(,"reasoning_effort":"max"})", "reasoning_effort");
+  invalid(R"({"model":"m",)" + user + R"(,"reasoning_effort":2})", "reasoning_effort");
   invalid(R"({"model":"m",)" + user + R"(,"add_special_tokens":"yes"})", "add_special_tokens");
   invalid(R"({"model":"m",)" + user + R"(,"tool_choice":"required"})", "needs at least one function");
   // Nesting and key counts are bounded before anything copies or re-parses the body.
