@@ -97,6 +97,12 @@ class Expert(nn.Module):
 class SparseMoe(nn.Module):
     """A mixture-of-experts MLP (moe.py): the router `gate` [num_experts, hidden] (no weight_scale: it stays in the
     activations' dtype) and the experts, run by one fused operator (ops.moe_rms_norm_swiglu)."""
+    gate_up_weights: List[torch.Tensor]
+    gate_up_scales: List[torch.Tensor]
+    gate_up_biases: List[torch.Tensor]
+    down_weights: List[torch.Tensor]
+    down_scales: List[torch.Tensor]
+    down_biases: List[torch.Tensor]
 
     def __init__(self, config: ModelConfig, initialize_experts: bool = True):
         super().__init__()
@@ -111,6 +117,27 @@ class SparseMoe(nn.Module):
         self.gate = nn.Linear(config.hidden_size, config.num_experts, bias=clamped)
         self.experts = nn.ModuleList([Expert(config.hidden_size, config.moe_intermediate_size, bias=clamped,
                                              initialize=initialize_experts) for _ in range(config.num_experts)])
+        # The operator's expert lists, held rather than gathered per call: the scripted network would otherwise
+        # append every expert's four tensors in the interpreter at every step (2048 appends per step for 4 layers
+        # of 128 experts). Whoever replaces an expert's tensors refreshes them (package.write_package before
+        # scripting; the worker's loader after repacking); in Python, forward refreshes them itself.
+        self.gate_up_weights: List[torch.Tensor] = []
+        self.gate_up_scales: List[torch.Tensor] = []
+        self.gate_up_biases: List[torch.Tensor] = []
+        self.down_weights: List[torch.Tensor] = []
+        self.down_scales: List[torch.Tensor] = []
+        self.down_biases: List[torch.Tensor] = []
+        self.refresh_expert_lists()
+
+    @torch.jit.unused
+    def refresh_expert_lists(self) -> None:
+        self.gate_up_weights = [expert.gate_up_proj.weight for expert in self.experts]
+        self.gate_up_scales = [expert.gate_up_proj.weight_scale for expert in self.experts]
+        self.down_weights = [expert.down_proj.weight for expert in self.experts]
+        self.down_scales = [expert.down_proj.weight_scale for expert in self.experts]
+        biased = self.experts[0].gate_up_proj.bias is not None
+        self.gate_up_biases = [expert.gate_up_proj.bias for expert in self.experts] if biased else []
+        self.down_biases = [expert.down_proj.bias for expert in self.experts] if biased else []
 
 
 class DecoderLayer(nn.Module):
@@ -185,29 +212,19 @@ class DecoderLayer(nn.Module):
                                                     attn.o_proj.weight, attn.o_proj.weight_scale, hidden)
             mlp_norm = self.post_attention_layernorm
         if hasattr(mlp, "experts"):  # resolved when scripted: only sparse layers record this call
-            gate_up_weights: List[torch.Tensor] = []
-            gate_up_scales: List[torch.Tensor] = []
-            down_weights: List[torch.Tensor] = []
-            down_scales: List[torch.Tensor] = []
-            for expert in mlp.experts:
-                gate_up_weights.append(expert.gate_up_proj.weight)
-                gate_up_scales.append(expert.gate_up_proj.weight_scale)
-                down_weights.append(expert.down_proj.weight)
-                down_scales.append(expert.down_proj.weight_scale)
+            if not torch.jit.is_scripting():
+                mlp.refresh_expert_lists()
             if hasattr(mlp, "clamped_swiglu"):
-                gate_up_biases: List[torch.Tensor] = []
-                down_biases: List[torch.Tensor] = []
-                for expert in mlp.experts:
-                    gate_up_biases.append(expert.gate_up_proj.bias)
-                    down_biases.append(expert.down_proj.bias)
                 return torch.ops.llmc.moe_rms_norm_clamped_swiglu(hidden, mlp_norm.weight, mlp_norm.eps,
-                                                                  mlp.gate.weight, mlp.gate.bias, gate_up_weights,
-                                                                  gate_up_scales, gate_up_biases, down_weights,
-                                                                  down_scales, down_biases, mlp.top_k,
-                                                                  mlp.intermediate_size, mlp.alpha, mlp.limit)
+                                                                  mlp.gate.weight, mlp.gate.bias, mlp.gate_up_weights,
+                                                                  mlp.gate_up_scales, mlp.gate_up_biases,
+                                                                  mlp.down_weights, mlp.down_scales, mlp.down_biases,
+                                                                  mlp.top_k, mlp.intermediate_size, mlp.alpha,
+                                                                  mlp.limit)
             return torch.ops.llmc.moe_rms_norm_swiglu(hidden, mlp_norm.weight, mlp_norm.eps, mlp.gate.weight,
-                                                      gate_up_weights, gate_up_scales, down_weights, down_scales,
-                                                      mlp.top_k, mlp.normalize_top_k, mlp.intermediate_size)
+                                                      mlp.gate_up_weights, mlp.gate_up_scales, mlp.down_weights,
+                                                      mlp.down_scales, mlp.top_k, mlp.normalize_top_k,
+                                                      mlp.intermediate_size)
         if hasattr(mlp, "gelu_tanh"):
             act = torch.ops.llmc.rms_norm_gate_up_gelu_tanh(hidden, mlp_norm.weight, mlp_norm.eps,
                                                             mlp.gate_up_proj.weight, mlp.gate_up_proj.weight_scale,

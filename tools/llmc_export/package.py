@@ -401,6 +401,9 @@ def write_package(model: CausalLM, config: ModelConfig, out_dir: str, name: str,
     if quantization == "mxfp4":
         quantize_experts_mxfp4(model)  # from the package dtype too
     zero_points = any(getattr(module, "weight_scale", torch.empty(0)).dim() == 3 for module in model.modules())
+    for module in model.modules():  # the experts' tensors may have been replaced since the lists were made
+        if hasattr(module, "refresh_expert_lists"):
+            module.refresh_expert_lists()
     scripted = torch.jit.script(model)
     os.makedirs(out_dir, exist_ok=True)
     scripted.save(os.path.join(out_dir, "model.pt"))

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <vector>
 
@@ -358,6 +359,51 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
   }
 }
 
+// A sparse layer's expert lists (the exporter's SparseMoe: what the network hands the MoE operator, held so that
+// the interpreter does not gather them at every step), by name. Packages of format 12 gather them per call and
+// have none.
+constexpr const char* kExpertLists[] = {"gate_up_weights", "gate_up_scales", "gate_up_biases",
+                                        "down_weights",    "down_scales",    "down_biases"};
+
+std::vector<torch::jit::Module> ModulesWithExpertLists(const torch::jit::Module& module) {
+  std::vector<torch::jit::Module> found;
+  for (const auto& child : module.named_modules()) {
+    if (child.value.hasattr("experts") && child.value.hasattr(kExpertLists[0])) found.push_back(child.value);
+  }
+  return found;
+}
+
+// Emptied while the weights are converted and repacked: the lists would keep every original tensor alive.
+void ClearExpertLists(const std::vector<torch::jit::Module>& sparse_layers) {
+  for (torch::jit::Module layer : sparse_layers) {
+    for (const char* name : kExpertLists) {
+      if (layer.hasattr(name)) layer.setattr(name, c10::List<at::Tensor>());
+    }
+  }
+}
+
+// Made again from the experts' tensors as they are served.
+void RefreshExpertLists(const std::vector<torch::jit::Module>& sparse_layers) {
+  for (torch::jit::Module layer : sparse_layers) {
+    c10::List<at::Tensor> lists[std::size(kExpertLists)];
+    for (const torch::jit::Module& expert : layer.attr("experts").toModule().children()) {
+      int index = 0;
+      for (const char* projection : {"gate_up_proj", "down_proj"}) {
+        const torch::jit::Module linear = expert.attr(projection).toModule();
+        lists[index++].push_back(linear.attr("weight").toTensor());
+        lists[index++].push_back(linear.attr("weight_scale").toTensor());
+        const c10::IValue bias = linear.attr("bias");
+        if (bias.isTensor()) lists[index].push_back(bias.toTensor());
+        ++index;
+      }
+    }
+    // kExpertLists' order: gate_up's weights, scales, biases, then down's.
+    for (size_t i = 0; i < std::size(kExpertLists); ++i) {
+      if (layer.hasattr(kExpertLists[i])) layer.setattr(kExpertLists[i], lists[i]);
+    }
+  }
+}
+
 // A sparse layer's router ([experts, hidden], in the activations' dtype, never quantized: routing is where a
 // rounding would change which experts run) packed for the CPU kernels as the projections are.
 void PackRoutersForCpu(const torch::jit::Module& module) {
@@ -390,6 +436,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
         absl::StrCat("cannot load ", model_path, " (corrupt or not TorchScript): ", ConciseError(error)));
   }
   RETURN_IF_ERROR(Annotate(CheckModuleAgainstManifest(module, manifest), package_dir));
+  const std::vector<torch::jit::Module> sparse_layers = ModulesWithExpertLists(module);
+  ClearExpertLists(sparse_layers);
   Projection embedding;
   absl::StatusOr<std::vector<Projection>> found = FindProjections(module, &embedding);
   if (!found.ok()) return Annotate(found.status(), package_dir);
@@ -485,6 +533,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
       PackWeightsForCpu(projections, embedding, manifest, options.huge_pages);
       if (!manifest.moe_layers.empty()) PackRoutersForCpu(module);
     }
+    RefreshExpertLists(sparse_layers);
     // Served as: int8 (the CPU kernels choose int16 or int8 activations by the batch), w8a16 or w8a8; int4, w4a16
     // or w4a8.
     if (fixed_activations) manifest.quantization = quantization;
