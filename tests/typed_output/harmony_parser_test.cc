@@ -75,6 +75,11 @@ TEST_CASE("harmony: a malformed call, or one without tools, comes back as conten
                       std::string(300, 'w') + "<|channel|>final<|message|>x", ""));
   CheckScript(Harmony("<|channel|>final<|message|>a<|end|>stray", "astray", ""));
   CheckScript(Harmony(std::string(5000, 'h'), std::string(5000, 'h'), ""));
+  // Near the limits, wherever the text is cut: a special token at byte 255 keeps a header possible, a <|message|>
+  // ending past 4096 bytes does not make one.
+  CheckScript(Harmony(std::string(255, 'a') + "<|channel|>final<|message|>b", "b", ""));
+  const std::string long_header = "<|channel|>final" + std::string(4080, ' ') + "<|message|>c";
+  CheckScript(Harmony(long_header, long_header, ""));
 }
 
 TEST_CASE("harmony: without separate reasoning the analysis channel is content", "[unit][typed_output]") {

@@ -80,16 +80,18 @@ class HarmonyParser : public ToolCallParser {
   }
 
   bool StepHeader() {
-    // Decided on the first bytes alone, so that how the text arrives does not matter.
-    const size_t first_special = buffer_.find("<|");
-    if (buffer_.size() > kMaxPlainHeaderBytes &&
-        (first_special == std::string::npos || first_special > kMaxPlainHeaderBytes)) {
-      StartBody(Body::kContent, {});  // not a header: the text is content
+    // Each decision reads a fixed prefix of the text only, so that how the text arrives does not matter: no
+    // special token starting in the first kMaxPlainHeaderBytes, or no <|message|> ending within kMaxHeaderBytes,
+    // and it is not a header.
+    const std::string_view text = buffer_;
+    if (text.size() > kMaxPlainHeaderBytes &&
+        text.substr(0, kMaxPlainHeaderBytes + 1).find("<|") == std::string_view::npos) {
+      StartBody(Body::kContent, {});
       return true;
     }
-    const size_t message = buffer_.find(kMessage);
-    if (message == std::string::npos) {
-      if (buffer_.size() <= kMaxHeaderBytes) return false;
+    const size_t message = text.substr(0, kMaxHeaderBytes).find(kMessage);
+    if (message == std::string_view::npos) {
+      if (text.size() < kMaxHeaderBytes) return false;
       StartBody(Body::kContent, {});
       return true;
     }
