@@ -147,11 +147,16 @@ TEST_CASE("gateway e2e: a Qwen3-MoE package, bfloat16 and int4, answers the Open
   }
 }
 
-TEST_CASE("gateway e2e: a GPT-OSS-shaped package with GPT-OSS's tokenizer answers the OpenAI SDK walk-through",
-          "[integration][gateway][moe]") {
-  const json model = RunSdkEndToEnd(SmallGptOssPackage());
-  CHECK(model["quantization"] == "none");
-  CHECK(model["dtype"] == "bfloat16");
+TEST_CASE(
+    "gateway e2e: a GPT-OSS-shaped package with GPT-OSS's tokenizer, bfloat16 and with MXFP4 experts, answers the "
+    "OpenAI SDK walk-through",
+    "[integration][gateway][moe]") {
+  for (const std::string quantize : {"none", "mxfp4"}) {
+    INFO(quantize);
+    const json model = RunSdkEndToEnd(SmallGptOssPackage(quantize));
+    CHECK(model["quantization"] == quantize);
+    CHECK(model["dtype"] == "bfloat16");
+  }
 }
 
 TEST_CASE("gateway e2e: a worker quantizing a bfloat16 package at load with int16 activations (w8a16) says w8a16",
