@@ -24,6 +24,7 @@
 #include "worker/model/cpu/mxfp4_weight.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/paged_attention_ops.h"
+#include "worker/model/step_inputs.h"
 
 namespace llmc::model {
 namespace {
@@ -581,11 +582,19 @@ void LoadedModel::ReserveStepBuffers(int64_t max_tokens, int64_t max_logits_rows
                             max_top_k, dtype_);
 }
 
-std::vector<c10::IValue> LoadedModel::Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const {
-  const auto on_device = [this](const at::Tensor& tensor) { return tensor.to(device_, /*non_blocking=*/true); };
-  return {on_device(batch.input_ids),        on_device(batch.positions),     kv_cache,
-          on_device(batch.slot_mapping),     on_device(batch.block_tables),  on_device(batch.seq_lens),
-          on_device(batch.query_start_locs), on_device(batch.logits_indices)};
+std::vector<c10::IValue> LoadedModel::Inputs(const ForwardBatch& batch, at::Tensor& kv_cache,
+                                             const std::vector<at::Tensor>& extra) const {
+  std::vector<at::Tensor> parts = {batch.input_ids, batch.positions,        batch.slot_mapping,  batch.block_tables,
+                                   batch.seq_lens,  batch.query_start_locs, batch.logits_indices};
+  parts.insert(parts.end(), extra.begin(), extra.end());
+  // On a GPU: one asynchronous copy from page-locked memory for the whole step (step_inputs.h).
+  if (!device_.is_cpu()) {
+    for (at::Tensor& part : parts) part = part.contiguous();
+    parts = ToDeviceInOneCopy(parts, device_, /*pinned=*/device_.is_cuda());
+  }
+  std::vector<c10::IValue> inputs = {parts[0], parts[1], kv_cache, parts[2], parts[3], parts[4], parts[5], parts[6]};
+  for (size_t i = 7; i < parts.size(); ++i) inputs.emplace_back(parts[i]);
+  return inputs;
 }
 
 absl::StatusOr<at::Tensor> LoadedModel::Forward(const ForwardBatch& batch, at::Tensor& kv_cache) {
@@ -605,14 +614,15 @@ absl::StatusOr<SamplingLogits> LoadedModel::ForwardForSampling(const ForwardBatc
     c10::InferenceMode inference;
     const cpu::ScopedInt8Activations activations(int8_activations_);
     const cpu::ScopedLogitMasks masks(masks_logits_in_pass_ ? row_masks : nullptr);
-    std::vector<c10::IValue> inputs = Inputs(batch, kv_cache);
-    inputs.emplace_back(full_rows.to(device_));
-    inputs.emplace_back(top_k);
     const bool with_hidden = batch.hidden_rows.defined() && batch.hidden_rows.numel() > 0;
-    if (with_hidden) {
-      if (!serves_embeddings()) return absl::FailedPreconditionError("this model package serves no embeddings");
-      inputs.emplace_back(batch.hidden_rows.to(device_, /*non_blocking=*/true));
+    if (with_hidden && !serves_embeddings()) {
+      return absl::FailedPreconditionError("this model package serves no embeddings");
     }
+    std::vector<at::Tensor> extra = {full_rows};
+    if (with_hidden) extra.push_back(batch.hidden_rows);
+    std::vector<c10::IValue> inputs = Inputs(batch, kv_cache, extra);
+    // forward_top_k(batch..., full_rows, top_k[, hidden_rows])
+    inputs.insert(inputs.begin() + 9, c10::IValue(top_k));
     const auto outputs =
         module_.get_method(with_hidden ? "forward_with_hidden" : "forward_top_k")(std::move(inputs)).toTuple();
     SamplingLogits logits{outputs->elements()[0].toTensor(), outputs->elements()[1].toTensor(),

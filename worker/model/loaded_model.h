@@ -110,7 +110,9 @@ class LoadedModel {
                           : manifest_.quantization == "w8a16" || manifest_.quantization == "w4a16"
                               ? cpu::Int8Activations::kInt16
                               : cpu::Int8Activations::kByBatch) {}
-  std::vector<c10::IValue> Inputs(const ForwardBatch& batch, at::Tensor& kv_cache) const;
+  // The forward's inputs on the model's device, `extra` (sampling's rows, embeddings' rows) after the batch's.
+  std::vector<c10::IValue> Inputs(const ForwardBatch& batch, at::Tensor& kv_cache,
+                                  const std::vector<at::Tensor>& extra = {}) const;
 
   ModelManifest manifest_;
   torch::jit::Module module_;
