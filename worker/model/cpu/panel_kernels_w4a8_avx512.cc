@@ -1,15 +1,17 @@
 // Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 (worker/CMakeLists.txt); called only where the
 // CPU has them (HasByteActivationKernel).
 //
-// W4A8: int4 weights against activations quantized to bytes, four products per lane and vpdpbusd, twice
-// W4A16's products per instruction and about half its unpacking. A k octet of 16 columns is one vector of 32-bit
-// words (int4_weight.h: bits 4j hold k = 2j, bits 16 + 4j hold k = 2j + 1, two's complement). XOR 0x8 per nibble
-// makes each weight w + 8 in 0..15 (what vpdpbusd's unsigned operand needs); masking the low nibbles of every
-// byte gives the lanes' bytes k = 0, 4, 1, 5 and shifting by 4 first gives k = 2, 6, 3, 7. The activation bytes
-// come in that order (OrderInt4ActivationBytes), so two vpdpbusd per row take the octet, and the group's
-// 8 x sum of activations (args.a8_offsets / 16) comes off at the end.
+// 4-bit weights against activations quantized to bytes, four products per lane and vpdpbusd: int4 (W4A8, twice
+// W4A16's products per instruction and about half its unpacking) and MXFP4 (mxfp4_weight.h), which share int4's
+// panels. A k octet of 16 columns is one vector of 32-bit words (int4_weight.h: bits 4j hold k = 2j, bits 16 + 4j
+// hold k = 2j + 1). Masking the low nibbles of every byte gives the lanes' bytes k = 0, 4, 1, 5 and shifting by 4
+// first gives k = 2, 6, 3, 7; the activation bytes come in that order (OrderInt4ActivationBytes), so two vpdpbusd
+// per row take the octet. vpdpbusd's weight operand is unsigned, so each format turns a nibble into its value plus
+// an offset (int4: XOR 0x8 makes w + 8; MXFP4: one vpshufb looks it up as 2 * E2M1 + 12), and the group's offset x
+// sum of activations (args.a8_offsets hold 128 x the sum) comes off at the end.
 #include <algorithm>
 
+#include "worker/model/cpu/mxfp4_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/row_blocks.h"
 #include "worker/model/cpu/x86_intrinsics.h"
@@ -28,12 +30,57 @@ inline Int32x16 DotQuads(Int32x16 acc, __m512i w_unsigned, __m512i x) {
 #endif
 }
 
-template <int Rows>
-void W4A8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
+inline __m512i LowNibbles(__m512i bytes) { return _mm512_and_si512(bytes, _mm512_set1_epi8(0x0f)); }
+inline __m512i HighNibbles(__m512i bytes) { return LowNibbles(_mm512_srli_epi32(bytes, 4)); }
+
+// Each format: Bytes(raw, low, high) gives the low and the high nibbles of a vector as value + kOffset, Scales
+// the float weight scales of 16 columns of a group; its values times kActivationScale are the weights over scale.
+
+// int4: two's complement nibbles, float32 scales.
+struct Int4Values {
+  static constexpr int kOffset = 8;
+  static constexpr float kActivationScale = 1.0f;
+  const __m512i offset_binary = _mm512_set1_epi8(static_cast<char>(0x88));
+
+  void Bytes(__m512i raw, __m512i& low, __m512i& high) const {
+    const __m512i offset = _mm512_xor_si512(raw, offset_binary);
+    low = LowNibbles(offset);
+    high = HighNibbles(offset);
+  }
+  static __m512 Scales(const Int8PanelArgs& args, int64_t group, int i) {
+    return _mm512_loadu_ps(args.scales + group * kPanelWidth + 16 * i);
+  }
+};
+
+// MXFP4: E2M1 codes stored as code ^ 8, looked up as twice their value; E8M0 exponent bytes as the scales, the
+// doubling taken back from the activation scale.
+struct Mxfp4Values {
+  static constexpr int kOffset = 12;
+  static constexpr float kActivationScale = 0.5f;
+  // vpshufb looks up within 128-bit lanes: the table in each.
+  const __m512i table = [] {
+    alignas(16) int8_t lane[16];
+    for (int i = 0; i < 16; ++i) lane[i] = static_cast<int8_t>(kMxfp4DoubledValues[i] + kOffset);
+    return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(lane)));
+  }();
+
+  void Bytes(__m512i raw, __m512i& low, __m512i& high) const {
+    low = _mm512_shuffle_epi8(table, LowNibbles(raw));
+    high = _mm512_shuffle_epi8(table, HighNibbles(raw));
+  }
+  // 16 columns' exponents as 2^(e - 127): e shifted into the exponent field (e = 0: 2^-127, a subnormal).
+  static __m512 Scales(const Int8PanelArgs& args, int64_t group, int i) {
+    const __m128i exponents =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(args.scale_exponents + group * kPanelWidth + 16 * i));
+    const __m512i bits = _mm512_slli_epi32(_mm512_cvtepu8_epi32(exponents), 23);
+    return _mm512_castsi512_ps(_mm512_max_epi32(bits, _mm512_set1_epi32(0x00400000)));
+  }
+};
+
+template <typename Values, int Rows>
+void GroupRows(const Int8PanelArgs& args, const Values& values, int64_t m0, int64_t g) {
   const int8_t* a = args.a8 + m0 * args.a_stride;
   const auto* panel = reinterpret_cast<const uint8_t*>(args.panel);
-  const __m512i offset_binary = _mm512_set1_epi8(static_cast<char>(0x88));
-  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
   Int32x16 sum[Rows][4];
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
@@ -52,9 +99,9 @@ void W4A8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
     for (int r = 0; r < Rows; ++r) __builtin_memcpy(x[r], a + r * args.a_stride + 8 * o, sizeof(x[r]));
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
-      const __m512i raw = _mm512_xor_si512(_mm512_loadu_si512(w + 64 * i), offset_binary);
-      const __m512i first = _mm512_and_si512(raw, low_nibbles);
-      const __m512i second = _mm512_and_si512(_mm512_srli_epi32(raw, 4), low_nibbles);
+      const __m512i raw = _mm512_loadu_si512(w + 64 * i);
+      __m512i first, second;
+      values.Bytes(raw, first, second);
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
         sum[r][i] = DotQuads(sum[r][i], first, _mm512_set1_epi32(x[r][0]));
@@ -62,17 +109,19 @@ void W4A8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
       }
     }
   }
-  const float* w_scales = args.scales + std::min(g, args.weight_groups - 1) * kPanelWidth;
+  const int64_t weight_group = std::min(g, args.weight_groups - 1);
+  const __m512 w_scales[4] = {Values::Scales(args, weight_group, 0), Values::Scales(args, weight_group, 1),
+                              Values::Scales(args, weight_group, 2), Values::Scales(args, weight_group, 3)};
   float* out = args.out + m0 * args.out_stride;
 #pragma GCC unroll 8
   for (int r = 0; r < Rows; ++r) {
-    const __m512 a_scale = _mm512_set1_ps(args.a_scales[(m0 + r) * args.groups + g]);
-    // The offsets are 128 x the group's sum; the weights came in as w + 8.
-    const __m512i offset = _mm512_set1_epi32(args.a8_offsets[(m0 + r) * args.groups + g] / 16);
+    const __m512 a_scale = _mm512_set1_ps(Values::kActivationScale * args.a_scales[(m0 + r) * args.groups + g]);
+    // The weights came in as value + kOffset.
+    const __m512i offset = _mm512_set1_epi32(args.a8_offsets[(m0 + r) * args.groups + g] / 128 * Values::kOffset);
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const __m512i sums = _mm512_sub_epi32(reinterpret_cast<__m512i>(sum[r][i]), offset);
-      const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(w_scales + 16 * i), a_scale);
+      const __m512 scale = _mm512_mul_ps(w_scales[i], a_scale);
       float* dst = out + r * args.out_stride + 16 * i;
       const __m512 before = g == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(dst);
       _mm512_storeu_ps(dst, _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), scale, before));
@@ -80,15 +129,21 @@ void W4A8GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
   }
 }
 
-template <int Rows>
-struct W4A8Runner {
-  static void Run(const Int8PanelArgs& args, int64_t m0) {
-    for (int64_t g = 0; g < args.groups; ++g) W4A8GroupRows<Rows>(args, m0, g);
-  }
+template <typename Values>
+struct Runner {
+  template <int Rows>
+  struct ForRows {
+    static void Run(const Int8PanelArgs& args, int64_t m0) {
+      const Values values;
+      for (int64_t g = 0; g < args.groups; ++g) GroupRows<Values, Rows>(args, values, m0, g);
+    }
+  };
 };
 
 }  // namespace
 
-void PanelW4A8Avx512(const Int8PanelArgs& args) { ForRowBlocks<W4A8Runner>(args); }
+void PanelW4A8Avx512(const Int8PanelArgs& args) { ForRowBlocks<Runner<Int4Values>::ForRows>(args); }
+
+void PanelMxfp4Avx512(const Int8PanelArgs& args) { ForRowBlocks<Runner<Mxfp4Values>::ForRows>(args); }
 
 }  // namespace llmc::model::cpu
