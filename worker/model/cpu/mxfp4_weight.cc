@@ -27,23 +27,10 @@ const int8_t kMxfp4DoubledValues[16] = {kDoubledByCode[8],  kDoubledByCode[9],  
 
 float Mxfp4HalfScale(uint8_t exponent) { return std::ldexp(1.0f, static_cast<int>(exponent) - 128); }
 
-at::Tensor PackMxfp4Scales(const at::Tensor& exponents_in, const std::vector<int64_t>& column_order) {
-  TORCH_CHECK(exponents_in.dim() == 2 && exponents_in.scalar_type() == at::kByte,
+at::Tensor PackMxfp4Scales(const at::Tensor& exponents, const std::vector<int64_t>& column_order) {
+  TORCH_CHECK(exponents.dim() == 2 && exponents.scalar_type() == at::kByte,
               "PackMxfp4Scales: needs uint8 exponents [N, groups]");
-  const at::Tensor exponents = exponents_in.contiguous();
-  const int64_t n = exponents.size(0), groups = exponents.size(1);
-  const int64_t columns = column_order.empty() ? n : static_cast<int64_t>(column_order.size());
-  at::Tensor packed = at::zeros({PanelCount(columns), groups, kPanelWidth}, exponents.options());
-  const uint8_t* src = exponents.data_ptr<uint8_t>();
-  uint8_t* dst = packed.data_ptr<uint8_t>();
-  for (int64_t column = 0; column < columns; ++column) {
-    const int64_t row = column_order.empty() ? column : column_order[column];
-    if (row < 0) continue;
-    TORCH_CHECK(row < n, "PackMxfp4Scales: column order names row ", row, " of ", n);
-    const int64_t panel = column / kPanelWidth, c = column % kPanelWidth;
-    for (int64_t g = 0; g < groups; ++g) dst[(panel * groups + g) * kPanelWidth + c] = src[row * groups + g];
-  }
-  return packed;
+  return PackColumnGroups(exponents, column_order);
 }
 
 bool IsPackedMxfp4Scales(const at::Tensor& scales, const at::Tensor& packed) {
@@ -88,9 +75,9 @@ at::Tensor DequantizeMxfp4(const at::Tensor& codes, const at::Tensor& exponents)
                   exponents.scalar_type() == at::kByte && exponents.size(0) == codes.size(0) &&
                   2 * codes.size(1) == exponents.size(1) * kMxfp4GroupSize,
               "MXFP4 weight [N, K / 2] needs uint8 exponents [N, K / 32]");
-  at::Tensor table = at::empty({16}, at::kFloat);
-  for (int code = 0; code < 16; ++code) table[code] = 0.5f * static_cast<float>(kDoubledByCode[code]);
-  table = table.to(codes.device());
+  // E2M1 by code: half the doubled table, exactly.
+  const at::Tensor table =
+      at::from_blob(const_cast<int8_t*>(kDoubledByCode), {16}, at::kChar).to(codes.device(), at::kFloat) * 0.5;
   const at::Tensor bytes = codes.to(at::kLong);
   const at::Tensor nibbles =
       at::stack({at::bitwise_and(bytes, 15), at::floor_divide(bytes, 16)}, 2).reshape({codes.size(0), -1});

@@ -142,21 +142,29 @@ std::pair<at::Tensor, at::Tensor> QuantizeInt8(const at::Tensor& weight_in, int6
   return {quantized, scales};
 }
 
-at::Tensor PackScales(const at::Tensor& scales_in, const std::vector<int64_t>& column_order) {
-  TORCH_CHECK(scales_in.dim() == 2, "PackScales: needs [N, groups] scales");
-  const at::Tensor scales = scales_in.to(at::kFloat).contiguous();
-  const int64_t n = scales.size(0), groups = scales.size(1);
+at::Tensor PackScales(const at::Tensor& scales, const std::vector<int64_t>& column_order) {
+  TORCH_CHECK(scales.dim() == 2, "PackScales: needs [N, groups] scales");
+  return PackColumnGroups(scales.to(at::kFloat), column_order);
+}
+
+at::Tensor PackColumnGroups(const at::Tensor& values_in, const std::vector<int64_t>& column_order) {
+  TORCH_CHECK(values_in.dim() == 2, "PackColumnGroups: needs [N, groups] values");
+  const at::Tensor values = values_in.contiguous();
+  const int64_t n = values.size(0), groups = values.size(1);
   const int64_t columns = column_order.empty() ? n : static_cast<int64_t>(column_order.size());
-  const int64_t panels = PanelCount(columns);
-  at::Tensor packed = at::zeros({panels, groups, kPanelWidth}, scales.options());
-  const float* src = scales.data_ptr<float>();
-  float* dst = packed.data_ptr<float>();
+  at::Tensor packed = at::zeros({PanelCount(columns), groups, kPanelWidth}, values.options());
+  const auto element = static_cast<int64_t>(values.element_size());
+  const auto* src = static_cast<const char*>(values.data_ptr());
+  auto* dst = static_cast<char*>(packed.data_ptr());
   for (int64_t column = 0; column < columns; ++column) {
     const int64_t row = column_order.empty() ? column : column_order[column];
     if (row < 0) continue;
-    TORCH_CHECK(row < n, "PackScales: column order names row ", row, " of ", n);
+    TORCH_CHECK(row < n, "PackColumnGroups: column order names row ", row, " of ", n);
     const int64_t panel = column / kPanelWidth, c = column % kPanelWidth;
-    for (int64_t g = 0; g < groups; ++g) dst[(panel * groups + g) * kPanelWidth + c] = src[row * groups + g];
+    for (int64_t g = 0; g < groups; ++g) {
+      std::memcpy(dst + ((panel * groups + g) * kPanelWidth + c) * element, src + (row * groups + g) * element,
+                  static_cast<size_t>(element));
+    }
   }
   return packed;
 }

@@ -40,6 +40,9 @@ bool IsSupportedInt8GroupSize(int64_t group_size);
 
 // Scales [N, G] in the packed weight's column order: [panels, G, kPanelWidth] float32, zeros past the columns.
 at::Tensor PackScales(const at::Tensor& scales, const std::vector<int64_t>& column_order = {});
+// Per-row values [N, groups] of any dtype (kept) in a packed weight's column order: [panels, groups, kPanelWidth],
+// zeros for the columns past N. PackScales is this in float32.
+at::Tensor PackColumnGroups(const at::Tensor& values, const std::vector<int64_t>& column_order = {});
 // Whether `scales` is a packed scale tensor for `packed` (an int8 packed weight).
 bool IsPackedScales(const at::Tensor& scales, const at::Tensor& packed);
 
