@@ -124,9 +124,10 @@ Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
 Int8PanelKernel SelectMxfp4PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
   if (byte_activations && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) return &PanelMxfp4Avx512;
+#else
+  (void)byte_activations;
 #endif
   TORCH_CHECK(false, "MXFP4 weights have no kernel for these activations");
-  (void)byte_activations;
   return nullptr;
 }
 
