@@ -39,6 +39,22 @@ TEST_CASE("jinja snippets render as jinja2 renders them", "[unit][jinja][parity]
   WARN("snippets identical to jinja2: " << matched << " of " << cases.size());
 }
 
+// One template over one conversation, with what transformers' apply_chat_template passes: the special tokens,
+// tools (None without), the generation flag, and the conversation's extra keyword arguments.
+ParityCase MakeCase(const std::string& label, const std::string& source, const nlohmann::ordered_json& config,
+                    const nlohmann::ordered_json& conversation) {
+  ParityCase c;
+  c.name = label + " / " + conversation["name"].get<std::string>();
+  c.source = source;
+  c.context = {{"bos_token", SpecialToken(config, "bos_token")},
+               {"eos_token", SpecialToken(config, "eos_token")},
+               {"tools", nullptr},
+               {"documents", nullptr},
+               {"add_generation_prompt", false}};
+  for (auto& [key, value] : conversation["context"].items()) c.context[key] = value;
+  return c;
+}
+
 TEST_CASE("real chat templates render conversations as jinja2 renders them", "[unit][jinja][parity]") {
   const nlohmann::ordered_json conversations =
       nlohmann::ordered_json::parse(ReadFile(kTestDir + "/conversations.json"));
@@ -49,18 +65,7 @@ TEST_CASE("real chat templates render conversations as jinja2 renders them", "[u
     const nlohmann::ordered_json config = nlohmann::ordered_json::parse(ReadFile(path));  // scripts/fetch-tokenizers.sh
     REQUIRE(config["chat_template"].is_string());
     for (const auto& conversation : conversations) {
-      ParityCase c;
-      c.name = std::string(package) + " / " + conversation["name"].get<std::string>();
-      c.source = config["chat_template"].get<std::string>();
-      // What transformers' apply_chat_template passes: the special tokens, tools (None without), the
-      // generation flag, and the extra keyword arguments.
-      c.context = {{"bos_token", SpecialToken(config, "bos_token")},
-                   {"eos_token", SpecialToken(config, "eos_token")},
-                   {"tools", nullptr},
-                   {"documents", nullptr},
-                   {"add_generation_prompt", false}};
-      for (auto& [key, value] : conversation["context"].items()) c.context[key] = value;
-      cases.push_back(std::move(c));
+      cases.push_back(MakeCase(package, config["chat_template"].get<std::string>(), config, conversation));
     }
   }
   const std::vector<nlohmann::ordered_json> expected = RenderWithJinja2(cases);
@@ -79,16 +84,7 @@ TEST_CASE("the exporter's harmony template renders conversations as jinja2 rende
   for (const char* corpus : {"/conversations.json", "/harmony_conversations.json"}) {
     const nlohmann::ordered_json conversations = nlohmann::ordered_json::parse(ReadFile(kTestDir + corpus));
     for (const auto& conversation : conversations) {
-      ParityCase c;
-      c.name = "harmony / " + conversation["name"].get<std::string>();
-      c.source = source;
-      c.context = {{"bos_token", SpecialToken(config, "bos_token")},
-                   {"eos_token", SpecialToken(config, "eos_token")},
-                   {"tools", nullptr},
-                   {"documents", nullptr},
-                   {"add_generation_prompt", false}};
-      for (auto& [key, value] : conversation["context"].items()) c.context[key] = value;
-      cases.push_back(std::move(c));
+      cases.push_back(MakeCase("harmony", source, config, conversation));
     }
   }
   REQUIRE(cases.size() > 30);
