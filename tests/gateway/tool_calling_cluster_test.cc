@@ -397,6 +397,15 @@ TEST_CASE("tool calling e2e: a GPT-OSS package reads its harmony channels as rea
     CHECK(!plain["choices"][0]["message"].contains("tool_calls"));
   }
   {
+    INFO("reasoning_effort reaches the harmony template");
+    for (const std::string effort : {"low", "high"}) {
+      const json tokens = PostOk(
+          port, "/tokenize", {{"model", chat["model"]}, {"messages", chat["messages"]}, {"reasoning_effort", effort}});
+      const json text = PostOk(port, "/detokenize", {{"model", chat["model"]}, {"tokens", tokens["tokens"]}});
+      CHECK_THAT(text["prompt"].get<std::string>(), Catch::Contains("Reasoning: " + effort));
+    }
+  }
+  {
     INFO("a tool round trip renders through the harmony template; what it cannot constrain is a 400");
     json round_trip = With(chat, {{"tools", json::array({WeatherTool()})}});
     round_trip["messages"].push_back(
