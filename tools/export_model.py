@@ -111,6 +111,12 @@ def parse_args(argv):
     parser.add_argument("--int4-zero-point", action="store_true",
                         help="int4: asymmetric groups (a scale and a zero point per group, format version 11) "
                         "instead of symmetric ones")
+    parser.add_argument("--rope-factors", default="short", choices=("short", "long"),
+                        help="LongRoPE models (Phi-3.5-mini, Phi-4-mini): short (default) serves up to "
+                        "original_max_position_embeddings, as Hugging Face computes every such sequence; long serves "
+                        "the whole max_position_embeddings with the long factors at every position (as llama.cpp "
+                        "does beyond the original context): exact for longer sequences, a different rotation for "
+                        "shorter ones")
     parser.add_argument("--name", help="model name clients use (default: the output folder's name)")
     parser.add_argument("--tokenizer", help="tokenizer.json (default: the checkpoint's)")
     parser.add_argument("--chat-template", help="built-in chat template name; without it the package carries the model's own "
@@ -142,6 +148,8 @@ def main(argv=None):
             hf_config = read_hf_config(os.path.join(args.checkpoint, "config.json"))
             config = ModelConfig.from_hf_config_dict(hf_config)
             config.add_generation_eos(os.path.join(args.checkpoint, "generation_config.json"))
+            if args.rope_factors == "long":
+                config.serve_long_rope_factors()
             tokenizer = args.tokenizer or os.path.join(args.checkpoint, "tokenizer.json")
             # GPT-OSS's MXFP4 experts make an mxfp4 package with the checkpoint's bytes, or are decoded exactly for
             # another --quantize (llmc_export/gpt_oss.py).
@@ -190,6 +198,8 @@ def main(argv=None):
             if args.eos_token_id:
                 config.eos_token_ids = tuple(args.eos_token_id)
             config.validate()
+            if args.rope_factors == "long":
+                config.serve_long_rope_factors()  # refused: no preset has LongRoPE
             tokenizer = args.tokenizer
             if args.quantize == "mxfp4":
                 check_mxfp4_fits(config, args.group_size)

@@ -58,18 +58,28 @@ def main():
     parser.add_argument("--eos-token-id", type=int)
     parser.add_argument("--name", help="the served name (default tiny-FAMILY)")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--long-rope", action="store_true",
+                        help="phi3: original_max_position_embeddings 4, shorter than every scenario sequence, the "
+                        "attention factor 1.19, and the package exported with --rope-factors long")
     args = parser.parse_args()
     config, reference_class, write_checkpoint = FAMILIES[args.family]
     hf_config = dict(config, tie_word_embeddings=args.head == "tied")
     for key in ("vocab_size", "bos_token_id", "eos_token_id"):
         if getattr(args, key) is not None:
             hf_config[key] = getattr(args, key)
+    extra = []
+    if args.long_rope:
+        # Phi-3.5-mini's attention factor (131072 / 4096 positions); the one 1024 / 4 would give, 2.24, makes
+        # float32 logits large enough to round past the tests' 1e-4.
+        hf_config["original_max_position_embeddings"] = 4
+        hf_config["rope_scaling"] = dict(hf_config["rope_scaling"], attention_factor=1.19)
+        extra = ["--rope-factors", "long"]
     checkpoint = write_checkpoint(os.path.join(args.out, "checkpoint"), hf_config)
     if args.tokenizer_dir:
         for name in ("tokenizer.json", "tokenizer_config.json"):
             if os.path.exists(os.path.join(args.tokenizer_dir, name)):
                 shutil.copyfile(os.path.join(args.tokenizer_dir, name), os.path.join(checkpoint, name))
-    code = export(checkpoint, args.out, args.dtype, args.name or f"tiny-{args.family}")
+    code = export(checkpoint, args.out, args.dtype, args.name or f"tiny-{args.family}", *extra)
     if code != 0:
         return code
     if not args.no_reference:

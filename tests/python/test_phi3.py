@@ -129,6 +129,39 @@ class Phi3ExportTest(unittest.TestCase):
         for other in (full, unscaled):
             self.assertGreater(float((other.logits(tokens) - logits).abs().max()), 1e-2)
 
+    def test_long_factors_serve_the_whole_context(self):
+        """--rope-factors long: with an original context of 4, Hugging Face rotates every scenario sequence (5
+        tokens and more) with the long factors, as the package does at every position."""
+        checkpoint = self.checkpoint(original_max_position_embeddings=4,
+                                     rope_scaling=dict(PHI3_CONFIG["rope_scaling"], attention_factor=1.19))
+        loaded, manifest = self.export(checkpoint, "--dtype", "float32", "--rope-factors", "long")
+        self.assertEqual(manifest["max_context_length"], 1024)
+        self.assertIn("long factors", manifest["context_note"])
+        self.assertAlmostEqual(loaded.inv_freq[0].item(), 1.0 / PHI3_CONFIG["rope_scaling"]["long_factor"][0], 6)
+        reference = Phi3Reference(checkpoint)
+        difference = compare_scenario(self, loaded, manifest, reference, torch.float32, 1e-4)
+        print(f"phi3 float32, long factors: largest logit difference {difference:.2e}")
+        # The factors matter: the same sequence under the short factors is another forward.
+        short = Phi3Reference(checkpoint)
+        short.scaling = dict(short.scaling, long_factor=short.scaling["short_factor"])
+        tokens = list(range(3, 40))
+        self.assertGreater(float((short.logits(tokens) - reference.logits(tokens)).abs().max()), 1e-2)
+        # By default the same checkpoint is capped at its original context.
+        _, capped = self.export(checkpoint, "--dtype", "float32")
+        self.assertEqual(capped["max_context_length"], 4)
+        self.assertIn("--rope-factors long", capped["context_note"])
+
+    def test_long_factors_refused_without_longrope(self):
+        checkpoint = self.checkpoint(rope_scaling=None)
+        out = os.path.join(self.tmp.name, "package")
+        code, error = export("--checkpoint", checkpoint, "--out", out, "--rope-factors", "long")
+        self.assertNotEqual(code, 0)
+        self.assertIn("--rope-factors long applies to LongRoPE models", error)
+        code, error = export("--random", "--preset", "qwen3-0.6b", "--num-layers", "1", "--out", out,
+                             "--rope-factors", "long")
+        self.assertNotEqual(code, 0)
+        self.assertIn("--rope-factors long applies to LongRoPE models", error)
+
     def test_missing_fused_tensor_and_int8_export(self):
         checkpoint = self.checkpoint()
         tensors = load_safetensors(os.path.join(checkpoint, "model.safetensors"))

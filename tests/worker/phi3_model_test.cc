@@ -15,9 +15,10 @@ namespace llmc::model {
 namespace {
 
 // The checkpoint, its package and the reference (tests/python/make_family_fixture.py), made once per variant.
-std::string Phi3Fixture(const std::string& dtype, bool tied) {
-  return testing::FamilyFixture("make_family_fixture.py",
-                                {"phi3", "--dtype", dtype, "--head", tied ? "tied" : "untied"});
+std::string Phi3Fixture(const std::string& dtype, bool tied, bool long_rope = false) {
+  std::vector<std::string> args = {"phi3", "--dtype", dtype, "--head", tied ? "tied" : "untied"};
+  if (long_rope) args.push_back("--long-rope");
+  return testing::FamilyFixture("make_family_fixture.py", args);
 }
 
 TEST_CASE(
@@ -50,6 +51,24 @@ TEST_CASE(
                            << " prompt tokens");
     }
   }
+}
+
+TEST_CASE(
+    "phi3 model: a package with LongRoPE's long factors serves the whole context and matches the reference on "
+    "sequences longer than the original context",
+    "[integration][model]") {
+  // original_max_position_embeddings is 4: Hugging Face rotates every scenario sequence (5 tokens and more) with
+  // the long factors, as the package does at every position.
+  const std::string dir = Phi3Fixture("float32", /*tied=*/false, /*long_rope=*/true);
+  const testing::ModelReference reference = testing::LoadModelReference(dir);
+  auto model = testing::LoadModelOrFail(dir + "/package", {"cpu", ""});
+  CHECK(model->manifest().max_context_length == 1024);
+  const double difference = testing::RunModelScenario(*model, reference, 1e-4, /*teacher_forcing=*/false);
+  WARN("phi3 float32 long factors: largest logit difference " << difference);
+  const testing::EngineScenarioResult engine = testing::RunEngineScenario(std::move(model), reference);
+  WARN("phi3 long factors through the engine: " << engine.num_preemptions << " preemptions, prefix-cache hits of "
+                                                << engine.repeat_cached_tokens << " and " << engine.extend_cached_tokens
+                                                << " prompt tokens");
 }
 
 TEST_CASE("phi3 model: bfloat16 logits stay within 3% of the largest logit of the bfloat16 reference",

@@ -221,6 +221,11 @@ class ModelConfig:
     rotary_dim: int = 0
     # LongRoPE's attention factor on cos and sin, folded at export into the rotated q and k rows.
     rope_attention_factor: float = 1.0
+    # LongRoPE's factor list at every position: "short" (the context capped at original_max_position_embeddings)
+    # or "long" (the whole max_position_embeddings context; serve_long_rope_factors). longrope_maximum: the
+    # config's max_position_embeddings, 0 for other models.
+    longrope_factors: str = "short"
+    longrope_maximum: int = 0
     # The attention softmax scale; 0: head_dim ** -0.5. Granite's attention_multiplier.
     attention_scale: float = 0.0
     # Granite's other multipliers, folded into the weights at export (granite.py): embedding_multiplier into the
@@ -294,6 +299,19 @@ class ModelConfig:
                 raise ExportError(f"unsupported rope_scaling type '{kind}' (supported: linear, llama3)")
         return self
 
+    def serve_long_rope_factors(self):
+        """LongRoPE's long factors at every position and the whole max_position_embeddings context, as llama.cpp
+        serves a context beyond the original one. Hugging Face uses them for a forward whose sequence is longer
+        than original_max_position_embeddings, so such sequences are exact; shorter ones get the long rotation
+        where Hugging Face would use the short one. One list for every position keeps every cached key, and every
+        prefix-cache block, rotated as the query that reads it."""
+        if not self.longrope_maximum:
+            raise ExportError("--rope-factors long applies to LongRoPE models (phi3 with rope_scaling longrope or su "
+                              "and max_position_embeddings beyond original_max_position_embeddings) only")
+        self.longrope_factors = "long"
+        self.max_context_length = self.longrope_maximum
+        return self
+
     def inverse_frequencies(self):
         """RoPE inverse frequencies with the configured scaling applied."""
         dim = self.rotary_dim or self.head_dim
@@ -302,8 +320,9 @@ class ModelConfig:
         kind = scaling.get("rope_type", scaling.get("type", "default"))
         if kind == "yarn":  # GPT-OSS; its attention factor is folded into q and k at export (gpt_oss.py)
             inv_freq = yarn_inverse_frequencies(dim, self.rope_theta, scaling, self.max_context_length)[0]
-        if kind in ("longrope", "su"):  # LongRoPE's short factors: the package serves no longer contexts
-            inv_freq = [f / float(factor) for f, factor in zip(inv_freq, scaling["short_factor"])]
+        if kind in ("longrope", "su"):  # one factor list at every position (serve_long_rope_factors)
+            factors = scaling["long_factor" if self.longrope_factors == "long" else "short_factor"]
+            inv_freq = [f / float(factor) for f, factor in zip(inv_freq, factors)]
         if kind == "linear":
             inv_freq = [f / float(scaling["factor"]) for f in inv_freq]
         elif kind == "llama3":
@@ -391,9 +410,10 @@ class ModelConfig:
             if model_type == "phi3":
                 config.rotary_dim, config.rope_attention_factor, original = check_phi3(hf, config.head_dim,
                                                                                       rope_scaling)
-                # Only LongRoPE's short factors are served (Hugging Face switches a whole forward to the long
-                # ones past original_max_position_embeddings), so the package's context stops there.
+                # By default LongRoPE's short factors are served (Hugging Face switches a whole forward to the
+                # long ones past original_max_position_embeddings), so the package's context stops there.
                 if 0 < original < config.max_context_length:
+                    config.longrope_maximum = config.max_context_length
                     config.max_context_length = original
             if model_type not in WINDOWED_MODEL_TYPES and 0 < config.sliding_window < config.max_context_length:
                 config.max_context_length = config.sliding_window

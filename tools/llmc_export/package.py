@@ -109,7 +109,11 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
             "normalize_top_k": config.normalize_top_k, "moe_variant": config.moe_variant}
            if config.moe_layers else {}),
         **({"context_note": "LongRoPE served with its short factors only: max_context_length capped at "
-                            "original_max_position_embeddings"} if is_capped_longrope(config) else {}),
+                            "original_max_position_embeddings (export with --rope-factors long for the whole "
+                            "context)"} if is_capped_longrope(config) else {}),
+        **({"context_note": "LongRoPE served with its long factors at every position (--rope-factors long): "
+                            "exact for sequences longer than original_max_position_embeddings"}
+           if config.longrope_factors == "long" else {}),
     }
 
 
@@ -134,8 +138,7 @@ def check_mxfp4_fits(config: ModelConfig, group_size: int = 0) -> None:
 
 
 def is_capped_longrope(config: ModelConfig) -> bool:
-    scaling = config.rope_scaling or {}
-    return config.architecture == "phi3" and scaling.get("rope_type", scaling.get("type")) in ("longrope", "su")
+    return config.longrope_maximum > 0 and config.longrope_factors == "short"
 
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
