@@ -134,6 +134,39 @@ TEST_CASE("int4 zero points: zero points of 8 give the symmetric weight's bits o
   }
 }
 
+TEST_CASE("int4 zero points: a dequantized prefill panel holds (u - z) * scale rounded once, on every path",
+          "[unit][int4]") {
+  at::manual_seed(57);
+  for (const int64_t group_size : {32, 128}) {
+    const int64_t k = 384;
+    const AsymmetricInt4 w = MakeAsymmetric(kPanelWidth, k, group_size);
+    const at::Tensor packed = PackInt4Weight(w.bytes);
+    const at::Tensor scales = PackInt4Scales(w.scales);  // [2, panels, G, 64]: scales, then 8 - z
+    const int64_t groups = k / group_size, k_padded = packed.size(1) * 8;
+    const at::Tensor expected = w.dequantized.contiguous();
+    const at::Tensor expected_bf16 = expected.to(at::kBFloat16).contiguous();
+    testing::ForEachCpuKernelPath([&] {
+      INFO("group " << group_size);
+      const auto* bf16 = static_cast<const uint16_t*>(
+          DequantizeInt4Panel(packed.data_ptr<uint8_t>(), scales[0].data_ptr<float>(), groups, k, k_padded,
+                              at::kBFloat16, scales[1].data_ptr<float>()));
+      int64_t mismatches = 0;
+      for (int64_t c = 0; c < kPanelWidth; ++c) {
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const uint16_t want = expected_bf16[c][kk].item<at::BFloat16>().x;
+          mismatches += bf16[((kk / 2) * kPanelWidth + c) * 2 + kk % 2] != want;
+        }
+      }
+      CHECK(mismatches == 0);
+      const auto* fp32 =
+          static_cast<const float*>(DequantizeInt4Panel(packed.data_ptr<uint8_t>(), scales[0].data_ptr<float>(), groups,
+                                                        k, k_padded, at::kFloat, scales[1].data_ptr<float>()));
+      const at::Tensor panel = at::from_blob(const_cast<float*>(fp32), {k, kPanelWidth}).t();
+      CHECK(panel.equal(expected));
+    });
+  }
+}
+
 TEST_CASE("int4 zero points: every path sums the same integers", "[unit][int4]") {
   const ScopedInt8Activations w4a16(Int8Activations::kInt16);
   at::manual_seed(55);

@@ -174,54 +174,31 @@ at::Tensor UnpackInt4Weight(const at::Tensor& packed, int64_t columns, int64_t k
 const void* DequantizeInt4Panel(const uint8_t* panel, const float* scales, int64_t weight_groups, int64_t k,
                                 int64_t k_padded, at::ScalarType dtype, const float* zero_offsets) {
   const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
-  if (zero_offsets != nullptr) {
-    // (nibble + 8 - z) * scale = (u - z) * scale: the package's value, rounded once.
-    thread_local std::vector<float> values;
-    thread_local std::vector<c10::BFloat16> halves;
-    values.resize(k_padded * kPanelWidth);
-    if (dtype == at::kBFloat16) halves.resize(k_padded * kPanelWidth);
-    for (int64_t o = 0; o < k_padded / 8; ++o) {
-      const int64_t group = std::min(4 * o / group_pairs, weight_groups - 1);
-      const float* column_scales = scales + group * kPanelWidth;
-      const float* column_offsets = zero_offsets + group * kPanelWidth;
-      for (int64_t c = 0; c < kPanelWidth; ++c) {
-        const uint32_t word = Word(panel, o, c);
-        for (int64_t r = 0; r < 8; ++r) {
-          const float value =
-              static_cast<float>(SignedNibble(word, Position(r)) + static_cast<int>(column_offsets[c])) *
-              column_scales[c];
-          const int64_t kk = 8 * o + r;
-          if (dtype == at::kBFloat16) {
-            halves[((kk / 2) * kPanelWidth + c) * 2 + kk % 2] = c10::BFloat16(value);  // [k pairs][64][2]
-          } else {
-            values[kk * kPanelWidth + c] = value;  // float32 panels are [k][64]
-          }
-        }
-      }
-    }
-    if (dtype == at::kBFloat16) return halves.data();
-    return values.data();
-  }
+  // With zero points, (nibble + 8 - z) * scale = (u - z) * scale: the package's value, rounded once.
   if (dtype == at::kBFloat16) {
     thread_local std::vector<uint16_t> halves;
     halves.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
 #ifdef LLMC_CPU_X86_KERNELS
     if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
-      DequantizeInt4PanelBf16Avx512(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
+      DequantizeInt4PanelBf16Avx512(panel, scales, zero_offsets, weight_groups, group_pairs, k_padded / 2,
+                                    halves.data());
       return halves.data();
     }
 #endif
-    DequantizeInt4PanelBf16Portable(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
+    DequantizeInt4PanelBf16Portable(panel, scales, zero_offsets, weight_groups, group_pairs, k_padded / 2,
+                                    halves.data());
     return halves.data();
   }
   thread_local std::vector<float> values;
   values.resize(k_padded * kPanelWidth);
   for (int64_t o = 0; o < k_padded / 8; ++o) {
-    const float* column_scales = scales + std::min(4 * o / group_pairs, weight_groups - 1) * kPanelWidth;
+    const int64_t group_at = std::min(4 * o / group_pairs, weight_groups - 1) * kPanelWidth;
     for (int64_t c = 0; c < kPanelWidth; ++c) {  // float32 panels are [k][64]
       const uint32_t word = Word(panel, o, c);
+      const float scale = scales[group_at + c];
+      const float offset = zero_offsets == nullptr ? 0.0f : zero_offsets[group_at + c];
       for (int64_t r = 0; r < 8; ++r) {
-        values[(8 * o + r) * kPanelWidth + c] = static_cast<float>(SignedNibble(word, Position(r))) * column_scales[c];
+        values[(8 * o + r) * kPanelWidth + c] = (static_cast<float>(SignedNibble(word, Position(r))) + offset) * scale;
       }
     }
   }

@@ -94,12 +94,12 @@ void PanelW4A8Avx512(const Int8PanelArgs& args);
 // MXFP4 (mxfp4_weight.h): int4's panels and W4A8's byte activations, each nibble looked up as 2 * E2M1 and each
 // group scaled by its exponents (scale_exponents) over 2.
 void PanelMxfp4Avx512(const Int8PanelArgs& args);
-// One int4 panel as the bfloat16 panel ([pairs][kPanelWidth][2]) of its values times their scales, rounded to
-// nearest even (the prefill path).
-void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, int64_t weight_groups,
-                                     int64_t group_pairs, int64_t pairs, uint16_t* out);
-void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, int64_t weight_groups,
-                                   int64_t group_pairs, int64_t pairs, uint16_t* out);
+// One int4 panel as the bfloat16 panel ([pairs][kPanelWidth][2]) of its values (plus their groups' zero offsets,
+// 8 - z, when `zero_offsets` is not null) times their scales, rounded to nearest even (the prefill path).
+void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, const float* zero_offsets,
+                                     int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out);
+void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, const float* zero_offsets,
+                                   int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out);
 
 void PanelBf16Portable(const PanelArgs& args);
 void PanelFloatPortable(const PanelArgs& args);

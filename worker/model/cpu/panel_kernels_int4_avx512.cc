@@ -103,24 +103,27 @@ struct Int4Runner {
 void PanelInt4Avx512(const Int8PanelArgs& args) { ForRowBlocks<Int4Runner>(args); }
 
 // Sixteen columns' octet at a time: four k pairs, each as two float vectors (even and odd k) interleaved into
-// the bfloat16 pairs of the plain layout.
-void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, int64_t weight_groups,
-                                   int64_t group_pairs, int64_t pairs, uint16_t* out) {
+// the bfloat16 pairs of the plain layout. Adding the zero offsets (small integers) to the nibbles is exact, so the
+// values are rounded once, as the portable path rounds them.
+void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, const float* zero_offsets,
+                                   int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out) {
   for (int64_t o = 0; o < pairs / 4; ++o) {
-    const float* column_scales = scales + std::min(o * 4 / group_pairs, weight_groups - 1) * kPanelWidth;
+    const int64_t group_at = std::min(o * 4 / group_pairs, weight_groups - 1) * kPanelWidth;
     const uint8_t* w = panel + o * kPanelWidth * 4;
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const __m512i raw = _mm512_loadu_si512(w + 64 * i);
-      const __m512 scale = _mm512_loadu_ps(column_scales + 16 * i);
+      const __m512 scale = _mm512_loadu_ps(scales + group_at + 16 * i);
+      const __m512 offset =
+          zero_offsets == nullptr ? _mm512_setzero_ps() : _mm512_loadu_ps(zero_offsets + group_at + 16 * i);
       const __m512i pair_values[4] = {Extract<0>(raw), Extract<1>(raw), Extract<2>(raw), Extract<3>(raw)};
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
         // Each 32-bit lane holds (even k, odd k) as int16: sign-extend both halves to float and scale.
         const __m512 even = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(pair_values[j], 16), 16));
         const __m512 odd = _mm512_cvtepi32_ps(_mm512_srai_epi32(pair_values[j], 16));
-        const __m256bh even_bf16 = _mm512_cvtneps_pbh(_mm512_mul_ps(even, scale));
-        const __m256bh odd_bf16 = _mm512_cvtneps_pbh(_mm512_mul_ps(odd, scale));
+        const __m256bh even_bf16 = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_add_ps(even, offset), scale));
+        const __m256bh odd_bf16 = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_add_ps(odd, offset), scale));
         const __m512i bits =
             _mm512_or_si512(_mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(even_bf16)),
                             _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(odd_bf16)), 16));

@@ -54,18 +54,20 @@ void PanelInt4Portable(const Int8PanelArgs& args) {
   }
 }
 
-void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, int64_t weight_groups,
-                                     int64_t group_pairs, int64_t pairs, uint16_t* out) {
+void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, const float* zero_offsets,
+                                     int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out) {
   for (int64_t o = 0; o < pairs / 4; ++o) {
-    const float* column_scales = scales + std::min(o * 4 / group_pairs, weight_groups - 1) * kPanelWidth;
+    const int64_t group_at = std::min(o * 4 / group_pairs, weight_groups - 1) * kPanelWidth;
     const uint8_t* w = panel + o * kPanelWidth * 4;
     for (int64_t c = 0; c < kPanelWidth; ++c) {
       uint32_t word;
       std::memcpy(&word, w + 4 * c, sizeof(word));
+      const float scale = scales[group_at + c];
+      const float offset = zero_offsets == nullptr ? 0.0f : zero_offsets[group_at + c];
       for (int j = 0; j < 4; ++j) {
         uint16_t* dst = out + ((4 * o + j) * kPanelWidth + c) * 2;
-        dst[0] = RoundToBf16(static_cast<float>(Nibble(word, j)) * column_scales[c]);
-        dst[1] = RoundToBf16(static_cast<float>(Nibble(word, 4 + j)) * column_scales[c]);
+        dst[0] = RoundToBf16((static_cast<float>(Nibble(word, j)) + offset) * scale);
+        dst[1] = RoundToBf16((static_cast<float>(Nibble(word, 4 + j)) + offset) * scale);
       }
     }
   }
