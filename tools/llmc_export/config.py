@@ -294,7 +294,7 @@ class ModelConfig:
             if kind == "yarn" and self.architecture == "gpt_oss":
                 pass
             elif kind in ("longrope", "su") and self.architecture == "phi3":
-                pass  # short factors (check_phi3; the context is capped at original_max_position_embeddings)
+                pass  # check_phi3; one factor list at every position (serve_long_rope_factors)
             elif kind not in ("linear", "llama3", "default"):
                 raise ExportError(f"unsupported rope_scaling type '{kind}' (supported: linear, llama3)")
         return self
