@@ -22,12 +22,13 @@ namespace {
 // GCC's own vector type keeps the sums in registers (see panel_kernels_int8_avx512.cc).
 typedef int Int32x16 __attribute__((vector_size(64)));
 
-inline Int32x16 DotQuads(Int32x16 acc, __m512i w_unsigned, __m512i x) {
-#if defined(__clang__)
-  return reinterpret_cast<Int32x16>(_mm512_dpbusd_epi32(reinterpret_cast<__m512i>(acc), w_unsigned, x));
-#else
-  return __builtin_ia32_vpdpbusd_v16si(acc, reinterpret_cast<Int32x16>(w_unsigned), reinterpret_cast<Int32x16>(x));
-#endif
+// vpdpbusd with the activation word broadcast from memory inside the instruction ({1to16}). Broadcasts written as
+// intrinsics are shared by the four vectors of an octet, and GCC then keeps six rows' twelve of them in registers
+// beside the 24 sums and spills sums to the stack in the inner loop; from memory they take none.
+inline Int32x16 DotQuadsBroadcast(Int32x16 acc, __m512i w_unsigned, const int8_t* x) {
+  // The memory operand as the four bytes it reads (no alignment or aliasing assumed).
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w_unsigned), "m"(*reinterpret_cast<const int8_t(*)[4]>(x)));
+  return acc;
 }
 
 inline __m512i LowNibbles(__m512i bytes) { return _mm512_and_si512(bytes, _mm512_set1_epi8(0x0f)); }
@@ -94,9 +95,7 @@ void GroupRows(const Int8PanelArgs& args, const Values& values, int64_t m0, int6
     // 4 KiB ahead, every line of the octet (AMD parts have no adjacent-line prefetcher).
 #pragma GCC unroll 4
     for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(w) + 4096 + 64 * line, _MM_HINT_T0);
-    int32_t x[Rows][2];
-#pragma GCC unroll 8
-    for (int r = 0; r < Rows; ++r) __builtin_memcpy(x[r], a + r * args.a_stride + 8 * o, sizeof(x[r]));
+    const int8_t* x = a + 8 * o;
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
       const __m512i raw = _mm512_loadu_si512(w + 64 * i);
@@ -104,8 +103,8 @@ void GroupRows(const Int8PanelArgs& args, const Values& values, int64_t m0, int6
       values.Bytes(raw, first, second);
 #pragma GCC unroll 8
       for (int r = 0; r < Rows; ++r) {
-        sum[r][i] = DotQuads(sum[r][i], first, _mm512_set1_epi32(x[r][0]));
-        sum[r][i] = DotQuads(sum[r][i], second, _mm512_set1_epi32(x[r][1]));
+        sum[r][i] = DotQuadsBroadcast(sum[r][i], first, x + r * args.a_stride);
+        sum[r][i] = DotQuadsBroadcast(sum[r][i], second, x + r * args.a_stride + 4);
       }
     }
   }
