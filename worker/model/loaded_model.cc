@@ -592,8 +592,8 @@ std::vector<c10::IValue> LoadedModel::Inputs(const ForwardBatch& batch, at::Tens
     for (at::Tensor& part : parts) part = part.contiguous();
     parts = ToDeviceInOneCopy(parts, device_, /*pinned=*/device_.is_cuda());
   }
-  std::vector<c10::IValue> inputs = {parts[0], parts[1], kv_cache, parts[2], parts[3], parts[4], parts[5], parts[6]};
-  for (size_t i = 7; i < parts.size(); ++i) inputs.emplace_back(parts[i]);
+  std::vector<c10::IValue> inputs(parts.begin(), parts.end());
+  inputs.insert(inputs.begin() + 2, kv_cache);  // forward(input_ids, positions, kv_cache, slot_mapping, ...)
   return inputs;
 }
 
@@ -621,8 +621,9 @@ absl::StatusOr<SamplingLogits> LoadedModel::ForwardForSampling(const ForwardBatc
     std::vector<at::Tensor> extra = {full_rows};
     if (with_hidden) extra.push_back(batch.hidden_rows);
     std::vector<c10::IValue> inputs = Inputs(batch, kv_cache, extra);
-    // forward_top_k(batch..., full_rows, top_k[, hidden_rows])
-    inputs.insert(inputs.begin() + 9, c10::IValue(top_k));
+    // forward_top_k(batch..., full_rows, top_k[, hidden_rows]): top_k right after full_rows.
+    const size_t after_full_rows = inputs.size() - extra.size() + 1;
+    inputs.insert(inputs.begin() + after_full_rows, c10::IValue(top_k));
     const auto outputs =
         module_.get_method(with_hidden ? "forward_with_hidden" : "forward_top_k")(std::move(inputs)).toTuple();
     SamplingLogits logits{outputs->elements()[0].toTensor(), outputs->elements()[1].toTensor(),
