@@ -108,12 +108,7 @@ def manifest_for(config: ModelConfig, name: str, dtype: str, chat_template: str,
             "experts_per_token": config.experts_per_token, "moe_intermediate_size": config.moe_intermediate_size,
             "normalize_top_k": config.normalize_top_k, "moe_variant": config.moe_variant}
            if config.moe_layers else {}),
-        **({"context_note": "LongRoPE served with its short factors only: max_context_length capped at "
-                            "original_max_position_embeddings (export with --rope-factors long for the whole "
-                            "context)"} if is_capped_longrope(config) else {}),
-        **({"context_note": "LongRoPE served with its long factors at every position (--rope-factors long): "
-                            "exact for sequences longer than original_max_position_embeddings"}
-           if config.longrope_factors == "long" else {}),
+        **({"context_note": longrope_context_note(config)} if config.longrope_maximum else {}),
     }
 
 
@@ -137,8 +132,13 @@ def check_mxfp4_fits(config: ModelConfig, group_size: int = 0) -> None:
         raise ExportError(f"mxfp4 has blocks of {MXFP4_GROUP_SIZE} inputs, not {group_size}: leave --group-size out")
 
 
-def is_capped_longrope(config: ModelConfig) -> bool:
-    return config.longrope_maximum > 0 and config.longrope_factors == "short"
+def longrope_context_note(config: ModelConfig) -> str:
+    """What a LongRoPE package's manifest says of its factor list (ModelConfig.serve_long_rope_factors)."""
+    if config.longrope_factors == "long":
+        return ("LongRoPE served with its long factors at every position (--rope-factors long): exact for sequences "
+                "longer than original_max_position_embeddings")
+    return ("LongRoPE served with its short factors only: max_context_length capped at "
+            "original_max_position_embeddings (export with --rope-factors long for the whole context)")
 
 
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
