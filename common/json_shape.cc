@@ -56,4 +56,17 @@ absl::Status CheckJsonShapeLimits(std::string_view text, std::string_view what, 
   return absl::OkStatus();
 }
 
+std::optional<size_t> FindNulByte(std::string_view text) {
+  const size_t at = text.find('\0');
+  if (at == std::string_view::npos) return std::nullopt;
+  return at;
+}
+
+absl::Status CheckNoNulByte(std::string_view text, std::string_view what) {
+  const std::optional<size_t> at = FindNulByte(text);
+  if (!at.has_value()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(what), " is not valid JSON: it holds a NUL byte at offset ", *at));
+}
+
 }  // namespace llmc

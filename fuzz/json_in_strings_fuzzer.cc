@@ -9,7 +9,8 @@
 //   - a chat or Responses request carrying the text either parses or is INVALID_ARGUMENT with a message
 //     naming the arguments' field, and nothing throws;
 //   - an accepted request never carries arguments past the limits, and a valid JSON object within them is
-//     accepted and reaches the worker as that object, keys in the client's order;
+//     accepted and reaches the worker as that object, keys in the client's order; a text that is not JSON
+//     (one with a NUL byte after a valid object included) reaches it as the client's string;
 //   - what the gateway accepts, the worker accepts too: the messages it forwards pass the worker's own
 //     shape check (worker/service/chat_rendering.cc), so a request is never refused on the far side of
 //     the gRPC hop for a limit the gateway let through (it once was: arguments 64 deep made the messages
@@ -89,7 +90,10 @@ struct Measured {
 Measured Measure(const std::string& text) {
   ShapeMeasure measure;
   Measured out;
-  out.valid = json::sax_parse(text, &measure, json::input_format_t::json, /*strict=*/true);
+  // nlohmann's parser stops at a NUL byte as at the end of the input, which JSON does not allow: a text
+  // holding one is not JSON whatever comes before it (common/json_shape.h).
+  out.valid = !llmc::FindNulByte(text).has_value() &&
+              json::sax_parse(text, &measure, json::input_format_t::json, /*strict=*/true);
   out.within_limits =
       measure.max_depth() <= llmc::limits::kMaxJsonDepth && measure.max_keys() <= llmc::limits::kMaxJsonObjectKeys;
   return out;
@@ -145,6 +149,8 @@ void CheckAccepted(const llmc::v1::GenerateRequest& generate, const std::string&
   if (measured.valid && measured.within_limits) {
     const ordered_json expected = ordered_json::parse(text);
     if (expected.is_object() && *forwarded != expected) Fail("forwarded arguments differ from the client's", text);
+  } else if (!measured.valid && !text.empty() && *forwarded != ordered_json(text)) {
+    Fail("arguments that are not JSON were not forwarded as the client's string", text);
   }
 }
 

@@ -63,13 +63,13 @@ set +e
 status=$?
 set -e
 
-executions="$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)"
-coverage="$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)"
+executions="$(grep -a -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)"
+coverage="$(grep -a -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)"
 corpus_size="$(find "$work" -type f | wc -l)"
 echo "fuzz $target: ${seconds}s, ${executions:-?} executions, ${coverage:-no coverage line}, corpus $corpus_size new inputs, exit $status ($(lscpu | sed -n 's/^Model name: *//p' | head -1))"
 if [ $status -ne 0 ]; then
   echo "fuzz $target: FAILED; the report (from $log):" >&2
-  grep -A40 -m1 -E 'ERROR: |==[0-9]+==|runtime error|deadly signal' "$log" >&2 || tail -60 "$log" >&2
+  grep -a -A40 -m1 -E 'ERROR: |==[0-9]+==|runtime error|deadly signal' "$log" >&2 || tail -60 "$log" >&2
   ls "$artifacts" >&2
 fi
 exit $status

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json_shape.h"
 #include "common/status_macros.h"
 #include "gateway/openai/json_fields.h"
 #include "gateway/openai/openai_error.h"
@@ -107,6 +108,7 @@ absl::Status NormalizeToolCalls(ordered_json& message, const std::string& param)
     }
     RETURN_IF_ERROR(CheckJsonShape(text, absl::StrCat(param, ".tool_calls[", i, "].function.arguments"),
                                    "a tool call's arguments"));
+    if (FindNulByte(text).has_value()) continue;  // not JSON, so it stays a string
     ordered_json parsed = ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_object()) *arguments = std::move(parsed);
   }

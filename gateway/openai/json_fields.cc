@@ -41,6 +41,12 @@ absl::Status CheckJsonShape(std::string_view text, std::string_view param, std::
   return InvalidParameter(param, std::string_view(status.message().data(), status.message().size()));
 }
 
+absl::Status CheckJsonText(std::string_view text, std::string_view param, std::string_view what) {
+  const absl::Status status = CheckNoNulByte(text, what);
+  if (!status.ok()) return InvalidParameter(param, std::string_view(status.message().data(), status.message().size()));
+  return CheckJsonShape(text, param, what);
+}
+
 std::string JsonParseErrorDetail(const nlohmann::json::exception& error) {
   constexpr size_t kMaxDetail = 300;
   std::string_view detail = error.what();

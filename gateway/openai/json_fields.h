@@ -50,6 +50,10 @@ std::string DescribeJsonType(const nlohmann::json& value);
 // than limits::kMaxJsonDepth or has an object with more than limits::kMaxJsonObjectKeys keys.
 absl::Status CheckJsonShape(std::string_view text, std::string_view param, std::string_view what);
 
+// CheckJsonShape, after refusing a text that holds a NUL byte (common/json_shape.h: the parser would stop
+// there and read only what comes before it), for a text that must be JSON.
+absl::Status CheckJsonText(std::string_view text, std::string_view param, std::string_view what);
+
 // Why nlohmann's parser refused a text, for an error message: its "[json.exception...] " prefix dropped, and
 // cut short, since it quotes what was last read (which can be most of a huge unterminated string).
 std::string JsonParseErrorDetail(const nlohmann::json::exception& error);

@@ -36,7 +36,7 @@ absl::StatusOr<json> ParseRequestBody(std::string_view body) {
     return InvalidParameter("",
                             absl::StrCat("the request body is not valid UTF-8 (first bad byte at offset ", *bad, ")"));
   }
-  RETURN_IF_ERROR(CheckJsonShape(body, "", "the request body"));
+  RETURN_IF_ERROR(CheckJsonText(body, "", "the request body"));
   json parsed;
   try {
     parsed = json::parse(body.begin(), body.end());

@@ -105,7 +105,7 @@ absl::StatusOr<std::string> ReadSchema(const FieldReader& fields, std::string_vi
   } else if (value.is_string() && text_allowed) {
     const std::string& given = value.get_ref<const std::string&>();
     if (given.size() > limits::kMaxConstraintTextBytes) return TooLarge(param, given.size());
-    RETURN_IF_ERROR(CheckJsonShape(given, param, absl::StrCat("the JSON schema in '", param, "'")));
+    RETURN_IF_ERROR(CheckJsonText(given, param, absl::StrCat("the JSON schema in '", param, "'")));
     ordered_json schema;
     try {
       schema = ordered_json::parse(given);

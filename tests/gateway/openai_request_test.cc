@@ -749,6 +749,25 @@ TEST_CASE("openai_request: JSON inside a tool call's arguments string has the bo
   REQUIRE(fine.ok());
   CHECK(json::parse(fine->generate.chat().messages_json())[1]["tool_calls"][0]["function"]["arguments"] ==
         json{{"a", {1, 2}}});
+  // JSON's parser would stop at a NUL byte and read {"a":1}: a text holding one is not JSON, so it stays the
+  // client's string (found by fuzz/json_in_strings_fuzzer.cc, with past-the-limits brackets after the NUL).
+  const std::string with_nul("{\"a\":1}\0{\"b\":2}", 15);
+  const absl::StatusOr<OpenAiRequest> not_json = with_arguments(with_nul);
+  REQUIRE(not_json.ok());
+  CHECK(json::parse(not_json->generate.chat().messages_json())[1]["tool_calls"][0]["function"]["arguments"] ==
+        with_nul);
+  ExpectInvalid(with_arguments(std::string("{\"a\":1}\0", 8) + std::string(100, '[')),
+                "messages[1].tool_calls[0].function.arguments", "deeper than 64");
+}
+
+TEST_CASE("openai_request: a NUL byte after the JSON body is a 400, not ignored", "[unit][openai]") {
+  ExpectInvalid(ParseChatCompletionRequest(std::string(R"({"model":"m","messages":[{"role":"user","content":"a"}]})") +
+                                           '\0' + "junk"),
+                "", "NUL byte at offset 56");
+  // A NUL inside a string is spelled \u0000 and is fine.
+  const absl::StatusOr<OpenAiRequest> escaped = ParseCompletionRequest(R"({"model":"m","prompt":"a\u0000b"})");
+  REQUIRE(escaped.ok());
+  CHECK(escaped->generate.prompt() == std::string("a\0b", 3));
 }
 
 }  // namespace

@@ -222,6 +222,9 @@ TEST_CASE("structured_output: malformed structured_outputs and guided_* are refu
     ExpectInvalid(Parse(chat, {{"guided_json", 5}}), "guided_json",
                   "a JSON schema (an object or a boolean) or a string holding one");
     ExpectInvalid(Parse(chat, {{"guided_json", "{\"type\": "}}), "guided_json", "not valid JSON");
+    // The parser would stop at the NUL and take {"type":"object"}; JSON never holds a raw NUL.
+    ExpectInvalid(Parse(chat, {{"guided_json", std::string("{\"type\":\"object\"}\0junk", 22)}}), "guided_json",
+                  "NUL byte at offset 17");
     ExpectInvalid(Parse(chat, {{"structured_outputs", {{"json", "[1]"}}}}), "structured_outputs.json",
                   "not JSON of type array");
     ExpectInvalid(Parse(chat, {{"guided_json", std::string(100, '[') + std::string(100, ']')}}), "guided_json",

@@ -181,6 +181,9 @@ TEST_CASE("hermes: malformed or unfinished calls come back as content exactly", 
                    "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>" + no_name +
                        "<tool_call>{\"name\": \"b\", \"arguments\": {}}</tool_call>",
                    no_name, {{"a", "{}"}, {"b", "{}"}}));
+  // JSON's parser would stop at the NUL byte and take the call before it; a raw NUL is never JSON.
+  const std::string with_nul = std::string("<tool_call>{\"name\": \"f\", \"arguments\": {}}\0 x</tool_call>", 56);
+  CheckScript(Make(ToolCallFormat::kHermes, with_nul, with_nul));
   // Unterminated at the end.
   const std::string unfinished = "Sure <tool_call>\n{\"name\": \"f\", \"arguments\": {}}";
   CheckScript(Make(ToolCallFormat::kHermes, unfinished, unfinished));

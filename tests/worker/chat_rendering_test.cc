@@ -198,6 +198,10 @@ TEST_CASE("chat rendering: JSON fields from gRPC meet the gateway's depth and ke
                                       deepest_arguments + "}}]}]");
   const absl::StatusOr<std::string> rendered_call = RenderChat(call_messages, model);
   CHECK(rendered_call.status() == absl::OkStatus());
+  // nlohmann's parser ends its input at a NUL byte: what follows one would be dropped unseen.
+  v1::ChatInput nul_kwargs = chat;
+  nul_kwargs.set_chat_template_kwargs_json(std::string("{\"a\":1}\0{", 9));
+  CHECK(refusal(nul_kwargs) == "chat.chat_template_kwargs_json is not valid JSON: it holds a NUL byte at offset 7");
 }
 
 }  // namespace

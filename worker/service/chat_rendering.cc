@@ -20,6 +20,7 @@ using nlohmann::ordered_json;
 // template recurse that deep; an object with many keys makes the order-keeping parse quadratic).
 absl::StatusOr<ordered_json> ParseJsonField(const std::string& text, absl::string_view field,
                                             size_t max_depth = limits::kMaxJsonDepth) {
+  RETURN_IF_ERROR(CheckNoNulByte(text, absl::StrCat("chat.", field)));
   RETURN_IF_ERROR(CheckJsonShapeLimits(text, absl::StrCat("chat.", field), max_depth));
   try {
     return ordered_json::parse(text);

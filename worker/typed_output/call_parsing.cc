@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/json_shape.h"
+
 namespace llmc::typed_output::internal {
 
 bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t' || c == '\f' || c == '\v'; }
@@ -34,6 +36,7 @@ bool IsProperPrefix(std::string_view text, std::string_view marker) {
 }
 
 std::optional<nlohmann::ordered_json> ParseJsonObject(std::string_view text) {
+  if (FindNulByte(text).has_value()) return std::nullopt;
   nlohmann::ordered_json parsed =
       nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object()) return std::nullopt;

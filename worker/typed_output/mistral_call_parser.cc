@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/json_shape.h"
 #include "worker/typed_output/call_parsing.h"
 
 namespace llmc::typed_output::internal {
@@ -200,6 +201,7 @@ class MistralParser : public ToolCallParser {
       calls.push_back(ParsedCall{name_, CompactJson(*object)});
       return calls;
     }
+    if (FindNulByte(value).has_value()) return std::nullopt;
     const nlohmann::ordered_json array =
         nlohmann::ordered_json::parse(value.begin(), value.end(), nullptr, /*allow_exceptions=*/false);
     if (array.is_discarded() || !array.is_array()) return std::nullopt;

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/json_shape.h"
+#include "common/status_macros.h"
 
 namespace llmc::typed_output {
 namespace {
@@ -64,6 +66,7 @@ std::vector<std::string> ToolCallMarkers(ToolCallFormat format) {
 absl::StatusOr<std::vector<FunctionTool>> ReadFunctionTools(std::string_view tools_json) {
   std::vector<FunctionTool> tools;
   if (tools_json.empty()) return tools;
+  RETURN_IF_ERROR(CheckNoNulByte(tools_json, "'tools'"));
   nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(tools_json, nullptr, /*allow_exceptions=*/false);
   if (!parsed.is_array()) return absl::InvalidArgumentError("'tools' must be a JSON array");
   for (size_t i = 0; i < parsed.size(); ++i) {
