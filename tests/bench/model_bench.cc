@@ -265,11 +265,16 @@ int main(int argc, char** argv) {
     for (const char* quantization : {"int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8"}) {
       if (take_suffix(absl::StrCat(":", quantization))) options.quantization = quantization;
     }
+    const auto load_start = std::chrono::steady_clock::now();
     auto model = llmc::model::LoadedModel::Load(package, options);
     if (!model.ok()) {
       std::fprintf(stderr, "%s\n", std::string(model.status().message()).c_str());
       return 1;
     }
+    // Loading includes any quantization at load (int4's scale search, for one).
+    std::printf("%s: loaded in %.1f s\n", argument.c_str(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+    std::fflush(stdout);
     Measured m;
     const auto& manifest = (*model)->manifest();
     m.streamed = Streamed(manifest, (*model)->dtype());

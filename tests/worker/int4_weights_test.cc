@@ -25,21 +25,51 @@ using testing::RelativeError;
 // dequantized reference shares).
 double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
 
-// tools/llmc_export/quantize.py's quantize_int4 in ATen, which QuantizeInt4 must give bit for bit.
+// The nibbles of float64 groups rounded at `rounding` [N, G, 1], as the exporter rounds them.
+at::Tensor Nibbles(const at::Tensor& x, const at::Tensor& rounding) {
+  return at::round(x * (1.0 / rounding)).clamp(-8, 7);
+}
+
+// The scales of the plain rule: a group's largest magnitude on -8 (scale amax / 8) or on 7 (amax / 7).
+at::Tensor PlainScales(const at::Tensor& grouped) {
+  const at::Tensor amax = grouped.abs().amax(-1);
+  const at::Tensor extreme = grouped.gather(-1, grouped.abs().argmax(-1, /*keepdim=*/true)).squeeze(-1);
+  return at::where(amax == 0, at::ones_like(amax), at::where(extreme < 0, amax / 8, amax / 7));
+}
+
+// tools/llmc_export/quantize.py's quantize_int4 in ATen, its sums in ATen's order (QuantizeInt4 sums in its own),
+// which QuantizeInt4 must give bit for bit: the plain candidate, then the rounding at amax / d with its
+// least-squares scale for each searched d; the candidate of least squared error.
 std::pair<at::Tensor, at::Tensor> ExporterQuantize(const at::Tensor& weight, int64_t group_size) {
   const int64_t n = weight.size(0), k = weight.size(1);
   const at::Tensor grouped = weight.to(at::kFloat).reshape({n, k / group_size, group_size});
-  const at::Tensor amax = grouped.abs().amax(-1);
-  const at::Tensor extreme = grouped.gather(-1, grouped.abs().argmax(-1, /*keepdim=*/true)).squeeze(-1);
-  const at::Tensor scale = at::where(amax == 0, at::ones_like(amax), at::where(extreme < 0, amax / 8, amax / 7));
-  const at::Tensor q = at::round(grouped / scale.unsqueeze(-1)).clamp(-8, 7).to(at::kShort).reshape({n, k}) + 8;
+  const at::Tensor x = grouped.to(at::kDouble);
+  const at::Tensor amax = x.abs().amax(-1, /*keepdim=*/true);
+  const at::Tensor live = amax > 0;
+  at::Tensor best_scale = PlainScales(grouped).to(at::kDouble).unsqueeze(-1);
+  at::Tensor best_rounding = best_scale;
+  at::Tensor q = Nibbles(x, best_rounding);
+  at::Tensor best_error =
+      best_scale * best_scale * (q * q).sum(-1, true) - 2 * best_scale * (x * q).sum(-1, /*keepdim=*/true);
+  for (const double divisor : {6.5, 7.0, 7.5, 8.0, 8.5, 9.0, 9.5, 10.0}) {
+    const at::Tensor rounding = at::where(live, amax / divisor, best_rounding);
+    q = Nibbles(x, rounding);
+    const at::Tensor qq = (q * q).sum(-1, true), xq = (x * q).sum(-1, true);
+    const at::Tensor scale = at::where(live, (xq / qq).to(at::kFloat).to(at::kDouble), best_scale);
+    const at::Tensor error = scale * scale * qq - 2 * scale * xq;
+    const at::Tensor better = error < best_error;
+    best_scale = at::where(better, scale, best_scale);
+    best_rounding = at::where(better, rounding, best_rounding);
+    best_error = at::where(better, error, best_error);
+  }
+  const at::Tensor nibbles = Nibbles(x, best_rounding).to(at::kShort).reshape({n, k}) + 8;
   using at::indexing::Slice;
-  const at::Tensor low = q.index({Slice(), Slice(0, c10::nullopt, 2)});
-  const at::Tensor high = q.index({Slice(), Slice(1, c10::nullopt, 2)});
-  return {(low + high * 16).to(at::kByte), scale};
+  const at::Tensor low = nibbles.index({Slice(), Slice(0, c10::nullopt, 2)});
+  const at::Tensor high = nibbles.index({Slice(), Slice(1, c10::nullopt, 2)});
+  return {(low + high * 16).to(at::kByte), best_scale.squeeze(-1).to(at::kFloat)};
 }
 
-TEST_CASE("int4 weights: quantize gives the exporter's values, within half a step, -8 used, zero rows",
+TEST_CASE("int4 weights: quantize gives the exporter's values, errs no more than the plain rule, zero rows",
           "[unit][int4]") {
   at::manual_seed(41);
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
@@ -52,22 +82,31 @@ TEST_CASE("int4 weights: quantize gives the exporter's values, within half a ste
       CHECK(q.sizes() == at::IntArrayRef({70, 192}));
       CHECK(scales.sizes() == at::IntArrayRef({70, 384 / group_size}));
       const auto [want_q, want_scales] = ExporterQuantize(weight, group_size);
+      // The search's sums on every instruction-set path (SumInt4Nibbles*), each the exporter's bit for bit.
+      testing::ForEachCpuKernelPath([&, &want_q = want_q, &want_scales = want_scales] {
+        const auto [path_q, path_scales] = QuantizeInt4(weight, group_size);
+        CHECK(at::equal(path_q, want_q));
+        CHECK(at::equal(path_scales, want_scales));
+      });
       CHECK(at::equal(q, want_q));
       CHECK(at::equal(scales, want_scales));
       CHECK(scales[3].eq(1.0).all().item<bool>());
       CHECK(q[3].eq(0x88).all().item<bool>());
-      const at::Tensor dequantized = composite::Dequantize(q, scales, at::kFloat);
-      const at::Tensor step = scales.repeat_interleave(group_size, 1);
-      // Within half a step, but for a positive weight above 7.5 steps in a group whose extreme is negative (7).
-      const at::Tensor clamped = weight.to(at::kFloat) > step * 7.5;
-      CHECK(
-          ((dequantized - weight.to(at::kFloat)).abs() <= at::where(clamped, step, step * 0.5001)).all().item<bool>());
-      // Every group's largest magnitude lands on -8 (a negative one) or on 7 (a positive one).
-      const at::Tensor top =
-          (dequantized.abs().reshape({70, -1, group_size}).amax(-1) / scales).round().narrow(0, 4, 60);
-      CHECK((top.eq(7) | top.eq(8)).all().item<bool>());
-      CHECK(top.eq(8).any().item<bool>());
-      CHECK(top.eq(7).any().item<bool>());
+      // Each group errs no more than under the plain rule, and the search does change groups, to less error.
+      const at::Tensor exact = weight.to(at::kDouble);
+      const at::Tensor grouped = exact.reshape({70, -1, group_size});
+      const at::Tensor searched_error =
+          (composite::Dequantize(q, scales, at::kFloat).to(at::kDouble) - exact).pow(2).reshape({70, -1, group_size});
+      const at::Tensor plain = PlainScales(weight.to(at::kFloat).reshape({70, -1, group_size})).unsqueeze(-1);
+      const at::Tensor plain_values = (at::round(grouped / plain).clamp(-8, 7) * plain).to(at::kFloat);
+      const at::Tensor plain_error = (plain_values.to(at::kDouble) - grouped).pow(2);
+      CHECK((searched_error.sum(-1) <= plain_error.sum(-1) * (1 + 1e-6)).all().item<bool>());
+      CHECK(searched_error.sum().item<double>() < 0.95 * plain_error.sum().item<double>());
+      CHECK(scales.ne(plain.squeeze(-1)).any().item<bool>());
+      // A weight clipped by a finer scale is the group's extreme nibble, within a few steps of it.
+      const at::Tensor step = scales.repeat_interleave(group_size, 1).to(at::kDouble);
+      const at::Tensor error = (composite::Dequantize(q, scales, at::kFloat).to(at::kDouble) - exact).abs();
+      CHECK((error <= step * 4).all().item<bool>());
     }
   }
   CHECK_THROWS(QuantizeInt4(at::randn({4, 96}), 64));    // 64 does not divide 96

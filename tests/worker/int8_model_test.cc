@@ -254,11 +254,11 @@ std::vector<int64_t> RenumberedDocTokens(const std::vector<std::string>& docs,
 
 // The trained model's packages (TrainAndExport).
 struct TrainedPackages {
-  std::string bf16, int8, int4_group128, int4_group32;
+  std::string bf16, int8, int4_group128, int4_group32, int4_zero_point_group128, int4_zero_point_group32;
 };
 
 // tests/support/train_text_model.py on `training` for `steps` steps, exported into `dir` as bfloat16, int8 and int4
-// (groups of 128 and of 32) packages.
+// (groups of 128 and of 32, symmetric and with zero points) packages.
 TrainedPackages TrainAndExport(const std::string& dir, const std::vector<int64_t>& training, int64_t vocab_size,
                                int steps) {
   {
@@ -287,30 +287,36 @@ TrainedPackages TrainAndExport(const std::string& dir, const std::vector<int64_t
     REQUIRE(result.exit_code == 0);
     return dir + "/" + name;
   };
-  return {export_package("bf16", {}), export_package("int8", {"--quantize", "int8"}),
+  return {export_package("bf16", {}),
+          export_package("int8", {"--quantize", "int8"}),
           export_package("int4-g128", {"--quantize", "int4", "--group-size", "128"}),
-          export_package("int4-g32", {"--quantize", "int4", "--group-size", "32"})};
+          export_package("int4-g32", {"--quantize", "int4", "--group-size", "32"}),
+          export_package("int4-zp-g128", {"--quantize", "int4", "--group-size", "128", "--int4-zero-point"}),
+          export_package("int4-zp-g32", {"--quantize", "int4", "--group-size", "32", "--int4-zero-point"})};
 }
 
 TEST_CASE(
-    "int8 model: a model trained on real text keeps 95 % of its top-1 choices in int8, int4 within 0.05 nats "
-    "(groups of 128 and 32)",
+    "int8 model: a model trained on real text keeps 95 % of its top-1 choices in int8, 90 % in int4 within 0.05 "
+    "nats (groups of 128 and 32, with and without zero points)",
     "[integration][int8]") {
   // The issue's top-1 bound, on a model that predicts text: the Qwen2-0.5B-shaped random model above flips
   // its choices under any rounding. This one (tests/support/train_text_model.py: Qwen2 architecture, 2 layers
-  // of 128, 300 steps of 2 windows of 512 tokens, about 30 s) learns this repository's documentation and is
-  // judged on the first 512 tokens of four documents it did not see (2,048 positions: over one text of 512 the
-  // int4 top-1 figure moved by 3 points with any change of rounding or libtorch). Untrained, it predicts none of
-  // them (accuracy 0, measured), so the accuracy bound shows that the training took.
+  // of 128, 300 steps of 2 windows of 512 tokens, about 30 s) learns a copy of this repository's documentation
+  // and is judged on the first 512 tokens of four documents it did not see (2,048 positions: over one text of
+  // 512 the int4 top-1 figure moved by 3 points with any change of rounding or libtorch). The copy is frozen
+  // (tests/data/trained_model/): trained on the live documents, every edit to them gave another model, and the
+  // int4 top-1 figure moved by up to 4 points from one to the next. Untrained, it predicts none of them
+  // (accuracy 0, measured), so the accuracy bound shows that the training took.
   std::unordered_map<int64_t, int64_t> ids;
-  const std::vector<int64_t> training =
-      RenumberedDocTokens({"/docs/architecture.md", "/docs/model-package.md", "/docs/performance.md",
-                           "/docs/endpoints.md", "/docs/configuration.md", "/README.md"},
-                          ids);
+  const std::string corpus = "/tests/data/trained_model/";
+  const std::vector<int64_t> training = RenumberedDocTokens(
+      {corpus + "training-architecture.txt", corpus + "training-model-package.txt", corpus + "training-performance.txt",
+       corpus + "training-endpoints.txt", corpus + "training-configuration.txt", corpus + "training-README.txt"},
+      ids);
   std::vector<std::vector<int64_t>> held_out;
-  for (const char* doc :
-       {"/docs/engine.md", "/docs/reliability.md", "/docs/dispatch.md", "/docs/structured-outputs.md"}) {
-    held_out.push_back(RenumberedDocTokens({doc}, ids));
+  for (const char* doc : {"held-out-engine.txt", "held-out-reliability.txt", "held-out-dispatch.txt",
+                          "held-out-structured-outputs.txt"}) {
+    held_out.push_back(RenumberedDocTokens({corpus + doc}, ids));
     REQUIRE(held_out.back().size() >= 512);
     held_out.back().resize(512);
   }
@@ -329,12 +335,17 @@ TEST_CASE(
     CHECK(quality.mean_kl <= 0.01);
     CHECK(quality.top1_agreement >= 0.95);
   }
-  // int4, the issue's bounds: mean KL(bfloat16 || int4) <= 0.05 nats, top-1 agreement >= 90 %. The KL bound
-  // holds with room (measured 0.0045-0.0077); the top-1 figure of this 2-layer, 128-wide model moves with the
-  // documents it trains on (measured 88.4-93.1 % at groups of 128 as they changed, 91.3-94.7 % at 32), so the
-  // test holds it at 85 % against regressions and prints it; the 90 % goal is tracked in the int4 issue.
+  // int4, the issue's bounds: mean KL(bfloat16 || int4) <= 0.05 nats, top-1 agreement >= 90 %, symmetric and
+  // with zero points. Measured on the frozen corpus: mean KL 0.0074 and 0.0040 nats, top-1 94.6 % and 94.6 %
+  // (groups of 128 and 32); with zero points 0.0061 and 0.0030, 93.1 % and 95.7 %. The top-1 figure of this
+  // 2-layer, 128-wide model moves with the text and the seed it trains on: over four seeds on one version of the
+  // documents, the searched scales (tools/llmc_export/quantize.py) gave 90.5-94.6 % at groups of 128, where the
+  // plain rule before them gave 89.1-93.0 %.
   for (const auto& [label, package] : std::vector<std::pair<std::string, std::string>>{
-           {"int4 groups of 128", packages.int4_group128}, {"int4 groups of 32", packages.int4_group32}}) {
+           {"int4 groups of 128", packages.int4_group128},
+           {"int4 groups of 32", packages.int4_group32},
+           {"int4 groups of 128 with zero points", packages.int4_zero_point_group128},
+           {"int4 groups of 32 with zero points", packages.int4_zero_point_group32}}) {
     auto quantized = LoadOrFail(package, {"cpu", ""});
     REQUIRE(quantized->manifest().quantization == "int4");
     const auto quality = testing::MeasureQuantizationQuality(*reference, *quantized, held_out);
@@ -342,7 +353,7 @@ TEST_CASE(
                << quality.top1_agreement << " over " << quality.positions << " held-out tokens");
     CHECK(quality.positions == 2048);
     CHECK(quality.mean_kl <= 0.05);
-    CHECK(quality.top1_agreement >= 0.85);
+    CHECK(quality.top1_agreement >= 0.90);
   }
 }
 

@@ -56,35 +56,99 @@ def check_int4_group_size(group_size: int) -> None:
                           f"(supported: {', '.join(map(str, INT4_GROUP_SIZES))})")
 
 
+# int4 scales are searched (as llama.cpp's k-quants and AWQ's clipping search do): besides the plain rule, each
+# group tries the rounding at amax / d for each d here with the scale that fits that rounding best (least
+# squares), and keeps the pair with the smallest squared error. Larger d clip the group's extremes for finer steps.
+INT4_SCALE_DIVISORS = (6.5, 7.0, 7.5, 8.0, 8.5, 9.0, 9.5, 10.0)
+# Zero-point groups: their range, widened to hold 0, in 15 + d steps.
+INT4_RANGE_WIDENINGS = (-1.0, -0.5, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+
+
+def _int4_nibbles(x: torch.Tensor, rounding: torch.Tensor) -> torch.Tensor:
+    """The nibbles of float64 groups x [..., g] rounded at float64 scales [..., 1]: x times the scale's
+    reciprocal, rounded half to even, clamped to [-8, 7]."""
+    return torch.round(x * (1.0 / rounding)).clamp(-8, 7)
+
+
+def _search_symmetric_int4(grouped: torch.Tensor, plain: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(float32 scales [N, G], float64 rounding scales [N, G, 1]) of the symmetric search. A candidate is a
+    rounding (the plain scale's, or amax / d's) and its scale: the plain one, or the float32 least-squares fit
+    sum(x q) / sum(q^2). Candidates are compared by the part of the squared error that depends on them,
+    s^2 sum(q^2) - 2 s sum(x q), in float64: every product x q is exact there, and so are their sums in any order
+    (a nonzero q needs |x| >= rounding / 2, so the terms span a few binades of 28-bit products), so the worker's
+    QuantizeInt4 picks the same candidates, bit for bit."""
+    x = grouped.double()
+    amax = x.abs().amax(-1, keepdim=True)
+    live = amax > 0
+    best_scale = best_rounding = plain.double().unsqueeze(-1)
+    q = _int4_nibbles(x, best_rounding)
+    qq, xq = (q * q).sum(-1, keepdim=True), (x * q).sum(-1, keepdim=True)
+    best_error = best_scale * best_scale * qq - 2 * best_scale * xq
+    for divisor in INT4_SCALE_DIVISORS:
+        rounding = torch.where(live, amax / divisor, best_rounding)
+        q = _int4_nibbles(x, rounding)
+        qq, xq = (q * q).sum(-1, keepdim=True), (x * q).sum(-1, keepdim=True)
+        scale = torch.where(live, (xq / qq).float().double(), best_scale)
+        error = scale * scale * qq - 2 * scale * xq
+        better = error < best_error
+        best_scale, best_rounding = torch.where(better, scale, best_scale), torch.where(better, rounding, best_rounding)
+        best_error = torch.where(better, error, best_error)
+    return best_scale.squeeze(-1).float(), best_rounding
+
+
+def _search_asymmetric_int4(grouped: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(scales, zero points) [N, G] of the zero-point search: for the plain range and each widening, the zero
+    point it gives and the least-squares scale for that rounding; the pair with the smallest squared error."""
+    x = grouped.double()
+    low, high = x.amin(-1, keepdim=True).clamp(max=0), x.amax(-1, keepdim=True).clamp(min=0)
+    flat = high == low
+    best_scale = best_zero = best_error = None
+    for widening in (0.0,) + INT4_RANGE_WIDENINGS:
+        scale = torch.where(flat, torch.ones_like(low), (high - low) / (15 + widening)).float().double()
+        zero = torch.where(flat, torch.full_like(low, 8), torch.round(-low / scale).clamp(0, 15))
+        if widening != 0.0:
+            rounded = (torch.round(x / scale) + zero).clamp(0, 15) - zero
+            fitted = ((x * rounded).sum(-1, keepdim=True) / (rounded * rounded).sum(-1, keepdim=True)).float().double()
+            scale = torch.where(flat | ~(fitted > 0), scale, fitted)
+        q = (torch.round(x / scale) + zero).clamp(0, 15) - zero
+        error = ((x - q * scale) ** 2).sum(-1, keepdim=True)
+        if best_error is None:
+            best_scale, best_zero, best_error = scale, zero, error
+            continue
+        better = error < best_error
+        best_scale, best_zero = torch.where(better, scale, best_scale), torch.where(better, zero, best_zero)
+        best_error = torch.where(better, error, best_error)
+    return best_scale.squeeze(-1).float(), best_zero.squeeze(-1).float()
+
+
 def quantize_int4(weight: torch.Tensor, group_size: int, name: str = "weight",
                   zero_point: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     """(uint8 [N, K / 2], float32 scales [N, K / group_size]): byte i of a row holds input 2i in its low nibble
-    and 2i + 1 in its high one, each as q + 8, with weight ~ q * scale of its group. Symmetric: each group's
-    largest magnitude maps exactly to -8 when it is negative (scale max / 8) and to 7 otherwise (scale max / 7),
-    so the group's extreme weight is kept and half the groups get a step 12 % finer; q is clamped to [-8, 7]
-    (a positive weight above 7.5 steps in a group whose extreme is negative takes 7); an all-zero group gets
-    scale 1. The worker's QuantizeInt4
-    (worker/model/cpu/int4_weight.cc) computes the very same.
+    and 2i + 1 in its high one, each as q + 8, with weight ~ q * scale of its group. Symmetric: of the plain rule
+    (the group's largest magnitude lands on -8 when negative, scale max / 8, else on 7, scale max / 7;
+    q = clamp(round(w / scale), -8, 7)) and the searched candidates (INT4_SCALE_DIVISORS: q rounded at max / d,
+    the scale fitted to it), the one of least squared error; an all-zero group gets scale 1. The worker's
+    QuantizeInt4 (worker/model/cpu/int4_weight.cc) computes the very same.
 
-    zero_point: asymmetric groups instead, scales [N, G, 2] (scale, zero point z): the group's range, widened
-    to hold 0, in 15 steps, z = round(-min / scale), u = clamp(round(w / scale) + z, 0, 15), w ~ (u - z) * scale;
-    a group of zeros gets scale 1 and z 8."""
+    zero_point: asymmetric groups instead, scales [N, G, 2] (scale, zero point z), u = clamp(round(w / scale) + z,
+    0, 15), w ~ (u - z) * scale: the plain rule (the group's range, widened to hold 0, in 15 steps, z =
+    round(-min / scale)) or a searched one (INT4_RANGE_WIDENINGS), whichever errs least; a group of zeros gets
+    scale 1 and z 8."""
     check_int4_group_size(group_size)
     check_divides(name, weight, group_size)
     rows, in_features = weight.shape
     grouped = weight.float().reshape(rows, in_features // group_size, group_size)
     if zero_point:
-        low, high = grouped.amin(-1).clamp(max=0), grouped.amax(-1).clamp(min=0)
-        flat = high == low
-        scale = torch.where(flat, torch.ones_like(low), (high - low) / 15)
-        zero = torch.where(flat, torch.full_like(low, 8), torch.round(-low / scale).clamp(0, 15))
-        u = (torch.round(grouped / scale[..., None]) + zero[..., None]).clamp(0, 15).to(torch.int16)
+        scale, zero = _search_asymmetric_int4(grouped)
+        u = (torch.round(grouped.double() / scale.double()[..., None]) + zero.double()[..., None]).clamp(0, 15)
+        u = u.to(torch.int16)
         u = u.reshape(rows, in_features)
         return (u[:, 0::2] | (u[:, 1::2] << 4)).to(torch.uint8), torch.stack([scale, zero], dim=-1)
     amax = grouped.abs().amax(-1)
     extreme = grouped.gather(-1, grouped.abs().argmax(-1, keepdim=True)).squeeze(-1)
-    scale = torch.where(amax == 0, torch.ones_like(amax), torch.where(extreme < 0, amax / 8, amax / 7))
-    q = torch.round(grouped / scale[..., None]).clamp(-8, 7).to(torch.int16).reshape(rows, in_features) + 8
+    plain = torch.where(amax == 0, torch.ones_like(amax), torch.where(extreme < 0, amax / 8, amax / 7))
+    scale, rounding = _search_symmetric_int4(grouped, plain)
+    q = _int4_nibbles(grouped.double(), rounding).to(torch.int16).reshape(rows, in_features) + 8
     return (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8), scale
 
 

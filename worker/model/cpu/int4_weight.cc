@@ -18,14 +18,60 @@ namespace {
 
 constexpr int64_t kOctetBytes = kPanelWidth * 4;
 
-// One group as the exporter quantizes it: q + 8 in [0, 15] per input. The largest magnitude (its first
-// occurrence, as torch's argmax picks) lands exactly on -8 when negative (scale amax / 8), else on 7.
+// The exporter's search (tools/llmc_export/quantize.py, INT4_SCALE_DIVISORS): the plain candidate, then for each
+// divisor d the rounding at amax / d with the float32 scale that fits it best; the candidate whose squared error
+// is least (the first on a tie).
+constexpr double kInt4ScaleDivisors[] = {6.5, 7.0, 7.5, 8.0, 8.5, 9.0, 9.5, 10.0};
+
+// round(x * inverse) clamped to [-8, 7], rounding half to even as torch.round does: the sum with 1.5 * 2^52
+// leaves no fraction bits (clamped first, so far below 2^51).
+inline double Nibble(double x, double inverse) {
+  constexpr double kShift = 6755399441055744.0;
+  const double v = std::clamp(x * inverse, -9.0, 8.0);
+  return std::clamp((v + kShift) - kShift, -8.0, 7.0);
+}
+
+// sum(x q) and sum(q^2) of a group's nibbles rounded at `rounding`. Every product is exact in double, and so
+// are the sums in any order (a nonzero q needs |x| >= rounding / 2: the terms span a few binades of 28-bit
+// products), so every instruction-set path gives the exporter's torch sums bit for bit.
+struct NibbleSums {
+  double xq = 0.0, qq = 0.0;
+};
+
+NibbleSums SumNibbles(const double* x, int64_t count, double rounding) {
+  const double inverse = 1.0 / rounding;
+  double sums[2];
+#ifdef LLMC_CPU_X86_KERNELS
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+    SumInt4NibblesAvx512(x, count, inverse, sums);
+    return {sums[0], sums[1]};
+  }
+  if (ActiveCpuIsa() >= CpuIsa::kAvx2) {
+    SumInt4NibblesAvx2(x, count, inverse, sums);
+    return {sums[0], sums[1]};
+  }
+#endif
+  SumInt4NibblesPortable(x, count, inverse, sums);
+  return {sums[0], sums[1]};
+}
+
+// The part of sum((x - q scale)^2) that depends on the candidate, in the exporter's order of operations (this
+// file is built with -ffp-contract=off, so no multiply-add fuses two roundings into one).
+inline double CandidateError(double scale, const NibbleSums& sums) {
+  return scale * scale * sums.qq - 2.0 * scale * sums.xq;
+}
+
+// One group as the exporter quantizes it: q + 8 in [0, 15] per input. The plain candidate rounds at and
+// scales by amax / 8 when the largest magnitude (its first occurrence, as torch's argmax picks) is negative,
+// else amax / 7, so that weight lands exactly on -8 or 7.
 template <typename T>
 void QuantizeGroup(const T* weights, int64_t count, uint8_t* out, float& scale) {
+  double x[128];
   float amax = 0.f;
   bool nan = false, negative_extreme = false;
   for (int64_t i = 0; i < count; ++i) {
     const float value = static_cast<float>(weights[i]);
+    x[i] = value;
     const float magnitude = std::fabs(value);
     nan |= std::isnan(magnitude);
     if (magnitude > amax) {
@@ -33,15 +79,30 @@ void QuantizeGroup(const T* weights, int64_t count, uint8_t* out, float& scale) 
       negative_extreme = value < 0.f;
     }
   }
-  scale = nan ? std::numeric_limits<float>::quiet_NaN() : amax == 0.f ? 1.f : amax / (negative_extreme ? 8.f : 7.f);
-  for (int64_t i = 0; i < count; i += 2) {
-    uint8_t byte = 0;
-    for (int64_t half = 0; half < 2; ++half) {
-      const float rounded = std::nearbyint(static_cast<float>(weights[i + half]) / scale);
-      const int q = std::isnan(rounded) ? 0 : static_cast<int>(std::clamp(rounded, -8.f, 7.f));
-      byte |= static_cast<uint8_t>((q + 8) << (4 * half));
+  if (nan || amax == 0.f) {
+    scale = nan ? std::numeric_limits<float>::quiet_NaN() : 1.f;
+    std::memset(out, 0x88, count / 2);
+    return;
+  }
+  double best_scale = amax / (negative_extreme ? 8.f : 7.f);
+  double best_rounding = best_scale;
+  double best_error = CandidateError(best_scale, SumNibbles(x, count, best_rounding));
+  for (const double divisor : kInt4ScaleDivisors) {
+    const double rounding = amax / divisor;
+    const NibbleSums sums = SumNibbles(x, count, rounding);
+    const double fitted = static_cast<float>(sums.xq / sums.qq);
+    const double error = CandidateError(fitted, sums);
+    if (error < best_error) {
+      best_scale = fitted;
+      best_rounding = rounding;
+      best_error = error;
     }
-    out[i / 2] = byte;
+  }
+  scale = static_cast<float>(best_scale);
+  const double inverse = 1.0 / best_rounding;
+  for (int64_t i = 0; i < count; i += 2) {
+    const int low = static_cast<int>(Nibble(x[i], inverse)), high = static_cast<int>(Nibble(x[i + 1], inverse));
+    out[i / 2] = static_cast<uint8_t>((low + 8) | ((high + 8) << 4));
   }
 }
 

@@ -101,6 +101,13 @@ void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, 
 void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, const float* zero_offsets,
                                    int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out);
 
+// int4's scale search (QuantizeInt4): sums[0] = sum(x q), sums[1] = sum(q^2) over `count` doubles (a multiple of
+// 32), q = clamp(round(x * inverse), -8, 7) rounded half to even. Each product is exact, and so are the sums in
+// any order (int4_weight.cc says why), so every path gives the same bits.
+void SumInt4NibblesPortable(const double* x, int64_t count, double inverse, double* sums);
+void SumInt4NibblesAvx2(const double* x, int64_t count, double inverse, double* sums);
+void SumInt4NibblesAvx512(const double* x, int64_t count, double inverse, double* sums);
+
 void PanelBf16Portable(const PanelArgs& args);
 void PanelFloatPortable(const PanelArgs& args);
 void PanelBf16Avx2(const PanelArgs& args);

@@ -78,4 +78,24 @@ void PanelInt4Avx2(const Int8PanelArgs& args) {
   }
 }
 
+void SumInt4NibblesAvx2(const double* x, int64_t count, double inverse, double* sums) {
+  const __m256d scale = _mm256_set1_pd(inverse), low = _mm256_set1_pd(-8.0), high = _mm256_set1_pd(7.0);
+  __m256d xq[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()}, qq[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+  for (int64_t i = 0; i < count; i += 8) {
+    for (int j = 0; j < 2; ++j) {
+      const __m256d values = _mm256_loadu_pd(x + i + 4 * j);
+      const __m256d rounded =
+          _mm256_round_pd(_mm256_mul_pd(values, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m256d q = _mm256_min_pd(_mm256_max_pd(rounded, low), high);
+      xq[j] = _mm256_fmadd_pd(values, q, xq[j]);  // the product is exact: one rounding either way
+      qq[j] = _mm256_fmadd_pd(q, q, qq[j]);
+    }
+  }
+  alignas(32) double lanes[2][4];
+  _mm256_store_pd(lanes[0], _mm256_add_pd(xq[0], xq[1]));
+  _mm256_store_pd(lanes[1], _mm256_add_pd(qq[0], qq[1]));
+  sums[0] = (lanes[0][0] + lanes[0][1]) + (lanes[0][2] + lanes[0][3]);
+  sums[1] = (lanes[1][0] + lanes[1][1]) + (lanes[1][2] + lanes[1][3]);
+}
+
 }  // namespace llmc::model::cpu

@@ -133,4 +133,21 @@ void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, co
   }
 }
 
+void SumInt4NibblesAvx512(const double* x, int64_t count, double inverse, double* sums) {
+  const __m512d scale = _mm512_set1_pd(inverse), low = _mm512_set1_pd(-8.0), high = _mm512_set1_pd(7.0);
+  __m512d xq[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()}, qq[2] = {_mm512_setzero_pd(), _mm512_setzero_pd()};
+  for (int64_t i = 0; i < count; i += 16) {
+    for (int j = 0; j < 2; ++j) {
+      const __m512d values = _mm512_loadu_pd(x + i + 8 * j);
+      const __m512d rounded =
+          _mm512_roundscale_pd(_mm512_mul_pd(values, scale), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512d q = _mm512_min_pd(_mm512_max_pd(rounded, low), high);
+      xq[j] = _mm512_fmadd_pd(values, q, xq[j]);  // the product is exact: one rounding either way
+      qq[j] = _mm512_fmadd_pd(q, q, qq[j]);
+    }
+  }
+  sums[0] = _mm512_reduce_add_pd(_mm512_add_pd(xq[0], xq[1]));
+  sums[1] = _mm512_reduce_add_pd(_mm512_add_pd(qq[0], qq[1]));
+}
+
 }  // namespace llmc::model::cpu
