@@ -58,13 +58,17 @@ struct StreamResult {
   grpc::Status status;
 };
 
-void SetDeadline(grpc::ClientContext& context) {
+// A 20 s deadline, and the call waits for the channel to connect within it: under TSan beside other tests, a
+// connection attempt once timed out before the server's first frame, and a fail-fast call then ends
+// UNAVAILABLE before it reaches the service these tests are about.
+void PrepareClientContext(grpc::ClientContext& context) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  context.set_wait_for_ready(true);
 }
 
 StreamResult RunStream(v1::Worker::Stub& stub, const v1::GenerateRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(context);
+  PrepareClientContext(context);
   auto reader = stub.Generate(&context, request);
   StreamResult result;
   v1::GenerateResponse response;
@@ -159,7 +163,7 @@ TEST_CASE("worker service: a client cancelling its stream reaches Engine::Abort"
   options.step_delay = absl::Milliseconds(20);
   ServiceFixture fixture(options);
   grpc::ClientContext context;
-  SetDeadline(context);
+  PrepareClientContext(context);
   auto reader = fixture.stub_->Generate(&context, IdsRequest("cancel-me", 1, 200, 200));
   v1::GenerateResponse response;
   REQUIRE(reader->Read(&response));
@@ -253,7 +257,7 @@ TEST_CASE("worker service: a reader that falls behind past the queue cap gets FA
   v1::GenerateRequest request = IdsRequest("slow", 1, 0, 2000, 16);
   for (int32_t i = 0; i < 2000; ++i) request.mutable_prompt_token_ids()->add_ids(1 + i % 250);
   grpc::ClientContext context;
-  SetDeadline(context);
+  PrepareClientContext(context);
   auto reader = slow_stub->Generate(&context, request);
   REQUIRE(WaitUntil([&] { return !fixture.engine_.aborted_ids().empty(); }, absl::Seconds(15)));
   v1::GenerateResponse response;
@@ -347,13 +351,13 @@ TEST_CASE("worker service: a large Tokenize or Detokenize runs on the bounded ex
   for (size_t i = 0; i < WorkerService::kInlineConversionBytes; ++i) large_ids.add_token_ids('a');
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    PrepareClientContext(context);
     v1::TokenizeResponse response;
     CHECK(fixture.stub_->Tokenize(&context, large, &response).error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
   }
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    PrepareClientContext(context);
     v1::DetokenizeResponse response;
     CHECK(fixture.stub_->Detokenize(&context, large_ids, &response).error_code() ==
           grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -361,7 +365,7 @@ TEST_CASE("worker service: a large Tokenize or Detokenize runs on the bounded ex
   {
     // A small one is answered on the gRPC thread meanwhile.
     grpc::ClientContext context;
-    SetDeadline(context);
+    PrepareClientContext(context);
     v1::TokenizeRequest small;
     small.set_text("hello");
     small.set_count_only(true);
@@ -374,14 +378,14 @@ TEST_CASE("worker service: a large Tokenize or Detokenize runs on the bounded ex
   REQUIRE(WaitUntil([&] { return executor.TrySubmit([] {}); }, absl::Seconds(5)));
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    PrepareClientContext(context);
     v1::TokenizeResponse response;
     REQUIRE(fixture.stub_->Tokenize(&context, large, &response).ok());
     CHECK(response.count() == static_cast<uint32_t>(WorkerService::kInlineConversionBytes + 1));
   }
   {
     grpc::ClientContext context;
-    SetDeadline(context);
+    PrepareClientContext(context);
     v1::DetokenizeResponse response;
     REQUIRE(fixture.stub_->Detokenize(&context, large_ids, &response).ok());
     CHECK(response.text().size() == WorkerService::kInlineConversionBytes);
