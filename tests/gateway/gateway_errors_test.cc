@@ -66,6 +66,9 @@ std::vector<BadRequest> BadRequests() {
   return {
       {"bad JSON", kChat, R"({"model": "llmc-small", "messages": [)", 400, std::nullopt, std::nullopt},
       {"trailing garbage", kChat, ChatWith("max_tokens", 4) + "}", 400, std::nullopt, std::nullopt},
+      // JSON's parser would stop at the NUL and serve the request before it, the junk unread.
+      {"a NUL byte after the body", kChat, ChatWith("max_tokens", 4) + std::string(1, '\0') + "junk", 400, std::nullopt,
+       std::nullopt},
       {"empty body", kChat, "", 400, std::nullopt, std::nullopt},
       {"body is an array", kChat, "[1, 2, 3]", 400, std::nullopt, std::nullopt},
       {"body is a string", kCompletions, R"("prompt")", 400, std::nullopt, std::nullopt},

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/json_shape.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/grammar/gbnf_parser.h"
 #include "worker/grammar/regex_compiler.h"
@@ -28,9 +29,7 @@ absl::StatusOr<grammar::Grammar> ConstraintGrammar(const v1::OutputConstraint& c
   switch (constraint.kind_case()) {
     case v1::OutputConstraint::kJsonSchema: {
       nlohmann::ordered_json schema;
-      if (absl::Status status = CheckNoNulByte(constraint.json_schema(), "the JSON schema"); !status.ok()) {
-        return status;
-      }
+      RETURN_IF_ERROR(CheckNoNulByte(constraint.json_schema(), "the JSON schema"));
       try {
         schema = nlohmann::ordered_json::parse(constraint.json_schema());
       } catch (const nlohmann::json::exception& error) {

@@ -23,14 +23,6 @@ constexpr int64_t kOctetBytes = kPanelWidth * 4;
 // is least (the first on a tie).
 constexpr double kInt4ScaleDivisors[] = {6.5, 7.0, 7.5, 8.0, 8.5, 9.0, 9.5, 10.0};
 
-// round(x * inverse) clamped to [-8, 7], rounding half to even as torch.round does: the sum with 1.5 * 2^52
-// leaves no fraction bits (clamped first, so far below 2^51).
-inline double Nibble(double x, double inverse) {
-  constexpr double kShift = 6755399441055744.0;
-  const double v = std::clamp(x * inverse, -9.0, 8.0);
-  return std::clamp((v + kShift) - kShift, -8.0, 7.0);
-}
-
 // sum(x q) and sum(q^2) of a group's nibbles rounded at `rounding`. Every product is exact in double, and so
 // are the sums in any order (a nonzero q needs |x| >= rounding / 2: the terms span a few binades of 28-bit
 // products), so every instruction-set path gives the exporter's torch sums bit for bit.
@@ -101,7 +93,8 @@ void QuantizeGroup(const T* weights, int64_t count, uint8_t* out, float& scale) 
   scale = static_cast<float>(best_scale);
   const double inverse = 1.0 / best_rounding;
   for (int64_t i = 0; i < count; i += 2) {
-    const int low = static_cast<int>(Nibble(x[i], inverse)), high = static_cast<int>(Nibble(x[i + 1], inverse));
+    const int low = static_cast<int>(Int4Nibble(x[i], inverse));
+    const int high = static_cast<int>(Int4Nibble(x[i + 1], inverse));
     out[i / 2] = static_cast<uint8_t>((low + 8) | ((high + 8) << 4));
   }
 }

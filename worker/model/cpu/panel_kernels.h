@@ -7,6 +7,7 @@
 //
 // Weights are packed in panels of kPanelWidth output columns (packed_weight.h). A kernel computes, for one
 // panel, out[m][c] = sum_k a[m][k] * W[panel column c][k] in float32, for every row m < rows.
+#include <algorithm>
 #include <cstdint>
 
 namespace llmc::model::cpu {
@@ -101,9 +102,17 @@ void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, 
 void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, const float* zero_offsets,
                                    int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out);
 
+// int4's nibble of x at the rounding scale 1 / inverse: clamp(round(x * inverse), -8, 7), rounding half to even as
+// torch.round does (adding 1.5 * 2^52 leaves no fraction bits; clamped first, so far below 2^51).
+inline double Int4Nibble(double x, double inverse) {
+  constexpr double kShift = 6755399441055744.0;
+  const double v = std::clamp(x * inverse, -9.0, 8.0);
+  return std::clamp((v + kShift) - kShift, -8.0, 7.0);
+}
+
 // int4's scale search (QuantizeInt4): sums[0] = sum(x q), sums[1] = sum(q^2) over `count` doubles (a multiple of
-// 32), q = clamp(round(x * inverse), -8, 7) rounded half to even. Each product is exact, and so are the sums in
-// any order (int4_weight.cc says why), so every path gives the same bits.
+// 32), q = Int4Nibble(x, inverse). Each product is exact, and so are the sums in any order (int4_weight.cc says
+// why), so every path gives the same bits.
 void SumInt4NibblesPortable(const double* x, int64_t count, double inverse, double* sums);
 void SumInt4NibblesAvx2(const double* x, int64_t count, double inverse, double* sums);
 void SumInt4NibblesAvx512(const double* x, int64_t count, double inverse, double* sums);

@@ -74,13 +74,10 @@ void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, 
 }
 
 void SumInt4NibblesPortable(const double* x, int64_t count, double inverse, double* sums) {
-  // Adding 1.5 * 2^52 leaves no fraction bits: round half to even, as torch.round (clamped first, far below 2^51).
-  constexpr double kShift = 6755399441055744.0;
   double xq[4] = {0.0, 0.0, 0.0, 0.0}, qq[4] = {0.0, 0.0, 0.0, 0.0};
   for (int64_t i = 0; i < count; i += 4) {
     for (int64_t j = 0; j < 4; ++j) {
-      const double v = std::clamp(x[i + j] * inverse, -9.0, 8.0);
-      const double q = std::clamp((v + kShift) - kShift, -8.0, 7.0);
+      const double q = Int4Nibble(x[i + j], inverse);
       xq[j] += x[i + j] * q;
       qq[j] += q * q;
     }
