@@ -20,13 +20,6 @@ using grpc::health::v1::HealthCheckResponse;
 constexpr absl::Duration kHeartbeat = absl::Milliseconds(200);
 const std::vector<std::string> kFastHeartbeats = {"--heartbeat_interval=200ms", "--expiry_missed_heartbeats=3"};
 
-bool Listed(ControllerProcess& controller, const std::string& worker_id) {
-  for (const auto& worker : controller.ListWorkers()) {
-    if (worker.worker_id() == worker_id) return true;
-  }
-  return false;
-}
-
 grpc::Status Pick(ControllerProcess& controller, const std::string& model, v1::PickWorkerResponse* response) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -10,6 +10,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "tests/support/catch.h"
+#include "tests/support/cluster_secret.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/grpc_channel.h"
@@ -21,8 +22,6 @@ namespace llmc::testing {
 namespace {
 
 using grpc::health::v1::HealthCheckResponse;
-
-constexpr char kWrongSecret[] = "not-the-cluster-secret-0000000000";
 
 // "/llmc.v1.Controller/RegisterWorker", ... for every method the service's descriptor declares, so a method
 // added later is covered without touching this test.
@@ -73,13 +72,6 @@ void CheckEveryMethodRefused(const std::string& address, const std::string& serv
       CHECK(status.error_code() == grpc::StatusCode::UNAUTHENTICATED);
     }
   }
-}
-
-bool Listed(ControllerProcess& controller, const std::string& worker_id) {
-  for (const auto& worker : controller.ListWorkers()) {
-    if (worker.worker_id() == worker_id) return true;
-  }
-  return false;
 }
 
 grpc::Status Register(const std::shared_ptr<grpc::Channel>& channel, const v1::RegisterWorkerRequest& request) {

@@ -33,7 +33,7 @@ int64_t StatusKib(pid_t pid, const std::string& field) {
   return -1;
 }
 
-json Chat(int n, int max_tokens) {
+json ChatWithLogprobs(int n, int max_tokens) {
   return {{"model", kSmallModelName},
           {"messages", json::array({{{"role", "user"}, {"content", "Tell me about the sea."}}})},
           {"n", n},
@@ -57,13 +57,13 @@ TEST_CASE("answer memory: a large non-streamed answer grows the gateway by about
   const pid_t gateway = cluster.gateway().process().pid();
 
   // A small answer first, so the baseline has every thread and pool the big one uses.
-  const HttpReply warm = PostJson(cluster.port(), "/v1/chat/completions", Chat(2, 4).dump());
+  const HttpReply warm = PostJson(cluster.port(), "/v1/chat/completions", ChatWithLogprobs(2, 4).dump());
   REQUIRE(warm.status == 200);
   const int64_t before_kib = StatusKib(gateway, "VmHWM");
   REQUIRE(before_kib > 0);
 
-  const HttpReply reply =
-      PostJson(cluster.port(), "/v1/chat/completions", Chat(kChoices, kTokens).dump(), {}, absl::Seconds(90));
+  const HttpReply reply = PostJson(cluster.port(), "/v1/chat/completions", ChatWithLogprobs(kChoices, kTokens).dump(),
+                                   {}, absl::Seconds(90));
   INFO(cluster.Logs());
   REQUIRE(reply.status == 200);
   const json body = json::parse(reply.body);
@@ -79,13 +79,13 @@ TEST_CASE("answer memory: a large non-streamed answer grows the gateway by about
   if (!kSanitized) CHECK(growth_kib < 4 * body_kib + 8 * 1024);
 
   // An answer that can never fit is refused before any generation, naming the numbers.
-  const HttpReply refused = PostJson(cluster.port(), "/v1/chat/completions", Chat(kChoices, 1000).dump());
+  const HttpReply refused = PostJson(cluster.port(), "/v1/chat/completions", ChatWithLogprobs(kChoices, 1000).dump());
   CHECK(refused.status == 400);
   CHECK_THAT(refused.body, Catch::Contains("at least 12384000 bytes") && Catch::Contains("7340032"));
   // One that could fit but grows past the cap ends with a 400 saying so (16 x 400 tokens: left to the
   // uninstrumented build; tests/gateway/answer_size_test.cc checks the cap in the sanitized ones).
   if (kSanitized) return;
-  const HttpReply too_large = PostJson(cluster.port(), "/v1/chat/completions", Chat(kChoices, 400).dump());
+  const HttpReply too_large = PostJson(cluster.port(), "/v1/chat/completions", ChatWithLogprobs(kChoices, 400).dump());
   CHECK(too_large.status == 400);
   CHECK_THAT(too_large.body, Catch::Contains("the answer grew to") && Catch::Contains("'stream': true"));
 }

@@ -31,7 +31,7 @@ OpenAiRequest Parsed(OpenAiKind kind, const json& extra) {
   return *std::move(request);
 }
 
-OpenAiResponseBuilder Builder(const OpenAiRequest& request) {
+OpenAiResponseBuilder SizedAnswerBuilder(const OpenAiRequest& request) {
   return OpenAiResponseBuilder(request, "id-abc", 1700000000, "qwen", "llmc-0.1.0");
 }
 
@@ -113,7 +113,7 @@ TEST_CASE("answer size: the bytes held are about the body's, and never below the
     json extra = {{"n", 16}, {"max_tokens", 200}};
     extra.update(logprobs);
     const OpenAiRequest request = Parsed(kind, extra);
-    OpenAiResponseBuilder builder = Builder(request);
+    OpenAiResponseBuilder builder = SizedAnswerBuilder(request);
     for (int step = 0; step < 200; ++step) {
       REQUIRE(builder
                   .Accumulate(Step(16, " w\"" + std::to_string(step), alternatives,
@@ -161,11 +161,11 @@ TEST_CASE("answer size: a long prompt's logprobs sent in parts read as if they c
       Parsed(OpenAiKind::kCompletion, {{"echo", true}, {"logprobs", 1}, {"prompt_logprobs", 1}, {"n", 2}});
   v1::GenerateResponse whole = Step(2, " hi", 1, v1::FINISH_REASON_LENGTH);
   AddPromptLogprobs(whole, 0, 6);
-  OpenAiResponseBuilder one = Builder(request);
+  OpenAiResponseBuilder one = SizedAnswerBuilder(request);
   REQUIRE(one.Accumulate(whole).ok());
 
   // The worker's parts: messages with only prompt logprobs, the last part riding with the deltas.
-  OpenAiResponseBuilder parted = Builder(request);
+  OpenAiResponseBuilder parted = SizedAnswerBuilder(request);
   v1::GenerateResponse first;
   AddPromptLogprobs(first, 0, 2);
   v1::GenerateResponse second;
@@ -184,7 +184,7 @@ TEST_CASE("answer size: a long prompt's logprobs sent in parts read as if they c
 
   // Streaming (echo with logprobs): nothing until the prompt's logprobs are whole, then the echo chunks.
   json stream_extra = {{"echo", true}, {"logprobs", 1}, {"stream", true}};
-  OpenAiResponseBuilder streamed = Builder(Parsed(OpenAiKind::kCompletion, stream_extra));
+  OpenAiResponseBuilder streamed = SizedAnswerBuilder(Parsed(OpenAiKind::kCompletion, stream_extra));
   absl::StatusOr<std::vector<std::string>> chunks = streamed.OnResponse(first);
   REQUIRE(chunks.ok());
   CHECK(chunks->empty());

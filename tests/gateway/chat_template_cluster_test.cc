@@ -6,6 +6,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
@@ -17,8 +18,6 @@ namespace llmc::testing {
 namespace {
 
 using nlohmann::json;
-
-constexpr char kChatPath[] = "/v1/chat/completions";
 
 // A tiny random-weight package with a real vocabulary; the exporter takes the model's chat template
 // from the tokenizer_config.json beside tokenizer.json unless `builtin_template` names one.

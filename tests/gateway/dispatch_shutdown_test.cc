@@ -81,7 +81,7 @@ struct DoneRecord {
 // second, the first call's connect could outlast it and the pick would end before the controller saw it.
 constexpr absl::Duration kPatientDeadline = absl::Seconds(60);
 
-v1::GenerateRequest Request() {
+v1::GenerateRequest ShutdownTestRequest() {
   v1::GenerateRequest request;
   request.set_model("some-model");
   request.set_prompt("hi");
@@ -94,7 +94,7 @@ TEST_CASE("dispatch: cancelling a generation whose pick is in flight cancels the
   WorkerChannels channels;
   GenerationDispatcher dispatcher(router, channels, DispatchOptions{});
   DoneRecord done;
-  auto handle = dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), done.Callbacks());
+  auto handle = dispatcher.Dispatch(ShutdownTestRequest(), absl::Now() + absl::Seconds(30), done.Callbacks());
   REQUIRE(testing::WaitUntil([&] { return controller.pending() == 1; }, absl::Seconds(5)));
   handle->Cancel();
   REQUIRE(testing::WaitUntil([&] { return done.count() == 1; }, absl::Seconds(5)));
@@ -110,7 +110,7 @@ TEST_CASE("dispatch: shutdown returns only after the callbacks of picks in fligh
     WorkerRouter router(controller.address(), absl::Hours(1), {}, kPatientDeadline);
     WorkerChannels channels;
     GenerationDispatcher dispatcher(router, channels, DispatchOptions{});
-    dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), done.Callbacks());
+    dispatcher.Dispatch(ShutdownTestRequest(), absl::Now() + absl::Seconds(30), done.Callbacks());
     REQUIRE(testing::WaitUntil([&] { return controller.pending() == 1; }, absl::Seconds(5)));
     dispatcher.Shutdown();
     REQUIRE(done.count() == 1);  // before the router's own Stop, which would also wait for the pick
@@ -118,7 +118,7 @@ TEST_CASE("dispatch: shutdown returns only after the callbacks of picks in fligh
     router.Stop();
 
     DoneRecord late;
-    dispatcher.Dispatch(Request(), absl::Now() + absl::Seconds(30), late.Callbacks());
+    dispatcher.Dispatch(ShutdownTestRequest(), absl::Now() + absl::Seconds(30), late.Callbacks());
     REQUIRE(late.count() == 1);
     CHECK(late.status->code() == absl::StatusCode::kUnavailable);
   }

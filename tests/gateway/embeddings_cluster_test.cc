@@ -11,6 +11,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
@@ -25,19 +26,18 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kContext = 256;  // the workers' --max_model_len
-constexpr char kKey[] = "sk-embeddings";
-const HttpHeaderList kAuth = {{"Authorization", std::string("Bearer ") + kKey}};
+constexpr char kEmbeddingsKey[] = "sk-embeddings";
+const HttpHeaderList kEmbeddingsAuth = {{"Authorization", std::string("Bearer ") + kEmbeddingsKey}};
 
-json PostOk(int port, const std::string& path, const json& body) {
-  const HttpReply reply = PostJson(port, path, body.dump(), kAuth);
+json PostAuthorizedOk(int port, const std::string& path, const json& body) {
+  const HttpReply reply = PostJson(port, path, body.dump(), kEmbeddingsAuth);
   INFO(path << " " << body.dump().substr(0, 300) << " → " << reply.status << " " << reply.body.substr(0, 600));
   REQUIRE(reply.status == 200);
   return json::parse(reply.body);
 }
 
-json PostRefused(int port, const json& body, int status) {
-  const HttpReply reply = PostJson(port, "/v1/embeddings", body.dump(), kAuth);
+json PostEmbeddingsRefused(int port, const json& body, int status) {
+  const HttpReply reply = PostJson(port, "/v1/embeddings", body.dump(), kEmbeddingsAuth);
   INFO(body.dump().substr(0, 300) << " → " << reply.status << " " << reply.body);
   REQUIRE(reply.status == status);
   const json envelope = json::parse(reply.body);
@@ -72,10 +72,10 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
   const std::string last_package = SmallModelPackage();
   WorkerProcess last_worker(
       LLMC_WORKER_BINARY, last_package,
-      SmallWorkerArgs(controller.address(), "last-worker", {"--max_model_len=" + std::to_string(kContext)}));
+      SmallWorkerArgs(controller.address(), "last-worker", {"--max_model_len=" + std::to_string(kShortContext)}));
   WorkerProcess mean_worker(
       LLMC_WORKER_BINARY, SecondSmallModelPackage(),
-      SmallWorkerArgs(controller.address(), "mean-worker", {"--max_model_len=" + std::to_string(kContext)}));
+      SmallWorkerArgs(controller.address(), "mean-worker", {"--max_model_len=" + std::to_string(kShortContext)}));
   // The first package again, exported without embeddings and served under another name.
   const std::string plain_package = MakeTempDir("llmc-no-embeddings") + "/package";
   const CommandResult exported = RunCommand(
@@ -84,19 +84,23 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
        TokenizerJsonPath("qwen3"), "--vocab-size", "151936", "--embedding-pooling", "none", "--out", plain_package},
       absl::Seconds(240));
   REQUIRE(exported.exit_code == 0);
-  WorkerProcess plain_worker(LLMC_WORKER_BINARY, plain_package,
-                             SmallWorkerArgs(controller.address(), "plain-worker",
-                                             {"--max_model_len=" + std::to_string(kContext), "--model_name=plain"}));
+  WorkerProcess plain_worker(
+      LLMC_WORKER_BINARY, plain_package,
+      SmallWorkerArgs(controller.address(), "plain-worker",
+                      {"--max_model_len=" + std::to_string(kShortContext), "--model_name=plain"}));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
-                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kEmbeddingsKey});
   REQUIRE(gateway.WaitHealthy());
   const int port = gateway.port();
   const int64_t width = HiddenSize(last_package);
   REQUIRE(WaitUntil(
-      [&] { return HttpCall(port, "GET", "/v1/models", "", kAuth).body.find("\"plain\"") != std::string::npos; },
+      [&] {
+        return HttpCall(port, "GET", "/v1/models", "", kEmbeddingsAuth).body.find("\"plain\"") != std::string::npos;
+      },
       absl::Seconds(30)));
 
-  const json single = PostOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", "The quick brown fox"}});
+  const json single =
+      PostAuthorizedOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", "The quick brown fox"}});
   CHECK(single["object"] == "list");
   CHECK(single["model"] == kSmallModelName);
   REQUIRE(single["data"].size() == 1);
@@ -105,22 +109,24 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
   const std::vector<float> fox = Vector(single["data"][0]);
   REQUIRE(static_cast<int64_t>(fox.size()) == width);
   CHECK(std::abs(Dot(fox, fox) - 1.0) < 1e-4);
-  const json fox_tokens = PostOk(port, "/tokenize", {{"model", kSmallModelName}, {"prompt", "The quick brown fox"}});
+  const json fox_tokens =
+      PostAuthorizedOk(port, "/tokenize", {{"model", kSmallModelName}, {"prompt", "The quick brown fox"}});
   CHECK(single["usage"]["prompt_tokens"] == fox_tokens["count"]);
   CHECK(single["usage"]["total_tokens"] == fox_tokens["count"]);
 
   // The same text as token ids, and inside a list: the same vector; other texts differ.
-  const json by_ids = PostOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", fox_tokens["tokens"]}});
+  const json by_ids =
+      PostAuthorizedOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", fox_tokens["tokens"]}});
   CheckSame(Vector(by_ids["data"][0]), fox);
   const json texts = {"a cat", "The quick brown fox", "jumps over the lazy dog, twice and again"};
-  const json listed = PostOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", texts}});
+  const json listed = PostAuthorizedOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", texts}});
   REQUIRE(listed["data"].size() == 3);
   for (int i = 0; i < 3; ++i) CHECK(listed["data"][i]["index"] == i);
   CheckSame(Vector(listed["data"][1]), fox);
   CHECK(Dot(Vector(listed["data"][0]), fox) < 0.9999);
   CHECK(Dot(Vector(listed["data"][0]), Vector(listed["data"][2])) < 0.9999);
-  const json id_lists =
-      PostOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", json::array({fox_tokens["tokens"], {7}})}});
+  const json id_lists = PostAuthorizedOk(
+      port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", json::array({fox_tokens["tokens"], {7}})}});
   REQUIRE(id_lists["data"].size() == 2);
   CheckSame(Vector(id_lists["data"][0]), fox);
   CHECK(id_lists["usage"]["prompt_tokens"] == fox_tokens["count"].get<int>() + 1);
@@ -128,7 +134,7 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
   // More inputs than a worker runs at once (32): every one comes back, in order.
   json many = json::array();
   for (int i = 0; i < 70; ++i) many.push_back(texts[i % 3]);
-  const json answered = PostOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", many}});
+  const json answered = PostAuthorizedOk(port, "/v1/embeddings", {{"model", kSmallModelName}, {"input", many}});
   REQUIRE(answered["data"].size() == 70);
   for (int i = 0; i < 70; ++i) {
     INFO("input " << i);
@@ -138,8 +144,8 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
 
   // base64: the little-endian float32 bytes of the same vector.
   const json encoded =
-      PostOk(port, "/v1/embeddings",
-             {{"model", kSmallModelName}, {"input", "The quick brown fox"}, {"encoding_format", "base64"}});
+      PostAuthorizedOk(port, "/v1/embeddings",
+                       {{"model", kSmallModelName}, {"input", "The quick brown fox"}, {"encoding_format", "base64"}});
   std::string bytes;
   REQUIRE(absl::Base64Unescape(encoded["data"][0]["embedding"].get<std::string>(), &bytes));
   REQUIRE(bytes.size() == fox.size() * sizeof(float));
@@ -148,8 +154,9 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
   CheckSame(decoded, fox);
 
   // The mean-pooling package: its own width-normalized vectors; `dimensions` equal to the size is accepted.
-  const json mean = PostOk(port, "/v1/embeddings",
-                           {{"model", kSecondSmallModelName}, {"input", "The quick brown fox"}, {"dimensions", width}});
+  const json mean =
+      PostAuthorizedOk(port, "/v1/embeddings",
+                       {{"model", kSecondSmallModelName}, {"input", "The quick brown fox"}, {"dimensions", width}});
   const std::vector<float> mean_fox = Vector(mean["data"][0]);
   CHECK(static_cast<int64_t>(mean_fox.size()) == width);
   CHECK(std::abs(Dot(mean_fox, mean_fox) - 1.0) < 1e-4);
@@ -166,7 +173,7 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
       inputs.push_back(ids);
     }
     const HttpReply gone = PostJson(port, "/v1/embeddings", json{{"model", kSmallModelName}, {"input", inputs}}.dump(),
-                                    kAuth, absl::Milliseconds(800));
+                                    kEmbeddingsAuth, absl::Milliseconds(800));
     CHECK(gone.status == 0);  // the client gave up and closed the connection
     REQUIRE(WaitUntil(
         [&] {
@@ -181,31 +188,34 @@ TEST_CASE("embeddings: /v1/embeddings through the cluster, every input shape, fl
 
   SECTION("bad input is a 4xx naming what is wrong, and the cluster keeps serving") {
     const json model = kSmallModelName;
-    CHECK(PostRefused(port, {{"model", model}}, 400)["param"] == "input");
-    CHECK(PostRefused(port, {{"model", model}, {"input", ""}}, 400)["param"] == "input");
-    CHECK(PostRefused(port, {{"model", model}, {"input", json::array()}}, 400)["param"] == "input");
-    CHECK(PostRefused(port, {{"model", model}, {"input", json::array({"a", 5})}}, 400)["param"] == "input[1]");
-    CHECK(PostRefused(port, {{"model", model}, {"input", 5}}, 400)["param"] == "input");
-    CHECK(PostRefused(port, {{"model", model}, {"input", "x"}, {"encoding_format", "int8"}}, 400)["param"] ==
+    CHECK(PostEmbeddingsRefused(port, {{"model", model}}, 400)["param"] == "input");
+    CHECK(PostEmbeddingsRefused(port, {{"model", model}, {"input", ""}}, 400)["param"] == "input");
+    CHECK(PostEmbeddingsRefused(port, {{"model", model}, {"input", json::array()}}, 400)["param"] == "input");
+    CHECK(PostEmbeddingsRefused(port, {{"model", model}, {"input", json::array({"a", 5})}}, 400)["param"] ==
+          "input[1]");
+    CHECK(PostEmbeddingsRefused(port, {{"model", model}, {"input", 5}}, 400)["param"] == "input");
+    CHECK(PostEmbeddingsRefused(port, {{"model", model}, {"input", "x"}, {"encoding_format", "int8"}}, 400)["param"] ==
           "encoding_format");
-    CHECK_THAT(
-        PostRefused(port, {{"model", model}, {"input", "x"}, {"dimensions", 7}}, 400)["message"].get<std::string>(),
-        Catch::Contains("cannot give 7-dimensional"));
-    CHECK(PostRefused(port, {{"model", model}, {"input", json(std::vector<std::string>(2049, "x"))}}, 400)["param"] ==
-          "input");
-    CHECK_THAT(PostRefused(port, {{"model", model}, {"input", json::array({1, 2, 1 << 30})}}, 400)["message"]
+    CHECK_THAT(PostEmbeddingsRefused(port, {{"model", model}, {"input", "x"}, {"dimensions", 7}}, 400)["message"]
+                   .get<std::string>(),
+               Catch::Contains("cannot give 7-dimensional"));
+    CHECK(PostEmbeddingsRefused(port, {{"model", model}, {"input", json(std::vector<std::string>(2049, "x"))}},
+                                400)["param"] == "input");
+    CHECK_THAT(PostEmbeddingsRefused(port, {{"model", model}, {"input", json::array({1, 2, 1 << 30})}}, 400)["message"]
                    .get<std::string>(),
                Catch::Contains("outside the vocabulary"));
-    CHECK_THAT(PostRefused(port, {{"model", model}, {"input", std::vector<int>(kContext + 1, 9)}}, 400)["message"]
+    CHECK_THAT(PostEmbeddingsRefused(port, {{"model", model}, {"input", std::vector<int>(kShortContext + 1, 9)}},
+                                     400)["message"]
                    .get<std::string>(),
                Catch::Contains("maximum context length"));
-    CHECK(PostRefused(port, {{"model", "no-such-model"}, {"input", "x"}}, 404)["code"] == "model_not_found");
-    CHECK_THAT(PostRefused(port, {{"model", "plain"}, {"input", "x"}}, 400)["message"].get<std::string>(),
+    CHECK(PostEmbeddingsRefused(port, {{"model", "no-such-model"}, {"input", "x"}}, 404)["code"] == "model_not_found");
+    CHECK_THAT(PostEmbeddingsRefused(port, {{"model", "plain"}, {"input", "x"}}, 400)["message"].get<std::string>(),
                Catch::Contains("serves no embeddings"));
-    CHECK(PostJson(port, "/v1/embeddings", "{\"input\": ", kAuth).status == 400);
+    CHECK(PostJson(port, "/v1/embeddings", "{\"input\": ", kEmbeddingsAuth).status == 400);
     CHECK(PostJson(port, "/v1/embeddings", json{{"model", model}, {"input", "x"}}.dump()).status == 401);
     // Still serving.
-    CheckSame(Vector(PostOk(port, "/v1/embeddings", {{"model", model}, {"input", "The quick brown fox"}})["data"][0]),
+    CheckSame(Vector(PostAuthorizedOk(port, "/v1/embeddings",
+                                      {{"model", model}, {"input", "The quick brown fox"}})["data"][0]),
               fox);
   }
 }

@@ -29,10 +29,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kModel[] = "scripted-model";
-
-std::string ChatBody() {
-  return json({{"model", kModel}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}}).dump();
+std::string MinimalChatBody() {
+  return json({{"model", kScriptedModel}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}}).dump();
 }
 
 // A worker whose Tokenize never answers, as a stopped process keeps its connection and says nothing.
@@ -91,12 +89,12 @@ TEST_CASE("availability: requests during a controller restart get 200 or 503 wit
   script.texts = {"Hello"};
   ScriptedWorker worker(script);
   // Heartbeats a second apart: after the restart the worker is unknown to the controller for up to a second.
-  FakeWorker registration(controller->address(), MakeRegistration("scripted-worker", worker.address(), kModel),
+  FakeWorker registration(controller->address(), MakeRegistration("scripted-worker", worker.address(), kScriptedModel),
                           absl::Seconds(1));
   registration.Start();
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller->address(), {"--routing_refresh_interval=100ms"});
   REQUIRE(gateway.WaitHealthy(absl::Seconds(10)));
-  REQUIRE(PostJson(gateway.port(), "/v1/chat/completions", ChatBody()).status == 200);
+  REQUIRE(PostJson(gateway.port(), "/v1/chat/completions", MinimalChatBody()).status == 200);
 
   absl::Mutex mu;
   std::map<int, int> statuses;
@@ -107,7 +105,8 @@ TEST_CASE("availability: requests during a controller restart get 200 or 503 wit
   for (int i = 0; i < 2; ++i) {
     clients.emplace_back([&] {
       while (!stop.load()) {
-        const HttpReply reply = PostJson(gateway.port(), "/v1/chat/completions", ChatBody(), {}, absl::Seconds(10));
+        const HttpReply reply =
+            PostJson(gateway.port(), "/v1/chat/completions", MinimalChatBody(), {}, absl::Seconds(10));
         absl::MutexLock lock(&mu);
         ++statuses[reply.status];
         if (reply.status != 200) last_failure = reply.body + reply.error;
@@ -141,7 +140,7 @@ TEST_CASE("availability: requests during a controller restart get 200 or 503 wit
   CHECK(statuses[200] > 0);
   CHECK(total >= 10);
   INFO("gateway log:\n" << gateway.process().ReadLog());
-  CHECK(PostJson(gateway.port(), "/v1/chat/completions", ChatBody()).status == 200);
+  CHECK(PostJson(gateway.port(), "/v1/chat/completions", MinimalChatBody()).status == 200);
 }
 
 TEST_CASE("availability: with no worker the gateway stays ready and answers 503 with Retry-After",
@@ -154,7 +153,8 @@ TEST_CASE("availability: with no worker the gateway stays ready and answers 503 
   CHECK(json::parse(ready.body, nullptr, false)["ready_workers"] == 0);
   CHECK(gateway.HealthStatus() == 503);
   for (const std::string target : {"/v1/chat/completions", "/tokenize"}) {
-    const std::string body = target == "/tokenize" ? json({{"model", kModel}, {"prompt", "hi"}}).dump() : ChatBody();
+    const std::string body =
+        target == "/tokenize" ? json({{"model", kScriptedModel}, {"prompt", "hi"}}).dump() : MinimalChatBody();
     const HttpReply reply = PostJson(gateway.port(), target, body);
     INFO(target << ": " << reply.status << " " << reply.body);
     CHECK(reply.status == 503);
@@ -167,15 +167,15 @@ TEST_CASE("availability: a worker that never answers a tokenize call gets the cl
           "[integration][gateway][fault]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   SilentWorker worker;
-  FakeWorker registration(controller.address(), MakeRegistration("silent-worker", worker.address(), kModel),
+  FakeWorker registration(controller.address(), MakeRegistration("silent-worker", worker.address(), kScriptedModel),
                           absl::Milliseconds(200));
   registration.Start();
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
                          {"--routing_refresh_interval=100ms", "--worker_call_timeout=1s"});
   REQUIRE(gateway.WaitHealthy(absl::Seconds(10)));
   const absl::Time start = absl::Now();
-  const HttpReply reply =
-      PostJson(gateway.port(), "/tokenize", json({{"model", kModel}, {"prompt", "hi"}}).dump(), {}, absl::Seconds(20));
+  const HttpReply reply = PostJson(gateway.port(), "/tokenize",
+                                   json({{"model", kScriptedModel}, {"prompt", "hi"}}).dump(), {}, absl::Seconds(20));
   const absl::Duration took = absl::Now() - start;
   INFO(reply.status << " " << reply.body << reply.error << " after " << took);
   CHECK(reply.status == 503);

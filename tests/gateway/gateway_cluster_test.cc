@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
@@ -22,8 +23,6 @@ namespace llmc::testing {
 namespace {
 
 using nlohmann::json;
-
-constexpr char kChatPath[] = "/v1/chat/completions";
 
 json Chat(int max_tokens, bool stream, const std::string& content = "Tell me a story about a lighthouse.") {
   return {{"model", kSmallModelName},
@@ -38,13 +37,6 @@ json LongStream(int max_tokens) {
   json body = Chat(max_tokens, true);
   body["ignore_eos"] = true;
   return body;
-}
-
-json ParseJson(const std::string& text) {
-  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  INFO("not JSON: " << text);
-  REQUIRE(!parsed.is_discarded());
-  return parsed;
 }
 
 // A non-streaming chat answer with status 200 and one finished choice; returns the reply for more checks.

@@ -11,6 +11,7 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
@@ -25,10 +26,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kChatPath[] = "/v1/chat/completions";
-
 // A chat request that generates exactly `max_tokens` tokens (the random model's EOS is ignored).
-std::string ChatBody(int max_tokens, bool stream) {
+std::string ExactLengthChatBody(int max_tokens, bool stream) {
   return json({{"model", kSmallModelName},
                {"messages", json::array({{{"role", "user"}, {"content", "Tell me a long story."}}})},
                {"max_tokens", max_tokens},
@@ -44,7 +43,7 @@ double RunningOn(WorkerProcess& worker) {
 
 // A stream whose first event has arrived, so that it is mid-flight when a test signals.
 std::unique_ptr<SseClient> StartedStream(int port, int max_tokens) {
-  auto stream = std::make_unique<SseClient>(port, kChatPath, ChatBody(max_tokens, /*stream=*/true));
+  auto stream = std::make_unique<SseClient>(port, kChatPath, ExactLengthChatBody(max_tokens, /*stream=*/true));
   REQUIRE(stream->status() == 200);
   const std::optional<std::string> first = stream->NextEvent(absl::Seconds(30));
   REQUIRE(first.has_value());
@@ -95,7 +94,8 @@ TEST_CASE("drain: on SIGTERM the gateway refuses new connections, finishes the r
   constexpr int kMaxTokens = kSanitized ? 300 : 1000;
   std::unique_ptr<SseClient> stream = StartedStream(gateway.port(), kMaxTokens);
   HttpReply whole;
-  std::thread whole_client([&] { whole = PostJson(gateway.port(), kChatPath, ChatBody(kMaxTokens, false)); });
+  std::thread whole_client(
+      [&] { whole = PostJson(gateway.port(), kChatPath, ExactLengthChatBody(kMaxTokens, false)); });
   REQUIRE(WaitUntil([&] { return RunningOn(worker) == 2; }, absl::Seconds(10)));
 
   gateway.process().Signal(SIGTERM);
@@ -131,7 +131,8 @@ TEST_CASE("drain: requests still running when the gateway's grace period ends ge
   constexpr int kMaxTokens = 4000;
   std::unique_ptr<SseClient> stream = StartedStream(gateway.port(), kMaxTokens);
   HttpReply whole;
-  std::thread whole_client([&] { whole = PostJson(gateway.port(), kChatPath, ChatBody(kMaxTokens, false)); });
+  std::thread whole_client(
+      [&] { whole = PostJson(gateway.port(), kChatPath, ExactLengthChatBody(kMaxTokens, false)); });
   REQUIRE(WaitUntil([&] { return RunningOn(worker) == 2; }, absl::Seconds(10)));
 
   gateway.process().Signal(SIGTERM);
@@ -185,7 +186,7 @@ TEST_CASE("drain: a worker's SIGTERM mid-stream lets its stream finish while new
   serving->process().Signal(SIGTERM);
   // New requests are served, by the other worker (or after a refusal, retried there), never refused.
   for (int i = 0; i < 6; ++i) {
-    const HttpReply reply = PostJson(gateway.port(), kChatPath, ChatBody(3, false), {}, absl::Seconds(30));
+    const HttpReply reply = PostJson(gateway.port(), kChatPath, ExactLengthChatBody(3, false), {}, absl::Seconds(30));
     INFO("request " << i << ": " << reply.status << " " << reply.body << "\ngateway log:\n"
                     << gateway.process().ReadLog());
     CHECK(reply.status == 200);

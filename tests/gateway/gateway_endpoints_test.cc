@@ -9,6 +9,7 @@
 
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
@@ -22,16 +23,15 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kContext = 256;  // the workers' --max_model_len
-constexpr char kKey[] = "sk-endpoints";
-const HttpHeaderList kAuth = {{"Authorization", std::string("Bearer ") + kKey}};
+constexpr char kEndpointsKey[] = "sk-endpoints";
+const HttpHeaderList kEndpointsAuth = {{"Authorization", std::string("Bearer ") + kEndpointsKey}};
 
 json Messages() {
   return json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "Hello there"}}});
 }
 
 json PostOk(int port, const std::string& path, const json& body) {
-  const HttpReply reply = PostJson(port, path, body.dump(), kAuth);
+  const HttpReply reply = PostJson(port, path, body.dump(), kEndpointsAuth);
   INFO(path << " " << body.dump() << " → " << reply.status << " " << reply.body);
   REQUIRE(reply.status == 200);
   return json::parse(reply.body);
@@ -39,7 +39,7 @@ json PostOk(int port, const std::string& path, const json& body) {
 
 // The error envelope of a refused request, after checking its status.
 json PostRefused(int port, const std::string& path, const json& body, int status) {
-  const HttpReply reply = PostJson(port, path, body.dump(), kAuth);
+  const HttpReply reply = PostJson(port, path, body.dump(), kEndpointsAuth);
   INFO(path << " " << body.dump() << " → " << reply.status << " " << reply.body);
   REQUIRE(reply.status == status);
   const json envelope = json::parse(reply.body);
@@ -55,16 +55,16 @@ TEST_CASE("gateway endpoints: /tokenize and /detokenize answer in vLLM's shapes 
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   WorkerProcess worker(
       LLMC_WORKER_BINARY, SmallModelPackage(),
-      SmallWorkerArgs(controller.address(), "tokenize-worker", {"--max_model_len=" + std::to_string(kContext)}));
+      SmallWorkerArgs(controller.address(), "tokenize-worker", {"--max_model_len=" + std::to_string(kShortContext)}));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
-                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kEndpointsKey});
   REQUIRE(gateway.WaitHealthy());
   const int port = gateway.port();
 
   // A text prompt: the count, the context and the ids, which decode back to the text.
   const json text = PostOk(port, "/tokenize", {{"model", kSmallModelName}, {"prompt", "Hello world, how are you?"}});
   CHECK(text["count"] == Tokens(text).size());
-  CHECK(text["max_model_len"] == kContext);
+  CHECK(text["max_model_len"] == kShortContext);
   CHECK(text["token_strs"].is_null());
   REQUIRE(Tokens(text).size() >= 5);
   const json decoded = PostOk(port, "/detokenize", {{"model", kSmallModelName}, {"tokens", Tokens(text)}});
@@ -106,7 +106,7 @@ TEST_CASE("gateway endpoints: /tokenize and /detokenize answer in vLLM's shapes 
   CHECK(outside["message"].get<std::string>().find("outside the vocabulary") != std::string::npos);
   CHECK(PostRefused(port, "/tokenize", {{"model", "no-such-model"}, {"prompt", "x"}}, 404)["code"] ==
         "model_not_found");
-  const HttpReply malformed = PostJson(port, "/tokenize", "{\"prompt\": ", kAuth);
+  const HttpReply malformed = PostJson(port, "/tokenize", "{\"prompt\": ", kEndpointsAuth);
   CHECK(malformed.status == 400);
   CHECK(PostJson(port, "/tokenize", R"({"prompt": "x"})").status == 401);  // no key
   CHECK(PostOk(port, "/tokenize", {{"prompt", "still serving"}})["count"].get<int>() > 0);
@@ -117,22 +117,22 @@ TEST_CASE("gateway endpoints: /v1/models/{id}, /version, and /health and /metric
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(),
                        SmallWorkerArgs(controller.address(), "models-worker", {"--max_model_len=256"}));
-  GatewayProcess open_metrics(
-      LLMC_GATEWAY_BINARY, controller.address(),
-      {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey, "--metrics_require_api_key=false"});
+  GatewayProcess open_metrics(LLMC_GATEWAY_BINARY, controller.address(),
+                              {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kEndpointsKey,
+                               "--metrics_require_api_key=false"});
   GatewayProcess closed_metrics(LLMC_GATEWAY_BINARY, controller.address(),
-                                {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+                                {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kEndpointsKey});
   REQUIRE(open_metrics.WaitHealthy());
   REQUIRE(closed_metrics.WaitHealthy());
   const int port = open_metrics.port();
 
-  const HttpReply model = HttpCall(port, "GET", std::string("/v1/models/") + kSmallModelName, "", kAuth);
+  const HttpReply model = HttpCall(port, "GET", std::string("/v1/models/") + kSmallModelName, "", kEndpointsAuth);
   REQUIRE(model.status == 200);
   const json info = json::parse(model.body);
   CHECK(info["id"] == kSmallModelName);
   CHECK(info["object"] == "model");
   CHECK(info["max_model_len"] == 256);
-  const HttpReply missing = HttpCall(port, "GET", "/v1/models/org%2Fno-such-model", "", kAuth);
+  const HttpReply missing = HttpCall(port, "GET", "/v1/models/org%2Fno-such-model", "", kEndpointsAuth);
   REQUIRE(missing.status == 404);
   CHECK(json::parse(missing.body)["error"]["code"] == "model_not_found");
   CHECK(json::parse(missing.body)["error"]["message"].get<std::string>().find("org/no-such-model") !=
@@ -151,7 +151,7 @@ TEST_CASE("gateway endpoints: /v1/models/{id}, /version, and /health and /metric
   CHECK(metrics.body.find("org%2Fno-such-model") == std::string::npos);
   CHECK(HttpCall(closed_metrics.port(), "GET", "/health").status == 200);
   CHECK(HttpCall(closed_metrics.port(), "GET", "/metrics").status == 401);
-  CHECK(HttpCall(closed_metrics.port(), "GET", "/metrics", "", kAuth).status == 200);
+  CHECK(HttpCall(closed_metrics.port(), "GET", "/metrics", "", kEndpointsAuth).status == 200);
 
   // The worker exports vLLM's own names too (--metric_names=both by default), as the llm-d picker reads them.
   CHECK(ScrapeMetric(worker.metrics_port(), "vllm:num_requests_waiting") == 0.0);
@@ -167,7 +167,7 @@ TEST_CASE("gateway endpoints: two different models behind one controller are lis
   WorkerProcess llama(LLMC_WORKER_BINARY, SecondSmallModelPackage(),
                       SmallWorkerArgs(controller.address(), "llama-worker", {"--max_model_len=512"}));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
-                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kEndpointsKey});
   REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(60)));
   REQUIRE(gateway.WaitHealthy());
   const int port = gateway.port();
@@ -175,7 +175,7 @@ TEST_CASE("gateway endpoints: two different models behind one controller are lis
   json models;
   REQUIRE(WaitUntil(
       [&] {
-        const HttpReply reply = HttpCall(port, "GET", "/v1/models", "", kAuth);
+        const HttpReply reply = HttpCall(port, "GET", "/v1/models", "", kEndpointsAuth);
         if (reply.status != 200) return false;
         models = json::parse(reply.body)["data"];
         return models.size() == 2;
@@ -218,7 +218,7 @@ TEST_CASE("gateway endpoints: completions with a list of prompts answer n choice
   WorkerProcess second(LLMC_WORKER_BINARY, SmallModelPackage(),
                        SmallWorkerArgs(controller.address(), "prompts-b", {"--max_model_len=256"}));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
-                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kEndpointsKey});
   REQUIRE(WaitUntil([&] { return controller.ListWorkers().size() == 2; }, absl::Seconds(60)));
   REQUIRE(gateway.WaitHealthy());
   const int port = gateway.port();
@@ -254,7 +254,7 @@ TEST_CASE("gateway endpoints: completions with a list of prompts answer n choice
   for (const std::string& prompt : prompts) ids.push_back(Tokens(PostOk(port, "/tokenize", {{"prompt", prompt}})));
   json streamed = {{"model", kSmallModelName}, {"prompt", ids},  {"max_tokens", 6},
                    {"temperature", 0},         {"stream", true}, {"stream_options", {{"include_usage", true}}}};
-  SseClient stream(port, "/v1/completions", streamed.dump(), kAuth);
+  SseClient stream(port, "/v1/completions", streamed.dump(), kEndpointsAuth);
   REQUIRE(stream.status() == 200);
   const std::vector<std::string> events = stream.ReadAll(absl::Seconds(60));
   REQUIRE(!events.empty());
@@ -376,7 +376,7 @@ TEST_CASE("gateway endpoints: echo with logprobs and prompt_logprobs score a pro
   WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(),
                        SmallWorkerArgs(controller.address(), "scoring-worker", {"--max_model_len=256"}));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
-                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kKey});
+                         {"--routing_refresh_interval=200ms", std::string("--api_keys=") + kEndpointsKey});
   REQUIRE(gateway.WaitHealthy());
   const int port = gateway.port();
   const std::string text = "The weather today is";
@@ -454,7 +454,7 @@ TEST_CASE("gateway endpoints: echo with logprobs and prompt_logprobs score a pro
 
   json streamed = body;
   streamed["stream"] = true;
-  SseClient stream(port, "/v1/completions", streamed.dump(), kAuth);
+  SseClient stream(port, "/v1/completions", streamed.dump(), kEndpointsAuth);
   REQUIRE(stream.status() == 200);
   const std::vector<std::string> events = stream.ReadAll(absl::Seconds(60));
   REQUIRE(events.size() >= 2);

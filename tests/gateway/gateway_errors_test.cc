@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
@@ -21,7 +22,6 @@ using nlohmann::json;
 constexpr char kChat[] = "/v1/chat/completions";
 constexpr char kCompletions[] = "/v1/completions";
 constexpr int kMaxBodyBytes = 65536;
-constexpr int kContext = 256;  // the worker's --max_model_len
 
 struct BadRequest {
   std::string name;
@@ -32,11 +32,13 @@ struct BadRequest {
   std::optional<std::string> code;   // the envelope's `code`; nullopt: not checked
 };
 
-json Messages(const std::string& content = "Hello") { return json::array({{{"role", "user"}, {"content", content}}}); }
+json UserMessages(const std::string& content = "Hello") {
+  return json::array({{{"role", "user"}, {"content", content}}});
+}
 
 // A valid chat request with `key` replaced by `value`.
 std::string ChatWith(const std::string& key, const json& value) {
-  json body = {{"model", kSmallModelName}, {"messages", Messages()}, {"max_tokens", 4}};
+  json body = {{"model", kSmallModelName}, {"messages", UserMessages()}, {"max_tokens", 4}};
   body[key] = value;
   return body.dump();
 }
@@ -61,8 +63,8 @@ std::string LongText(int words) {
 }
 
 std::vector<BadRequest> BadRequests() {
-  const std::string long_prompt = LongText(2 * kContext);  // several tokens a word: far past the context
-  json chat_without_model = {{"messages", Messages()}};
+  const std::string long_prompt = LongText(2 * kShortContext);  // several tokens a word: far past the context
+  json chat_without_model = {{"messages", UserMessages()}};
   return {
       {"bad JSON", kChat, R"({"model": "llmc-small", "messages": [)", 400, std::nullopt, std::nullopt},
       {"trailing garbage", kChat, ChatWith("max_tokens", 4) + "}", 400, std::nullopt, std::nullopt},
@@ -104,10 +106,10 @@ std::vector<BadRequest> BadRequests() {
        Set(CompletionWith("model", "no-such-model"), "stream", true), 404, std::nullopt, "model_not_found"},
       {"prompt longer than the context", kCompletions, CompletionWith("prompt", long_prompt), 400, std::nullopt,
        std::nullopt},
-      {"chat longer than the context", kChat, ChatWith("messages", Messages(long_prompt)), 400, std::nullopt,
+      {"chat longer than the context", kChat, ChatWith("messages", UserMessages(long_prompt)), 400, std::nullopt,
        std::nullopt},
       {"chat longer than the context, streaming", kChat,
-       Set(ChatWith("messages", Messages(long_prompt)), "stream", true), 400, std::nullopt, std::nullopt},
+       Set(ChatWith("messages", UserMessages(long_prompt)), "stream", true), 400, std::nullopt, std::nullopt},
   };
 }
 
@@ -135,7 +137,7 @@ TEST_CASE("gateway errors: malformed requests get 4xx envelopes and the gateway 
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   WorkerProcess worker(
       LLMC_WORKER_BINARY, SmallModelPackage(),
-      SmallWorkerArgs(controller.address(), "errors-worker", {"--max_model_len=" + std::to_string(kContext)}));
+      SmallWorkerArgs(controller.address(), "errors-worker", {"--max_model_len=" + std::to_string(kShortContext)}));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(),
                          {"--routing_refresh_interval=200ms", "--max_body_bytes=" + std::to_string(kMaxBodyBytes)});
   REQUIRE(gateway.WaitHealthy());
@@ -147,7 +149,7 @@ TEST_CASE("gateway errors: malformed requests get 4xx envelopes and the gateway 
 
   {
     INFO("a body over --max_body_bytes gets 413");
-    const std::string body = ChatWith("messages", Messages(std::string(kMaxBodyBytes + 1024, 'x')));
+    const std::string body = ChatWith("messages", UserMessages(std::string(kMaxBodyBytes + 1024, 'x')));
     CheckEnvelope(PostJson(gateway.port(), kChat, body), 413, std::nullopt, std::nullopt);
   }
   {
@@ -161,8 +163,8 @@ TEST_CASE("gateway errors: malformed requests get 4xx envelopes and the gateway 
   }
 
   // Nothing above broke the gateway or the worker.
-  const HttpReply chat = PostJson(gateway.port(), kChat,
-                                  json{{"model", kSmallModelName}, {"messages", Messages()}, {"max_tokens", 4}}.dump());
+  const HttpReply chat = PostJson(
+      gateway.port(), kChat, json{{"model", kSmallModelName}, {"messages", UserMessages()}, {"max_tokens", 4}}.dump());
   INFO(chat.error << " " << chat.body << "\ngateway log:\n" << gateway.process().ReadLog());
   REQUIRE(chat.status == 200);
   CHECK(json::parse(chat.body)["choices"][0]["message"]["role"] == "assistant");
@@ -181,14 +183,14 @@ TEST_CASE("gateway errors: a 5 MB prompt is 400 and a body over the default limi
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   WorkerProcess worker(
       LLMC_WORKER_BINARY, SmallModelPackage(),
-      SmallWorkerArgs(controller.address(), "big-body-worker", {"--max_model_len=" + std::to_string(kContext)}));
+      SmallWorkerArgs(controller.address(), "big-body-worker", {"--max_model_len=" + std::to_string(kShortContext)}));
   GatewayProcess gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"});
   REQUIRE(gateway.WaitHealthy());
 
   std::string words;
   while (words.size() < 5'000'000) words += "hello world ";  // above gRPC's 4 MiB default, below 8 MiB
   for (const auto& [path, body] : std::vector<std::pair<std::string, std::string>>{
-           {kCompletions, CompletionWith("prompt", words)}, {kChat, ChatWith("messages", Messages(words))}}) {
+           {kCompletions, CompletionWith("prompt", words)}, {kChat, ChatWith("messages", UserMessages(words))}}) {
     INFO(path << ": the worker receives it and refuses it as longer than the context");
     const HttpReply reply = PostJson(gateway.port(), path, body);
     CheckEnvelope(reply, 400, std::nullopt, std::nullopt);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/fake_worker.h"
 #include "tests/support/gateway_process.h"
@@ -22,8 +23,6 @@ namespace llmc::testing {
 namespace {
 
 using nlohmann::json;
-
-constexpr char kModel[] = "scripted-model";
 
 // Deltas that break naive SSE writers and JSON encoders.
 std::vector<std::string> HostileTexts() {
@@ -45,13 +44,6 @@ std::vector<std::string> HostileTexts() {
 }
 
 std::string Joined(const std::vector<std::string>& texts) { return absl::StrJoin(texts, ""); }
-
-json ParseJson(const std::string& text) {
-  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  INFO("not JSON: " << text);
-  REQUIRE(!parsed.is_discarded());
-  return parsed;
-}
 
 // Every block of the raw body is exactly one `data: ` line and nothing else: a newline that leaked out
 // of the JSON would make a second line.
@@ -111,7 +103,7 @@ struct ScriptedCluster {
       : controller(LLMC_CONTROLLER_BINARY, {}),
         worker(std::move(script)),
         gateway(LLMC_GATEWAY_BINARY, controller.address(), {"--routing_refresh_interval=200ms"}),
-        registration(controller.address(), MakeRegistration("scripted-worker", worker.address(), kModel),
+        registration(controller.address(), MakeRegistration("scripted-worker", worker.address(), kScriptedModel),
                      absl::Milliseconds(200)) {}
 
   ControllerProcess controller;
@@ -120,8 +112,10 @@ struct ScriptedCluster {
   FakeWorker registration;
 };
 
-json ChatBody(bool stream) {
-  return {{"model", kModel}, {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})}, {"stream", stream}};
+json ScriptedChat(bool stream) {
+  return {{"model", kScriptedModel},
+          {"messages", json::array({{{"role", "user"}, {"content", "hi"}}})},
+          {"stream", stream}};
 }
 
 TEST_CASE("gateway scripted: SSE framing carries hostile delta texts exactly", "[integration][gateway]") {
@@ -132,7 +126,7 @@ TEST_CASE("gateway scripted: SSE framing carries hostile delta texts exactly", "
   const int port = cluster.gateway.port();
 
   SECTION("chat, streaming") {
-    SseClient client(port, "/v1/chat/completions", ChatBody(true).dump());
+    SseClient client(port, "/v1/chat/completions", ScriptedChat(true).dump());
     REQUIRE(client.status() == 200);
     CHECK_THAT(client.Header("Content-Type"), Catch::StartsWith("text/event-stream"));
     const Streamed streamed = ReadStream(client, /*chat=*/true);
@@ -143,7 +137,7 @@ TEST_CASE("gateway scripted: SSE framing carries hostile delta texts exactly", "
     CHECK(streamed.chunks.back()["choices"][0]["finish_reason"] == "stop");
   }
   SECTION("chat, streaming, two choices interleaved, with usage") {
-    json body = ChatBody(true);
+    json body = ScriptedChat(true);
     body["n"] = 2;
     body["stream_options"] = {{"include_usage", true}};
     SseClient client(port, "/v1/chat/completions", body.dump());
@@ -160,7 +154,7 @@ TEST_CASE("gateway scripted: SSE framing carries hostile delta texts exactly", "
     CHECK(usage["total_tokens"] == 5 + 2 * texts.size());
   }
   SECTION("completions, streaming") {
-    const json body = {{"model", kModel}, {"prompt", "hi"}, {"stream", true}};
+    const json body = {{"model", kScriptedModel}, {"prompt", "hi"}, {"stream", true}};
     SseClient client(port, "/v1/completions", body.dump());
     REQUIRE(client.status() == 200);
     const Streamed streamed = ReadStream(client, /*chat=*/false);
@@ -168,17 +162,18 @@ TEST_CASE("gateway scripted: SSE framing carries hostile delta texts exactly", "
     CHECK(streamed.finish_reason.at(0) == "stop");
   }
   SECTION("chat and completions, not streaming") {
-    const HttpReply chat = PostJson(port, "/v1/chat/completions", ChatBody(false).dump());
+    const HttpReply chat = PostJson(port, "/v1/chat/completions", ScriptedChat(false).dump());
     INFO(chat.error << chat.body);
     REQUIRE(chat.status == 200);
     CHECK_THAT(chat.Header("Content-Type"), Catch::StartsWith("application/json"));
     CHECK(ParseJson(chat.body)["choices"][0]["message"]["content"] == Joined(texts));
-    const HttpReply completion = PostJson(port, "/v1/completions", json{{"model", kModel}, {"prompt", "hi"}}.dump());
+    const HttpReply completion =
+        PostJson(port, "/v1/completions", json{{"model", kScriptedModel}, {"prompt", "hi"}}.dump());
     REQUIRE(completion.status == 200);
     CHECK(ParseJson(completion.body)["choices"][0]["text"] == Joined(texts));
   }
   SECTION("responses, streaming: named events carry the text exactly") {
-    const json body = {{"model", kModel},
+    const json body = {{"model", kScriptedModel},
                        {"instructions", "Be brief."},
                        {"input", "hi"},
                        {"stream", true},
@@ -216,7 +211,7 @@ TEST_CASE("gateway scripted: SSE framing carries hostile delta texts exactly", "
           json::array({{{"role", "system"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "hi"}}}));
   }
   SECTION("responses, not streaming, and a refusal") {
-    const HttpReply reply = PostJson(port, "/v1/responses", json{{"model", kModel}, {"input", "hi"}}.dump());
+    const HttpReply reply = PostJson(port, "/v1/responses", json{{"model", kScriptedModel}, {"input", "hi"}}.dump());
     INFO(reply.error << reply.body);
     REQUIRE(reply.status == 200);
     CHECK_THAT(reply.Header("Content-Type"), Catch::StartsWith("application/json"));
@@ -226,14 +221,14 @@ TEST_CASE("gateway scripted: SSE framing carries hostile delta texts exactly", "
     CHECK(response["status"] == "completed");
     CHECK(response["output"][0]["content"][0]["text"] == Joined(texts));
     const HttpReply refused =
-        PostJson(port, "/v1/responses", json{{"model", kModel}, {"input", "hi"}, {"store", true}}.dump());
+        PostJson(port, "/v1/responses", json{{"model", kScriptedModel}, {"input", "hi"}, {"store", true}}.dump());
     CHECK(refused.status == 400);
     CHECK(ParseJson(refused.body)["error"]["param"] == "store");
   }
   // The request the worker got names the model and carries the chat messages, not a rendered prompt.
   const std::vector<v1::GenerateRequest> requests = cluster.worker.requests();
   REQUIRE(!requests.empty());
-  CHECK(requests.front().model() == kModel);
+  CHECK(requests.front().model() == kScriptedModel);
   CHECK(!requests.front().request_id().empty());
 }
 
@@ -249,17 +244,17 @@ TEST_CASE("gateway scripted: /health turns 200 once a worker registers and /metr
   cluster.registration.Start();
   REQUIRE(cluster.gateway.WaitHealthy(absl::Seconds(10)));
 
-  const HttpReply answer = PostJson(port, "/v1/chat/completions", ChatBody(false).dump());
+  const HttpReply answer = PostJson(port, "/v1/chat/completions", ScriptedChat(false).dump());
   INFO(answer.error << answer.body);
   REQUIRE(answer.status == 200);
   const json parsed = ParseJson(answer.body);
   CHECK(parsed["choices"][0]["message"]["content"] == "Hello, world");
   CHECK(parsed["usage"]["completion_tokens"] == 3);
   CHECK(PostJson(port, "/v1/chat/completions", "{not json").status == 400);
-  CHECK(PostJson(port, "/v1/chat/completions", ChatBody(false).dump()).status == 200);
+  CHECK(PostJson(port, "/v1/chat/completions", ScriptedChat(false).dump()).status == 200);
   const HttpReply models = HttpCall(port, "GET", "/v1/models");
   REQUIRE(models.status == 200);
-  CHECK(ParseJson(models.body)["data"][0]["id"] == kModel);
+  CHECK(ParseJson(models.body)["data"][0]["id"] == kScriptedModel);
 
   // A request is counted once its answer is fully written, which may be a moment after the client has
   // read it: scrape until they all show up.
@@ -308,7 +303,7 @@ TEST_CASE("gateway scripted: a failed model step's exception text and worker add
     ScriptedCluster cluster(WorkerScript{{}, v1::FINISH_REASON_STOP, 5, grpc::StatusCode::INTERNAL, detail});
     cluster.registration.Start();
     REQUIRE(cluster.gateway.WaitHealthy());
-    const HttpReply reply = PostJson(cluster.gateway.port(), "/v1/chat/completions", ChatBody(false).dump());
+    const HttpReply reply = PostJson(cluster.gateway.port(), "/v1/chat/completions", ScriptedChat(false).dump());
     CHECK(reply.status == 500);
     CheckNoInternalDetail(reply.body);
     CHECK(ParseJson(reply.body)["error"]["type"] == "server_error");
@@ -318,7 +313,7 @@ TEST_CASE("gateway scripted: a failed model step's exception text and worker add
     ScriptedCluster cluster(WorkerScript{{"Hello"}, v1::FINISH_REASON_STOP, 5, grpc::StatusCode::INTERNAL, detail});
     cluster.registration.Start();
     REQUIRE(cluster.gateway.WaitHealthy());
-    SseClient client(cluster.gateway.port(), "/v1/chat/completions", ChatBody(true).dump());
+    SseClient client(cluster.gateway.port(), "/v1/chat/completions", ScriptedChat(true).dump());
     REQUIRE(client.status() == 200);
     const std::vector<std::string> events = client.ReadAll(absl::Seconds(30));
     INFO("raw: " << client.raw());
@@ -336,11 +331,11 @@ TEST_CASE("gateway scripted: a failed model step's exception text and worker add
       ScriptedWorker gone(WorkerScript{{"x"}});
       dead_address = gone.address();
     }
-    FakeWorker registration(controller.address(), MakeRegistration("gone-worker", dead_address, kModel),
+    FakeWorker registration(controller.address(), MakeRegistration("gone-worker", dead_address, kScriptedModel),
                             absl::Milliseconds(200));
     registration.Start();
     REQUIRE(gateway.WaitHealthy());
-    const HttpReply reply = PostJson(gateway.port(), "/v1/chat/completions", ChatBody(false).dump());
+    const HttpReply reply = PostJson(gateway.port(), "/v1/chat/completions", ScriptedChat(false).dump());
     CHECK(reply.status == 503);
     CheckNoInternalDetail(reply.body);
   }

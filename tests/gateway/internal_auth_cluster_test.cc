@@ -34,9 +34,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kWrongSecret[] = "not-the-cluster-secret-0000000000";
-
-std::string ChatBody() {
+std::string ShortChatBody() {
   return json{{"model", kSmallModelName},
               {"messages", json::array({{{"role", "user"}, {"content", "Hello"}}})},
               {"max_tokens", 2},
@@ -163,7 +161,7 @@ TEST_CASE(
   const std::vector<std::string> tls = TlsFlags(certs);
   SmallCluster cluster("tls-worker", tls, tls, tls, TlsClient(certs, certs.cert, certs.key));
 
-  const HttpReply chat = PostJson(cluster.port(), "/v1/chat/completions", ChatBody(), {}, absl::Seconds(30));
+  const HttpReply chat = PostJson(cluster.port(), "/v1/chat/completions", ShortChatBody(), {}, absl::Seconds(30));
   INFO("status " << chat.status << " " << chat.error << " body: " << chat.body << "\n" << cluster.Logs());
   CHECK(chat.status == 200);
 
@@ -197,7 +195,7 @@ TEST_CASE("internal auth: a worker refusing the gateway's secret is a 500 naming
                          {absl::StrCat("--cluster_secret=", kWrongSecret), "--routing_refresh_interval=200ms"});
   REQUIRE(gateway.WaitHealthy(absl::Seconds(20)));
 
-  const HttpReply chat = PostJson(gateway.port(), "/v1/chat/completions", ChatBody(), {}, absl::Seconds(30));
+  const HttpReply chat = PostJson(gateway.port(), "/v1/chat/completions", ShortChatBody(), {}, absl::Seconds(30));
   CheckInternalAuthError(chat, "a worker");
   const std::string log = gateway.process().ReadLog();
   CHECK_THAT(log, Catch::Contains("internal authentication failed: worker auth-worker refused"));
@@ -212,7 +210,7 @@ TEST_CASE("internal auth: a gateway the controller refuses is not ready and answ
 
   CHECK(WaitUntil([&] { return HttpGet("127.0.0.1", gateway.port(), "/ready").status == 503; }, absl::Seconds(10)));
   CHECK(gateway.HealthStatus() == 503);
-  CheckInternalAuthError(PostJson(gateway.port(), "/v1/chat/completions", ChatBody(), {}, absl::Seconds(30)),
+  CheckInternalAuthError(PostJson(gateway.port(), "/v1/chat/completions", ShortChatBody(), {}, absl::Seconds(30)),
                          "the controller");
   CheckInternalAuthError(HttpCall(gateway.port(), "GET", "/v1/models", "", {}, absl::Seconds(30)), "the controller");
 

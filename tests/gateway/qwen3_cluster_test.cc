@@ -10,6 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/controller_process.h"
 #include "tests/support/gateway_process.h"
 #include "tests/support/http_client.h"
@@ -20,10 +21,9 @@
 namespace llmc::testing {
 namespace {
 
-using json = nlohmann::ordered_json;
+using nlohmann::ordered_json;
 
-constexpr char kChatPath[] = "/v1/chat/completions";
-constexpr char kModel[] = "tiny-qwen3";
+constexpr char kQwen3Model[] = "tiny-qwen3";
 
 // tests/python/make_qwen3_fixture.py: the checkpoint with Qwen3's vocabulary (151,936 rows, tied), exported.
 std::string Qwen3Package() {
@@ -33,25 +33,25 @@ std::string Qwen3Package() {
       RunCommand(LLMC_PYTHON,
                  {std::string(LLMC_SOURCE_DIR) + "/tests/python/make_qwen3_fixture.py", "--out", out, "--dtype",
                   "bfloat16", "--tied", "--vocab-size", "151936", "--bos-token-id", "151643", "--eos-token-id",
-                  "151645", "--tokenizer-dir", tokenizer_dir, "--name", kModel, "--no-reference"},
+                  "151645", "--tokenizer-dir", tokenizer_dir, "--name", kQwen3Model, "--no-reference"},
                  absl::Seconds(240));
   INFO(result.output);
   REQUIRE(result.exit_code == 0);
   return out + "/package";
 }
 
-json PostOk(int port, const json& body) {
+ordered_json PostChatOk(int port, const ordered_json& body) {
   const HttpReply reply = PostJson(port, kChatPath, body.dump());
   INFO(body.dump().substr(0, 600) << " -> " << reply.status << " " << reply.error << " " << reply.body.substr(0, 1200));
   REQUIRE(reply.status == 200);
-  return json::parse(reply.body);
+  return ordered_json::parse(reply.body);
 }
 
 TEST_CASE("qwen3 e2e: a Qwen3 network with the Qwen3 tokenizer renders chat and tools and answers a forced call",
           "[integration][gateway][jinja]") {
   const std::string package = Qwen3Package();
   std::ifstream manifest_file(package + "/llmc-model.json");
-  const json manifest = json::parse(manifest_file);
+  const ordered_json manifest = ordered_json::parse(manifest_file);
   CHECK(manifest["architecture"] == "qwen3");
   CHECK(manifest["tool_call_format"] == "hermes");
   CHECK(manifest["reasoning"]["start"] == "<think>");
@@ -63,42 +63,43 @@ TEST_CASE("qwen3 e2e: a Qwen3 network with the Qwen3 tokenizer renders chat and 
   REQUIRE(gateway.WaitHealthy());
   const int port = gateway.port();
 
-  const json question = json::array({{{"role", "user"}, {"content", "What is the weather in Paris?"}}});
-  const json plain = PostOk(
-      port, {{"model", kModel}, {"messages", question}, {"max_tokens", 8}, {"ignore_eos", true}, {"temperature", 0}});
-  CHECK(plain["model"] == kModel);
+  const ordered_json question = ordered_json::array({{{"role", "user"}, {"content", "What is the weather in Paris?"}}});
+  const ordered_json plain = PostChatOk(
+      port,
+      {{"model", kQwen3Model}, {"messages", question}, {"max_tokens", 8}, {"ignore_eos", true}, {"temperature", 0}});
+  CHECK(plain["model"] == kQwen3Model);
   CHECK(plain["usage"]["completion_tokens"] == 8);
   CHECK(plain["choices"][0]["finish_reason"] == "length");
 
   // A strict tool whose one argument can only be "Paris"; tool_choice required forces a call.
-  const json tool = {{"type", "function"},
-                     {"function",
-                      {{"name", "get_weather"},
-                       {"description", "The weather in a city"},
-                       {"strict", true},
-                       {"parameters",
-                        {{"type", "object"},
-                         {"properties", {{"city", {{"type", "string"}, {"enum", {"Paris"}}}}}},
-                         {"required", {"city"}},
-                         {"additionalProperties", false}}}}}};
-  const json forced = PostOk(port, {{"model", kModel},
-                                    {"messages", question},
-                                    {"tools", json::array({tool})},
-                                    {"tool_choice", "required"},
-                                    {"parallel_tool_calls", false},
-                                    {"separate_reasoning", false},
-                                    {"max_tokens", 80},
-                                    {"temperature", 0}});
+  const ordered_json tool = {{"type", "function"},
+                             {"function",
+                              {{"name", "get_weather"},
+                               {"description", "The weather in a city"},
+                               {"strict", true},
+                               {"parameters",
+                                {{"type", "object"},
+                                 {"properties", {{"city", {{"type", "string"}, {"enum", {"Paris"}}}}}},
+                                 {"required", {"city"}},
+                                 {"additionalProperties", false}}}}}};
+  const ordered_json forced = PostChatOk(port, {{"model", kQwen3Model},
+                                                {"messages", question},
+                                                {"tools", ordered_json::array({tool})},
+                                                {"tool_choice", "required"},
+                                                {"parallel_tool_calls", false},
+                                                {"separate_reasoning", false},
+                                                {"max_tokens", 80},
+                                                {"temperature", 0}});
   INFO(forced.dump());
   // The template printed the tool's schema into the prompt.
   CHECK(forced["usage"]["prompt_tokens"].get<int>() > plain["usage"]["prompt_tokens"].get<int>() + 40);
-  const json& choice = forced["choices"][0];
+  const ordered_json& choice = forced["choices"][0];
   CHECK(choice["finish_reason"] == "tool_calls");
   REQUIRE(choice["message"]["tool_calls"].size() == 1);
-  const json& call = choice["message"]["tool_calls"][0];
+  const ordered_json& call = choice["message"]["tool_calls"][0];
   CHECK(call["type"] == "function");
   CHECK(call["function"]["name"] == "get_weather");
-  CHECK(json::parse(call["function"]["arguments"].get<std::string>()) == json{{"city", "Paris"}});
+  CHECK(ordered_json::parse(call["function"]["arguments"].get<std::string>()) == ordered_json{{"city", "Paris"}});
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ ResponsesRequest Request(const json& extra = json::object()) {
   return *std::move(request);
 }
 
-struct Call {
+struct TypedCall {
   uint32_t index = 0;
   std::string id;
   std::string name;
@@ -33,7 +33,7 @@ struct Call {
 
 // One worker message with one typed delta for choice 0.
 v1::GenerateResponse Typed(const std::string& reasoning, const std::string& content,
-                           const std::vector<Call>& calls = {},
+                           const std::vector<TypedCall>& calls = {},
                            v1::FinishReason finish = v1::FINISH_REASON_UNSPECIFIED) {
   v1::GenerateResponse response;
   v1::TokenDelta* delta = response.add_deltas();
@@ -41,7 +41,7 @@ v1::GenerateResponse Typed(const std::string& reasoning, const std::string& cont
   v1::TypedOutput* typed = delta->mutable_typed();
   typed->set_reasoning(reasoning);
   typed->set_content(content);
-  for (const Call& call : calls) {
+  for (const TypedCall& call : calls) {
     v1::ToolCallDelta* out = typed->add_tool_calls();
     out->set_index(call.index);
     out->set_id(call.id);

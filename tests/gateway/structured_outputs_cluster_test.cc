@@ -15,6 +15,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/cluster_http.h"
 #include "tests/support/http_client.h"
 #include "tests/support/small_cluster.h"
 #include "tests/support/small_model.h"
@@ -24,33 +25,25 @@ namespace {
 
 using nlohmann::json;
 
-constexpr char kChatPath[] = "/v1/chat/completions";
 constexpr char kCompletionsPath[] = "/v1/completions";
 
 // The cluster every test here starts.
-class Cluster : public SmallCluster {
+class StructuredOutputsCluster : public SmallCluster {
  public:
   // The package's Qwen3 template makes it a reasoning model, whose constraints would apply after an optional
   // <think> block (tool_calling_cluster_test.cc checks that); here the constraint is the whole answer.
-  explicit Cluster(std::vector<std::string> gateway_flags = {})
+  explicit StructuredOutputsCluster(std::vector<std::string> gateway_flags = {})
       : SmallCluster("structured-worker", {"--reasoning_parser=none"}, std::move(gateway_flags)) {}
 };
 
-json Chat(int max_tokens, const std::string& content = "Tell me about the sea.") {
+json UnconstrainedChat(int max_tokens, const std::string& content = "Tell me about the sea.") {
   return {{"model", kSmallModelName},
           {"messages", json::array({{{"role", "user"}, {"content", content}}})},
           {"max_tokens", max_tokens},
           {"temperature", 0}};
 }
 
-json ParseJson(const std::string& text) {
-  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  INFO("not JSON: " << text);
-  REQUIRE(!parsed.is_discarded());
-  return parsed;
-}
-
-json PostOk(int port, const std::string& path, const json& body) {
+json PostStructuredOk(int port, const std::string& path, const json& body) {
   const HttpReply reply = PostJson(port, path, body.dump());
   INFO(path << " " << body.dump().substr(0, 400) << " -> " << reply.status << " " << reply.error << " "
             << reply.body.substr(0, 800));
@@ -60,7 +53,7 @@ json PostOk(int port, const std::string& path, const json& body) {
 
 // A short unconstrained request succeeds: the cluster still serves.
 void ExpectServing(int port) {
-  const json answer = PostOk(port, kChatPath, Chat(2));
+  const json answer = PostStructuredOk(port, kChatPath, UnconstrainedChat(2));
   REQUIRE(answer["choices"].size() == 1);
   CHECK(answer["choices"][0]["message"]["content"].is_string());
 }
@@ -113,13 +106,14 @@ std::vector<int> TokenIds(const json& choice) {
 }
 
 std::vector<int> Tokenize(int port, const std::string& text) {
-  const json answer =
-      PostOk(port, "/tokenize", {{"model", kSmallModelName}, {"prompt", text}, {"add_special_tokens", false}});
+  const json answer = PostStructuredOk(port, "/tokenize",
+                                       {{"model", kSmallModelName}, {"prompt", text}, {"add_special_tokens", false}});
   return answer["tokens"].get<std::vector<int>>();
 }
 
 std::string Detokenize(int port, const std::vector<int>& ids) {
-  return PostOk(port, "/detokenize", {{"model", kSmallModelName}, {"tokens", ids}})["prompt"].get<std::string>();
+  return PostStructuredOk(port, "/detokenize", {{"model", kSmallModelName}, {"tokens", ids}})["prompt"]
+      .get<std::string>();
 }
 
 bool ContainsRun(const std::vector<int>& ids, const std::vector<int>& run) {
@@ -130,7 +124,7 @@ bool ContainsRun(const std::vector<int>& ids, const std::vector<int>& run) {
 // the worker is many times slower: one shorter answer for every eighth schema of the corpus, and every fourth
 // of the streaming checks, then (the normal build covers them all; the sanitizers look for memory errors and
 // races on the same paths).
-void RunPythonClient(Cluster& cluster, const std::string& part) {
+void RunPythonClient(StructuredOutputsCluster& cluster, const std::string& part) {
   std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tests/python/structured_outputs_client.py",
                                    "--base-url",
                                    cluster.gateway().base_url(),
@@ -151,7 +145,7 @@ TEST_CASE("structured outputs e2e: every schema of the corpus, its finished answ
           "[integration][gateway][grammar]") {
   // Each schema as response_format json_schema, two sampled answers each: every answer that finished
   // validates (draft 2020-12, formats asserted), and the schemas llmc refuses are 400s naming the keyword.
-  Cluster cluster;
+  StructuredOutputsCluster cluster;
   RunPythonClient(cluster, "corpus");
   ExpectServing(cluster.port());
 }
@@ -161,14 +155,14 @@ TEST_CASE("structured outputs e2e: regex, choice, GBNF, streaming and completion
   // Greedy answers equal streamed and not; structured_outputs.regex against re.fullmatch; guided_choice;
   // GBNF grammars against re and a hand-written parser; structured_outputs.json, guided_json as a string,
   // json_object; response_format on /v1/completions.
-  Cluster cluster;
+  StructuredOutputsCluster cluster;
   RunPythonClient(cluster, "features");
 }
 
 TEST_CASE("structured outputs e2e: the OpenAI Node SDK's parse() with zod, json_object and BadRequestError",
           "[integration][gateway][grammar]") {
   const std::string api_key = "sk-llmc-structured";
-  Cluster cluster({"--api_keys=" + api_key});
+  StructuredOutputsCluster cluster({"--api_keys=" + api_key});
   const CommandResult result = RunCommand(
       "/usr/bin/env",
       {"node", std::string(LLMC_SOURCE_DIR) + "/tests/gateway/openai_sdk_structured.mjs",
@@ -182,13 +176,13 @@ TEST_CASE("structured outputs e2e: the OpenAI Node SDK's parse() with zod, json_
 
 TEST_CASE("structured outputs e2e: bad constraints and restrictions are 400s, and the cluster keeps serving",
           "[integration][gateway][grammar]") {
-  Cluster cluster;
+  StructuredOutputsCluster cluster;
   const int port = cluster.port();
   auto with = [](json body, const json& fields) {
     body.update(fields);
     return body;
   };
-  const json chat = Chat(4);
+  const json chat = UnconstrainedChat(4);
 
   {
     INFO("regexes the worker cannot compile");
@@ -271,7 +265,8 @@ TEST_CASE("structured outputs e2e: bad constraints and restrictions are 400s, an
     ExpectRefused(port, kChatPath, with(beam, {{"bad_words", {"sea"}}}), 400, {"use_beam_search"}, "bad_words", false);
   }
   // After all of them, a constrained request still works.
-  const json answer = PostOk(port, kChatPath, with(Chat(16), {{"guided_choice", {"yes", "no"}}}));
+  const json answer =
+      PostStructuredOk(port, kChatPath, with(UnconstrainedChat(16), {{"guided_choice", {"yes", "no"}}}));
   const std::string content = answer["choices"][0]["message"]["content"].get<std::string>();
   INFO(content);
   CHECK(answer["choices"][0]["finish_reason"] == "stop");
@@ -280,7 +275,7 @@ TEST_CASE("structured outputs e2e: bad constraints and restrictions are 400s, an
 
 TEST_CASE("structured outputs e2e: logit_bias forces a token, allowed_token_ids and bad_words restrict the output",
           "[integration][gateway][grammar]") {
-  Cluster cluster;
+  StructuredOutputsCluster cluster;
   const int port = cluster.port();
   // Sampled (temperature 1), to EOS-free lengths, with each token's id in logprobs.
   auto sampled = [](json body, int n, int max_tokens) {
@@ -299,11 +294,11 @@ TEST_CASE("structured outputs e2e: logit_bias forces a token, allowed_token_ids 
     const int token = Tokenize(port, "Hello").at(0);
     const std::string text = Detokenize(port, {token});
     for (const bool completions : {false, true}) {
-      json body = completions ? json{{"model", kSmallModelName}, {"prompt", "Once upon a time"}} : Chat(0);
+      json body = completions ? json{{"model", kSmallModelName}, {"prompt", "Once upon a time"}} : UnconstrainedChat(0);
       body["logit_bias"] = {{std::to_string(token), 100}};
       body = sampled(body, 3, 6);
       if (completions) body["logprobs"] = 0;
-      const json answer = PostOk(port, completions ? kCompletionsPath : kChatPath, body);
+      const json answer = PostStructuredOk(port, completions ? kCompletionsPath : kChatPath, body);
       REQUIRE(answer["choices"].size() == 3);
       for (const json& choice : answer["choices"]) {
         INFO(choice.dump());
@@ -318,12 +313,12 @@ TEST_CASE("structured outputs e2e: logit_bias forces a token, allowed_token_ids 
 
   {
     INFO("logit_bias -100 keeps a token out of greedy output");
-    json greedy = Chat(12);
+    json greedy = UnconstrainedChat(12);
     greedy.update({{"ignore_eos", true}, {"logprobs", true}, {"return_tokens_as_token_ids", true}});
-    const std::vector<int> before = TokenIds(PostOk(port, kChatPath, greedy)["choices"][0]);
+    const std::vector<int> before = TokenIds(PostStructuredOk(port, kChatPath, greedy)["choices"][0]);
     REQUIRE(before.size() == 12);
     greedy["logit_bias"] = {{std::to_string(before[0]), -100}};
-    const std::vector<int> after = TokenIds(PostOk(port, kChatPath, greedy)["choices"][0]);
+    const std::vector<int> after = TokenIds(PostStructuredOk(port, kChatPath, greedy)["choices"][0]);
     REQUIRE(after.size() == 12);
     CHECK(std::find(after.begin(), after.end(), before[0]) == after.end());
   }
@@ -332,9 +327,9 @@ TEST_CASE("structured outputs e2e: logit_bias forces a token, allowed_token_ids 
     INFO("allowed_token_ids: every sampled token is one of them");
     const std::vector<int> allowed = Tokenize(port, " red green blue yellow");
     REQUIRE(allowed.size() == 4);
-    json body = Chat(0);
+    json body = UnconstrainedChat(0);
     body["allowed_token_ids"] = allowed;
-    const json answer = PostOk(port, kChatPath, sampled(body, 3, 10));
+    const json answer = PostStructuredOk(port, kChatPath, sampled(body, 3, 10));
     for (const json& choice : answer["choices"]) {
       INFO(choice.dump());
       const std::vector<int> ids = TokenIds(choice);
@@ -345,9 +340,9 @@ TEST_CASE("structured outputs e2e: logit_bias forces a token, allowed_token_ids 
 
   {
     INFO("bad_words: a word of the greedy answer never appears once banned, greedy or sampled");
-    json greedy = Chat(24);
+    json greedy = UnconstrainedChat(24);
     greedy.update({{"ignore_eos", true}, {"logprobs", true}, {"return_tokens_as_token_ids", true}});
-    const std::vector<int> before = TokenIds(PostOk(port, kChatPath, greedy)["choices"][0]);
+    const std::vector<int> before = TokenIds(PostStructuredOk(port, kChatPath, greedy)["choices"][0]);
     // A generated token that is a word on its own (with or without a leading space).
     const std::regex word_token(" ?[A-Za-z]{2,}");
     std::string word;
@@ -366,16 +361,16 @@ TEST_CASE("structured outputs e2e: logit_bias forces a token, allowed_token_ids 
     REQUIRE(!word.empty());
     INFO("banned word: " << word);
     greedy["bad_words"] = {word};
-    const json answer = PostOk(port, kChatPath, greedy);
+    const json answer = PostStructuredOk(port, kChatPath, greedy);
     const std::vector<int> after = TokenIds(answer["choices"][0]);
     CHECK(after.size() == 24);
     CHECK(after != before);
     for (const auto& run : banned) CHECK(!ContainsRun(after, run));
 
-    json body = Chat(0);
+    json body = UnconstrainedChat(0);
     body["bad_words"] = {word, "the", "sea"};
     for (const char* other : {"the", " the", "sea", " sea"}) banned.push_back(Tokenize(port, other));
-    const json sampled_answer = PostOk(port, kChatPath, sampled(body, 4, 24));
+    const json sampled_answer = PostStructuredOk(port, kChatPath, sampled(body, 4, 24));
     for (const json& choice : sampled_answer["choices"]) {
       const std::vector<int> ids = TokenIds(choice);
       INFO(json(ids).dump());

@@ -13,6 +13,9 @@ namespace llmc::testing {
 // tests run the authenticated path the manifests and scripts/local-cluster.sh set up.
 inline constexpr char kTestClusterSecret[] = "llmc-test-cluster-secret-2f6c1e0b9a";
 
+// A secret that is not the cluster's, for calls that must be refused.
+inline constexpr char kWrongSecret[] = "not-the-cluster-secret-0000000000";
+
 // `environment` (NAME=VALUE entries) with LLMC_CLUSTER_SECRET set to kTestClusterSecret, unless it sets the
 // variable itself.
 std::vector<std::string> WithTestClusterSecret(std::vector<std::string> environment);

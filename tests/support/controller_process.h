@@ -43,6 +43,14 @@ class ControllerProcess {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 
+// True when `controller` lists a worker with the id `worker_id`.
+inline bool Listed(ControllerProcess& controller, const std::string& worker_id) {
+  for (const auto& worker : controller.ListWorkers()) {
+    if (worker.worker_id() == worker_id) return true;
+  }
+  return false;
+}
+
 }  // namespace llmc::testing
 
 #endif  // LLMC_TESTS_SUPPORT_CONTROLLER_PROCESS_H_

@@ -8,7 +8,7 @@ namespace {
 
 constexpr absl::Duration kRpcTimeout = absl::Seconds(1);
 
-void SetDeadline(grpc::ClientContext& context) {
+void SetFakeWorkerDeadline(grpc::ClientContext& context) {
   context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(kRpcTimeout));
 }
 
@@ -78,7 +78,7 @@ bool FakeWorker::TryRegister() {
     request.set_state(state_);
   }
   grpc::ClientContext context;
-  SetDeadline(context);
+  SetFakeWorkerDeadline(context);
   v1::RegisterWorkerResponse response;
   if (!stub_->RegisterWorker(&context, request, &response).ok()) return false;
   ++registrations_;
@@ -94,7 +94,7 @@ void FakeWorker::TryHeartbeat() {
     request.set_state(state_);
   }
   grpc::ClientContext context;
-  SetDeadline(context);
+  SetFakeWorkerDeadline(context);
   v1::HeartbeatResponse response;
   if (!stub_->Heartbeat(&context, request, &response).ok()) return;  // controller down: try again next tick
   if (response.unknown_worker()) {

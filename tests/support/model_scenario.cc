@@ -20,7 +20,7 @@
 
 namespace llmc::testing {
 namespace {
-constexpr int64_t kBlockSize = 16;
+constexpr int64_t kScenarioBlockSize = 16;
 constexpr int kSteps = 32;
 
 }  // namespace
@@ -122,7 +122,7 @@ namespace {
 class PagedRunner {
  public:
   PagedRunner(model::LoadedModel& model, int64_t num_blocks) : model_(model) {
-    cache_ = model.AllocateKvCache(num_blocks, kBlockSize).value();
+    cache_ = model.AllocateKvCache(num_blocks, kScenarioBlockSize).value();
     free_.resize(num_blocks);
     std::iota(free_.begin(), free_.end(), 0);
     std::shuffle(free_.begin(), free_.end(), std::mt19937(7));
@@ -136,7 +136,7 @@ class PagedRunner {
     for (const auto& [sequence, tokens] : chunks) {
       auto& blocks = blocks_[sequence];
       const int64_t done = cached_[sequence], total = done + static_cast<int64_t>(tokens.size());
-      while (static_cast<int64_t>(blocks.size()) * kBlockSize < total) {
+      while (static_cast<int64_t>(blocks.size()) * kScenarioBlockSize < total) {
         blocks.push_back(free_.back());
         free_.pop_back();
       }
@@ -144,7 +144,7 @@ class PagedRunner {
         const int64_t position = done + static_cast<int64_t>(i);
         ids.push_back(tokens[i]);
         positions.push_back(position);
-        slots.push_back(blocks[position / kBlockSize] * kBlockSize + position % kBlockSize);
+        slots.push_back(blocks[position / kScenarioBlockSize] * kScenarioBlockSize + position % kScenarioBlockSize);
       }
       cached_[sequence] = total;
       starts.push_back(static_cast<int32_t>(ids.size()));

@@ -40,6 +40,21 @@ const tokenizer::Tokenizer& Float32ParityTokenizer();
 // tokenizer, started; fails the test when it cannot start.
 std::unique_ptr<engine::Engine> StartParityEngine(const std::string& package_dir, const engine::EngineOptions& options,
                                                   engine::EngineObserver* observer = nullptr);
+// StartParityEngine on the float32 fixture's own package.
+inline std::unique_ptr<engine::Engine> StartFloat32ParityEngine(const engine::EngineOptions& options,
+                                                                engine::EngineObserver* observer = nullptr) {
+  return StartParityEngine(Float32ParityDir() + "/package", options, observer);
+}
+// A 64 MiB KV cache, up to 8 running and 64 waiting requests, and 24 tokens a step: the fixture's prompts (33
+// and 40 tokens, say) prefill in chunks beside decodes.
+inline engine::EngineOptions SmallParityEngineOptions() {
+  engine::EngineOptions options;
+  options.kv_cache_bytes = 64 << 20;
+  options.max_num_batched_tokens = 24;
+  options.max_running = 8;
+  options.max_waiting = 64;
+  return options;
+}
 // A reference tensor of token ids as a vector.
 std::vector<int32_t> ToIds(const at::Tensor& tensor);
 // The reference's own continuation request for `prompt`: greedy, 32 tokens, ignoring EOS.

@@ -7,13 +7,13 @@
 namespace llmc::testing {
 namespace {
 
-constexpr int64_t kBlockSize = 16;
+constexpr int64_t kQualityBlockSize = 16;
 
 // Logits of every position of `tokens`, prefilled `chunk` tokens per step into a cache of one sequence.
 at::Tensor TeacherForcedLogits(model::LoadedModel& model, const std::vector<int64_t>& tokens, int64_t chunk) {
   const int64_t total = static_cast<int64_t>(tokens.size());
-  const int64_t blocks = (total + kBlockSize - 1) / kBlockSize;
-  auto cache = model.AllocateKvCache(blocks, kBlockSize);
+  const int64_t blocks = (total + kQualityBlockSize - 1) / kQualityBlockSize;
+  auto cache = model.AllocateKvCache(blocks, kQualityBlockSize);
   if (!cache.ok()) throw std::runtime_error(std::string(cache.status().message()));
   const at::Tensor block_table = at::arange(blocks, at::kInt).unsqueeze(0);
   std::vector<at::Tensor> rows;

@@ -10,6 +10,9 @@
 
 namespace llmc::testing {
 
+// The model the tests register a scripted worker (or another fake one) for.
+inline constexpr char kScriptedModel[] = "scripted-model";
+
 // What a scripted worker answers to every Generate call: one message per text, each holding one delta per
 // choice (all `n` choices get the same texts), the last with `finish` and the usage.
 struct WorkerScript {

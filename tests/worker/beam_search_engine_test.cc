@@ -28,7 +28,7 @@ using testing::CollectingSink;
 
 constexpr int32_t kEos = 3;  // the parity fixture's
 
-std::unique_ptr<Engine> StartEngine(bool prefix_caching, int64_t kv_cache_bytes = 64 << 20) {
+std::unique_ptr<Engine> StartBeamEngine(bool prefix_caching, int64_t kv_cache_bytes = 64 << 20) {
   EngineOptions options;
   options.kv_cache_bytes = kv_cache_bytes;
   options.block_size = 16;
@@ -38,7 +38,7 @@ std::unique_ptr<Engine> StartEngine(bool prefix_caching, int64_t kv_cache_bytes 
   return testing::StartParityEngine(testing::Float32ParityDir() + "/package", options);
 }
 
-std::vector<int32_t> Prompt(int variant, int64_t length) {
+std::vector<int32_t> BeamPrompt(int variant, int64_t length) {
   std::vector<int32_t> ids;
   for (int64_t i = 0; i < length; ++i) ids.push_back(static_cast<int32_t>((i * 53 + variant * 101 + 17) % 500 + 4));
   return ids;
@@ -191,9 +191,9 @@ void CheckBeams(CollectingSink& sink, const std::vector<ReferenceBeam>& expected
 }
 
 TEST_CASE("beam search: the engine's beams are the brute-force reference's", "[integration][engine][beam]") {
-  auto oracle = StartEngine(/*prefix_caching=*/false);
+  auto oracle = StartBeamEngine(/*prefix_caching=*/false);
   const int64_t max_model_len = 2048;
-  const std::vector<int32_t> prompt = Prompt(1, 21);
+  const std::vector<int32_t> prompt = BeamPrompt(1, 21);
   // A token the first step likes, as a stop token: some beams finish early and compete with longer ones.
   const int32_t likely = NextTokens(*oracle, prompt, 4)[1].first;
 
@@ -203,7 +203,7 @@ TEST_CASE("beam search: the engine's beams are the brute-force reference's", "[i
   cases[3] = {5, 3, 7, -1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {likely, kEos}};
   cases[4] = {3, 3, 9, 1.0f, v1::BEAM_EARLY_STOPPING_NEVER, {}};
   for (const bool prefix_caching : {true, false}) {
-    auto engine = StartEngine(prefix_caching);
+    auto engine = StartBeamEngine(prefix_caching);
     for (size_t c = 0; c < cases.size(); ++c) {
       INFO("case " << c << (prefix_caching ? " with" : " without") << " prefix caching");
       const std::vector<ReferenceBeam> expected = ReferenceBeamSearch(*oracle, prompt, cases[c], max_model_len);
@@ -216,12 +216,12 @@ TEST_CASE("beam search: the engine's beams are the brute-force reference's", "[i
 
 TEST_CASE("beam search: beside greedy requests, and under preemption, the beams stay the same",
           "[integration][engine][beam]") {
-  auto oracle = StartEngine(/*prefix_caching=*/false);
+  auto oracle = StartBeamEngine(/*prefix_caching=*/false);
   const BeamSettings settings{4, 2, 12, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
   std::vector<std::vector<int32_t>> prompts;
   std::vector<std::vector<ReferenceBeam>> expected;
   for (int variant = 0; variant < 3; ++variant) {
-    prompts.push_back(Prompt(variant + 2, 30 + 9 * variant));
+    prompts.push_back(BeamPrompt(variant + 2, 30 + 9 * variant));
     expected.push_back(ReferenceBeamSearch(*oracle, prompts.back(), settings, 2048));
   }
   const GenerationRequest greedy = testing::ReferenceGreedyRequest(testing::Float32ParityReference().prompts[0]);
@@ -238,7 +238,7 @@ TEST_CASE("beam search: beside greedy requests, and under preemption, the beams 
     REQUIRE(probe.ok());
     kv_cache_bytes = 14 * (*probe)->KvCacheBlockBytes(16);
   }
-  auto engine = StartEngine(/*prefix_caching=*/true, kv_cache_bytes);
+  auto engine = StartBeamEngine(/*prefix_caching=*/true, kv_cache_bytes);
   std::vector<std::shared_ptr<CollectingSink>> sinks;
   for (const auto& prompt : prompts) sinks.push_back(testing::SubmitCollecting(*engine, BeamRequest(prompt, settings)));
   auto greedy_sink = testing::SubmitCollecting(*engine, greedy);
@@ -257,15 +257,15 @@ TEST_CASE("beam search: a lone search in a cache too small for its beams still f
   // Four beams of 40 + 40 tokens need up to 15 blocks (fewer where they share); the cache has 7. Beams that have
   // proposed hold blocks while they wait for a preempted sibling, so they must give them up or the sibling never
   // returns.
-  auto oracle = StartEngine(/*prefix_caching=*/false);
+  auto oracle = StartBeamEngine(/*prefix_caching=*/false);
   const BeamSettings settings{4, 2, 40, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
-  const std::vector<int32_t> prompt = Prompt(11, 40);
+  const std::vector<int32_t> prompt = BeamPrompt(11, 40);
   const std::vector<ReferenceBeam> expected = ReferenceBeamSearch(*oracle, prompt, settings, 2048);
   const bool prefix_caching = GENERATE(false, true);
   INFO((prefix_caching ? "with" : "without") << " prefix caching");
   auto probe = model::LoadedModel::Load(testing::Float32ParityDir() + "/package", {"cpu", ""});
   REQUIRE(probe.ok());
-  auto engine = StartEngine(prefix_caching, 7 * (*probe)->KvCacheBlockBytes(16));
+  auto engine = StartBeamEngine(prefix_caching, 7 * (*probe)->KvCacheBlockBytes(16));
   GenerationRequest request = BeamRequest(prompt, settings);
   request.deadline = absl::Now() + absl::Seconds(60);  // a wedged search fails instead of hanging
   auto sink = testing::SubmitCollecting(*engine, std::move(request));
@@ -283,14 +283,14 @@ TEST_CASE("beam search: a width beyond max_running is refused, and the running l
   auto engine = testing::StartParityEngine(testing::Float32ParityDir() + "/package", options, &observer);
   BeamSettings wide{5, 1, 4, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
   const absl::StatusOr<uint64_t> refused =
-      engine->Submit(BeamRequest(Prompt(3, 20), wide), std::make_shared<CollectingSink>());
+      engine->Submit(BeamRequest(BeamPrompt(3, 20), wide), std::make_shared<CollectingSink>());
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(refused.status().message()), Catch::Contains("max_running"));
   // Two searches of three beams under a limit of four: they run one after the other, never seven at once.
   BeamSettings three{3, 1, 6, 1.0f, v1::BEAM_EARLY_STOPPING_HEURISTIC, {}};
-  auto first = testing::SubmitCollecting(*engine, BeamRequest(Prompt(4, 20), three));
-  auto second = testing::SubmitCollecting(*engine, BeamRequest(Prompt(5, 20), three));
+  auto first = testing::SubmitCollecting(*engine, BeamRequest(BeamPrompt(4, 20), three));
+  auto second = testing::SubmitCollecting(*engine, BeamRequest(BeamPrompt(5, 20), three));
   int64_t most_running = 0;
   for (int i = 0; i < 2000 && engine->NumUnfinished() > 0; ++i) {
     most_running = std::max(most_running, engine->Load().num_running);
@@ -306,10 +306,10 @@ TEST_CASE("beam search: a width beyond max_running is refused, and the running l
 }
 
 TEST_CASE("beam search: cancelling a search frees every beam's blocks", "[integration][engine][beam]") {
-  auto engine = StartEngine(/*prefix_caching=*/false);
+  auto engine = StartBeamEngine(/*prefix_caching=*/false);
   BeamSettings settings{8, 2, 200, 1.0f, v1::BEAM_EARLY_STOPPING_NEVER, {}};
   auto sink = std::make_shared<CollectingSink>();
-  auto id = engine->Submit(BeamRequest(Prompt(7, 40), settings), sink);
+  auto id = engine->Submit(BeamRequest(BeamPrompt(7, 40), settings), sink);
   REQUIRE(id.ok());
   engine->Abort(*id);
   REQUIRE(sink->WaitDone());
@@ -324,11 +324,11 @@ TEST_CASE("beam search: a selection copies no beam's history, and never the prom
   // the prompt into the three beams that join the first; later ones rewrite spare vectors only after the
   // point where two outputs part, at most width × the output so far, however long the prompt.
   const BeamSettings settings{4, 2, 16, 1.0f, v1::BEAM_EARLY_STOPPING_NEVER, {}};
-  auto engine = StartEngine(/*prefix_caching=*/true);
+  auto engine = StartBeamEngine(/*prefix_caching=*/true);
   for (const int64_t prompt_length : {20, 600}) {
     INFO("a prompt of " << prompt_length);
     BeamSearchAction::ResetCopyCounts();
-    GenerationRequest request = BeamRequest(Prompt(13, prompt_length), settings);
+    GenerationRequest request = BeamRequest(BeamPrompt(13, prompt_length), settings);
     request.sampling.ignore_eos = true;
     request.sampling.top_logprobs = 5;
     auto sink = testing::SubmitCollecting(*engine, std::move(request));

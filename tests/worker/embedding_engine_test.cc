@@ -21,33 +21,23 @@ namespace llmc::engine {
 namespace {
 
 using testing::CollectingSink;
-
-const std::string& FixtureDir() { return testing::Float32ParityDir(); }
-const testing::ModelReference& Reference() { return testing::Float32ParityReference(); }
+using testing::Float32ParityDir;
+using testing::Float32ParityReference;
+using testing::ReferenceGreedyRequest;
+using testing::SmallParityEngineOptions;
+using testing::StartParityEngine;
+using testing::SubmitCollecting;
 using testing::ToIds;
 
 // The fixture's package with its manifest's embedding_pooling set to `pooling`.
 std::string PackageWithPooling(const std::string& pooling) {
   const std::string dir = testing::MakeTempDir("llmc-embedding-" + pooling) + "/package";
-  std::filesystem::copy(FixtureDir() + "/package", dir, std::filesystem::copy_options::recursive);
+  std::filesystem::copy(Float32ParityDir() + "/package", dir, std::filesystem::copy_options::recursive);
   nlohmann::json manifest;
   std::ifstream(dir + "/llmc-model.json") >> manifest;
   manifest["embedding_pooling"] = pooling;
   std::ofstream(dir + "/llmc-model.json") << manifest.dump(2);
   return dir;
-}
-
-EngineOptions SmallOptions() {
-  EngineOptions options;
-  options.kv_cache_bytes = 64 << 20;
-  options.max_num_batched_tokens = 24;  // prompts of 33 and 40 tokens prefill in chunks
-  options.max_running = 8;
-  options.max_waiting = 64;
-  return options;
-}
-
-std::unique_ptr<Engine> StartEngine(const std::string& package, const EngineOptions& options) {
-  return testing::StartParityEngine(package, options);
 }
 
 GenerationRequest Embedding(const at::Tensor& prompt, Pooling pooling) {
@@ -57,11 +47,6 @@ GenerationRequest Embedding(const at::Tensor& prompt, Pooling pooling) {
   request.pooling = pooling;
   request.sampling.max_tokens = 0;
   return request;
-}
-
-GenerationRequest Greedy(const at::Tensor& prompt) { return testing::ReferenceGreedyRequest(prompt); }
-std::shared_ptr<CollectingSink> Submit(Engine& engine, GenerationRequest request) {
-  return testing::SubmitCollecting(engine, std::move(request));
 }
 
 // The sink's embedding equals `expected` (float32, unit length) to float32 rounding.
@@ -80,28 +65,28 @@ void CheckEmbedding(CollectingSink& sink, const at::Tensor& expected, int64_t pr
 
 TEST_CASE("engine embeddings: last-token and mean pooling equal the reference alone, chunked and beside generations",
           "[integration][engine][embeddings]") {
-  const auto& reference = Reference();
+  const auto& reference = Float32ParityReference();
   for (const Pooling pooling : {Pooling::kLast, Pooling::kMean}) {
     const bool mean = pooling == Pooling::kMean;
     INFO((mean ? "mean pooling" : "last-token pooling"));
-    auto engine = StartEngine(PackageWithPooling(mean ? "mean" : "last"), SmallOptions());
+    auto engine = StartParityEngine(PackageWithPooling(mean ? "mean" : "last"), SmallParityEngineOptions());
     const std::vector<at::Tensor>& expected = mean ? reference.mean_embeddings : reference.last_embeddings;
 
     for (size_t s = 0; s < reference.prompts.size(); ++s) {
       INFO("prompt " << s << " alone");
-      auto sink = Submit(*engine, Embedding(reference.prompts[s], pooling));
+      auto sink = SubmitCollecting(*engine, Embedding(reference.prompts[s], pooling));
       CheckEmbedding(*sink, expected[s], reference.prompts[s].numel());
     }
 
     // Two generations decode while every prompt is embedded in the same steps (prompts of 33 and 40
     // tokens in chunks of the 24-token budget); the generations still equal the reference.
     std::vector<std::shared_ptr<CollectingSink>> generations, embeddings;
-    generations.push_back(Submit(*engine, Greedy(reference.prompts[1])));
+    generations.push_back(SubmitCollecting(*engine, ReferenceGreedyRequest(reference.prompts[1])));
     REQUIRE(testing::WaitUntil([&] { return !generations[0]->choice(0).tokens.empty(); }, absl::Seconds(30)));
     for (size_t s = 0; s < reference.prompts.size(); ++s) {
-      embeddings.push_back(Submit(*engine, Embedding(reference.prompts[s], pooling)));
+      embeddings.push_back(SubmitCollecting(*engine, Embedding(reference.prompts[s], pooling)));
     }
-    generations.push_back(Submit(*engine, Greedy(reference.prompts[3])));
+    generations.push_back(SubmitCollecting(*engine, ReferenceGreedyRequest(reference.prompts[3])));
     for (size_t s = 0; s < reference.prompts.size(); ++s) {
       INFO("prompt " << s << " in a mixed batch");
       CheckEmbedding(*embeddings[s], expected[s], reference.prompts[s].numel());
@@ -118,19 +103,19 @@ TEST_CASE("engine embeddings: last-token and mean pooling equal the reference al
 
 TEST_CASE("engine embeddings: mean pooling starts over when a preempted prompt is recomputed",
           "[integration][engine][embeddings]") {
-  const auto& reference = Reference();
-  EngineOptions options = SmallOptions();
-  auto probe = model::LoadedModel::Load(FixtureDir() + "/package", {"cpu", ""});
+  const auto& reference = Float32ParityReference();
+  EngineOptions options = SmallParityEngineOptions();
+  auto probe = model::LoadedModel::Load(Float32ParityDir() + "/package", {"cpu", ""});
   REQUIRE(probe.ok());
   // 6 blocks of 16 tokens: two 40-token generations need 3 blocks each once they decode, so the embedding
   // prompts (3 blocks for 40 tokens) are preempted and readmitted.
   options.kv_cache_bytes = 6 * (*probe)->KvCacheBlockBytes(options.block_size);
-  auto engine = StartEngine(PackageWithPooling("mean"), options);
+  auto engine = StartParityEngine(PackageWithPooling("mean"), options);
   std::vector<std::shared_ptr<CollectingSink>> generations, embeddings;
   for (int round = 0; round < 3; ++round) {
-    generations.push_back(Submit(*engine, Greedy(reference.prompts[3])));
-    embeddings.push_back(Submit(*engine, Embedding(reference.prompts[3], Pooling::kMean)));
-    embeddings.push_back(Submit(*engine, Embedding(reference.prompts[2], Pooling::kMean)));
+    generations.push_back(SubmitCollecting(*engine, ReferenceGreedyRequest(reference.prompts[3])));
+    embeddings.push_back(SubmitCollecting(*engine, Embedding(reference.prompts[3], Pooling::kMean)));
+    embeddings.push_back(SubmitCollecting(*engine, Embedding(reference.prompts[2], Pooling::kMean)));
   }
   for (size_t e = 0; e < embeddings.size(); ++e) {
     INFO("embedding " << e);
@@ -146,17 +131,17 @@ TEST_CASE("engine embeddings: mean pooling starts over when a preempted prompt i
 
 TEST_CASE("engine embeddings: refused without pooling in the package, with n > 1, or beyond the context",
           "[integration][engine][embeddings]") {
-  const auto& reference = Reference();
+  const auto& reference = Float32ParityReference();
   {
-    auto engine = StartEngine(PackageWithPooling("none"), SmallOptions());
+    auto engine = StartParityEngine(PackageWithPooling("none"), SmallParityEngineOptions());
     auto sink = std::make_shared<CollectingSink>();
     const auto refused = engine->Submit(Embedding(reference.prompts[0], Pooling::kLast), sink);
     CHECK(absl::IsFailedPrecondition(refused.status()));
     CHECK_THAT(std::string(refused.status().message()), Catch::Contains("serves no embeddings"));
   }
-  EngineOptions options = SmallOptions();
+  EngineOptions options = SmallParityEngineOptions();
   options.max_model_len = 32;
-  auto engine = StartEngine(FixtureDir() + "/package", options);
+  auto engine = StartParityEngine(Float32ParityDir() + "/package", options);
   auto sink = std::make_shared<CollectingSink>();
   GenerationRequest two = Embedding(reference.prompts[0], Pooling::kLast);
   two.sampling.n = 2;
@@ -165,8 +150,8 @@ TEST_CASE("engine embeddings: refused without pooling in the package, with n > 1
   CHECK(absl::IsInvalidArgument(too_long.status()));
   CHECK_THAT(std::string(too_long.status().message()), Catch::Contains("maximum context length is 32"));
   // A prompt that fits exactly is served.
-  CheckEmbedding(*Submit(*engine, Embedding(reference.prompts[1], Pooling::kLast)), reference.last_embeddings[1],
-                 reference.prompts[1].numel());
+  CheckEmbedding(*SubmitCollecting(*engine, Embedding(reference.prompts[1], Pooling::kLast)),
+                 reference.last_embeddings[1], reference.prompts[1].numel());
 }
 
 }  // namespace

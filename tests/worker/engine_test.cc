@@ -21,6 +21,8 @@ namespace llmc::engine {
 namespace {
 
 using testing::CollectingSink;
+using testing::SmallParityEngineOptions;
+using testing::ToIds;
 
 constexpr uint32_t kReferenceSteps = 32;
 
@@ -38,20 +40,6 @@ const tokenizer::Tokenizer& Tokenizer() {
   static const std::unique_ptr<tokenizer::Tokenizer> tokenizer =
       tokenizer::Tokenizer::FromFile(PackageDir() + "/tokenizer.json").value();
   return *tokenizer;
-}
-
-std::vector<int32_t> ToIds(const at::Tensor& tensor) {
-  const at::Tensor ints = tensor.to(at::kInt).contiguous();
-  return std::vector<int32_t>(ints.data_ptr<int32_t>(), ints.data_ptr<int32_t>() + ints.numel());
-}
-
-EngineOptions SmallOptions() {
-  EngineOptions options;
-  options.kv_cache_bytes = 64 << 20;
-  options.max_num_batched_tokens = 24;  // prompts of 33 and 40 tokens prefill in chunks beside decodes
-  options.max_running = 8;
-  options.max_waiting = 64;
-  return options;
 }
 
 std::unique_ptr<Engine> StartEngine(const EngineOptions& options) {
@@ -109,7 +97,7 @@ bool WaitForIdle(Engine& engine) {
 
 TEST_CASE("engine: greedy output equals the reference alone and inside a staggered batch of 8",
           "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   const auto& reference = Reference();
   std::vector<std::vector<int32_t>> alone;
   for (size_t s = 0; s < reference.prompts.size(); ++s) {
@@ -155,7 +143,7 @@ TEST_CASE("engine: greedy output equals the reference alone and inside a stagger
 }
 
 TEST_CASE("engine: a KV budget that forces preemption leaves outputs unchanged", "[integration][engine]") {
-  EngineOptions options = SmallOptions();
+  EngineOptions options = SmallParityEngineOptions();
   auto probe = model::LoadedModel::Load(PackageDir(), {"cpu", ""});
   REQUIRE(probe.ok());
   // 14 blocks of 16 tokens; the four sequences need 1 + 3 + 5 + 5 blocks at the end, and more with n = 2.
@@ -182,7 +170,7 @@ TEST_CASE("engine: a KV budget that forces preemption leaves outputs unchanged",
 
 TEST_CASE("engine: the load reports how fast it computes prompt tokens, and keeps it while idle",
           "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   CHECK(engine->Load().prefill_tokens_per_second == 0);  // nothing prefilled yet
   Run(*engine, Greedy(ExtraPrompt(40, 7), 2));
   REQUIRE(WaitForIdle(*engine));
@@ -195,7 +183,7 @@ TEST_CASE("engine: the load reports how fast it computes prompt tokens, and keep
 }
 
 TEST_CASE("engine: cancelling mid-stream frees every KV block", "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   auto sink = std::make_shared<CollectingSink>();
   auto id = engine->Submit(Greedy(ToIds(Reference().prompts[3]), 1000), sink);
   REQUIRE(id.ok());
@@ -212,7 +200,7 @@ TEST_CASE("engine: cancelling mid-stream frees every KV block", "[integration][e
 
 TEST_CASE("engine: a request past its deadline ends with DEADLINE_EXCEEDED and frees its blocks",
           "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   // Four choices of 2000 tokens each: far more work than 100 ms holds even on a fast machine (one choice of
   // this tiny model once ran its 2000 tokens inside 300 ms).
   GenerationRequest request = Greedy(ToIds(Reference().prompts[3]), 2000);
@@ -227,7 +215,7 @@ TEST_CASE("engine: a request past its deadline ends with DEADLINE_EXCEEDED and f
 }
 
 TEST_CASE("engine: admission limits and bad requests are refused at once", "[integration][engine]") {
-  EngineOptions options = SmallOptions();
+  EngineOptions options = SmallParityEngineOptions();
   options.max_running = 1;
   options.max_waiting = 2;
   auto engine = StartEngine(options);
@@ -268,7 +256,7 @@ TEST_CASE("engine: admission limits and bad requests are refused at once", "[int
 
 TEST_CASE("engine: an exception from the model step ends that step's requests with INTERNAL, not the engine",
           "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   auto failed = std::make_shared<CollectingSink>();
   {
     ScopedFaults faults("model_step_throw@1-1");
@@ -284,7 +272,7 @@ TEST_CASE("engine: an exception from the model step ends that step's requests wi
 
 TEST_CASE("engine: after max_consecutive_failed_steps failed steps the engine turns unhealthy and refuses requests",
           "[integration][engine]") {
-  EngineOptions options = SmallOptions();
+  EngineOptions options = SmallParityEngineOptions();
   options.max_consecutive_failed_steps = 2;
   std::atomic<int> unhealthy_calls{0};
   auto model = model::LoadedModel::Load(PackageDir(), {"cpu", ""});
@@ -315,7 +303,7 @@ TEST_CASE("engine: after max_consecutive_failed_steps failed steps the engine tu
 }
 
 TEST_CASE("engine: stop token ids, stop strings and max_tokens end choices as specified", "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   const std::vector<int32_t> prompt = ToIds(Reference().prompts[2]);
   const std::vector<int32_t> full = ToIds(Reference().continuations[2]);
 
@@ -379,7 +367,7 @@ TEST_CASE("engine: stop token ids, stop strings and max_tokens end choices as sp
 }
 
 TEST_CASE("engine: seeds reproduce samples, also inside a batch and across choices", "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   const auto sampled = [](uint64_t seed, uint32_t n) {
     GenerationRequest request = Greedy(ToIds(Reference().prompts[1]), 12);
     request.sampling.temperature = 1.0f;
@@ -409,7 +397,7 @@ TEST_CASE("engine: seeds reproduce samples, also inside a batch and across choic
 }
 
 TEST_CASE("engine: logprobs are the model's, with sorted alternatives", "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   GenerationRequest request = Greedy(ToIds(Reference().prompts[0]), 8);
   request.sampling.logprobs = true;
   request.sampling.top_logprobs = 3;
@@ -434,7 +422,7 @@ TEST_CASE("engine: logprobs are the model's, with sorted alternatives", "[integr
 // Greedy and top-k rows are sampled from the top logits the LM head keeps in its pass; asking for logprobs
 // gives the same request full float32 rows. In one batch, both ways must draw the same tokens.
 TEST_CASE("engine: rows sampled from in-pass top logits draw what full rows draw", "[integration][engine]") {
-  auto engine = StartEngine(SmallOptions());
+  auto engine = StartEngine(SmallParityEngineOptions());
   const auto request = [](uint32_t variant, bool logprobs) {
     GenerationRequest r = Greedy(ToIds(Reference().prompts[variant % 2]), 16);
     if (variant >= 1) {

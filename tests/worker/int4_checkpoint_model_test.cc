@@ -13,6 +13,8 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/model_scenario.h"
+#include "tests/support/package_manifest.h"
 #include "tests/support/quantization_quality.h"
 
 namespace llmc::model {
@@ -41,19 +43,6 @@ std::string ExportCheckpoint(const std::string& format, bool asymmetric, const s
   return dir + "/package";
 }
 
-std::unique_ptr<LoadedModel> LoadOrFail(const std::string& dir, LoadOptions options) {
-  auto model = LoadedModel::Load(dir, options);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  return *std::move(model);
-}
-
-nlohmann::json ReadManifest(const std::string& dir) {
-  nlohmann::json manifest;
-  std::ifstream(dir + "/llmc-model.json") >> manifest;
-  return manifest;
-}
-
 TEST_CASE("int4 checkpoints: GPTQ, AWQ and compressed-tensors packages load; packed kernels match the composite",
           "[integration][model][int4]") {
   const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 383, 3, 8, 150, 77, 2, 200, 12, 13, 14, 15, 16, 17, 18};
@@ -66,15 +55,15 @@ TEST_CASE("int4 checkpoints: GPTQ, AWQ and compressed-tensors packages load; pac
                         Case{"compressed-tensors", true, "float32"}, Case{"gptq", false, "float32"}}) {
     INFO("format " << c.format << (c.asymmetric ? " asymmetric " : " symmetric ") << c.dtype);
     const std::string package = ExportCheckpoint(c.format, c.asymmetric, c.dtype);
-    const nlohmann::json manifest = ReadManifest(package);
+    const nlohmann::json manifest = testing::ReadPackageManifest(package);
     CHECK(manifest["quantization"] == "int4");
     CHECK(manifest["format_version"] ==
           (c.asymmetric ? kInt4ZeroPointManifestFormatVersion : kInt4ManifestFormatVersion));
-    auto packed = LoadOrFail(package, {"cpu", ""});
+    auto packed = testing::LoadModelOrFail(package, {"cpu", ""});
     CHECK(packed->manifest().quantization == "int4");
     LoadOptions options{"cpu", ""};
     options.pack_weights = false;
-    auto unpacked = LoadOrFail(package, options);
+    auto unpacked = testing::LoadModelOrFail(package, options);
     // The composite dequantizes (u - z) * scale exactly; the kernels differ by their quantized activations (int16,
     // or int8 where W4A8 is the default) and, in bfloat16, by rounding.
     const auto close = testing::MeasureQuantizationQuality(*unpacked, *packed, tokens, 8);
@@ -92,7 +81,7 @@ TEST_CASE("int4 checkpoints: zero points under an older format version are refus
   const std::string package = ExportCheckpoint("gptq", true, "float32");
   const std::string copy = testing::MakeTempDir("llmc-int4-checkpoint-edit");
   std::filesystem::copy(package, copy, std::filesystem::copy_options::recursive);
-  nlohmann::json manifest = ReadManifest(copy);
+  nlohmann::json manifest = testing::ReadPackageManifest(copy);
   manifest["format_version"] = 10;
   std::ofstream(copy + "/llmc-model.json") << manifest.dump(2);
   auto model = LoadedModel::Load(copy, {"cpu", ""});

@@ -13,6 +13,8 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/model_scenario.h"
+#include "tests/support/package_manifest.h"
 #include "tests/support/quantization_quality.h"
 #include "tests/support/tokenizer_files.h"
 
@@ -41,23 +43,10 @@ std::string ExportTiny(const std::vector<std::string>& flags) {
   return out;
 }
 
-std::unique_ptr<LoadedModel> LoadOrFail(const std::string& dir, LoadOptions options) {
-  auto model = LoadedModel::Load(dir, options);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  return *std::move(model);
-}
-
-nlohmann::json ReadManifest(const std::string& dir) {
-  nlohmann::json manifest;
-  std::ifstream(dir + "/llmc-model.json") >> manifest;
-  return manifest;
-}
-
 TEST_CASE("int4 model: an exported int4 package and int4 at load give the same logits, near bfloat16",
           "[integration][model][int4]") {
   const std::string bf16 = ExportTiny({});
-  auto plain = LoadOrFail(bf16, {"cpu", ""});
+  auto plain = testing::LoadModelOrFail(bf16, {"cpu", ""});
   const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 511, 3, 8, 150, 77, 2, 400, 12, 13, 14, 15, 16, 17, 18};
   for (const int64_t group_size : {128, 32}) {
     INFO("group size " << group_size);
@@ -65,15 +54,15 @@ TEST_CASE("int4 model: an exported int4 package and int4 at load give the same l
         group_size == 128 ? std::vector<std::string>{"--quantize", "int4"}  // 128: the default
                           : std::vector<std::string>{"--quantize", "int4", "--group-size", std::to_string(group_size)};
     const std::string int4 = ExportTiny(flags);
-    const nlohmann::json manifest = ReadManifest(int4);
+    const nlohmann::json manifest = testing::ReadPackageManifest(int4);
     CHECK(manifest["quantization"] == "int4");
     CHECK(manifest["quantization_group_size"] == group_size);
     CHECK(manifest["format_version"] == kInt4ManifestFormatVersion);
-    auto exported = LoadOrFail(int4, {"cpu", ""});
+    auto exported = testing::LoadModelOrFail(int4, {"cpu", ""});
     CHECK(exported->manifest().quantization == "int4");
     CHECK(exported->manifest().quantization_group_size == group_size);
     // --quantization=int4 at load (group size 0 means 128).
-    auto at_load = LoadOrFail(bf16, {"cpu", "", "int4", group_size == 128 ? 0 : group_size});
+    auto at_load = testing::LoadModelOrFail(bf16, {"cpu", "", "int4", group_size == 128 ? 0 : group_size});
     CHECK(at_load->manifest().quantization == "int4");
     CHECK(at_load->manifest().quantization_group_size == group_size);
     // Same quantizer (Python and C++), same kernels: the same logits, bit for bit.
@@ -84,7 +73,8 @@ TEST_CASE("int4 model: an exported int4 package and int4 at load give the same l
     // int16 activations.
     LoadOptions unpacked{"cpu", ""};
     unpacked.pack_weights = false;
-    const auto close = testing::MeasureQuantizationQuality(*LoadOrFail(int4, unpacked), *exported, tokens, 8);
+    const auto close =
+        testing::MeasureQuantizationQuality(*testing::LoadModelOrFail(int4, unpacked), *exported, tokens, 8);
     CHECK(close.max_kl < 1e-3);
     // And int4 stays near the bfloat16 weights it came from (4 bits: ~18 times int8's step).
     const auto quality = testing::MeasureQuantizationQuality(*plain, *exported, tokens, 8);
@@ -100,7 +90,7 @@ TEST_CASE("int4 model: w4a16 and w4a8 fix the activations of the same int4 weigh
           "[integration][model][int4]") {
   const std::string int4 = ExportTiny({"--quantize", "int4"});
   const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 511, 3, 8, 150, 77, 2, 400, 12, 13, 14, 15, 16, 17, 18};
-  auto w4a16 = LoadOrFail(int4, {"cpu", "", "w4a16"});
+  auto w4a16 = testing::LoadModelOrFail(int4, {"cpu", "", "w4a16"});
   CHECK(w4a16->manifest().quantization == "w4a16");
   if (!cpu::HasByteActivationKernel()) {  // the active path: the portable suite forces one without it
     const auto refused = LoadedModel::Load(int4, {"cpu", "", "w4a8"});
@@ -108,7 +98,7 @@ TEST_CASE("int4 model: w4a16 and w4a8 fix the activations of the same int4 weigh
     CHECK_THAT(std::string(refused.status().message()), Catch::Contains("w4a8 needs AVX512-VNNI"));
     return;
   }
-  auto w4a8 = LoadOrFail(int4, {"cpu", "", "w4a8"});
+  auto w4a8 = testing::LoadModelOrFail(int4, {"cpu", "", "w4a8"});
   CHECK(w4a8->manifest().quantization == "w4a8");
   // The same weights; only the activations' rounding differs (bytes against int16).
   const auto quality = testing::MeasureQuantizationQuality(*w4a16, *w4a8, tokens, 8);
@@ -129,12 +119,12 @@ TEST_CASE("int4 model: what int4 does not support is refused by name", "[integra
   CHECK_THAT(error(int4, {"cpu", "", "none"}), Catch::Contains("holds int4 weights"));
   CHECK_THAT(error(int4, {"cpu", "", "w8a8"}), Catch::Contains("holds int4 weights"));
   CHECK_THAT(error(bf16, {"cpu", "", "int4", 256}), Catch::Contains("int4 group size 256 is not supported"));
-  CHECK(LoadOrFail(int4, {"cpu", "", "int4"})->manifest().quantization_group_size == 64);
+  CHECK(testing::LoadModelOrFail(int4, {"cpu", "", "int4"})->manifest().quantization_group_size == 64);
 
   const auto edit_manifest = [](const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
     const std::string copy = testing::MakeTempDir("llmc-int4-edit");
     std::filesystem::copy(dir, copy, std::filesystem::copy_options::recursive);
-    nlohmann::json manifest = ReadManifest(copy);
+    nlohmann::json manifest = testing::ReadPackageManifest(copy);
     edit(manifest);
     std::ofstream(copy + "/llmc-model.json") << manifest.dump(2);
     return copy;

@@ -23,7 +23,7 @@ using testing::RelativeError;
 
 // As for int8: the activations' int16 rounding, below bfloat16's, beside the weights' own (which the
 // dequantized reference shares).
-double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
+double Int4Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
 
 // The nibbles of float64 groups rounded at `rounding` [N, G, 1], as the exporter rounds them.
 at::Tensor Nibbles(const at::Tensor& x, const at::Tensor& rounding) {
@@ -40,7 +40,7 @@ at::Tensor PlainScales(const at::Tensor& grouped) {
 // tools/llmc_export/quantize.py's quantize_int4 in ATen, its sums in ATen's order (QuantizeInt4 sums in its own),
 // which QuantizeInt4 must give bit for bit: the plain candidate, then the rounding at amax / d with its
 // least-squares scale for each searched d; the candidate of least squared error.
-std::pair<at::Tensor, at::Tensor> ExporterQuantize(const at::Tensor& weight, int64_t group_size) {
+std::pair<at::Tensor, at::Tensor> ExporterInt4Quantize(const at::Tensor& weight, int64_t group_size) {
   const int64_t n = weight.size(0), k = weight.size(1);
   const at::Tensor grouped = weight.to(at::kFloat).reshape({n, k / group_size, group_size});
   const at::Tensor x = grouped.to(at::kDouble);
@@ -81,7 +81,7 @@ TEST_CASE("int4 weights: quantize gives the exporter's values, errs no more than
       CHECK(q.scalar_type() == at::kByte);
       CHECK(q.sizes() == at::IntArrayRef({70, 192}));
       CHECK(scales.sizes() == at::IntArrayRef({70, 384 / group_size}));
-      const auto [want_q, want_scales] = ExporterQuantize(weight, group_size);
+      const auto [want_q, want_scales] = ExporterInt4Quantize(weight, group_size);
       // The search's sums on every instruction-set path (SumInt4Nibbles*), each the exporter's bit for bit.
       testing::ForEachCpuKernelPath([&, &want_q = want_q, &want_scales = want_scales] {
         const auto [path_q, path_scales] = QuantizeInt4(weight, group_size);
@@ -172,7 +172,7 @@ TEST_CASE("int4 weights: linear_residual on every path matches the dequantized c
             INFO("dtype " << dtype << " group " << group_size << " m " << m << " k " << k);
             const at::Tensor out = LinearResidual(input, weight.packed, weight.scales, residual);
             CHECK(out.scalar_type() == dtype);
-            CHECK(RelativeError(out, expected) < Tolerance(dtype));
+            CHECK(RelativeError(out, expected) < Int4Tolerance(dtype));
           });
         }
       }
@@ -198,9 +198,9 @@ TEST_CASE("int4 weights: gate/up, the LM head and the tied embedding on every pa
       testing::ForEachCpuKernelPath([&] {
         INFO("dtype " << dtype << " m " << m);
         CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, gate_up.packed, gate_up.scales, intermediate),
-                            expected_act) < Tolerance(dtype));
+                            expected_act) < Int4Tolerance(dtype));
         CHECK(RelativeError(RmsNormLmHead(hidden, norm, 1e-6, head.packed, head.scales, vocab), expected_logits) <
-              Tolerance(dtype));
+              Int4Tolerance(dtype));
       });
     }
     const at::Tensor ids = at::tensor(std::vector<int64_t>{0, 129, 64, 63, 7}, at::kLong);

@@ -21,7 +21,7 @@ namespace {
 using testing::Random;
 using testing::RelativeError;
 
-double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
+double ZeroPointTolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
 
 // Random nibbles and an asymmetric group layout: scales [N, G] and zero points in 0..16 (0, 15 and 16, GPTQ's
 // older checkpoints' largest, included), as the package stores them: [N, G, 2].
@@ -109,7 +109,7 @@ TEST_CASE("int4 zero points: linear_residual on every path matches the dequantiz
             INFO("dtype " << dtype << " group " << group_size << " m " << m << " k " << k);
             const at::Tensor out = LinearResidual(input, weight.packed, weight.scales, residual);
             CHECK(out.scalar_type() == dtype);
-            CHECK(RelativeError(out, expected) < Tolerance(dtype));
+            CHECK(RelativeError(out, expected) < ZeroPointTolerance(dtype));
           });
         }
       }
@@ -196,9 +196,9 @@ TEST_CASE("int4 zero points: gate/up, the LM head and the tied embedding on ever
       testing::ForEachCpuKernelPath([&] {
         INFO("dtype " << dtype << " m " << m);
         CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, gate_up.packed, gate_up.scales, intermediate),
-                            expected_act) < Tolerance(dtype));
+                            expected_act) < ZeroPointTolerance(dtype));
         CHECK(RelativeError(RmsNormLmHead(hidden, norm, 1e-6, head.packed, head.scales, vocab), expected_logits) <
-              Tolerance(dtype));
+              ZeroPointTolerance(dtype));
       });
     }
     const at::Tensor ids = at::tensor(std::vector<int64_t>{0, 129, 64, 63, 7, 1, 2}, at::kLong);
@@ -209,7 +209,7 @@ TEST_CASE("int4 zero points: gate/up, the LM head and the tied embedding on ever
 }
 
 // The activations as W4A8 sees them: each group of each row at 127 levels of its largest magnitude.
-at::Tensor ByteQuantized(const at::Tensor& x, int64_t group_size) {
+at::Tensor ZeroPointW4A8Activations(const at::Tensor& x, int64_t group_size) {
   const int64_t m = x.size(0), k = x.size(1);
   const at::Tensor grouped = x.to(at::kFloat).reshape({m, k / group_size, group_size});
   const at::Tensor scale = (grouped.abs().amax(-1, /*keepdim=*/true) / 127).clamp_min(1e-30);
@@ -231,7 +231,7 @@ TEST_CASE("int4 zero points: W4A8 adds the same correction to the byte activatio
       INFO("group " << group_size << " m " << m);
       const at::Tensor input = Random({m, k}, at::kFloat), residual = Random({m, n}, at::kFloat);
       const at::Tensor expected =
-          composite::LinearResidual(ByteQuantized(input, group_size), weight.dequantized, none, residual);
+          composite::LinearResidual(ZeroPointW4A8Activations(input, group_size), weight.dequantized, none, residual);
       CHECK(RelativeError(LinearResidual(input, weight.packed, weight.scales, residual), expected) < 1e-3);
     }
   }

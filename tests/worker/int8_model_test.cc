@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/model_scenario.h"
 #include "tests/support/quantization_quality.h"
 #include "tests/support/tokenizer_files.h"
 #include "worker/model/cpu/cpu_isa.h"
@@ -45,13 +46,6 @@ std::string Export(const std::string& preset, const std::vector<std::string>& fl
   return out;
 }
 
-std::unique_ptr<LoadedModel> LoadOrFail(const std::string& dir, LoadOptions options) {
-  auto model = LoadedModel::Load(dir, options);
-  INFO(model.status().message());
-  REQUIRE(model.ok());
-  return *std::move(model);
-}
-
 // 512 tokens of English prose (this repository's documentation) in the Qwen3 vocabulary.
 std::vector<int64_t> RealTextTokens(int64_t count) {
   std::stringstream text;
@@ -71,12 +65,12 @@ TEST_CASE("int8 model: an exported int8 package and quantization at load give th
   for (const int64_t group_size : {0, 32}) {
     INFO("group size " << group_size);
     const std::string int8 = Export("tiny", {"--quantize", "int8", "--group-size", std::to_string(group_size)});
-    auto exported = LoadOrFail(int8, {"cpu", ""});
+    auto exported = testing::LoadModelOrFail(int8, {"cpu", ""});
     CHECK(exported->manifest().quantization == "int8");
     CHECK(exported->manifest().quantization_group_size == group_size);
-    auto at_load = LoadOrFail(bf16, {"cpu", "", "int8", group_size});
+    auto at_load = testing::LoadModelOrFail(bf16, {"cpu", "", "int8", group_size});
     CHECK(at_load->manifest().quantization == "int8");
-    auto plain = LoadOrFail(bf16, {"cpu", ""});
+    auto plain = testing::LoadModelOrFail(bf16, {"cpu", ""});
     CHECK(plain->manifest().quantization == "none");
     // Same quantizer (Python and C++), same kernels: the same logits, bit for bit.
     const auto same = testing::MeasureQuantizationQuality(*exported, *at_load, tokens, 8);
@@ -86,9 +80,9 @@ TEST_CASE("int8 model: an exported int8 package and quantization at load give th
     // up to the kernels' int16 activations.
     LoadOptions unpacked{"cpu", ""};
     unpacked.pack_weights = false;
-    auto composite = LoadOrFail(int8, unpacked);
-    const auto close =
-        testing::MeasureQuantizationQuality(*composite, *LoadOrFail(int8, {"cpu", "", "w8a16"}), tokens, 8);
+    auto composite = testing::LoadModelOrFail(int8, unpacked);
+    const auto close = testing::MeasureQuantizationQuality(
+        *composite, *testing::LoadModelOrFail(int8, {"cpu", "", "w8a16"}), tokens, 8);
     CHECK(close.max_kl < 1e-3);
     // And int8 stays near the bfloat16 weights it came from.
     const auto quality = testing::MeasureQuantizationQuality(*plain, *exported, tokens, 8);
@@ -102,26 +96,26 @@ TEST_CASE("int8 model: w8a8 rounds the activations of the same int8 weights, int
   const std::string bf16 = Export("tiny", {});
   const std::string int8 = Export("tiny", {"--quantize", "int8"});
   const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 511, 3, 8, 150, 77, 2, 400, 12, 13, 14, 15, 16, 17, 18};
-  auto w8a8 = LoadOrFail(int8, {"cpu", "", "w8a8"});
+  auto w8a8 = testing::LoadModelOrFail(int8, {"cpu", "", "w8a8"});
   CHECK(w8a8->manifest().quantization == "w8a8");
-  auto at_load = LoadOrFail(bf16, {"cpu", "", "w8a8"});
+  auto at_load = testing::LoadModelOrFail(bf16, {"cpu", "", "w8a8"});
   CHECK(at_load->manifest().quantization == "w8a8");
   CHECK(testing::MeasureQuantizationQuality(*w8a8, *at_load, tokens, 8).max_kl == 0.0);
   // Against int16 activations: close, but not the same (the activations did go through int8).
-  auto w8a16 = LoadOrFail(int8, {"cpu", "", "w8a16"});
+  auto w8a16 = testing::LoadModelOrFail(int8, {"cpu", "", "w8a16"});
   CHECK(w8a16->manifest().quantization == "w8a16");
   const auto against_w8a16 = testing::MeasureQuantizationQuality(*w8a16, *w8a8, tokens, 8);
   CHECK(against_w8a16.mean_kl < 0.01);
   CHECK(against_w8a16.max_kl > 0.0);
   // Served as int8 (the package's own setting), the kernels choose by the batch: steps of 4 rows run as
   // w8a16, one step of all 19 rows as w8a8 where a kernel multiplies int8 activations faster (AVX512-VNNI).
-  auto by_batch = LoadOrFail(int8, {"cpu", ""});
+  auto by_batch = testing::LoadModelOrFail(int8, {"cpu", ""});
   CHECK(by_batch->manifest().quantization == "int8");
   CHECK(testing::MeasureQuantizationQuality(*w8a16, *by_batch, tokens, 4).max_kl == 0.0);
   const bool int8_kernel = cpu::ActiveCpuIsa() >= cpu::CpuIsa::kAvx512Bf16;
   const int64_t whole = static_cast<int64_t>(tokens.size());
   CHECK(testing::MeasureQuantizationQuality(int8_kernel ? *w8a8 : *w8a16, *by_batch, tokens, whole).max_kl == 0.0);
-  auto plain = LoadOrFail(bf16, {"cpu", ""});
+  auto plain = testing::LoadModelOrFail(bf16, {"cpu", ""});
   CHECK(testing::MeasureQuantizationQuality(*plain, *w8a8, tokens, 8).mean_kl < 0.01);
 
   LoadOptions unpacked{"cpu", "", "w8a8"};
@@ -157,22 +151,23 @@ TEST_CASE("int8 model: a compressed-tensors int8 checkpoint is served with its o
                                  absl::Seconds(240));
     INFO(result.output);
     REQUIRE(result.exit_code == 0);
-    auto kernels = LoadOrFail(dir + "/package", {"cpu", "", "w8a16"});
+    auto kernels = testing::LoadModelOrFail(dir + "/package", {"cpu", "", "w8a16"});
     CHECK(kernels->manifest().quantization == "w8a16");
     CHECK(kernels->manifest().quantization_group_size == group_size);
     // A W8A16 checkpoint's package is served with 16-bit activations unless the worker is told otherwise;
     // a W8A8 one as int8, by the batch.
     const bool w8a16 = group_size != 0;
-    CHECK(LoadOrFail(dir + "/package", {"cpu", ""})->manifest().quantization == (w8a16 ? "w8a16" : "int8"));
-    CHECK(LoadOrFail(dir + "/package", {"cpu", "", "int8"})->manifest().quantization == "int8");
+    CHECK(testing::LoadModelOrFail(dir + "/package", {"cpu", ""})->manifest().quantization ==
+          (w8a16 ? "w8a16" : "int8"));
+    CHECK(testing::LoadModelOrFail(dir + "/package", {"cpu", "", "int8"})->manifest().quantization == "int8");
     // The packed kernels against the composite operators on the same int8 weights (what a CUDA worker
     // runs): equal up to the kernels' int16 activations, -128 included.
     LoadOptions unpacked{"cpu", ""};
     unpacked.pack_weights = false;
-    auto composite = LoadOrFail(dir + "/package", unpacked);
+    auto composite = testing::LoadModelOrFail(dir + "/package", unpacked);
     CHECK(composite->manifest().quantization == "int8");
     CHECK(testing::MeasureQuantizationQuality(*composite, *kernels, tokens, 8).max_kl < 1e-3);
-    auto w8a8 = LoadOrFail(dir + "/package", {"cpu", "", "w8a8"});
+    auto w8a8 = testing::LoadModelOrFail(dir + "/package", {"cpu", "", "w8a8"});
     CHECK(testing::MeasureQuantizationQuality(*composite, *w8a8, tokens, 8).mean_kl < 0.01);
   }
 }
@@ -192,7 +187,7 @@ TEST_CASE("int8 model: bad quantization settings and mismatched packages are ref
   CHECK_THAT(error(int8, {"cpu", "", "int4"}), Catch::Contains("int4 at load quantizes a bfloat16 or float32"));
   CHECK_THAT(error(bf16, {"cpu", "", "int8", 100}), Catch::Contains("int8 group size 100 is not supported"));
   // An int8 package stays int8 when asked for int8, and may run its activations in float32.
-  auto float_activations = LoadOrFail(int8, {"cpu", "float32", "int8"});
+  auto float_activations = testing::LoadModelOrFail(int8, {"cpu", "float32", "int8"});
   CHECK(float_activations->dtype() == at::kFloat);
 
   const auto edit_manifest = [](const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
@@ -217,11 +212,11 @@ TEST_CASE("int8 model: bad quantization settings and mismatched packages are ref
 TEST_CASE("int8 model: the Qwen2-0.5B-shaped model in int8 stays close to bfloat16 over 512 real tokens",
           "[integration][int8]") {
   const std::string bf16 = Export("qwen2-0.5b", {});
-  auto reference = LoadOrFail(bf16, {"cpu", ""});
+  auto reference = testing::LoadModelOrFail(bf16, {"cpu", ""});
   const std::vector<int64_t> tokens = RealTextTokens(512);
   for (const auto& [quantization, group_size] :
        std::vector<std::pair<std::string, int64_t>>{{"w8a16", 0}, {"w8a16", 128}, {"w8a8", 0}}) {
-    auto quantized = LoadOrFail(bf16, {"cpu", "", quantization, group_size});
+    auto quantized = testing::LoadModelOrFail(bf16, {"cpu", "", quantization, group_size});
     const auto quality = testing::MeasureQuantizationQuality(*reference, *quantized, tokens);
     INFO(quantization << ", group size " << group_size << ": mean KL " << quality.mean_kl << " nats, max "
                       << quality.max_kl << ", top-1 agreement " << quality.top1_agreement);
@@ -322,9 +317,9 @@ TEST_CASE(
   }
   const TrainedPackages packages =
       TrainAndExport(testing::MakeTempDir("llmc-int8-trained"), training, static_cast<int64_t>(ids.size()), 300);
-  auto reference = LoadOrFail(packages.bf16, {"cpu", ""});
+  auto reference = testing::LoadModelOrFail(packages.bf16, {"cpu", ""});
   for (const std::string quantization : {"w8a16", "w8a8"}) {
-    auto quantized = LoadOrFail(packages.int8, {"cpu", "", quantization});
+    auto quantized = testing::LoadModelOrFail(packages.int8, {"cpu", "", quantization});
     const auto quality = testing::MeasureQuantizationQuality(*reference, *quantized, held_out);
     INFO(quantization << ": mean KL " << quality.mean_kl << " nats, max " << quality.max_kl << ", top-1 agreement "
                       << quality.top1_agreement << ", bfloat16's own next-token accuracy " << quality.reference_accuracy
@@ -346,7 +341,7 @@ TEST_CASE(
            {"int4 groups of 32", packages.int4_group32},
            {"int4 groups of 128 with zero points", packages.int4_zero_point_group128},
            {"int4 groups of 32 with zero points", packages.int4_zero_point_group32}}) {
-    auto quantized = LoadOrFail(package, {"cpu", ""});
+    auto quantized = testing::LoadModelOrFail(package, {"cpu", ""});
     REQUIRE(quantized->manifest().quantization == "int4");
     const auto quality = testing::MeasureQuantizationQuality(*reference, *quantized, held_out);
     WARN(label << ": mean KL " << quality.mean_kl << " nats, max " << quality.max_kl << ", top-1 agreement "

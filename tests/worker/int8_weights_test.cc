@@ -22,9 +22,9 @@ using testing::RelativeError;
 
 // The kernels quantize activations to int16 per group, so beside the weights' own rounding (which the
 // dequantized reference shares) the error is that of 15-bit inputs, below bfloat16's 8 bits.
-double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
+double Int8Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-3 : 3e-2; }
 
-const std::vector<int64_t> kRows = {1, 2, 5, 6, 7, 16, 17, 33};
+const std::vector<int64_t> kInt8Rows = {1, 2, 5, 6, 7, 16, 17, 33};
 
 TEST_CASE("int8 weights: quantize round trip within half a step, zero rows, group sizes", "[unit][int8]") {
   at::manual_seed(11);
@@ -50,7 +50,7 @@ TEST_CASE("int8 weights: quantize round trip within half a step, zero rows, grou
 }
 
 // tools/llmc_export/quantize.py's formula in ATen, which QuantizeInt8 must give bit for bit.
-std::pair<at::Tensor, at::Tensor> ExporterQuantize(const at::Tensor& weight, int64_t group_size) {
+std::pair<at::Tensor, at::Tensor> ExporterInt8Quantize(const at::Tensor& weight, int64_t group_size) {
   const int64_t n = weight.size(0), k = weight.size(1), groups = group_size == 0 ? 1 : k / group_size;
   const at::Tensor grouped = weight.to(at::kFloat).reshape({n, groups, k / groups});
   const at::Tensor amax = grouped.abs().amax(-1);
@@ -72,7 +72,7 @@ TEST_CASE("int8 weights: quantize gives the exporter's values bit for bit, halve
         for (int64_t g = 1; g < 256 / group_size; ++g) weight[9][g * group_size] = 127.f;
       }
       const auto [q, scales] = QuantizeInt8(weight, group_size);
-      const auto [want_q, want_scales] = ExporterQuantize(weight, group_size);
+      const auto [want_q, want_scales] = ExporterInt8Quantize(weight, group_size);
       CHECK(at::equal(q, want_q));
       CHECK(at::equal(scales, want_scales));
       CHECK(at::equal(q[9].narrow(0, 0, 5), at::tensor({127, 2, -4, 0, 0}, at::kChar)));
@@ -81,7 +81,7 @@ TEST_CASE("int8 weights: quantize gives the exporter's values bit for bit, halve
   // A strided view is quantized as its values, not its storage.
   const at::Tensor wide = Random({64, 512}, at::kFloat, 0.1);
   const at::Tensor view = wide.narrow(1, 128, 256);
-  CHECK(at::equal(QuantizeInt8(view, 128).first, ExporterQuantize(view.contiguous(), 128).first));
+  CHECK(at::equal(QuantizeInt8(view, 128).first, ExporterInt8Quantize(view.contiguous(), 128).first));
 }
 
 struct Int8Weight {
@@ -103,7 +103,7 @@ TEST_CASE("int8 weights: linear_residual, gate/up and the LM head match the dequ
         if (group_size > 0 && k % group_size != 0) continue;
         const int64_t n = 70;
         const Int8Weight weight = MakeInt8(n, k, group_size);
-        for (const int64_t m : kRows) {
+        for (const int64_t m : kInt8Rows) {
           const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
           const at::Tensor expected =
               composite::LinearResidual(input.to(at::kFloat), weight.dequantized, none, residual.to(at::kFloat));
@@ -111,7 +111,7 @@ TEST_CASE("int8 weights: linear_residual, gate/up and the LM head match the dequ
             INFO("dtype " << dtype << " group " << group_size << " m " << m << " k " << k);
             const at::Tensor out = LinearResidual(input, weight.packed, weight.scales, residual);
             CHECK(out.scalar_type() == dtype);
-            CHECK(RelativeError(out, expected) < Tolerance(dtype));
+            CHECK(RelativeError(out, expected) < Int8Tolerance(dtype));
           });
         }
       }
@@ -122,7 +122,7 @@ TEST_CASE("int8 weights: linear_residual, gate/up and the LM head match the dequ
     const Int8Weight gate_up = MakeInt8(2 * intermediate, k, 0, GateUpColumnOrder(intermediate));
     const int64_t vocab = 130;
     const Int8Weight head = MakeInt8(vocab, k, 0);
-    for (const int64_t m : kRows) {
+    for (const int64_t m : kInt8Rows) {
       const at::Tensor hidden = Random({m, k}, dtype);
       const at::Tensor expected_act = composite::RmsNormGateUpSilu(hidden.to(at::kFloat), norm.to(at::kFloat), 1e-6,
                                                                    gate_up.dequantized, none, intermediate);
@@ -131,9 +131,9 @@ TEST_CASE("int8 weights: linear_residual, gate/up and the LM head match the dequ
       testing::ForEachCpuKernelPath([&] {
         INFO("dtype " << dtype << " m " << m);
         CHECK(RelativeError(RmsNormGateUpSilu(hidden, norm, 1e-6, gate_up.packed, gate_up.scales, intermediate),
-                            expected_act) < Tolerance(dtype));
+                            expected_act) < Int8Tolerance(dtype));
         const at::Tensor logits = RmsNormLmHead(hidden, norm, 1e-6, head.packed, head.scales, vocab);
-        CHECK(RelativeError(logits, expected_logits) < Tolerance(dtype));
+        CHECK(RelativeError(logits, expected_logits) < Int8Tolerance(dtype));
         const auto [full, top_values, top_ids] =
             RmsNormLmHeadTopK(hidden, norm, 1e-6, head.packed, head.scales, vocab, at::empty({0}, at::kLong), 4);
         const auto [values, ids] = at::sort(logits, /*stable=*/true, /*dim=*/-1, /*descending=*/true);
@@ -175,9 +175,9 @@ TEST_CASE("int8 weights: rms_norm_qkv_rope with bias writes the cache like the d
         at::Tensor keys = make_cache(), values = make_cache();
         const at::Tensor q = RmsNormQkvRope(hidden, norm, 1e-6, weight.packed, weight.scales, bias, cos, sin, keys,
                                             values, slots, heads, kv_heads);
-        CHECK(RelativeError(q, expected_q) < Tolerance(dtype));
-        CHECK(RelativeError(keys, expected_keys) < Tolerance(dtype));
-        CHECK(RelativeError(values, expected_values) < Tolerance(dtype));
+        CHECK(RelativeError(q, expected_q) < Int8Tolerance(dtype));
+        CHECK(RelativeError(keys, expected_keys) < Int8Tolerance(dtype));
+        CHECK(RelativeError(values, expected_values) < Int8Tolerance(dtype));
       });
     }
   }
@@ -199,7 +199,7 @@ TEST_CASE("int8 weights: prefill-sized batches multiply dequantized panels, per 
         testing::ForEachCpuKernelPath([&] {
           INFO("dtype " << dtype << " group " << group_size << " m " << m);
           CHECK(RelativeError(LinearResidual(input, weight.packed, weight.scales, residual), expected) <
-                Tolerance(dtype));
+                Int8Tolerance(dtype));
         });
       }
     }

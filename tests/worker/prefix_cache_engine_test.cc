@@ -17,10 +17,10 @@ namespace llmc::engine {
 namespace {
 
 using testing::CollectingSink;
+using testing::Float32ParityDir;
+using testing::StartFloat32ParityEngine;
 
 constexpr int64_t kBlockSize = 16;
-
-const std::string& FixtureDir() { return testing::Float32ParityDir(); }
 
 // Counts the prefill tokens the engine computes.
 class PrefillCounter : public EngineObserver {
@@ -32,7 +32,7 @@ class PrefillCounter : public EngineObserver {
   std::atomic<int64_t> prefill_tokens_{0};
 };
 
-EngineOptions Options(bool prefix_caching, int64_t kv_cache_bytes = 64 << 20) {
+EngineOptions PrefixCacheOptions(bool prefix_caching, int64_t kv_cache_bytes = 64 << 20) {
   EngineOptions options;
   options.kv_cache_bytes = kv_cache_bytes;
   options.block_size = kBlockSize;
@@ -43,13 +43,9 @@ EngineOptions Options(bool prefix_caching, int64_t kv_cache_bytes = 64 << 20) {
   return options;
 }
 
-std::unique_ptr<Engine> StartEngine(const EngineOptions& options, EngineObserver* observer = nullptr) {
-  return testing::StartParityEngine(FixtureDir() + "/package", options, observer);
-}
-
 int64_t BlockBytes() {
   static const int64_t bytes = [] {
-    auto probe = model::LoadedModel::Load(FixtureDir() + "/package", {"cpu", ""});
+    auto probe = model::LoadedModel::Load(Float32ParityDir() + "/package", {"cpu", ""});
     REQUIRE(probe.ok());
     return (*probe)->KvCacheBlockBytes(kBlockSize);
   }();
@@ -58,7 +54,7 @@ int64_t BlockBytes() {
 
 // A prompt of `length` tokens: a shared prefix of `shared` tokens (the same for every `variant`), then
 // tokens that differ per variant.
-std::vector<int32_t> Prompt(int64_t length, int64_t shared, int variant) {
+std::vector<int32_t> SharedPrefixPrompt(int64_t length, int64_t shared, int variant) {
   std::vector<int32_t> ids;
   for (int64_t i = 0; i < length; ++i) {
     const int64_t salt = i < shared ? 0 : 7919 * (variant + 1);
@@ -67,7 +63,7 @@ std::vector<int32_t> Prompt(int64_t length, int64_t shared, int variant) {
   return ids;
 }
 
-GenerationRequest Request(std::vector<int32_t> prompt, bool sampled, uint32_t n = 1) {
+GenerationRequest PrefixRequest(std::vector<int32_t> prompt, bool sampled, uint32_t n = 1) {
   GenerationRequest request;
   request.request_id = "prefix";
   request.prompt_token_ids = std::move(prompt);
@@ -125,13 +121,14 @@ TEST_CASE("prefix cache: hits give the tokens of misses, greedy and seeded, alon
     // Three variants share 70 tokens (4 full blocks); each is asked twice.
     std::vector<GenerationRequest> requests;
     for (int round = 0; round < 2; ++round) {
-      for (int variant = 0; variant < 3; ++variant) requests.push_back(Request(Prompt(90, 70, variant), sampled));
+      for (int variant = 0; variant < 3; ++variant)
+        requests.push_back(PrefixRequest(SharedPrefixPrompt(90, 70, variant), sampled));
     }
-    auto uncached = StartEngine(Options(false));
+    auto uncached = StartFloat32ParityEngine(PrefixCacheOptions(false));
     const std::vector<Outcome> expected = RunOneByOne(*uncached, requests);
     for (const Outcome& outcome : expected) CHECK(outcome.cached_tokens == 0);
 
-    auto cached = StartEngine(Options(true));
+    auto cached = StartFloat32ParityEngine(PrefixCacheOptions(true));
     const std::vector<Outcome> alone = RunOneByOne(*cached, requests);
     CheckSameTokens(alone, expected);
     CHECK(alone[0].cached_tokens == 0);
@@ -141,7 +138,7 @@ TEST_CASE("prefix cache: hits give the tokens of misses, greedy and seeded, alon
     for (size_t r = 3; r < 6; ++r) CHECK(alone[r].cached_tokens == 80);
 
     // All at once in a fresh engine: some hit what others computed in earlier steps.
-    auto mixed = StartEngine(Options(true));
+    auto mixed = StartFloat32ParityEngine(PrefixCacheOptions(true));
     CheckSameTokens(RunAll(*mixed, requests), expected);
     CheckSameTokens(RunAll(*mixed, requests), expected);
   }
@@ -152,11 +149,12 @@ TEST_CASE("prefix cache: eviction under memory pressure and preemption of sequen
   // 14 blocks of 16 tokens; each request needs 8 blocks (90 prompt + 24 generated tokens), so two cannot
   // finish together: decoders preempt one another, and cached blocks are evicted to make room.
   std::vector<GenerationRequest> requests;
-  for (int variant = 0; variant < 6; ++variant) requests.push_back(Request(Prompt(90, 40, variant), false));
-  auto uncached = StartEngine(Options(false));
+  for (int variant = 0; variant < 6; ++variant)
+    requests.push_back(PrefixRequest(SharedPrefixPrompt(90, 40, variant), false));
+  auto uncached = StartFloat32ParityEngine(PrefixCacheOptions(false));
   const std::vector<Outcome> expected = RunOneByOne(*uncached, requests);
 
-  auto cached = StartEngine(Options(true, 14 * BlockBytes()));
+  auto cached = StartFloat32ParityEngine(PrefixCacheOptions(true, 14 * BlockBytes()));
   CheckSameTokens(RunAll(*cached, requests), expected);
   CHECK(cached->Load().num_preemptions > 0);
   // The first prompt's own blocks have been evicted since (with room to spare, 80 tokens would be cached),
@@ -170,10 +168,10 @@ TEST_CASE("prefix cache: eviction under memory pressure and preemption of sequen
 
 TEST_CASE("prefix cache: n = 4 computes its prompt once and the choices sample as without the cache",
           "[integration][engine][prefix_cache]") {
-  const GenerationRequest request = Request(Prompt(100, 100, 0), /*sampled=*/true, /*n=*/4);
+  const GenerationRequest request = PrefixRequest(SharedPrefixPrompt(100, 100, 0), /*sampled=*/true, /*n=*/4);
   PrefillCounter uncached_counter, cached_counter;
-  auto uncached = StartEngine(Options(false), &uncached_counter);
-  auto cached = StartEngine(Options(true), &cached_counter);
+  auto uncached = StartFloat32ParityEngine(PrefixCacheOptions(false), &uncached_counter);
+  auto cached = StartFloat32ParityEngine(PrefixCacheOptions(true), &cached_counter);
   const int64_t uncached_warmup = uncached_counter.prefill_tokens();
   const int64_t cached_warmup = cached_counter.prefill_tokens();
   const Outcome expected = RunAll(*uncached, {request}).front();
@@ -189,9 +187,9 @@ TEST_CASE("prefix cache: n = 4 computes its prompt once and the choices sample a
 
 TEST_CASE("prefix cache: only requests with the same cache_salt share cached blocks, with the tokens of misses",
           "[integration][engine][prefix_cache]") {
-  auto engine = StartEngine(Options(true));
+  auto engine = StartFloat32ParityEngine(PrefixCacheOptions(true));
   const auto salted = [](std::string salt) {
-    GenerationRequest request = Request(Prompt(70, 70, 0), /*sampled=*/false);
+    GenerationRequest request = PrefixRequest(SharedPrefixPrompt(70, 70, 0), /*sampled=*/false);
     request.cache_salt = std::move(salt);
     return request;
   };

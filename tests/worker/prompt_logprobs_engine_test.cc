@@ -18,31 +18,20 @@ namespace llmc::engine {
 namespace {
 
 using testing::CollectingSink;
+using testing::Float32ParityReference;
+using testing::Float32ParityTokenizer;
+using testing::SmallParityEngineOptions;
+using testing::StartFloat32ParityEngine;
+using testing::SubmitCollecting;
+using testing::ToIds;
 
 constexpr int64_t kForcedTokens = 20;  // continuation tokens appended to each scenario prompt
 constexpr uint32_t kAlternatives = 3;
 
-const testing::ModelReference& Reference() { return testing::Float32ParityReference(); }
-const tokenizer::Tokenizer& Tokenizer() { return testing::Float32ParityTokenizer(); }
-using testing::ToIds;
-
-EngineOptions SmallOptions() {
-  EngineOptions options;
-  options.kv_cache_bytes = 64 << 20;
-  options.max_num_batched_tokens = 24;  // prompts of 25 to 60 tokens prefill in chunks
-  options.max_running = 8;
-  options.max_waiting = 64;
-  return options;
-}
-
-std::unique_ptr<Engine> StartEngine(const EngineOptions& options) {
-  return testing::StartParityEngine(testing::Float32ParityDir() + "/package", options);
-}
-
 // Scenario `s`'s prompt followed by the first kForcedTokens tokens of its greedy continuation.
 std::vector<int32_t> ForcedPrompt(size_t s) {
-  std::vector<int32_t> prompt = ToIds(Reference().prompts[s]);
-  const std::vector<int32_t> continuation = ToIds(Reference().continuations[s]);
+  std::vector<int32_t> prompt = ToIds(Float32ParityReference().prompts[s]);
+  const std::vector<int32_t> continuation = ToIds(Float32ParityReference().continuations[s]);
   prompt.insert(prompt.end(), continuation.begin(), continuation.begin() + kForcedTokens);
   return prompt;
 }
@@ -59,9 +48,8 @@ GenerationRequest Scored(size_t s, uint32_t n) {
   return request;
 }
 
-GenerationRequest Greedy(size_t s) { return testing::ReferenceGreedyRequest(Reference().prompts[s]); }
-std::shared_ptr<CollectingSink> Submit(Engine& engine, GenerationRequest request) {
-  return testing::SubmitCollecting(engine, std::move(request));
+GenerationRequest ScenarioGreedy(size_t s) {
+  return testing::ReferenceGreedyRequest(Float32ParityReference().prompts[s]);
 }
 
 void CheckScored(CollectingSink& sink, size_t s, uint32_t n) {
@@ -78,7 +66,7 @@ void CheckScored(CollectingSink& sink, size_t s, uint32_t n) {
     INFO("position " << i);
     const v1::TokenLogprob& entry = logprobs[i];
     CHECK(entry.token_id() == prompt[i]);
-    CHECK(entry.token_bytes() == std::string(Tokenizer().TokenBytes(prompt[i])));
+    CHECK(entry.token_bytes() == std::string(Float32ParityTokenizer().TokenBytes(prompt[i])));
     CHECK(entry.rank() >= 1);
     REQUIRE(entry.top_size() == static_cast<int>(kAlternatives));
     for (int k = 1; k < entry.top_size(); ++k) CHECK(entry.top(k - 1).logprob() >= entry.top(k).logprob());
@@ -86,10 +74,10 @@ void CheckScored(CollectingSink& sink, size_t s, uint32_t n) {
     CHECK(entry.logprob() <= 0.0f);
   }
   // Where the prompt is the greedy continuation, the reference logits give the distribution.
-  const int64_t scenario_prompt = Reference().prompts[s].numel();
+  const int64_t scenario_prompt = Float32ParityReference().prompts[s].numel();
   for (int64_t j = 0; j < kForcedTokens; ++j) {
     INFO("forced token " << j);
-    const at::Tensor expected = at::log_softmax(Reference().logits[s][j].to(at::kFloat), 0);
+    const at::Tensor expected = at::log_softmax(Float32ParityReference().logits[s][j].to(at::kFloat), 0);
     const auto [values, ids] = expected.topk(kAlternatives);
     const v1::TokenLogprob& entry = logprobs[scenario_prompt + j];
     CHECK(std::abs(entry.logprob() - expected[prompt[scenario_prompt + j]].item<float>()) < 1e-3f);
@@ -99,7 +87,7 @@ void CheckScored(CollectingSink& sink, size_t s, uint32_t n) {
       CHECK(std::abs(entry.top(static_cast<int>(k)).logprob() - values[k].item<float>()) < 1e-3f);
     }
   }
-  const std::vector<int32_t> continuation = ToIds(Reference().continuations[s]);
+  const std::vector<int32_t> continuation = ToIds(Float32ParityReference().continuations[s]);
   const std::vector<int32_t> expected_tokens(continuation.begin() + kForcedTokens,
                                              continuation.begin() + kForcedTokens + 4);
   for (uint32_t c = 0; c < n; ++c) CHECK(sink.choice(c).tokens == expected_tokens);
@@ -108,23 +96,23 @@ void CheckScored(CollectingSink& sink, size_t s, uint32_t n) {
 
 TEST_CASE("engine prompt logprobs: equal the reference alone, chunked, with n = 2 and beside generations",
           "[integration][engine][logprobs]") {
-  auto engine = StartEngine(SmallOptions());
-  const size_t num_scenarios = Reference().prompts.size();
+  auto engine = StartFloat32ParityEngine(SmallParityEngineOptions());
+  const size_t num_scenarios = Float32ParityReference().prompts.size();
   for (size_t s = 0; s < num_scenarios; ++s) {
     INFO("scenario " << s << " alone");
-    CheckScored(*Submit(*engine, Scored(s, 1)), s, 1);
+    CheckScored(*SubmitCollecting(*engine, Scored(s, 1)), s, 1);
   }
   std::vector<std::shared_ptr<CollectingSink>> generations, scored;
-  generations.push_back(Submit(*engine, Greedy(1)));
-  for (size_t s = 0; s < num_scenarios; ++s) scored.push_back(Submit(*engine, Scored(s, 2)));
-  generations.push_back(Submit(*engine, Greedy(3)));
+  generations.push_back(SubmitCollecting(*engine, ScenarioGreedy(1)));
+  for (size_t s = 0; s < num_scenarios; ++s) scored.push_back(SubmitCollecting(*engine, Scored(s, 2)));
+  generations.push_back(SubmitCollecting(*engine, ScenarioGreedy(3)));
   for (size_t s = 0; s < num_scenarios; ++s) {
     INFO("scenario " << s << " with n = 2 in a mixed batch");
     CheckScored(*scored[s], s, 2);
   }
   for (size_t g = 0; g < generations.size(); ++g) {
     REQUIRE(generations[g]->WaitDone());
-    CHECK(generations[g]->choice(0).tokens == ToIds(Reference().continuations[g == 0 ? 1 : 3]));
+    CHECK(generations[g]->choice(0).tokens == ToIds(Float32ParityReference().continuations[g == 0 ? 1 : 3]));
     CHECK(generations[g]->num_prompt_logprob_responses() == 0);
   }
   CHECK(testing::WaitUntil([&] { return engine->Load().num_kv_blocks_used == 0; }, absl::Seconds(10)));
@@ -132,18 +120,18 @@ TEST_CASE("engine prompt logprobs: equal the reference alone, chunked, with n = 
 
 TEST_CASE("engine prompt logprobs: start over when a preempted prompt is recomputed",
           "[integration][engine][logprobs]") {
-  EngineOptions options = SmallOptions();
+  EngineOptions options = SmallParityEngineOptions();
   auto probe = model::LoadedModel::Load(testing::Float32ParityDir() + "/package", {"cpu", ""});
   REQUIRE(probe.ok());
   // 8 blocks of 16 tokens: two 40-token generations take 6 blocks once they decode, so the 60-token scored
   // prompts (4 blocks) are preempted and readmitted.
   options.kv_cache_bytes = 8 * (*probe)->KvCacheBlockBytes(options.block_size);
-  auto engine = StartEngine(options);
+  auto engine = StartFloat32ParityEngine(options);
   std::vector<std::shared_ptr<CollectingSink>> generations, scored;
   for (int round = 0; round < 2; ++round) {
-    generations.push_back(Submit(*engine, Greedy(3)));
-    scored.push_back(Submit(*engine, Scored(3, 1)));
-    scored.push_back(Submit(*engine, Scored(2, 1)));
+    generations.push_back(SubmitCollecting(*engine, ScenarioGreedy(3)));
+    scored.push_back(SubmitCollecting(*engine, Scored(3, 1)));
+    scored.push_back(SubmitCollecting(*engine, Scored(2, 1)));
   }
   for (size_t e = 0; e < scored.size(); ++e) {
     INFO("scored request " << e);
@@ -151,7 +139,7 @@ TEST_CASE("engine prompt logprobs: start over when a preempted prompt is recompu
   }
   for (auto& generation : generations) {
     REQUIRE(generation->WaitDone());
-    CHECK(generation->choice(0).tokens == ToIds(Reference().continuations[3]));
+    CHECK(generation->choice(0).tokens == ToIds(Float32ParityReference().continuations[3]));
   }
   CHECK(engine->Load().num_preemptions > 0);
 }
