@@ -21,8 +21,6 @@ namespace json_schema {
 namespace {
 
 constexpr int kMaxDepth = 200;
-// anyOf x oneOf cross products beyond this many branches are refused rather than built.
-constexpr size_t kMaxBranches = 64;
 
 // A rule name from a JSON pointer: its last tokens, with characters other than [A-Za-z0-9_-] dropped.
 std::string RuleNameFromPointer(absl::string_view prefix, absl::string_view pointer) {
@@ -188,7 +186,7 @@ absl::StatusOr<Expr> SchemaCompiler::CompileApplicators(const Json& schema, cons
   if (schema.contains("anyOf") && schema.contains("oneOf")) {
     const Json& any_of = schema.at("anyOf");
     const Json& one_of = schema.at("oneOf");
-    if (any_of.size() * one_of.size() > kMaxBranches) {
+    if (any_of.size() * one_of.size() > kMaxSchemaBranches) {
       return Unsupported("oneOf", pointer, "too many combinations with anyOf");
     }
     for (const Json& a : any_of) {

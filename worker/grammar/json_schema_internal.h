@@ -18,6 +18,9 @@ namespace llmc::grammar::json_schema {
 
 using Json = nlohmann::ordered_json;
 
+// anyOf x oneOf cross products beyond this many branches are refused rather than built.
+constexpr size_t kMaxSchemaBranches = 64;
+
 // ---- Expressions (json_schema_keywords.cc, like the keyword sets, types and errors below) ----
 
 bool IsNothing(const Expr& expr);

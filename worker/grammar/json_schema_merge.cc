@@ -14,7 +14,6 @@ namespace llmc::grammar::json_schema {
 namespace {
 
 constexpr int kMaxMergeDepth = 64;
-constexpr size_t kMaxBranches = 64;
 
 absl::StatusOr<std::string> PercentDecode(absl::string_view text) {
   std::string out;
@@ -176,7 +175,7 @@ absl::StatusOr<Json> SchemaCompiler::MergeAll(const std::vector<Json>& schemas, 
       RETURN_IF_ERROR(CheckOneOfDisjoint(one_of, PointerAppend(pointer, "oneOf"), depth + 1, context_types));
       if (part.contains("anyOf")) {
         const Json& any_of = part.at("anyOf");
-        if (!any_of.is_array() || any_of.size() * one_of.size() > kMaxBranches) {
+        if (!any_of.is_array() || any_of.size() * one_of.size() > kMaxSchemaBranches) {
           return Unsupported("oneOf", pointer, "too many combinations with anyOf");
         }
         Json product = Json::array();
@@ -280,7 +279,7 @@ absl::StatusOr<Json> SchemaCompiler::MergeAll(const std::vector<Json>& schemas, 
         current = AllOf2(current, value);
       } else if (key == "anyOf") {
         if (!value.is_array() || !current.is_array()) return InvalidValue("anyOf", pointer, "not an array");
-        if (value.size() * current.size() > kMaxBranches) {
+        if (value.size() * current.size() > kMaxSchemaBranches) {
           return Unsupported("anyOf", pointer, "too many combinations in an allOf");
         }
         Json product = Json::array();

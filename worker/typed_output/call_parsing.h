@@ -33,6 +33,10 @@ size_t LeadingSpace(std::string_view text);
 size_t PartialMarkerSuffix(std::string_view text, std::string_view marker);
 // Whether `text` is a proper prefix of `marker` (it may still become the marker).
 bool IsProperPrefix(std::string_view text, std::string_view marker);
+// True when `text` begins with `prefix`.
+inline bool StartsWith(std::string_view text, std::string_view prefix) {
+  return text.substr(0, prefix.size()) == prefix;
+}
 
 // A JSON value's text parsed into an ordered object; nullopt for anything else (bad JSON, not an object).
 std::optional<nlohmann::ordered_json> ParseJsonObject(std::string_view text);

@@ -21,8 +21,6 @@ constexpr std::string_view kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
 constexpr std::string_view kDeepSeekSep = "<｜tool▁sep｜>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-bool StartsWith(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
-
 // Arguments as DeepSeek writes them: a JSON object, optionally fenced as ```json\n{...}\n```.
 std::optional<std::string> FencedArguments(std::string_view text) {
   text = TrimSpace(text);

@@ -19,8 +19,6 @@ constexpr std::string_view kToolCalls = "[TOOL_CALLS]";
 constexpr std::string_view kArgs = "[ARGS]";
 constexpr std::string_view kCallId = "[CALL_ID]";
 
-bool StartsWith(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
-
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }

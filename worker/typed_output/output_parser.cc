@@ -12,8 +12,6 @@ using internal::IsProperPrefix;
 using internal::LeadingSpace;
 using internal::PartialMarkerSuffix;
 
-bool StartsWith(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
-
 // kNone: all text is content.
 class PassThroughParser : public ToolCallParser {
  public:
@@ -76,7 +74,7 @@ TypedDelta ChoiceOutputParser::Add(std::string_view text) {
         const std::string_view rest = std::string_view(held_).substr(space);
         if (space > internal::kMaxHeldSpace) {
           // Not the start marker.
-        } else if (StartsWith(rest, start)) {
+        } else if (internal::StartsWith(rest, start)) {
           held_.erase(0, space + start.size());
         } else if (IsProperPrefix(rest, start)) {
           return out;
@@ -102,7 +100,7 @@ TypedDelta ChoiceOutputParser::Add(std::string_view text) {
       const size_t space = LeadingSpace(held_);
       const std::string_view rest = std::string_view(held_).substr(space);
       const bool may_open = !start.empty() && space <= internal::kMaxHeldSpace;
-      if (may_open && StartsWith(rest, start)) {
+      if (may_open && internal::StartsWith(rest, start)) {
         held_.erase(0, space + start.size());
         in_reasoning_ = true;
         reasoning_seen_ = true;

@@ -22,8 +22,6 @@ constexpr std::string_view kPythonStart = "<|python_start|>";
 constexpr std::string_view kPythonEnd = "<|python_end|>";
 constexpr int kMaxDepth = 128;
 
-bool StartsWith(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
-
 bool IsIdentifierStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool IsIdentifierChar(char c) { return IsIdentifierStart(c) || (c >= '0' && c <= '9'); }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }

@@ -31,10 +31,6 @@ constexpr absl::string_view kDeepSeekCallBegin = "<｜tool▁call▁begin｜>";
 constexpr absl::string_view kDeepSeekCallEnd = "<｜tool▁call▁end｜>";
 constexpr absl::string_view kDeepSeekSep = "<｜tool▁sep｜>";
 
-Expr Lit(absl::string_view bytes) { return Expr::Literal(bytes); }
-Expr Seq(std::vector<Expr> children) { return Expr::Sequence(std::move(children)); }
-Expr Alt(std::vector<Expr> children) { return Expr::Choice(std::move(children)); }
-
 // A JSON string's canonical text (what the JSON Schema compiler writes too).
 std::string JsonString(const std::string& text) {
   return Json(text).dump(-1, ' ', false, Json::error_handler_t::replace);

@@ -27,10 +27,6 @@ constexpr uint32_t kMaxWhitespace = 4;
 // Where a property's own document keeps a copy of the whole parameters schema, for references into it.
 constexpr absl::string_view kParametersDef = "__llmc_parameters";
 
-Expr Lit(absl::string_view bytes) { return Expr::Literal(bytes); }
-Expr Seq(std::vector<Expr> children) { return Expr::Sequence(std::move(children)); }
-Expr Alt(std::vector<Expr> children) { return Expr::Choice(std::move(children)); }
-
 bool IsAnnotation(absl::string_view key) {
   static constexpr absl::string_view kAnnotations[] = {"title",    "description", "$schema", "$id",
                                                        "$comment", "examples",    "default", "deprecated",

@@ -5,9 +5,11 @@
 
 #include <cstddef>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "worker/grammar/grammar.h"
 #include "worker/grammar/json_schema_compiler.h"
 #include "worker/typed_output/output_format.h"
@@ -19,6 +21,11 @@ struct IndexedTool {
   FunctionTool function;
   size_t index = 0;
 };
+
+// Shorthands for the expressions the builders write.
+inline grammar::Expr Lit(absl::string_view bytes) { return grammar::Expr::Literal(bytes); }
+inline grammar::Expr Seq(std::vector<grammar::Expr> children) { return grammar::Expr::Sequence(std::move(children)); }
+inline grammar::Expr Alt(std::vector<grammar::Expr> children) { return grammar::Expr::Choice(std::move(children)); }
 
 // Space, tab, \n, \r.
 const std::vector<grammar::CodePointRange>& WhitespaceRanges();

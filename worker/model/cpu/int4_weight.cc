@@ -99,9 +99,6 @@ void QuantizeGroup(const T* weights, int64_t count, uint8_t* out, float& scale) 
   }
 }
 
-// Position (nibble index in the column's word) of input r (0..7) of an octet.
-inline int Position(int64_t r) { return r % 2 == 0 ? static_cast<int>(r / 2) : static_cast<int>(4 + r / 2); }
-
 inline int SignedNibble(uint32_t word, int position) {
   const int value = static_cast<int>((word >> (4 * position)) & 0xFu);
   return (value ^ 8) - 8;
@@ -252,7 +249,8 @@ const void* DequantizeInt4Panel(const uint8_t* panel, const float* scales, int64
       const float scale = scales[group_at + c];
       const float offset = zero_offsets == nullptr ? 0.0f : zero_offsets[group_at + c];
       for (int64_t r = 0; r < 8; ++r) {
-        values[(8 * o + r) * kPanelWidth + c] = (static_cast<float>(SignedNibble(word, Position(r))) + offset) * scale;
+        values[(8 * o + r) * kPanelWidth + c] =
+            (static_cast<float>(SignedNibble(word, Int4NibblePosition(r))) + offset) * scale;
       }
     }
   }
@@ -278,7 +276,8 @@ void GatherInt4Columns(const at::Tensor& packed, const at::Tensor& scales_in, co
       const uint32_t word = Word(base + panel * panel_bytes, kk / 8, c);
       const int64_t at = (kk / group_size) * kPanelWidth;
       const int offset = column_offsets == nullptr ? 0 : static_cast<int>(column_offsets[at]);
-      dest[i * k + kk] = static_cast<float>(SignedNibble(word, Position(kk % 8)) + offset) * column_scales[at];
+      dest[i * k + kk] =
+          static_cast<float>(SignedNibble(word, Int4NibblePosition(kk % 8)) + offset) * column_scales[at];
     }
   }
   out.copy_(rows);

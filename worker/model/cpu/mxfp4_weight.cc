@@ -15,9 +15,6 @@ namespace {
 // 2 * E2M1 by code: the magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 doubled, then their negatives.
 constexpr int8_t kDoubledByCode[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
-// Position (nibble index in a column's word) of input r (0..7) of an octet, as int4_weight.cc packs them.
-inline int Position(int64_t r) { return r % 2 == 0 ? static_cast<int>(r / 2) : static_cast<int>(4 + r / 2); }
-
 }  // namespace
 
 const int8_t kMxfp4DoubledValues[16] = {kDoubledByCode[8],  kDoubledByCode[9],  kDoubledByCode[10], kDoubledByCode[11],
@@ -56,7 +53,8 @@ const void* DequantizeMxfp4Panel(const uint8_t* panel, const uint8_t* exponents,
       std::memcpy(&word, panel + (o * kPanelWidth + c) * 4, sizeof(word));
       const float scale = Mxfp4HalfScale(column_exponents[c]);
       for (int64_t r = 0; r < 8; ++r) {
-        const float value = static_cast<float>(kMxfp4DoubledValues[(word >> (4 * Position(r))) & 0xFu]) * scale;
+        const float value =
+            static_cast<float>(kMxfp4DoubledValues[(word >> (4 * Int4NibblePosition(r))) & 0xFu]) * scale;
         const int64_t kk = 8 * o + r;
         if (bf16) {
           halves[((kk / 2) * kPanelWidth + c) * 2 + kk % 2] = c10::BFloat16(value);  // [k pairs][64][2]

@@ -86,6 +86,8 @@ void PanelW8A8Amx(const Int8PanelArgs& args);
 // arithmetically right by 12 gives the int16 pair of k pair 4o + j in the int8 kernels' order. Scales and the
 // int16 activations are as for int8 (Int8PanelArgs; `panel` points at the int4 bytes, group_pairs a multiple of
 // 4); every path computes the same int32 sums.
+// The nibble (0..7) of a column's 32-bit word that holds input r (0..7) of its k octet, in the layout above.
+inline int Int4NibblePosition(int64_t r) { return r % 2 == 0 ? static_cast<int>(r / 2) : static_cast<int>(4 + r / 2); }
 void PanelInt4Portable(const Int8PanelArgs& args);
 void PanelInt4Avx2(const Int8PanelArgs& args);
 void PanelInt4Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
