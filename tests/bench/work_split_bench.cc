@@ -7,8 +7,9 @@
 //   shared   every member takes the next run from one shared front (WorkQueue with one share);
 //   one job  all projections in a single job, each member over its contiguous half: the stream with no
 //            per-projection cost at all, the bound for the other two.
-// Usage: llmc_work_split_bench [steps]   (default 300; prints the machine, each split's step times and the
-// median ratio of neighbouring steps). Environment: LLMC_THREADS (default all cores).
+// Usage: llmc_work_split_bench [steps] [int8|int4]   (default 300 steps of int8 weights; int4 streams the same
+// shapes at half a byte per weight through the W4A16 kernel, 262 MB; prints the machine, each split's step times and
+// the median ratio of neighbouring steps). Environment: LLMC_THREADS (default all cores).
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -37,19 +38,24 @@ using llmc::model::cpu::WorkQueue;
 
 using Int8Kernel = void (*)(const Int8PanelArgs&);
 
-Int8Kernel PickKernel() {
+Int8Kernel PickKernel(bool int4) {
 #ifdef LLMC_CPU_X86_KERNELS
   using llmc::model::cpu::ActiveCpuIsa;
   using llmc::model::cpu::CpuIsa;
-  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) return &llmc::model::cpu::PanelInt8Avx512;
-  if (ActiveCpuIsa() >= CpuIsa::kAvx2) return &llmc::model::cpu::PanelInt8Avx2;
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+    return int4 ? &llmc::model::cpu::PanelInt4Avx512 : &llmc::model::cpu::PanelInt8Avx512;
+  }
+  if (ActiveCpuIsa() >= CpuIsa::kAvx2)
+    return int4 ? &llmc::model::cpu::PanelInt4Avx2 : &llmc::model::cpu::PanelInt8Avx2;
 #endif
-  return &llmc::model::cpu::PanelInt8Portable;
+  return int4 ? &llmc::model::cpu::PanelInt4Portable : &llmc::model::cpu::PanelInt8Portable;
 }
 
 struct Projection {
   const int8_t* panels;
   int64_t k, count;
+  const float* scales;  // [count][weight_groups][kPanelWidth]
+  int64_t weight_groups;
 };
 
 double Median(std::vector<double> values) {
@@ -63,7 +69,14 @@ int main(int argc, char** argv) {
   const int steps = argc > 1 ? std::max(3, std::atoi(argv[1])) : 300;
   const char* threads = std::getenv("LLMC_THREADS");
   at::set_num_threads(threads ? std::atoi(threads) : static_cast<int>(std::thread::hardware_concurrency()));
-  const Int8Kernel kernel = PickKernel();
+  const bool int4 = argc > 2 && std::string(argv[2]) == "int4";
+  if (argc > 2 && !int4 && std::string(argv[2]) != "int8") {
+    std::fprintf(stderr, "weights are int8 or int4, not '%s'\n", argv[2]);
+    return 2;
+  }
+  const Int8Kernel kernel = PickKernel(int4);
+  // Bytes of one panel column per input: int4 packs two weights a byte.
+  const auto panel_bytes = [int4](int64_t k) { return int4 ? k * kPanelWidth / 2 : k * kPanelWidth; };
   // (depth, panels) of one layer's qkv, o, gate/up and down, then the LM head.
   std::vector<std::pair<int64_t, int64_t>> shapes;
   for (int layer = 0; layer < 24; ++layer) {
@@ -73,21 +86,32 @@ int main(int argc, char** argv) {
   }
   shapes.push_back({896, 2374});
   int64_t total = 0;
-  for (const auto& [k, count] : shapes) total += k * count * kPanelWidth;
-  const auto arena = llmc::model::cpu::HugePageArena::Create(static_cast<size_t>(total));
+  for (const auto& [k, count] : shapes) total += panel_bytes(k) * count;
+  // int8 packages scale each column; int4 packages each column's group of 128 inputs, in their own stream.
+  const auto weight_groups = [int4](int64_t k) { return int4 ? k / 128 : int64_t{1}; };
+  int64_t scale_count = 0;
+  for (const auto& [k, count] : shapes) scale_count += weight_groups(k) * count * kPanelWidth;
+  const auto arena = llmc::model::cpu::HugePageArena::Create(
+      llmc::model::cpu::HugePageArena::TensorBytes(static_cast<size_t>(total)) +
+      llmc::model::cpu::HugePageArena::TensorBytes(static_cast<size_t>(4 * scale_count)));
   const at::Tensor weights = arena->Empty({total}, at::kChar);
   std::memset(weights.data_ptr(), 1, static_cast<size_t>(total));
+  const at::Tensor scales = arena->Empty({scale_count}, at::kFloat).fill_(0.01f);
   std::vector<Projection> projections;
-  int64_t offset = 0;
+  int64_t offset = 0, scale_offset = 0;
   for (const auto& [k, count] : shapes) {
-    projections.push_back({static_cast<const int8_t*>(weights.data_ptr()) + offset, k, count});
-    offset += k * count * kPanelWidth;
+    projections.push_back({static_cast<const int8_t*>(weights.data_ptr()) + offset, k, count,
+                           scales.data_ptr<float>() + scale_offset, weight_groups(k)});
+    offset += panel_bytes(k) * count;
+    scale_offset += weight_groups(k) * count * kPanelWidth;
   }
   const std::vector<int16_t> activations(4864, 3);
-  const std::vector<float> activation_scales(64, 0.1f), weight_scales(kPanelWidth, 0.01f);
+  const std::vector<float> activation_scales(64, 0.1f);
   const auto panel = [&](const Projection& projection, int64_t p, float* out) {
     kernel({activations.data(), activation_scales.data(), projection.k, 1, projection.k, 64, projection.k / 128,
-            projection.panels + p * projection.k * kPanelWidth, weight_scales.data(), 1, out, kPanelWidth});
+            projection.panels + p * panel_bytes(projection.k),
+            projection.scales + p * projection.weight_groups * kPanelWidth, projection.weight_groups, out,
+            kPanelWidth});
   };
   ThreadTeam& team = ThreadTeam::Get();
   const char* names[3] = {"shares", "shared", "one job"};
@@ -118,7 +142,8 @@ int main(int argc, char** argv) {
     }
     ms[split].push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3);
   }
-  std::printf("machine: %s, %d threads\n", llmc::model::cpu::DescribeCpu().c_str(), at::get_num_threads());
+  std::printf("machine: %s, %d threads; %s weights, %.0f MB\n", llmc::model::cpu::DescribeCpu().c_str(),
+              at::get_num_threads(), int4 ? "int4" : "int8", static_cast<double>(total) / 1e6);
   std::printf("%-8s %10s %10s %10s %12s\n", "split", "best ms", "p10 ms", "median ms", "best GB/s");
   for (int split = 0; split < 3; ++split) {
     std::vector<double> sorted = ms[split];

@@ -34,11 +34,43 @@ TEST_CASE("w8a8: activation rows quantize to 127 levels, with their bytes and gr
   for (int i = 0; i < 8; ++i) CHECK(std::abs(q[i] * scales[i / 4] - x[i]) <= scales[i / 4] * 0.5f + 1e-7f);
   std::vector<int8_t> bytes(12, 1);
   std::vector<int32_t> offsets(3, -1);
-  NarrowActivationRow(q.data(), 12, 4, 3, bytes.data(), offsets.data());
+  NarrowActivationRow(q.data(), 12, 4, 3, /*int4_byte_order=*/false, bytes.data(), offsets.data());
   for (int i = 0; i < 12; ++i) CHECK(bytes[i] == q[i]);
   CHECK(offsets[0] == 128 * (q[0] + q[1] + q[2] + q[3]));
   CHECK(offsets[1] == 128 * (q[4] + q[5] + q[6] + q[7]));
   CHECK(offsets[2] == 0);  // the padding
+}
+
+TEST_CASE("w8a8: narrowed rows hold the same bytes and offsets on every path, in either byte order", "[unit][int8]") {
+  testing::ForEachCpuKernelPath([] {
+    for (const int64_t stride : {8, 32, 56, 64, 72, 128, 200, 904, 4864}) {
+      for (const int64_t group_size : {32, 64, 128, 512}) {
+        const int64_t groups = (stride + group_size - 1) / group_size;
+        std::vector<int16_t> row(stride);
+        for (int64_t i = 0; i < stride; ++i) row[i] = static_cast<int16_t>((i * 37 + stride) % 255 - 127);
+        for (const bool int4_order : {false, true}) {
+          INFO("stride " << stride << " group " << group_size << " int4 order " << int4_order);
+          // One byte past the row, which must stay as it was.
+          std::vector<int8_t> bytes(stride + 1, 99);
+          std::vector<int32_t> offsets(groups, -1);
+          NarrowActivationRow(row.data(), stride, group_size, groups, int4_order, bytes.data(), offsets.data());
+          constexpr int kOctetInputs[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+          int mismatches = 0;
+          for (int64_t i = 0; i < stride; ++i) {
+            const int64_t source = int4_order ? i / 8 * 8 + kOctetInputs[i % 8] : i;
+            mismatches += bytes[i] != row[source];
+          }
+          CHECK(mismatches == 0);
+          CHECK(bytes[stride] == 99);
+          for (int64_t g = 0; g < groups; ++g) {
+            int32_t sum = 0;
+            for (int64_t i = g * group_size; i < std::min(stride, (g + 1) * group_size); ++i) sum += row[i];
+            CHECK(offsets[g] == 128 * sum);
+          }
+        }
+      }
+    }
+  });
 }
 
 // One packed panel of random int8 weights and its scales, `rows` activation rows quantized to 127 levels in
@@ -70,7 +102,8 @@ struct W8A8Case {
     for (int64_t r = 0; r < rows; ++r) {
       QuantizeActivationRow(x[r].data_ptr<float>(), k, stride, 2 * group_pairs, groups, 127, &a[r * stride],
                             &a_scales[r * groups]);
-      NarrowActivationRow(&a[r * stride], stride, 2 * group_pairs, groups, &a8[r * stride], &offsets[r * groups]);
+      NarrowActivationRow(&a[r * stride], stride, 2 * group_pairs, groups, /*int4_byte_order=*/false, &a8[r * stride],
+                          &offsets[r * groups]);
     }
   }
 

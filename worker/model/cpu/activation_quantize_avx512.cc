@@ -1,5 +1,6 @@
 // Built with -mavx512f -mavx512bw -mavx512vl -ffp-contract=off (worker/CMakeLists.txt): the products and sums
-// are rounded one at a time, as in the portable QuantizeActivationRow, so both give the same int16 values.
+// are rounded one at a time, as in the portable QuantizeActivationRow, so both give the same int16 values. Also
+// the narrowing of those values to the byte kernels' rows (NarrowActivationRow), integers on every path.
 #include "worker/model/cpu/panel_kernels.h"
 
 // GCC 12's AVX512 intrinsics pass _mm512_undefined_*() as the unused merge source, which -O3 inlining here
@@ -84,6 +85,42 @@ void QuantizeActivationRowAvx512(const float* x, int64_t k, int64_t stride, int6
 void QuantizeActivationRowBf16Avx512(const uint16_t* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                                      int16_t levels, int16_t* dst, float* scales) {
   QuantizeRow(x, k, stride, group_size, groups, levels, dst, scales);
+}
+
+// 64 values at a time: two vpmovwb and, for int4 weights, one vpshufb that puts each octet's bytes in the order
+// 0, 4, 1, 5, 2, 6, 3, 7 (octets never cross a 128-bit lane: every chunk starts at a multiple of 64). The
+// scalar loops took 53 ms (narrowing) and 45 ms (ordering) of a 512-token int4 prefill on AMD Zen 4.
+void NarrowActivationRowAvx512(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups,
+                               bool int4_byte_order, int8_t* dst, int32_t* offsets) {
+  const __m512i octet_order =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15));
+  for (int64_t i = 0; i < stride; i += 64) {
+    const int64_t left = stride - i;
+    const __mmask32 low_mask = left >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << left) - 1);
+    const __mmask32 high_mask = left >= 64   ? ~__mmask32{0}
+                                : left <= 32 ? 0
+                                             : static_cast<__mmask32>((uint64_t{1} << (left - 32)) - 1);
+    const __m256i low = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi16(low_mask, src + i));
+    const __m256i high = _mm512_cvtepi16_epi8(_mm512_maskz_loadu_epi16(high_mask, src + i + 32));
+    __m512i bytes = _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1);
+    if (int4_byte_order) bytes = _mm512_shuffle_epi8(bytes, octet_order);
+    if (left >= 64) {
+      _mm512_storeu_si512(dst + i, bytes);
+    } else {
+      _mm512_mask_storeu_epi8(dst + i, (uint64_t{1} << left) - 1, bytes);
+    }
+  }
+  const __m512i ones = _mm512_set1_epi16(1);
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t begin = g * group_size, end = std::min(stride, begin + group_size);
+    __m512i sums = _mm512_setzero_si512();
+    for (int64_t i = begin; i < end; i += 32) {
+      const int64_t left = end - i;
+      const __mmask32 mask = left >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((uint64_t{1} << left) - 1);
+      sums = _mm512_add_epi32(sums, _mm512_madd_epi16(_mm512_maskz_loadu_epi16(mask, src + i), ones));
+    }
+    offsets[g] = 128 * _mm512_reduce_add_epi32(sums);
+  }
 }
 
 }  // namespace llmc::model::cpu

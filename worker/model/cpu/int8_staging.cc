@@ -41,16 +41,7 @@ Int8Activations Int4ActivationsForRows(int64_t rows) {
   // Without the byte kernel int8 activations would only lose precision.
   if (active_int8_activations == Int8Activations::kInt16 || !HasByteActivationKernel()) return Int8Activations::kInt16;
   if (active_int8_activations == Int8Activations::kInt8) return Int8Activations::kInt8;
-  return rows >= kInt8ActivationMinRows ? Int8Activations::kInt8 : Int8Activations::kInt16;
-}
-
-void OrderInt4ActivationBytes(int8_t* bytes, int64_t stride) {
-  for (int64_t o = 0; o + 8 <= stride; o += 8) {
-    int8_t* octet = bytes + o;
-    const int8_t natural[8] = {octet[0], octet[1], octet[2], octet[3], octet[4], octet[5], octet[6], octet[7]};
-    constexpr int kOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-    for (int i = 0; i < 8; ++i) octet[i] = natural[kOrder[i]];
-  }
+  return rows >= kInt4ByteActivationMinRows ? Int8Activations::kInt8 : Int8Activations::kInt16;
 }
 
 int64_t ActivationGroupPairs(int64_t k, int64_t weight_groups, Int8Activations activations) {
@@ -126,9 +117,21 @@ void QuantizeActivationRow(const c10::BFloat16* x, int64_t k, int64_t stride, in
   QuantizeActivationRowPortable(floats.data(), k, stride, group_size, groups, levels, dst, scales);
 }
 
-void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, int8_t* dst,
-                         int32_t* offsets) {
-  for (int64_t i = 0; i < stride; ++i) dst[i] = static_cast<int8_t>(src[i]);
+void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, bool int4_byte_order,
+                         int8_t* dst, int32_t* offsets) {
+#ifdef LLMC_CPU_X86_KERNELS
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+    NarrowActivationRowAvx512(src, stride, group_size, groups, int4_byte_order, dst, offsets);
+    return;
+  }
+#endif
+  // Input r of an octet goes to byte 2r (r < 4) or 2(r - 4) + 1.
+  const auto position = [int4_byte_order](int64_t i) {
+    if (!int4_byte_order) return i;
+    const int64_t r = i % 8;
+    return i - r + (r < 4 ? 2 * r : 2 * (r - 4) + 1);
+  };
+  for (int64_t i = 0; i < stride; ++i) dst[position(i)] = static_cast<int8_t>(src[i]);
   for (int64_t g = 0; g < groups; ++g) {
     int32_t sum = 0;
     for (int64_t i = g * group_size, end = std::min(stride, i + group_size); i < end; ++i) sum += src[i];

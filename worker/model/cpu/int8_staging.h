@@ -19,14 +19,12 @@ void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t gr
 void QuantizeActivationRow(const c10::BFloat16* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                            int16_t levels, int16_t* dst, float* scales);
 
-// A row quantized with levels 127 as the bytes PanelW8A8Avx512 reads: dst[0..stride) and, per group,
-// offsets[g] = 128 * the group's sum.
-void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, int8_t* dst,
-                         int32_t* offsets);
-
-// The bytes of a NarrowActivationRow row (stride a multiple of 8) in PanelW4A8Avx512's order: within each k
-// octet, inputs 0, 4, 1, 5, 2, 6, 3, 7 (the order its nibble masks give the weights in).
-void OrderInt4ActivationBytes(int8_t* bytes, int64_t stride);
+// A row quantized with levels 127 as the bytes the byte kernels read: dst[0..stride) and, per group,
+// offsets[g] = 128 * the group's sum. For PanelW8A8Avx512 the bytes are in the row's order; with
+// `int4_byte_order` (PanelW4A8Avx512; stride a multiple of 8) each k octet's are in the order 0, 4, 1, 5, 2, 6, 3, 7
+// (the order that kernel's nibble masks give the weights in). Vectorized where the CPU has AVX512.
+void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, bool int4_byte_order,
+                         int8_t* dst, int32_t* offsets);
 
 // How int8 weights meet the activations: quantized to int16 (W8A16: near the float result) or to int8
 // (W8A8: twice the arithmetic rate on VNNI, a little less exact), or, the default, by the batch: int16 below
@@ -41,13 +39,17 @@ bool HasByteActivationKernel();
 // What a projection over `rows` activation rows runs under the active setting: kInt16 or kInt8.
 Int8Activations Int8ActivationsForRows(int64_t rows);
 // The same for int4 weights, where only the byte kernel (PanelW4A8Avx512, AVX512-VNNI) takes int8 activations
-// (elsewhere always kInt16). By the batch: W4A16 below kInt8ActivationMinRows rows, where both stream the
-// weights as fast; W4A8 from there, where W4A16's nibble unpacking sets the pace (AMD EPYC, 2026-11-28: b=8
-// 10.0 ms against 13.7, prefill 512 373 ms against 507 on dequantized bfloat16 panels).
+// (elsewhere always kInt16). By the batch: W4A16 for a single row, W4A8 from kInt4ByteActivationMinRows rows.
 Int8Activations Int4ActivationsForRows(int64_t rows);
 // From this many rows kByBatch quantizes activations to int8 (AMD EPYC, 2026-11-27: W8A8 steps of 8 rows
 // and more beat W8A16, of 4 rows and fewer match it).
 constexpr int64_t kInt8ActivationMinRows = 8;
+// int4 weights reach W4A8 sooner: W4A16 unpacks every nibble with one or two shifts, which one row's four
+// vpdpwssd do not hide from two rows on (one core, panels in L2, AMD Zen 4: 22.5 GB/s of int4 weights at two
+// rows against W4A8's 49.9, 10.8 against 21.4 at four; the Qwen2-0.5B step at b=4 9.9 ms against 12.2). For
+// one row both stream the weights as fast (within 4 %, either way by the machine's state), and W4A16 is the
+// more exact.
+constexpr int64_t kInt4ByteActivationMinRows = 2;
 // k pairs per activation group, the inputs that share one activation scale, for an int8 weight with
 // `weight_groups` scale groups over `k` inputs. A weight with several groups lends them. With one scale per
 // output row, int8 activations take one scale per row (per token, as vLLM's W8A8): a single group over k,

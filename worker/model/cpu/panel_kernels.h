@@ -68,6 +68,9 @@ void QuantizeActivationRowAvx512(const float* x, int64_t k, int64_t stride, int6
                                  int16_t levels, int16_t* dst, float* scales);
 void QuantizeActivationRowBf16Avx512(const uint16_t* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                                      int16_t levels, int16_t* dst, float* scales);
+// NarrowActivationRow (int8_staging.h) vectorized: the same bytes and offsets.
+void NarrowActivationRowAvx512(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups,
+                               bool int4_byte_order, int8_t* dst, int32_t* offsets);
 void PanelInt8Portable(const Int8PanelArgs& args);
 void PanelInt8Avx2(const Int8PanelArgs& args);
 void PanelInt8Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
@@ -92,7 +95,8 @@ void PanelInt4Portable(const Int8PanelArgs& args);
 void PanelInt4Avx2(const Int8PanelArgs& args);
 void PanelInt4Avx512(const Int8PanelArgs& args);  // needs AVX512-VNNI as well
 // W4A8: the same int4 panel against activations staged as bytes (a8, a8_offsets as for W8A8) with each k
-// octet's bytes in the order 0, 4, 1, 5, 2, 6, 3, 7 (OrderInt4ActivationBytes), two vpdpbusd per octet and row.
+// octet's bytes in the order 0, 4, 1, 5, 2, 6, 3, 7 (NarrowActivationRow's int4 byte order), two vpdpbusd per octet
+// and row.
 void PanelW4A8Avx512(const Int8PanelArgs& args);
 // MXFP4 (mxfp4_weight.h): int4's panels and W4A8's byte activations, each nibble looked up as 2 * E2M1 and each
 // group scaled by its exponents (scale_exponents) over 2.

@@ -5,7 +5,7 @@
 // W4A16's products per instruction and about half its unpacking) and MXFP4 (mxfp4_weight.h), which share int4's
 // panels. A k octet of 16 columns is one vector of 32-bit words (int4_weight.h: bits 4j hold k = 2j, bits 16 + 4j
 // hold k = 2j + 1). Masking the low nibbles of every byte gives the lanes' bytes k = 0, 4, 1, 5 and shifting by 4
-// first gives k = 2, 6, 3, 7; the activation bytes come in that order (OrderInt4ActivationBytes), so two vpdpbusd
+// first gives k = 2, 6, 3, 7; the activation bytes come in that order (NarrowActivationRow), so two vpdpbusd
 // per row take the octet. vpdpbusd's weight operand is unsigned, so each format turns a nibble into its value plus
 // an offset (int4: XOR 0x8 makes w + 8; MXFP4: one vpshufb looks it up as 2 * E2M1 + 12), and the group's offset x
 // sum of activations (args.a8_offsets hold 128 x the sum) comes off at the end.

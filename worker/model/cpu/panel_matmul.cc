@@ -196,9 +196,8 @@ void QuantizeRow(const T* x, int64_t k, const Staged& staged, int64_t row) {
     }
   }
   if (staged.bytes != nullptr) {
-    NarrowActivationRow(values, staged.stride, 2 * staged.group_pairs, staged.groups,
+    NarrowActivationRow(values, staged.stride, 2 * staged.group_pairs, staged.groups, staged.int4_byte_order,
                         staged.bytes + row * staged.stride, staged.offsets + row * staged.groups);
-    if (staged.int4_byte_order) OrderInt4ActivationBytes(staged.bytes + row * staged.stride, staged.stride);
   }
 }
 

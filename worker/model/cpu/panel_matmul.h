@@ -76,7 +76,7 @@ struct Staged {
   int32_t* offsets = nullptr;
   int32_t* group_sums = nullptr;  // int4 with zero points: each row's sum of its staged values, per group
   bool amx_int8 = false;          // bytes for PanelW8A8Amx, rows of whole tile steps
-  bool int4_byte_order = false;   // bytes for PanelW4A8Avx512 (OrderInt4ActivationBytes)
+  bool int4_byte_order = false;   // bytes for PanelW4A8Avx512 (NarrowActivationRow)
 };
 
 // The staging a projection's input needs: in the activations' dtype, or int16 (and bytes) in groups for int8
