@@ -84,13 +84,17 @@ TEST_CASE("paged attention CPU kernel equals the reference on random shapes, on 
       const at::Tensor expected =
           ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts, scale);
       testing::ForEachCpuKernelPath([&] {
-        const at::Tensor ours = PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens, query_starts, scale);
-        const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
-        INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
-                      << c.block_size << " max difference " << difference);
-        CHECK(ours.scalar_type() == dtype);
-        // bfloat16 output is rounded to 8 mantissa bits; values are weighted means of N(0,1) samples.
-        CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+        // The contexts in one chunk, and split into chunks of one block and of two blocks and more.
+        for (const int64_t chunk_tokens : {kAttentionChunkTokens, int64_t{1}, int64_t{40}}) {
+          const at::Tensor ours = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens,
+                                                            query_starts, scale, 0, c10::nullopt, chunk_tokens);
+          const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
+          INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
+                        << c.block_size << " chunks of " << chunk_tokens << " tokens, max difference " << difference);
+          CHECK(ours.scalar_type() == dtype);
+          // bfloat16 output is rounded to 8 mantissa bits; values are weighted means of N(0,1) samples.
+          CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+        }
       });
     }
   }
@@ -137,15 +141,16 @@ TEST_CASE(
           const at::Tensor expected = ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts,
                                                          scale, window, sink_operand);
           testing::ForEachCpuKernelPath([&] {
-            const at::Tensor ours = with_sinks ? PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens,
-                                                                   query_starts, scale, window, sinks.to(dtype))
-                                               : PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens,
-                                                                   query_starts, scale, window);
-            const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
-            INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
-                          << c.block_size << " window " << window << (with_sinks ? " with sinks" : "")
-                          << " max difference " << difference);
-            CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+            for (const int64_t chunk_tokens : {kAttentionChunkTokens, int64_t{1}, int64_t{40}}) {
+              const at::Tensor ours = PagedAttentionCpuInChunks(
+                  query, key_cache, value_cache, tables, seq_lens, query_starts, scale, window,
+                  with_sinks ? c10::optional<at::Tensor>(sinks.to(dtype)) : c10::nullopt, chunk_tokens);
+              const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
+              INFO("dtype " << dtype << " heads " << c.heads << "/" << c.kv_heads << " dim " << c.head_dim << " block "
+                            << c.block_size << " window " << window << (with_sinks ? " with sinks" : "")
+                            << " chunks of " << chunk_tokens << " tokens, max difference " << difference);
+              CHECK(difference < (dtype == at::kFloat ? 1e-5 : 2e-2));
+            }
           });
         }
       }
@@ -155,6 +160,38 @@ TEST_CASE(
   CHECK_THROWS_WITH(PagedAttentionCpu(at::zeros({1, 2, 8}), cache, cache, at::zeros({1, 1}, at::kInt),
                                       at::tensor({1}, at::kInt), at::tensor({0, 1}, at::kInt), 1.0, -1),
                     Catch::Contains("window"));
+}
+
+TEST_CASE(
+    "paged attention split into chunks gives a row the same bits decoded alone as inside a prefill chunk, with and "
+    "without a window",
+    "[unit][paged_attention]") {
+  // What makes a sequence's output independent of its batch: a row's chunks are fixed by its position alone.
+  for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t block_size = 16, context = 150, blocks = (context + block_size - 1) / block_size;
+    at::manual_seed(11);
+    const auto options = at::TensorOptions().dtype(dtype);
+    const at::Tensor key_cache = at::randn({blocks, block_size, 1, 64}, options);
+    const at::Tensor value_cache = at::randn({blocks, block_size, 1, 64}, options);
+    const at::Tensor tables = at::arange(blocks, at::kInt).unsqueeze(0);
+    const at::Tensor query = at::randn({context, 4, 64}, options);
+    const at::Tensor seq_lens = at::tensor({static_cast<int32_t>(context)}, at::kInt);
+    for (const int64_t window : {0, 70}) {
+      testing::ForEachCpuKernelPath([&] {
+        const at::Tensor prefill = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens,
+                                                             at::tensor({0, static_cast<int32_t>(context)}, at::kInt),
+                                                             0.125, window, c10::nullopt, 32);
+        for (const int64_t position : {int64_t{20}, int64_t{31}, int64_t{32}, int64_t{100}, context - 1}) {
+          const at::Tensor decode =
+              PagedAttentionCpuInChunks(query.narrow(0, position, 1), key_cache, value_cache, tables,
+                                        at::tensor({static_cast<int32_t>(position + 1)}, at::kInt),
+                                        at::tensor({0, 1}, at::kInt), 0.125, window, c10::nullopt, 32);
+          INFO("dtype " << dtype << " window " << window << " position " << position);
+          CHECK(at::equal(decode, prefill.narrow(0, position, 1)));
+        }
+      });
+    }
+  }
 }
 
 TEST_CASE("paged attention through the dispatcher: no window argument means the whole context",

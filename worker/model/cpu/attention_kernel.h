@@ -31,6 +31,13 @@ struct AttentionArgs {
   bool bf16;
   float* scratch;                // AttentionScratchFloats(...) floats
   const float* sinks = nullptr;  // [num_heads]: a logit per head in every row's softmax, weighing no value
+  // One chunk of the context (split decoding): only keys at positions key_begin (a multiple of block_size) ..
+  // key_end - 1 (key_end < 0: to the end), and, with `partial`, each query's unnormalised state instead of `out`:
+  // [queries][head_dim] weighted sums, then [queries] running maxima, then [queries] sums of weights, queries
+  // ordered (row, head of the group). A row that sees no key of the chunk gets maximum -inf and sum 0.
+  int64_t key_begin = 0;
+  int64_t key_end = -1;
+  float* partial = nullptr;
 };
 
 // Rows in one tile; a chunk of a sequence is split into tiles of at most this many rows.
@@ -250,11 +257,13 @@ inline void AttendWith(const AttentionArgs& args) {
     }
   }
   std::fill(acc, acc + queries * hd, 0.0f);
-  const int64_t context = args.first_position + args.num_rows;
+  const int64_t context = args.key_end >= 0 ? std::min(args.key_end, args.first_position + args.num_rows)
+                                            : args.first_position + args.num_rows;
   const int64_t token_stride = args.num_kv_heads * hd;
   // With a window, row r sees positions first_position + r - window + 1 .. first_position + r: the blocks
   // before the first row's window are never read.
-  const int64_t first_key = args.window > 0 ? std::max<int64_t>(0, args.first_position - args.window + 1) : 0;
+  const int64_t first_key = std::max(
+      args.key_begin, args.window > 0 ? std::max<int64_t>(0, args.first_position - args.window + 1) : int64_t{0});
   for (int64_t block_start = first_key / bs * bs; block_start < context; block_start += bs) {
     const int64_t block = args.block_table[block_start / bs];
     const int64_t valid = std::min(bs, context - block_start);
@@ -286,6 +295,12 @@ inline void AttendWith(const AttentionArgs& args) {
         Keys::AccumulateValues(a, correction, s, values, visible, hd);
       }
     }
+  }
+  if (args.partial != nullptr) {
+    std::copy(acc, acc + queries * hd, args.partial);
+    std::copy(running_max, running_max + queries, args.partial + queries * hd);
+    std::copy(running_sum, running_sum + queries, args.partial + queries * hd + queries);
+    return;
   }
   for (int64_t r = 0; r < args.num_rows; ++r) {
     for (int64_t g = 0; g < group; ++g) {
