@@ -6,13 +6,13 @@
 #include "worker/model/cpu/moe_ops.h"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <string>
 #include <vector>
 
 #include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
+#include "tests/support/team_size.h"
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/fused_ops.h"
 #include "worker/model/cpu/int4_weight.h"
@@ -253,11 +253,7 @@ TEST_CASE("moe operator: one expert taking every row and every expert chosen in 
 // A team of two members (the tests' libtorch default is one thread here), experts large enough that both claim
 // panels of several experts: the members' share of the one job, and every entry summed once.
 TEST_CASE("moe operator: a team of two runs the experts as one, bfloat16, int4 and MXFP4", "[unit][moe]") {
-  struct TeamOfTwo {
-    int before = at::get_num_threads();
-    TeamOfTwo() { at::set_num_threads(2); }
-    ~TeamOfTwo() { at::set_num_threads(before); }
-  } team;
+  const testing::ScopedTeamSize team(2);
   at::manual_seed(23);
   constexpr int64_t kHidden = 256, kWidth = 256, kExperts = 16;
   for (const ExpertWeights kind : {ExpertWeights::kPlain, ExpertWeights::kInt4, ExpertWeights::kMxfp4}) {

@@ -5,6 +5,7 @@
 
 #include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
+#include "tests/support/team_size.h"
 #include "worker/model/paged_attention_ops.h"
 
 namespace llmc::model {
@@ -178,16 +179,26 @@ TEST_CASE(
     const at::Tensor seq_lens = at::tensor({static_cast<int32_t>(context)}, at::kInt);
     for (const int64_t window : {0, 70}) {
       testing::ForEachCpuKernelPath([&] {
-        const at::Tensor prefill = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens,
-                                                             at::tensor({0, static_cast<int32_t>(context)}, at::kInt),
-                                                             0.125, window, c10::nullopt, 32);
-        for (const int64_t position : {int64_t{20}, int64_t{31}, int64_t{32}, int64_t{100}, context - 1}) {
-          const at::Tensor decode =
-              PagedAttentionCpuInChunks(query.narrow(0, position, 1), key_cache, value_cache, tables,
-                                        at::tensor({static_cast<int32_t>(position + 1)}, at::kInt),
-                                        at::tensor({0, 1}, at::kInt), 0.125, window, c10::nullopt, 32);
-          INFO("dtype " << dtype << " window " << window << " position " << position);
-          CHECK(at::equal(decode, prefill.narrow(0, position, 1)));
+        // A team of one and of two: with two, a row's chunks run on both threads and merge after a barrier.
+        at::Tensor on_one_thread;
+        for (const int threads : {1, 2}) {
+          const testing::ScopedTeamSize team(threads);
+          const at::Tensor prefill = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens,
+                                                               at::tensor({0, static_cast<int32_t>(context)}, at::kInt),
+                                                               0.125, window, c10::nullopt, 32);
+          for (const int64_t position : {int64_t{20}, int64_t{31}, int64_t{32}, int64_t{100}, context - 1}) {
+            const at::Tensor decode =
+                PagedAttentionCpuInChunks(query.narrow(0, position, 1), key_cache, value_cache, tables,
+                                          at::tensor({static_cast<int32_t>(position + 1)}, at::kInt),
+                                          at::tensor({0, 1}, at::kInt), 0.125, window, c10::nullopt, 32);
+            INFO("dtype " << dtype << " window " << window << " position " << position << " threads " << threads);
+            CHECK(at::equal(decode, prefill.narrow(0, position, 1)));
+          }
+          if (threads == 1) {
+            on_one_thread = prefill;
+          } else {
+            CHECK(at::equal(prefill, on_one_thread));
+          }
         }
       });
     }

@@ -1,8 +1,8 @@
 // How the CPU kernels split a job's items over the thread team (WorkQueue): every item exactly once, a member's
 // own share in order first, the rest taken over when a member is held up; and the LM head's top-k lists, which
 // therefore see panels in any order of ids.
-#include <ATen/Parallel.h>
 
+#include "tests/support/team_size.h"
 #include "worker/model/cpu/thread_team.h"
 #include "worker/model/cpu/top_logits.h"
 // (keep this order: libtorch's headers define glog's CHECK; Catch's, included after, must win)
@@ -21,15 +21,7 @@
 namespace llmc::model::cpu {
 namespace {
 
-// Sets the team size for one test and restores it after.
-class TeamSize {
- public:
-  explicit TeamSize(int size) : before_(at::get_num_threads()) { at::set_num_threads(size); }
-  ~TeamSize() { at::set_num_threads(before_); }
-
- private:
-  int before_;
-};
+using testing::ScopedTeamSize;
 
 // Runs a job in which every member claims runs until the queue is empty; returns how often each item was
 // handed out and, per member, the runs it got in order.
@@ -76,7 +68,7 @@ TEST_CASE("contiguous shares cover every item in order, the larger ones first", 
 }
 
 TEST_CASE("work queue: every item once, for any count, run and number of shares", "[unit][work_queue]") {
-  const TeamSize team(2);
+  const ScopedTeamSize team(2);
   for (int64_t count : {0, 1, 2, 3, 14, 18, 152, 2374}) {
     for (int64_t run : {1, 2, 4, 74, 1000}) {
       for (int members : {1, 2, 3}) {  // 3: the job runs with fewer members than the queue has shares
@@ -93,7 +85,7 @@ TEST_CASE("work queue: every item once, for any count, run and number of shares"
 }
 
 TEST_CASE("work queue: each member starts at the front of its own share", "[unit][work_queue]") {
-  const TeamSize team(2);
+  const ScopedTeamSize team(2);
   WorkQueue queue(100, 2);
   std::vector<std::pair<int64_t, int64_t>> first(2);
   ThreadTeam::Get().Run([&](TeamMember& member) { first[member.index()] = queue.Claim(member, 10); });
@@ -102,7 +94,7 @@ TEST_CASE("work queue: each member starts at the front of its own share", "[unit
 }
 
 TEST_CASE("work queue: a member held up leaves its share to the others, taken from the back", "[unit][work_queue]") {
-  const TeamSize team(2);
+  const ScopedTeamSize team(2);
   constexpr int64_t kCount = 40;
   WorkQueue queue(kCount, 2);
   std::atomic<bool> first_done{false};
@@ -128,7 +120,7 @@ TEST_CASE("work queue: a member held up leaves its share to the others, taken fr
 }
 
 TEST_CASE("work queue: a single share hands out items from the front to every member", "[unit][work_queue]") {
-  const TeamSize team(2);
+  const ScopedTeamSize team(2);
   WorkQueue queue(1000, 1);
   const Claimed claimed = ClaimAll(queue, 1000, 1, 2);
   CHECK(std::all_of(claimed.times.begin(), claimed.times.end(), [](int t) { return t == 1; }));
