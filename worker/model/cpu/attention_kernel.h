@@ -45,7 +45,7 @@ constexpr int64_t kAttentionRowTile = 16;
 
 inline int64_t AttentionScratchFloats(int64_t group, int64_t head_dim, int64_t block_size) {
   const int64_t queries = kAttentionRowTile * group;
-  return 2 * queries * head_dim + queries * (block_size + 2) + 2 * head_dim * block_size;
+  return 2 * queries * head_dim + queries * (block_size + 2) + 2 * head_dim * block_size + group;
 }
 
 // Each panel_kernels_*.cc must get its own copy of the code below, compiled for its instruction set: an
@@ -213,10 +213,13 @@ struct FloatKeys {
       LoadRow(args.value_cache, base + t * token_stride, args.bf16, args.head_dim, values + t * args.head_dim);
     }
   }
-  // a = a * correction + sum over t < visible of p[t] * value[t].
-  static void AccumulateValues(float* a, float correction, const float* p, const float* values, int64_t visible,
-                               int64_t hd) {
-    attention_detail::AccumulateValues(a, correction, p, values, visible, hd);
+  // For each of the `group` heads g of one row: a[g] = a[g] * corrections[g] + sum over t < visible of
+  // p[g][t] * value[t] (a is [group][hd], p is [group][bs]).
+  static void AccumulateGroup(float* a, const float* corrections, const float* p, const float* values, int64_t visible,
+                              int64_t hd, int64_t group, int64_t bs) {
+    for (int64_t g = 0; g < group; ++g) {
+      attention_detail::AccumulateValues(a + g * hd, corrections[g], p + g * bs, values, visible, hd);
+    }
   }
   // s[t] = exp(s[t] - new_max) for the `visible` scores, where new_max = max(running_max, max of them);
   // returns new_max and the sum of the exponentials.
@@ -244,8 +247,9 @@ inline void AttendWith(const AttentionArgs& args) {
   float* scores = acc + queries * hd;  // [queries][bs]
   float* running_max = scores + queries * bs;
   float* running_sum = running_max + queries;
-  float* keys = running_sum + queries;  // hd * bs
-  float* values = keys + hd * bs;       // hd * bs
+  float* keys = running_sum + queries;    // hd * bs
+  float* values = keys + hd * bs;         // hd * bs
+  float* corrections = values + hd * bs;  // group
   for (int64_t r = 0; r < args.num_rows; ++r) {
     for (int64_t g = 0; g < group; ++g) {
       const int64_t index = r * group + g;
@@ -288,12 +292,12 @@ inline void AttendWith(const AttentionArgs& args) {
         std::fill(s, s + hidden, -std::numeric_limits<float>::infinity());
         Keys::Exponentiate(s, visible, running_max[index], &new_max, &block_sum);
         std::fill(s, s + hidden, 0.0f);
-        const float correction = FastExp(running_max[index] - new_max);
-        running_sum[index] = running_sum[index] * correction + block_sum;
+        corrections[g] = FastExp(running_max[index] - new_max);
+        running_sum[index] = running_sum[index] * corrections[g] + block_sum;
         running_max[index] = new_max;
-        float* a = acc + index * hd;
-        Keys::AccumulateValues(a, correction, s, values, visible, hd);
       }
+      // The group's heads together: each value vector then serves all of them.
+      Keys::AccumulateGroup(acc + r * group * hd, corrections, scores + r * group * bs, values, visible, hd, group, bs);
     }
   }
   if (args.partial != nullptr) {

@@ -259,6 +259,75 @@ struct Bf16PairKeys {
       }
     }
   }
+  // Heads heads of one row at once, Vectors vectors of 16 dimensions each (head_dim = 16 * Vectors): every
+  // value vector is loaded once for all of them, and Heads x Vectors independent sums (at most 24, with the
+  // weights' broadcasts and the values in the other registers) keep the multiply-adds from waiting on each other.
+  template <int Heads, int Vectors>
+  static void AccumulateHeads(float* a, const float* corrections, const uint32_t (*weights)[8], const uint32_t* pairs,
+                              int64_t token_pairs) {
+    __m512 acc[Heads][Vectors];
+    for (int h = 0; h < Heads; ++h) {
+      const __m512 scale = _mm512_set1_ps(corrections[h]);
+      for (int j = 0; j < Vectors; ++j)
+        acc[h][j] = _mm512_mul_ps(_mm512_loadu_ps(a + h * 16 * Vectors + 16 * j), scale);
+    }
+    for (int64_t pair = 0; pair < token_pairs; ++pair) {
+      __m512bh value[Vectors];
+      for (int j = 0; j < Vectors; ++j) value[j] = (__m512bh)_mm512_loadu_si512(pairs + (pair * Vectors + j) * 16);
+      for (int h = 0; h < Heads; ++h) {
+        const __m512bh w = (__m512bh)_mm512_set1_epi32(static_cast<int>(weights[h][pair]));
+        for (int j = 0; j < Vectors; ++j) acc[h][j] = _mm512_dpbf16_ps(acc[h][j], w, value[j]);
+      }
+    }
+    for (int h = 0; h < Heads; ++h) {
+      for (int j = 0; j < Vectors; ++j) _mm512_storeu_ps(a + h * 16 * Vectors + 16 * j, acc[h][j]);
+    }
+  }
+  // The last `left` (< Heads) heads of a group, in one AccumulateHeads.
+  template <int Heads, int Vectors>
+  static void AccumulateLastHeads(int64_t left, float* a, const float* corrections, const uint32_t (*weights)[8],
+                                  const uint32_t* pairs, int64_t token_pairs) {
+    if constexpr (Heads > 1) {
+      if (left == Heads - 1) {
+        AccumulateHeads<Heads - 1, Vectors>(a, corrections, weights, pairs, token_pairs);
+        return;
+      }
+      AccumulateLastHeads<Heads - 1, Vectors>(left, a, corrections, weights, pairs, token_pairs);
+    }
+  }
+  // The heads of a group, kMaxHeads at a time.
+  template <int Vectors>
+  static void AccumulateInBatches(float* a, const float* corrections, const uint32_t (*weights)[8],
+                                  const uint32_t* pairs, int64_t token_pairs, int64_t group) {
+    constexpr int kMaxHeads = 24 / Vectors;
+    int64_t g = 0;
+    for (; g + kMaxHeads <= group; g += kMaxHeads) {
+      AccumulateHeads<kMaxHeads, Vectors>(a + g * 16 * Vectors, corrections + g, weights + g, pairs, token_pairs);
+    }
+    AccumulateLastHeads<kMaxHeads, Vectors>(group - g, a + g * 16 * Vectors, corrections + g, weights + g, pairs,
+                                            token_pairs);
+  }
+  static void AccumulateGroup(float* a, const float* corrections, const float* p, const float* values, int64_t visible,
+                              int64_t hd, int64_t group, int64_t bs) {
+    const int64_t vectors = hd / 16;
+    if ((vectors != 4 && vectors != 8) || group > 64) {
+      for (int64_t g = 0; g < group; ++g) AccumulateValues(a + g * hd, corrections[g], p + g * bs, values, visible, hd);
+      return;
+    }
+    const __mmask16 mask = static_cast<__mmask16>((1u << visible) - 1);
+    alignas(32) uint32_t weights[64][8];  // per head, (p[2i], p[2i + 1]) in bfloat16; zero past `visible`
+    for (int64_t g = 0; g < group; ++g) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(weights[g]),
+                         (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, p + g * bs)));
+    }
+    const auto* pairs = reinterpret_cast<const uint32_t*>(values);
+    const int64_t token_pairs = (visible + 1) / 2;
+    if (vectors == 4) {
+      AccumulateInBatches<4>(a, corrections, weights, pairs, token_pairs, group);
+    } else {
+      AccumulateInBatches<8>(a, corrections, weights, pairs, token_pairs, group);
+    }
+  }
   // FloatKeys::Exponentiate on one 16-lane vector (the block is 16 tokens), with a vector FastExp.
   static void Exponentiate(float* s, int64_t visible, float running_max, float* new_max, float* block_sum) {
     const __mmask16 mask = static_cast<__mmask16>((1u << visible) - 1);
