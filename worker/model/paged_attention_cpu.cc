@@ -37,6 +37,9 @@ void CheckInputs(const at::Tensor& query, const at::Tensor& key_cache, const at:
 
 using AttendKernel = void (*)(const cpu::AttentionArgs&);
 
+// The largest head the CPU kernels take (MergeChunks keeps one on its stack).
+constexpr int64_t kMaxHeadDim = 512;
+
 AttendKernel SelectAttendKernel() {
 #ifdef LLMC_CPU_X86_KERNELS
   const cpu::CpuIsa isa = cpu::ActiveCpuIsa();
@@ -56,26 +59,34 @@ struct AttentionTile {
 };
 
 // One work item: the keys [key_begin, key_end) of a tile's context. A tile whose context spans several chunks
-// (split decoding) leaves each chunk's unnormalised state in `partial` for MergeChunks; a tile of one chunk
-// writes its rows straight to the output.
+// (split decoding) leaves each chunk's unnormalised state in the partial states at `partial_offset` for
+// MergeChunks; a tile of one chunk (partial_offset -1) writes its rows straight to the output.
 struct AttentionItem {
   int32_t tile;
   int32_t key_begin;
   int32_t key_end;
   bool first_chunk;  // the tile's sinks enter the softmax once, in its first chunk
-  float* partial;    // nullptr: the tile's only chunk
+  int64_t partial_offset;
+};
+
+// A tile split into `chunks` chunks, whose states start at `partial_offset`.
+struct SplitTile {
+  int64_t tile;
+  int64_t chunks;
+  int64_t partial_offset;
 };
 
 // Out = the softmax-weighted sum over all chunks of a tile: each chunk's sums rescaled to the largest maximum.
 void MergeChunks(const AttentionTile& tile, const float* partials, int64_t chunks, int64_t group, int64_t num_heads,
                  int64_t head_dim, bool bf16, void* out) {
   const int64_t queries = tile.num_rows * group, chunk_floats = queries * (head_dim + 2);
-  std::vector<float> merged(head_dim);
+  float merged[kMaxHeadDim];
   for (int64_t index = 0; index < queries; ++index) {
     float maximum = -std::numeric_limits<float>::infinity();
-    for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t c = 0; c < chunks; ++c) {
       maximum = std::max(maximum, partials[c * chunk_floats + queries * head_dim + index]);
-    std::fill(merged.begin(), merged.end(), 0.0f);
+    }
+    std::fill(merged, merged + head_dim, 0.0f);
     float sum = 0.0f;
     for (int64_t c = 0; c < chunks; ++c) {
       const float* chunk = partials + c * chunk_floats;
@@ -109,30 +120,26 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
   // Chunks of whole blocks, from the first block any row of the tile sees.
   const int64_t chunk = std::max<int64_t>(1, chunk_tokens / block_size) * block_size;
   std::vector<AttentionItem> items;
-  // Per tile: its first chunk's first key, its chunk count, and where its partial states start.
-  std::vector<int64_t> tile_begin(tiles.size()), tile_chunks(tiles.size()), tile_partials(tiles.size());
+  std::vector<SplitTile> split_tiles;
   int64_t partial_floats = 0;
   for (size_t t = 0; t < tiles.size(); ++t) {
     const AttentionTile& tile = tiles[t];
     const int64_t context = tile.first_position + tile.num_rows;
-    tile_begin[t] = window > 0 ? std::max<int64_t>(0, tile.first_position - window + 1) / chunk * chunk : 0;
-    tile_chunks[t] = (context - tile_begin[t] + chunk - 1) / chunk;
-    tile_partials[t] = partial_floats;
-    if (tile_chunks[t] > 1) partial_floats += tile_chunks[t] * tile.num_rows * group * (head_dim + 2);
-  }
-  std::vector<float> partials(partial_floats);
-  for (size_t t = 0; t < tiles.size(); ++t) {
-    const AttentionTile& tile = tiles[t];
-    const int64_t context = tile.first_position + tile.num_rows;
-    for (int64_t c = 0; c < tile_chunks[t]; ++c) {
-      const int64_t key_begin = tile_begin[t] + c * chunk;
-      float* partial = tile_chunks[t] > 1
-                           ? partials.data() + tile_partials[t] + c * tile.num_rows * group * (head_dim + 2)
-                           : nullptr;
+    const int64_t begin = window > 0 ? std::max<int64_t>(0, tile.first_position - window + 1) / chunk * chunk : 0;
+    const int64_t chunks = (context - begin + chunk - 1) / chunk;
+    const int64_t state_floats = tile.num_rows * group * (head_dim + 2);  // one chunk's, as MergeChunks reads them
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t key_begin = begin + c * chunk;
       items.push_back({static_cast<int32_t>(t), static_cast<int32_t>(key_begin),
-                       static_cast<int32_t>(std::min(context, key_begin + chunk)), c == 0, partial});
+                       static_cast<int32_t>(std::min(context, key_begin + chunk)), c == 0,
+                       chunks > 1 ? partial_floats + c * state_floats : int64_t{-1}});
+    }
+    if (chunks > 1) {
+      split_tiles.push_back({static_cast<int64_t>(t), chunks, partial_floats});
+      partial_floats += chunks * state_floats;
     }
   }
+  std::vector<float> partials(partial_floats);
   std::sort(items.begin(), items.end(), [&](const AttentionItem& a, const AttentionItem& b) {
     return static_cast<int64_t>(a.key_end - a.key_begin) * tiles[a.tile].num_rows >
            static_cast<int64_t>(b.key_end - b.key_begin) * tiles[b.tile].num_rows;
@@ -145,10 +152,6 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
   // One share that every member takes from the front: the items go out largest first, which balances the
   // members better than contiguous shares would (there is no weight stream to keep contiguous here).
   cpu::WorkQueue queue(static_cast<int64_t>(items.size()), /*members=*/1);
-  std::vector<int64_t> split_tiles;
-  for (size_t t = 0; t < tiles.size(); ++t) {
-    if (tile_chunks[t] > 1) split_tiles.push_back(static_cast<int64_t>(t));
-  }
   cpu::ThreadTeam::Get().Run([&](cpu::TeamMember& member) {
     thread_local std::vector<float> scratch;
     if (static_cast<int64_t>(scratch.size()) < scratch_floats) scratch.resize(scratch_floats);
@@ -175,16 +178,16 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
                               item.first_chunk ? sinks : nullptr,
                               item.key_begin,
                               item.key_end,
-                              item.partial};
+                              item.partial_offset < 0 ? nullptr : partials.data() + item.partial_offset};
       kernel(args);
     }
     if (split_tiles.empty()) return;
     member.Barrier();
     const auto [first, last] = member.Share(static_cast<int64_t>(split_tiles.size()));
     for (int64_t s = first; s < last; ++s) {
-      const int64_t t = split_tiles[s];
-      MergeChunks(tiles[t], partials.data() + tile_partials[t], tile_chunks[t], group, num_heads, head_dim, bf16,
-                  out.data_ptr());
+      const SplitTile& split = split_tiles[s];
+      MergeChunks(tiles[split.tile], partials.data() + split.partial_offset, split.chunks, group, num_heads, head_dim,
+                  bf16, out.data_ptr());
     }
   });
 }
@@ -267,7 +270,7 @@ at::Tensor PagedAttentionCpuInChunks(const at::Tensor& query_in, const at::Tenso
   }
   TORCH_CHECK(query.scalar_type() == at::kBFloat16 || query.scalar_type() == at::kFloat,
               "paged_attention: bfloat16 or float32 only on the CPU");
-  TORCH_CHECK(query.size(2) <= 512, "paged_attention: head_dim above 512");
+  TORCH_CHECK(query.size(2) <= kMaxHeadDim, "paged_attention: head_dim above ", kMaxHeadDim);
   at::Tensor out = at::empty_like(query);
   std::vector<AttentionTile> tiles;
   const int64_t num_kv_heads = key_cache.size(2);
