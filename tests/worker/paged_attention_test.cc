@@ -85,8 +85,8 @@ TEST_CASE("paged attention CPU kernel equals the reference on random shapes, on 
       const at::Tensor expected =
           ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts, scale);
       testing::ForEachCpuKernelPath([&] {
-        // The contexts in one chunk, and split into chunks of one block and of two blocks and more.
-        for (const int64_t chunk_tokens : {kAttentionChunkTokens, int64_t{1}, int64_t{40}}) {
+        // The whole context as one chunk, and split into chunks of one block and of two blocks and more.
+        for (const int64_t chunk_tokens : {kWholeContext, int64_t{1}, int64_t{40}}) {
           const at::Tensor ours = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens,
                                                             query_starts, scale, 0, c10::nullopt, chunk_tokens);
           const double difference = (ours.to(at::kFloat) - expected).abs().max().item<double>();
@@ -142,7 +142,7 @@ TEST_CASE(
           const at::Tensor expected = ReferenceAttention(query, key_cache, value_cache, tables, seq_lens, query_starts,
                                                          scale, window, sink_operand);
           testing::ForEachCpuKernelPath([&] {
-            for (const int64_t chunk_tokens : {kAttentionChunkTokens, int64_t{1}, int64_t{40}}) {
+            for (const int64_t chunk_tokens : {kWholeContext, int64_t{1}, int64_t{40}}) {
               const at::Tensor ours = PagedAttentionCpuInChunks(
                   query, key_cache, value_cache, tables, seq_lens, query_starts, scale, window,
                   with_sinks ? c10::optional<at::Tensor>(sinks.to(dtype)) : c10::nullopt, chunk_tokens);
@@ -202,6 +202,32 @@ TEST_CASE(
         }
       });
     }
+  }
+}
+
+TEST_CASE("paged attention splits a context into chunks only where the model has fewer KV heads than threads",
+          "[unit][paged_attention]") {
+  const int64_t block_size = 16, context = 3 * kAttentionChunkTokens + 5,
+                blocks = (context + block_size - 1) / block_size;
+  at::manual_seed(12);
+  const at::Tensor tables = at::arange(blocks, at::kInt).unsqueeze(0);
+  const at::Tensor seq_lens = at::tensor({static_cast<int32_t>(context)}, at::kInt);
+  const at::Tensor starts = at::tensor({0, 1}, at::kInt);
+  const testing::ScopedTeamSize team(2);
+  for (const int64_t kv_heads : {1, 2}) {
+    const at::Tensor key_cache = at::randn({blocks, block_size, kv_heads, 64}, at::kFloat);
+    const at::Tensor value_cache = at::randn({blocks, block_size, kv_heads, 64}, at::kFloat);
+    const at::Tensor query = at::randn({1, 4, 64}, at::kFloat);
+    const at::Tensor served =
+        PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens, starts, 0.125, 0, c10::nullopt);
+    const at::Tensor split = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens, starts, 0.125,
+                                                       0, c10::nullopt, kAttentionChunkTokens);
+    const at::Tensor whole = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens, starts, 0.125,
+                                                       0, c10::nullopt, kWholeContext);
+    INFO(kv_heads << " KV heads on a team of two");
+    // float32 output, so the two ways of summing differ somewhere and the check below can tell them apart.
+    REQUIRE_FALSE(at::equal(split, whole));
+    CHECK(at::equal(served, kv_heads < 2 ? split : whole));
   }
 }
 
