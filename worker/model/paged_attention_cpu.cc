@@ -291,7 +291,13 @@ at::Tensor PagedAttentionCpuInChunks(const at::Tensor& query_in, const at::Tenso
   return out;
 }
 
-bool EnsurePagedAttentionOpsRegistered() { return true; }
+bool EnsurePagedAttentionOpsRegistered() {
+#ifdef LLMC_WITH_CUDA
+  return EnsurePagedAttentionCudaRegistered();
+#else
+  return true;
+#endif
+}
 
 }  // namespace llmc::model
 

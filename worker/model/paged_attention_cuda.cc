@@ -55,8 +55,9 @@ at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_
   // Row bookkeeping on the device: each query row's sequence and position.
   const at::Tensor starts = query_start_locs.to(at::kLong);
   const at::Tensor counts = starts.narrow(0, 1, seq_lens.size(0)) - starts.narrow(0, 0, seq_lens.size(0));
-  const at::Tensor row_sequence =
-      at::repeat_interleave(at::arange(seq_lens.size(0), counts.options()), counts, query.size(0)).to(at::kInt);
+  const at::Tensor row_sequence = at::repeat_interleave(at::arange(seq_lens.size(0), counts.options()), counts,
+                                                        /*dim=*/0, /*output_size=*/query.size(0))
+                                      .to(at::kInt);
   const at::Tensor row_offset =
       at::arange(query.size(0), counts.options()) - starts.index_select(0, row_sequence.to(at::kLong));
   const at::Tensor first_position = (seq_lens.to(at::kLong) - counts).index_select(0, row_sequence.to(at::kLong));
@@ -89,6 +90,9 @@ at::Tensor PagedAttentionCuda(const at::Tensor& query_in, const at::Tensor& key_
 }
 
 }  // namespace
+
+bool EnsurePagedAttentionCudaRegistered() { return true; }
+
 }  // namespace llmc::model
 
 TORCH_LIBRARY_IMPL(llmc, CUDA, m) {

@@ -9,6 +9,11 @@ namespace llmc::model {
 // docs/model-package.md). Registration happens when this file's object is linked in; calling
 // EnsurePagedAttentionOpsRegistered() from the loader guarantees that.
 bool EnsurePagedAttentionOpsRegistered();
+#ifdef LLMC_WITH_CUDA
+// The CUDA implementations' object (paged_attention_cuda.cc) would otherwise be left out of the static library's
+// link, since nothing else refers to it.
+bool EnsurePagedAttentionCudaRegistered();
+#endif
 
 // CPU kernels, also callable directly (tests, benchmarks). paged_attention's window: 0 attends to the whole
 // context; W > 0 lets the query at position p see positions p - W + 1 .. p only (Hugging Face's sliding window:
