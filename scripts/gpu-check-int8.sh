@@ -20,7 +20,7 @@ if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   torch_build=$!
 fi
 flags=(-std=c++17 -O3 -arch=native -I. -Xcompiler -Wall)
-nvcc "${flags[@]}" -I"$catch_include" -o "$out/llmc_int8_cuda_tests" tests/worker/int8_linear_cuda_test.cc \
+nvcc "${flags[@]}" -I"$catch_include" -DLLMC_CATCH2_MAJOR=2 -o "$out/llmc_int8_cuda_tests" tests/worker/int8_linear_cuda_test.cc \
   tests/support/catch_main.cc worker/model/int8_linear_cuda_kernels.cu &
 test_build=$!
 nvcc "${flags[@]}" -o "$out/llmc_int8_cuda_bench" tests/bench/int8_cuda_bench.cu \

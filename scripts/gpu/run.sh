@@ -93,7 +93,7 @@ configure=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix/usr" -DTorch_
 targets=(llmc-worker llmc-gateway llmc-controller llmc-bench)
 if [ $gpu = 1 ]; then
   configure+=(-DCMAKE_CUDA_ARCHITECTURES=native -DLLMC_CUDA_ARCHITECTURES=native)
-  targets+=(llmc_gpu_tests llmc_int8_cuda_tests)
+  targets+=(llmc_gpu_tests llmc_int8_cuda_tests llmc_int4_cuda_tests)
 fi
 cmake -S . -B "$build" -G Ninja "${configure[@]}" >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
 grep "llmc: libtorch" "$out/configure.log" | tee -a "$summary"

@@ -20,6 +20,7 @@ def build():
         sources=[
             os.path.join(REPO, "tests/gpu/int8_torch_binding.cc"),
             os.path.join(REPO, "worker/model/int8_linear_cuda.cc"),
+            os.path.join(REPO, "worker/model/dequantized_slices_cuda.cc"),
             os.path.join(REPO, "worker/model/int8_linear_cuda_kernels.cu"),
         ],
         extra_include_paths=[REPO],

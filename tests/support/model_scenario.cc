@@ -182,18 +182,17 @@ std::vector<int64_t> ToVector(const at::Tensor& tensor) {
 
 }  // namespace
 
-// Sequences 0..2 prefill together; sequence 3 joins at step 5 in two chunks mixed with decode tokens. With
-// `teacher_forcing` the reference tokens are fed instead of the model's own greedy choices.
-double RunModelScenario(model::LoadedModel& model, const ModelReference& reference, double tolerance,
-                        bool teacher_forcing, double required_fraction) {
+namespace {
+
+// Sequences 0..2 prefill together; sequence 3 joins at step 5 in two chunks mixed with decode tokens. Each
+// sampled row goes to on_row(sequence, step, logits), which returns the token the sequence is fed next.
+template <typename OnRow>
+void WalkScenario(model::LoadedModel& model, const ModelReference& reference, OnRow on_row) {
   PagedRunner runner(model, 64);
-  std::map<int, std::vector<int64_t>> generated;
   std::map<int, int> step_of;
   std::vector<std::pair<int, std::vector<int64_t>>> chunks;
   for (int s = 0; s < 3; ++s) chunks.emplace_back(s, ToVector(reference.prompts[s]));
   const std::vector<int64_t> late = ToVector(reference.prompts[3]);
-  int compared = 0, agreed = 0, within = 0;
-  double largest = 0;
   for (int step = 0; !chunks.empty(); ++step) {
     const auto logits = runner.Step(chunks);
     std::vector<std::pair<int, std::vector<int64_t>>> next;
@@ -201,27 +200,48 @@ double RunModelScenario(model::LoadedModel& model, const ModelReference& referen
       const int s = chunks[i].first;
       if (s == 3 && step == 5) continue;  // the first half of a prompt: nothing to sample
       const int k = step_of[s]++;
-      const at::Tensor expected = reference.logits[s][k];
-      const double difference = (logits[i] - expected).abs().max().item<double>();
-      const int64_t ours = logits[i].argmax().item<int64_t>();
-      const int64_t theirs = reference.continuations[s][k].item<int64_t>();
-      INFO("sequence " << s << " step " << k << " difference " << difference);
-      if (required_fraction >= 1.0) CHECK(difference < tolerance);
-      within += difference < tolerance;
-      largest = std::max(largest, difference);
-      if (!teacher_forcing) CHECK(ours == theirs);
-      agreed += ours == theirs;
-      ++compared;
-      if (k + 1 < kSteps) next.emplace_back(s, std::vector<int64_t>{teacher_forcing ? theirs : ours});
+      const int64_t token = on_row(s, k, logits[i]);
+      if (k + 1 < kSteps) next.emplace_back(s, std::vector<int64_t>{token});
     }
     if (step == 4) next.emplace_back(3, std::vector<int64_t>(late.begin(), late.begin() + 20));
     if (step == 5) next.emplace_back(3, std::vector<int64_t>(late.begin() + 20, late.end()));
     chunks = std::move(next);
   }
+}
+
+}  // namespace
+
+double RunModelScenario(model::LoadedModel& model, const ModelReference& reference, double tolerance,
+                        bool teacher_forcing, double required_fraction) {
+  int compared = 0, agreed = 0, within = 0;
+  double largest = 0;
+  WalkScenario(model, reference, [&](int s, int k, const at::Tensor& logits) {
+    const at::Tensor expected = reference.logits[s][k];
+    const double difference = (logits - expected).abs().max().item<double>();
+    const int64_t ours = logits.argmax().item<int64_t>();
+    const int64_t theirs = reference.continuations[s][k].item<int64_t>();
+    INFO("sequence " << s << " step " << k << " difference " << difference);
+    if (required_fraction >= 1.0) CHECK(difference < tolerance);
+    within += difference < tolerance;
+    largest = std::max(largest, difference);
+    if (!teacher_forcing) CHECK(ours == theirs);
+    agreed += ours == theirs;
+    ++compared;
+    return teacher_forcing ? theirs : ours;
+  });
   CHECK(compared == 4 * kSteps);
   WARN("greedy agreement " << agreed << "/" << compared << ", " << within << " rows within " << tolerance);
   CHECK(within >= required_fraction * compared);
   return largest;
+}
+
+std::vector<at::Tensor> ScenarioLogits(model::LoadedModel& model, const ModelReference& reference) {
+  std::vector<at::Tensor> rows;
+  WalkScenario(model, reference, [&](int s, int k, const at::Tensor& logits) {
+    rows.push_back(logits);
+    return reference.continuations[s][k].item<int64_t>();
+  });
+  return rows;
 }
 
 }  // namespace llmc::testing

@@ -70,6 +70,9 @@ std::shared_ptr<CollectingSink> SubmitCollecting(engine::Engine& engine, engine:
 // nearly tied may choose the other one under rounding, and its logits move by design).
 double RunModelScenario(model::LoadedModel& model, const ModelReference& reference, double tolerance,
                         bool teacher_forcing, double required_fraction = 1.0);
+// The logits rows of the same scenario with the reference's tokens fed, in the order they are sampled: prefill
+// chunks of several sequences, then decode steps of three and four rows.
+std::vector<at::Tensor> ScenarioLogits(model::LoadedModel& model, const ModelReference& reference);
 
 }  // namespace llmc::testing
 

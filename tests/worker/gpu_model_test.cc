@@ -3,6 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/cuda.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -59,6 +60,34 @@ TEST_CASE("gpu: the model scenario on CUDA matches the reference", "[gpu]") {
     CHECK((*model)->device().is_cuda());
     testing::RunModelScenario(**model, testing::LoadModelReference(dir), dtype == "float32" ? 1e-3 : 3e-2,
                               /*teacher_forcing=*/dtype != "float32");
+  }
+}
+
+// int4 weights on CUDA (Int4LinearCuda: decode rows stream the packed weights, prefill chunks dequantize slices
+// for cuBLAS, the embedding dequantizes its rows) against the CPU's composite path of the same weights quantized at
+// load, both in float32 arithmetic, at groups of 32 and 128. (The kernels' zero points: int4_linear_cuda_test.cc.)
+TEST_CASE("gpu: int4 weights on CUDA equal the CPU composite of the same weights", "[gpu]") {
+  REQUIRE(torch::cuda::is_available());
+  const std::string dir = testing::ParityFixture("float32");
+  const testing::ModelReference reference = testing::LoadModelReference(dir);
+  for (const int64_t group_size : {32, 128}) {
+    LoadOptions on_cpu{"cpu", "", "int4", group_size};
+    on_cpu.pack_weights = false;
+    auto cpu_model = LoadedModel::Load(dir + "/package", on_cpu);
+    auto gpu_model = LoadedModel::Load(dir + "/package", {"cuda", "", "int4", group_size});
+    REQUIRE(cpu_model.ok());
+    REQUIRE(gpu_model.ok());
+    const std::vector<at::Tensor> want = testing::ScenarioLogits(**cpu_model, reference);
+    const std::vector<at::Tensor> got = testing::ScenarioLogits(**gpu_model, reference);
+    REQUIRE(got.size() == want.size());
+    double largest = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      largest = std::max(largest, (got[i] - want[i]).abs().max().item<double>());
+      scale = std::max(scale, want[i].abs().max().item<double>());
+    }
+    INFO("group " << group_size << ": largest difference " << largest << " of logits up to " << scale);
+    CHECK(scale > 0);
+    CHECK(largest < 1e-3 * std::max(1.0, scale));
   }
 }
 

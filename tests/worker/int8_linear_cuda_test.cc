@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tests/support/catch.h"
+#include "tests/support/cuda_device_buffer.h"
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/int8_linear_cuda_kernels.h"
 
@@ -20,17 +21,8 @@ namespace {
 using cpu::attention_detail::Bf16ToFloat;
 using cpu::attention_detail::FloatToBf16;
 
-template <typename T>
-struct DeviceBuffer {
-  explicit DeviceBuffer(const std::vector<T>& host, size_t byte_offset = 0) {
-    REQUIRE(cudaMalloc(&base, host.size() * sizeof(T) + byte_offset + 16) == cudaSuccess);
-    data = reinterpret_cast<T*>(static_cast<char*>(base) + byte_offset);
-    REQUIRE(cudaMemcpy(data, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~DeviceBuffer() { cudaFree(base); }
-  void* base = nullptr;
-  T* data = nullptr;
-};
+using testing::DeviceBuffer;
+using testing::HaveGpu;
 
 struct Case {
   int rows, columns, k_size, groups;
@@ -127,11 +119,6 @@ Outcome Run(const Case& c, Int8LinearPath path, uint32_t seed) {
     }
   }
   return outcome;
-}
-
-bool HaveGpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
 }
 
 int ComputeCapabilityMajor() {

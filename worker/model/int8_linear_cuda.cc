@@ -8,18 +8,12 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "worker/model/dequantized_slices_cuda.h"
 #include "worker/model/int8_linear_cuda_kernels.h"
 
 namespace llmc::model {
 namespace {
 
-// Weights dequantized at a time beyond the streamed rows (or 64 columns, where K is larger still): 64 MB as
-// bfloat16, so that a prefill through a large LM head (Llama-3's is 525 M weights) needs a bounded buffer
-// rather than a dequantized copy of the whole head.
-constexpr int64_t kDequantizeSliceWeights = int64_t{32} << 20;
-// Each slice starts its columns of the output on a 128-byte boundary: on an H100, cuBLAS took 80 us for
-// 64 x 896 x 37449 at an odd column offset, where the whole 151936-column product took 109.
-constexpr int64_t kSliceColumnMultiple = 64;
 // From this many weights on, up to two launches of the kernel's rows beat dequantizing, which writes and reads
 // twice the bytes that streaming reads. Measured on an H100, one 32-row launch against dequantizing for 64
 // rows: 4096 x 4096 (16.8 M weights) 11.2 against over 32 us, 6144 x 4096 18.5 against 52, 151936 x 896 101
@@ -70,30 +64,6 @@ at::Tensor StreamWeights(const at::Tensor& input, const at::Tensor& weight, cons
   return out;
 }
 
-// A slice of the weights at a time, each straight into its columns of the output (cuBLAS writes a column
-// slice of a row-major matrix in place: its leading dimension is the full width).
-at::Tensor DequantizeSlices(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& scales,
-                            const at::Tensor& bias) {
-  const int64_t columns = weight.size(0), k_size = weight.size(1);
-  const int64_t slice_columns = std::min(
-      columns,
-      std::max(kSliceColumnMultiple, kDequantizeSliceWeights / k_size / kSliceColumnMultiple * kSliceColumnMultiple));
-  at::Tensor out = at::empty({input.size(0), columns}, input.options());
-  at::Tensor slice = at::empty({slice_columns, k_size}, input.options());
-  for (int64_t first = 0; first < columns; first += slice_columns) {
-    const int64_t count = std::min(slice_columns, columns - first);
-    DequantizeRows(weight, scales, first, count, slice);
-    at::Tensor out_columns = count == columns ? out : out.narrow(1, first, count);
-    // With the bias in the product's epilogue, each output is rounded once.
-    if (bias.defined()) {
-      at::addmm_out(out_columns, bias.narrow(0, first, count), input, slice.narrow(0, 0, count).t());
-    } else {
-      at::mm_out(out_columns, input, slice.narrow(0, 0, count).t());
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 bool Int8LinearCudaApplies(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale) {
@@ -125,7 +95,10 @@ at::Tensor Int8LinearCuda(const at::Tensor& input_in, const at::Tensor& weight_i
     TORCH_CHECK(bias_in->numel() == weight_in.size(0), "int8 linear: bias needs ", weight_in.size(0), " values");
     bias = bias_in->to(input.options()).contiguous();
   }
-  return streamed ? StreamWeights(input, weight_in, scales, bias) : DequantizeSlices(input, weight_in, scales, bias);
+  if (streamed) return StreamWeights(input, weight_in, scales, bias);
+  return MultiplyDequantizedSlices(
+      input, weight_in.size(0), bias,
+      [&](int64_t first, int64_t count, at::Tensor& slice) { DequantizeRows(weight_in, scales, first, count, slice); });
 }
 
 bool DequantizeInt8CudaApplies(const at::Tensor& weight, const at::Tensor& weight_scale, at::ScalarType dtype) {

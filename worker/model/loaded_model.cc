@@ -295,7 +295,11 @@ absl::Status CheckQuantization(const std::vector<Projection>& projections, const
 void QuantizeProjections(std::vector<Projection>& projections, Projection& embedding, const ModelManifest& m,
                          int64_t group_size, bool int4) {
   for (Projection& p : projections) {
-    auto [quantized, scales] = int4 ? cpu::QuantizeInt4(p.weight, group_size) : cpu::QuantizeInt8(p.weight, group_size);
+    // int4's quantizer runs on the CPU; its results go back to the weight's device.
+    auto [quantized, scales] =
+        int4 ? cpu::QuantizeInt4(p.weight.cpu(), group_size) : cpu::QuantizeInt8(p.weight, group_size);
+    quantized = quantized.to(p.weight.device());
+    scales = scales.to(p.weight.device());
     p.weight.set_requires_grad(false);  // an integer tensor cannot take part in autograd
     p.weight.set_data(quantized);
     p.scale.set_data(scales);
@@ -467,9 +471,9 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
                            package_dir, " holds ",
                            manifest.quantization == "none" ? "unquantized" : manifest.quantization, " weights"));
   }
-  // int4 weights: from an int4 package, or quantized at load from a bfloat16/float32 one, on the CPU (the
-  // kernels that read them; the group size defaults to 128). int4 runs W4A8 where the CPU has the byte kernel
-  // (AVX512-VNNI) and W4A16 elsewhere; w4a16 and w4a8 fix the activations.
+  // int4 weights: from an int4 package, or quantized at load from a bfloat16/float32 one (the group size defaults
+  // to 128). The CPU kernels run W4A8 where the CPU has the byte kernel (AVX512-VNNI) and W4A16 elsewhere; w4a16
+  // and w4a8 fix the activations.
   const std::string int4_activations = quantization == "w4a16" || quantization == "w4a8" ? quantization : "";
   if (quantization == "w4a8" && !cpu::HasByteActivationKernel()) {
     return absl::InvalidArgumentError(absl::StrCat("quantization w4a8 needs AVX512-VNNI (this CPU path is ",
@@ -487,9 +491,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
     return absl::InvalidArgumentError(
         absl::StrCat(package_dir, " holds int8 weights: int4 at load quantizes a bfloat16 or float32 package only"));
   }
-  if (int4 && !device.is_cpu()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("quantization int4 runs on the CPU kernels only, not on ", device.str(), "; use int8"));
+  // On CUDA, int4 is W4A16 (int4_linear_cuda.h).
+  if (int4_activations == "w4a8" && !device.is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantization w4a8 (int8 activations) runs on the CPU kernels only, not on ", device.str(), "; use int4"));
   }
   const int64_t int4_group_size = options.quantization_group_size == 0 ? 128 : options.quantization_group_size;
   if (int4 && manifest.quantization == "none" && !cpu::IsSupportedInt4GroupSize(int4_group_size)) {

@@ -21,8 +21,8 @@ struct LoadOptions {
   // int16 for small batches and to int8 for larger ones (cpu/int8_staging.h). "w8a16" and "w8a8": int8
   // weights as "int8", with int16 or int8 activations for every batch. "int4": 4-bit weights (an int4 package, or
   // a bfloat16/float32 one quantized at load), with int8 activations (W4A8) where the CPU has AVX512-VNNI and
-  // int16 (W4A16) elsewhere; "w4a16" and "w4a8" fix them. "none" refuses an int8 package. "mxfp4": a package's
-  // MXFP4 experts as they are (the only way such a package is served).
+  // int16 (W4A16) elsewhere; "w4a16" and "w4a8" fix them. On CUDA int4 is W4A16 and w4a8 is refused. "none" refuses an
+  // int8 package. "mxfp4": a package's MXFP4 experts as they are (the only way such a package is served).
   std::string quantization = "";
   int64_t quantization_group_size = 0;
   // On the CPU, repack the projection weights for the fused kernels (worker/model/cpu/). Off only to compare

@@ -4,6 +4,7 @@
 #include "worker/model/cpu/mxfp4_weight.h"
 
 #ifdef LLMC_WITH_CUDA
+#include "worker/model/int4_linear_cuda.h"
 #include "worker/model/int8_linear_cuda.h"
 #endif
 
@@ -35,6 +36,9 @@ at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, 
   if (weight_scale.numel() == 0) return weight;
   if (IsMxfp4Scales(weight_scale)) return DequantizeMxfp4(weight, weight_scale).to(dtype);
   if (weight.scalar_type() == at::kByte) {  // int4 (int4_weight.h): byte i holds inputs 2i, 2i + 1 as nibbles u
+#ifdef LLMC_WITH_CUDA
+    if (DequantizeInt4CudaApplies(weight, weight_scale, dtype)) return DequantizeInt4Cuda(weight, weight_scale, dtype);
+#endif
     // Symmetric: scales [N, G] and W = (u - 8) * scale; with zero points [N, G, 2] and W = (u - z) * scale.
     const bool zero_points = weight_scale.dim() == 3 && weight_scale.size(2) == 2;
     TORCH_CHECK(weight.dim() == 2 && (weight_scale.dim() == 2 || zero_points) &&
@@ -61,13 +65,17 @@ at::Tensor Dequantize(const at::Tensor& weight, const at::Tensor& weight_scale, 
 
 namespace {
 
-// input @ W^T (+ bias) in input's dtype, W = weight or its dequantized int8: on CUDA, int8 weights go through
-// Int8LinearCuda, which streams them once for a decode-sized batch and otherwise dequantizes a slice at a time.
+// input @ W^T (+ bias) in input's dtype, W = weight or its dequantized int8 or int4: on CUDA, those go through
+// Int8LinearCuda and Int4LinearCuda, which stream them once for a decode-sized batch and otherwise dequantize a
+// slice at a time.
 at::Tensor Project(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
                    const c10::optional<at::Tensor>& bias = c10::nullopt) {
 #ifdef LLMC_WITH_CUDA
   if (weight_scale.numel() != 0 && Int8LinearCudaApplies(input, weight, weight_scale)) {
     return Int8LinearCuda(input, weight, weight_scale, bias);
+  }
+  if (weight_scale.numel() != 0 && Int4LinearCudaApplies(input, weight, weight_scale)) {
+    return Int4LinearCuda(input, weight, weight_scale, bias);
   }
 #endif
   return at::linear(input, Dequantize(weight, weight_scale, input.scalar_type()), bias);
