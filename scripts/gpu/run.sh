@@ -173,6 +173,28 @@ grep -h "device" "$logs"/serve-bench-worker.log | head -2 >>"$summary" || true
 stop_cluster
 phase "serve bfloat16 at concurrency $levels"
 
+# 5b. The same weights quantized at load, int8 and int4 (on CUDA: the int8 and W4A16 kernels), at one stream and
+# a few: what 4-bit weights buy where decode streams them.
+quantized_levels="$([ $gpu = 1 ] && echo "1 16" || echo "1")"
+for quantization in int8 int4; do
+  start_cluster "serve-$quantization" --max_running=64 --quantization="$quantization" || { status=1; stop_cluster; continue; }
+  for c in $quantized_levels; do
+    n=$((c * 2 > 8 ? c * 2 : 8))
+    "$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint=completions --label="llmc $quantization c$c" \
+      --num-prompts="$n" --max-concurrency="$c" --request-rate=inf --input-len="$input_len" \
+      --output-len="$output_len" --ignore-eos --seed=1 --timeout=120s --max-duration=90s --disable-progress \
+      --output-json="$out/llmc-$quantization-c$c.json" >"$logs/bench-$quantization-c$c.log" 2>&1 || status=1
+    "$python" - "$out/llmc-$quantization-c$c.json" "$quantization" "$c" <<'PY' | tee -a "$summary" || status=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"gpu-run: llmc {sys.argv[2]} concurrency {sys.argv[3]}: {r['completed']} done, {r['failed']} failed, "
+      f"output {r['output_throughput']:.1f} tok/s, ITL median {r['itl_ms']['median']:.2f} ms")
+PY
+  done
+  stop_cluster
+done
+phase "serve int8 and int4 at concurrency $quantized_levels"
+
 # 6. transformers on the same weights: float32 greedy identical to llmc's for 32 steps, and generate's speed.
 if [ $hf = 1 ] && [ $gpu = 1 ]; then
   "$python" tests/gpu/hf_baseline.py greedy --checkpoint "$models/checkpoint" --out "$out/hf-greedy.json"
