@@ -167,57 +167,63 @@ TEST_CASE(
     "paged attention split into chunks gives a row the same bits decoded alone as inside a prefill chunk, with and "
     "without a window",
     "[unit][paged_attention]") {
-  // What makes a sequence's output independent of its batch: a row's chunks are fixed by its position alone.
+  // What makes a sequence's output independent of its batch: a row's chunks are fixed by its position alone. With
+  // four KV heads and chunks of one block, late decode rows walk all their heads in one item (at least four chunks
+  // per thread) while the prefill's 16-row tiles take an item per head: the heads' arithmetic must not differ.
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    const int64_t block_size = 16, context = 150, blocks = (context + block_size - 1) / block_size;
-    at::manual_seed(11);
-    const auto options = at::TensorOptions().dtype(dtype);
-    const at::Tensor key_cache = at::randn({blocks, block_size, 1, 64}, options);
-    const at::Tensor value_cache = at::randn({blocks, block_size, 1, 64}, options);
-    const at::Tensor tables = at::arange(blocks, at::kInt).unsqueeze(0);
-    const at::Tensor query = at::randn({context, 4, 64}, options);
-    const at::Tensor seq_lens = at::tensor({static_cast<int32_t>(context)}, at::kInt);
-    for (const int64_t window : {0, 70}) {
-      testing::ForEachCpuKernelPath([&] {
-        // A team of one and of two: with two, a row's chunks run on both threads and merge after a barrier.
-        at::Tensor on_one_thread;
-        for (const int threads : {1, 2}) {
-          const testing::ScopedTeamSize team(threads);
-          const at::Tensor prefill = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens,
-                                                               at::tensor({0, static_cast<int32_t>(context)}, at::kInt),
-                                                               0.125, window, c10::nullopt, 32);
-          for (const int64_t position : {int64_t{20}, int64_t{31}, int64_t{32}, int64_t{100}, context - 1}) {
-            const at::Tensor decode =
-                PagedAttentionCpuInChunks(query.narrow(0, position, 1), key_cache, value_cache, tables,
-                                          at::tensor({static_cast<int32_t>(position + 1)}, at::kInt),
-                                          at::tensor({0, 1}, at::kInt), 0.125, window, c10::nullopt, 32);
-            INFO("dtype " << dtype << " window " << window << " position " << position << " threads " << threads);
-            CHECK(at::equal(decode, prefill.narrow(0, position, 1)));
+    for (const auto& [kv_heads, chunk_tokens] : {std::pair<int64_t, int64_t>{1, 32}, {4, 16}}) {
+      const int64_t block_size = 16, context = 150, blocks = (context + block_size - 1) / block_size;
+      at::manual_seed(11);
+      const auto options = at::TensorOptions().dtype(dtype);
+      const at::Tensor key_cache = at::randn({blocks, block_size, kv_heads, 64}, options);
+      const at::Tensor value_cache = at::randn({blocks, block_size, kv_heads, 64}, options);
+      const at::Tensor tables = at::arange(blocks, at::kInt).unsqueeze(0);
+      const at::Tensor query = at::randn({context, 4 * kv_heads, 64}, options);
+      const at::Tensor seq_lens = at::tensor({static_cast<int32_t>(context)}, at::kInt);
+      for (const int64_t window : {0, 70}) {
+        testing::ForEachCpuKernelPath([&] {
+          // A team of one and of two: with two, a row's chunks run on both threads and merge after a barrier.
+          at::Tensor on_one_thread;
+          for (const int threads : {1, 2}) {
+            const testing::ScopedTeamSize team(threads);
+            const at::Tensor prefill = PagedAttentionCpuInChunks(
+                query, key_cache, value_cache, tables, seq_lens,
+                at::tensor({0, static_cast<int32_t>(context)}, at::kInt), 0.125, window, c10::nullopt, chunk_tokens);
+            for (const int64_t position : {int64_t{20}, int64_t{31}, int64_t{32}, int64_t{100}, context - 1}) {
+              const at::Tensor decode =
+                  PagedAttentionCpuInChunks(query.narrow(0, position, 1), key_cache, value_cache, tables,
+                                            at::tensor({static_cast<int32_t>(position + 1)}, at::kInt),
+                                            at::tensor({0, 1}, at::kInt), 0.125, window, c10::nullopt, chunk_tokens);
+              INFO("dtype " << dtype << " KV heads " << kv_heads << " window " << window << " position " << position
+                            << " threads " << threads);
+              CHECK(at::equal(decode, prefill.narrow(0, position, 1)));
+            }
+            if (threads == 1) {
+              on_one_thread = prefill;
+            } else {
+              CHECK(at::equal(prefill, on_one_thread));
+            }
           }
-          if (threads == 1) {
-            on_one_thread = prefill;
-          } else {
-            CHECK(at::equal(prefill, on_one_thread));
-          }
-        }
-      });
+        });
+      }
     }
   }
 }
 
-TEST_CASE("paged attention splits a context into chunks only where the model has fewer KV heads than threads",
+TEST_CASE("the served paged attention splits every context into chunks of kAttentionChunkTokens",
           "[unit][paged_attention]") {
-  const int64_t block_size = 16, context = 3 * kAttentionChunkTokens + 5,
+  // A context of 9 chunks: on a team of two, a decode row of several KV heads walks them together.
+  const int64_t block_size = 16, context = 8 * kAttentionChunkTokens + 5,
                 blocks = (context + block_size - 1) / block_size;
   at::manual_seed(12);
   const at::Tensor tables = at::arange(blocks, at::kInt).unsqueeze(0);
   const at::Tensor seq_lens = at::tensor({static_cast<int32_t>(context)}, at::kInt);
   const at::Tensor starts = at::tensor({0, 1}, at::kInt);
   const testing::ScopedTeamSize team(2);
-  for (const int64_t kv_heads : {1, 2}) {
+  for (const int64_t kv_heads : {1, 2, 8}) {
     const at::Tensor key_cache = at::randn({blocks, block_size, kv_heads, 64}, at::kFloat);
     const at::Tensor value_cache = at::randn({blocks, block_size, kv_heads, 64}, at::kFloat);
-    const at::Tensor query = at::randn({1, 4, 64}, at::kFloat);
+    const at::Tensor query = at::randn({1, 2 * kv_heads, 64}, at::kFloat);
     const at::Tensor served =
         PagedAttentionCpu(query, key_cache, value_cache, tables, seq_lens, starts, 0.125, 0, c10::nullopt);
     const at::Tensor split = PagedAttentionCpuInChunks(query, key_cache, value_cache, tables, seq_lens, starts, 0.125,
@@ -227,7 +233,8 @@ TEST_CASE("paged attention splits a context into chunks only where the model has
     INFO(kv_heads << " KV heads on a team of two");
     // float32 output, so the two ways of summing differ somewhere and the check below can tell them apart.
     REQUIRE_FALSE(at::equal(split, whole));
-    CHECK(at::equal(served, kv_heads < 2 ? split : whole));
+    CHECK(at::equal(served, split));
+    CHECK((served - whole).abs().max().item<double>() < 1e-5);
   }
 }
 

@@ -61,13 +61,24 @@ struct AttentionTile {
 // One work item: the keys [key_begin, key_end) of a tile's context. A tile whose context spans several chunks
 // (split decoding) leaves each chunk's unnormalised state in the partial states at `partial_offset` for
 // MergeChunks; a tile of one chunk (partial_offset -1) writes its rows straight to the output.
+// An item of `heads` > 1 walks the KV heads of tiles tile .. tile + heads - 1 (the same rows) together, their
+// partial states partial_head_stride floats apart.
 struct AttentionItem {
   int32_t tile;
   int32_t key_begin;
   int32_t key_end;
   bool first_chunk;  // the tile's sinks enter the softmax once, in its first chunk
   int64_t partial_offset;
+  int32_t heads = 1;
+  int64_t partial_head_stride = 0;
 };
+
+// Decode rows over a context of at least this many chunks per thread walk all their KV heads in one item: one
+// item then reads whole cache rows ([kv_heads][head_dim], 2 KB for Qwen3) in order, where an item per head read a
+// 256-byte slice of every row, which got half the memory bandwidth (AMD Zen 4: 18 against 35 GB/s on 2 threads).
+// Shorter contexts keep an item per head, enough of them to balance the threads.
+constexpr int64_t kWalkHeadsChunksPerThread = 4;
+constexpr int64_t kWalkHeadsMaxRows = 4;
 
 // A tile split into `chunks` chunks, whose states start at `partial_offset`.
 struct SplitTile {
@@ -122,30 +133,46 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
   std::vector<AttentionItem> items;
   std::vector<SplitTile> split_tiles;
   int64_t partial_floats = 0;
-  for (size_t t = 0; t < tiles.size(); ++t) {
-    const AttentionTile& tile = tiles[t];
+  const int64_t walk_min_chunks = kWalkHeadsChunksPerThread * std::max(1, at::get_num_threads());
+  // Tiles come in row groups: one per KV head, in head order, for the same rows.
+  for (size_t group_begin = 0; group_begin < tiles.size(); group_begin += static_cast<size_t>(num_kv_heads)) {
+    const AttentionTile& tile = tiles[group_begin];
     const int64_t context = tile.first_position + tile.num_rows;
     const int64_t begin = window > 0 ? std::max<int64_t>(0, tile.first_position - window + 1) / chunk * chunk : 0;
     const int64_t chunks = (context - begin + chunk - 1) / chunk;
     const int64_t state_floats = tile.num_rows * group * (head_dim + 2);  // one chunk's, as MergeChunks reads them
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t key_begin = begin + c * chunk;
-      items.push_back({static_cast<int32_t>(t), static_cast<int32_t>(key_begin),
-                       static_cast<int32_t>(std::min(context, key_begin + chunk)), c == 0,
-                       chunks > 1 ? partial_floats + c * state_floats : int64_t{-1}});
+    const int64_t group_partials = partial_floats;
+    for (int64_t h = 0; h < num_kv_heads; ++h) {
+      if (chunks > 1) {
+        split_tiles.push_back({static_cast<int64_t>(group_begin + h), chunks, partial_floats});
+        partial_floats += chunks * state_floats;
+      }
     }
-    if (chunks > 1) {
-      split_tiles.push_back({static_cast<int64_t>(t), chunks, partial_floats});
-      partial_floats += chunks * state_floats;
+    const bool walk_heads = num_kv_heads > 1 && chunks >= walk_min_chunks && tile.num_rows <= kWalkHeadsMaxRows;
+    const int64_t heads_per_item = walk_heads ? cpu::kAttentionMaxWalkHeads : 1;
+    for (int64_t h = 0; h < num_kv_heads; h += heads_per_item) {
+      const int32_t heads = static_cast<int32_t>(std::min(heads_per_item, num_kv_heads - h));
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t key_begin = begin + c * chunk;
+        items.push_back({static_cast<int32_t>(group_begin + h), static_cast<int32_t>(key_begin),
+                         static_cast<int32_t>(std::min(context, key_begin + chunk)), c == 0,
+                         chunks > 1 ? group_partials + h * chunks * state_floats + c * state_floats : int64_t{-1},
+                         heads, chunks * state_floats});
+      }
     }
   }
   std::vector<float> partials(partial_floats);
+  // The most work first; then a context's chunks in order, so the members read the cache forwards together.
   std::sort(items.begin(), items.end(), [&](const AttentionItem& a, const AttentionItem& b) {
-    return static_cast<int64_t>(a.key_end - a.key_begin) * tiles[a.tile].num_rows >
-           static_cast<int64_t>(b.key_end - b.key_begin) * tiles[b.tile].num_rows;
+    const int64_t a_size = static_cast<int64_t>(a.key_end - a.key_begin) * tiles[a.tile].num_rows * a.heads;
+    const int64_t b_size = static_cast<int64_t>(b.key_end - b.key_begin) * tiles[b.tile].num_rows * b.heads;
+    if (a_size != b_size) return a_size > b_size;
+    if (a.key_begin != b.key_begin) return a.key_begin < b.key_begin;
+    return a.tile < b.tile;
   });
   const AttendKernel kernel = SelectAttendKernel();
-  const int64_t scratch_floats = cpu::AttentionScratchFloats(group, head_dim, block_size);
+  const int64_t scratch_floats = cpu::AttentionScratchFloats(
+      group, head_dim, block_size, std::min<int64_t>(num_kv_heads, cpu::kAttentionMaxWalkHeads));
   const int32_t* tables = block_tables.data_ptr<int32_t>();
   const int64_t max_blocks = block_tables.size(1);
   const bool bf16 = query.scalar_type() == at::kBFloat16;
@@ -178,7 +205,9 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
                               item.first_chunk ? sinks : nullptr,
                               item.key_begin,
                               item.key_end,
-                              item.partial_offset < 0 ? nullptr : partials.data() + item.partial_offset};
+                              item.partial_offset < 0 ? nullptr : partials.data() + item.partial_offset,
+                              item.heads,
+                              item.partial_head_stride};
       kernel(args);
     }
     if (split_tiles.empty()) return;
@@ -219,13 +248,10 @@ at::Tensor PagedAttentionCpu(const at::Tensor& query, const at::Tensor& key_cach
                              const at::Tensor& block_tables, const at::Tensor& seq_lens,
                              const at::Tensor& query_start_locs, double scale, int64_t window,
                              const c10::optional<at::Tensor>& sinks) {
-  // Split only where a decode row would leave threads idle: with at least as many KV heads as threads, the chunks'
-  // extra items and merges cost more than they balance (AMD Zen 4, 2 threads, a Qwen3-0.6B-shaped layer at
-  // 8,192 tokens: 2.8 ms split against 2.5 whole). Both numbers are fixed for a worker, so the split still depends
-  // on nothing but a row's position.
-  const bool split = key_cache.dim() == 4 && key_cache.size(2) < at::get_num_threads();
+  // Every context in chunks, whatever the model: a decode row then keeps every thread busy (Gemma 3's one KV head),
+  // and over a long context each item walks all the row's KV heads through whole cache rows (AttendTiles).
   return PagedAttentionCpuInChunks(query, key_cache, value_cache, block_tables, seq_lens, query_start_locs, scale,
-                                   window, sinks, split ? kAttentionChunkTokens : kWholeContext);
+                                   window, sinks, kAttentionChunkTokens);
 }
 
 at::Tensor PagedAttentionCpuInChunks(const at::Tensor& query_in, const at::Tensor& key_cache_in,

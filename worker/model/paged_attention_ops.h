@@ -27,9 +27,9 @@ at::Tensor PagedAttentionCpu(const at::Tensor& query, const at::Tensor& key_cach
                              const at::Tensor& query_start_locs, double scale, int64_t window = 0,
                              const c10::optional<at::Tensor>& sinks = c10::nullopt);
 
-// Where a model has fewer KV heads than the worker has threads (Gemma 3's one), paged_attention splits each
-// context into chunks of this many tokens (rounded down to whole cache blocks, at least one), attended as separate
-// work items and merged (split decoding), so a decode row keeps every thread busy over a long context. The split
+// paged_attention splits each context into chunks of this many tokens (rounded down to whole cache blocks, at
+// least one), attended as separate work items and merged (split decoding): a decode row keeps every thread busy
+// even with one KV head (Gemma 3), and a long context's chunks each walk all the row's KV heads together. The split
 // depends only on a row's position, never on the batch: a sequence gets the same values alone or batched.
 constexpr int64_t kAttentionChunkTokens = 128;
 constexpr int64_t kWholeContext = int64_t{1} << 40;

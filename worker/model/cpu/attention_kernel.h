@@ -38,14 +38,28 @@ struct AttentionArgs {
   int64_t key_begin = 0;
   int64_t key_end = -1;
   float* partial = nullptr;
+  // KV heads kv_head .. kv_head + kv_head_count - 1 walked together, block by block, each head with its own state
+  // and the same arithmetic as alone (the cache's rows are [kv_heads][head_dim]: a block read for every head at
+  // once streams through memory, where one head's 2 KB-strided slices got half the bandwidth). With `partial`,
+  // head i's states start partial_head_stride floats after head i - 1's.
+  int64_t kv_head_count = 1;
+  int64_t partial_head_stride = 0;
 };
 
 // Rows in one tile; a chunk of a sequence is split into tiles of at most this many rows.
 constexpr int64_t kAttentionRowTile = 16;
 
-inline int64_t AttentionScratchFloats(int64_t group, int64_t head_dim, int64_t block_size) {
+// Heads one call walks together at most.
+constexpr int64_t kAttentionMaxWalkHeads = 16;
+
+// One head's state (queries, sums, scores, maxima and sums of weights), then what the heads share (one block's
+// keys and values, corrections).
+inline int64_t AttentionHeadStateFloats(int64_t group, int64_t head_dim, int64_t block_size) {
   const int64_t queries = kAttentionRowTile * group;
-  return 2 * queries * head_dim + queries * (block_size + 2) + 2 * head_dim * block_size + group;
+  return 2 * queries * head_dim + queries * (block_size + 2);
+}
+inline int64_t AttentionScratchFloats(int64_t group, int64_t head_dim, int64_t block_size, int64_t heads = 1) {
+  return heads * AttentionHeadStateFloats(group, head_dim, block_size) + 2 * head_dim * block_size + group;
 }
 
 // Each panel_kernels_*.cc must get its own copy of the code below, compiled for its instruction set: an
@@ -236,92 +250,141 @@ struct FloatKeys {
 
 }  // namespace attention_detail
 
-// Query slots and the key block are `hd` and `hd * bs` floats, whatever Keys keeps in them.
+namespace attention_detail {
+
+// One KV head's walk over a tile's context: Begin, then Block for each cache block from FirstBlock() up to
+// Context(), then End. Query slots and the key block are `hd` and `hd * bs` floats, whatever Keys keeps in them.
 template <typename Keys>
-inline void AttendWith(const AttentionArgs& args) {
-  using attention_detail::LoadRow;
-  const int64_t group = args.num_heads / args.num_kv_heads, hd = args.head_dim, bs = args.block_size;
-  const int64_t queries = args.num_rows * group;
-  float* q = args.scratch;             // [queries][hd]
-  float* acc = q + queries * hd;       // [queries][hd]
-  float* scores = acc + queries * hd;  // [queries][bs]
-  float* running_max = scores + queries * bs;
-  float* running_sum = running_max + queries;
-  float* keys = running_sum + queries;    // hd * bs
-  float* values = keys + hd * bs;         // hd * bs
-  float* corrections = values + hd * bs;  // group
-  for (int64_t r = 0; r < args.num_rows; ++r) {
-    for (int64_t g = 0; g < group; ++g) {
-      const int64_t index = r * group + g;
-      Keys::LoadQuery(args, args.first_row + r, args.kv_head * group + g, q + index * hd);
-      // A sink starts the online softmax as a key of logit sinks[head] and value zero.
-      running_max[index] =
-          args.sinks != nullptr ? args.sinks[args.kv_head * group + g] : -std::numeric_limits<float>::infinity();
-      running_sum[index] = args.sinks != nullptr ? 1.0f : 0.0f;
+class HeadWalk {
+ public:
+  // state: AttentionHeadStateFloats floats; keys and values (hd * bs each) and corrections (group) may be shared
+  // with other heads' walks, which use them one block after another.
+  void Begin(const AttentionArgs& args, float* state, float* keys, float* values, float* corrections) {
+    args_ = args;
+    group_ = args.num_heads / args.num_kv_heads, hd_ = args.head_dim, bs_ = args.block_size;
+    queries_ = args.num_rows * group_;
+    q_ = state;                       // [queries][hd]
+    acc_ = q_ + queries_ * hd_;       // [queries][hd]
+    scores_ = acc_ + queries_ * hd_;  // [queries][bs]
+    running_max_ = scores_ + queries_ * bs_;
+    running_sum_ = running_max_ + queries_;
+    keys_ = keys, values_ = values, corrections_ = corrections;
+    for (int64_t r = 0; r < args.num_rows; ++r) {
+      for (int64_t g = 0; g < group_; ++g) {
+        const int64_t index = r * group_ + g;
+        Keys::LoadQuery(args, args.first_row + r, args.kv_head * group_ + g, q_ + index * hd_);
+        // A sink starts the online softmax as a key of logit sinks[head] and value zero.
+        running_max_[index] =
+            args.sinks != nullptr ? args.sinks[args.kv_head * group_ + g] : -std::numeric_limits<float>::infinity();
+        running_sum_[index] = args.sinks != nullptr ? 1.0f : 0.0f;
+      }
     }
+    std::fill(acc_, acc_ + queries_ * hd_, 0.0f);
   }
-  std::fill(acc, acc + queries * hd, 0.0f);
-  const int64_t context = args.key_end >= 0 ? std::min(args.key_end, args.first_position + args.num_rows)
-                                            : args.first_position + args.num_rows;
-  const int64_t token_stride = args.num_kv_heads * hd;
+
+  int64_t Context() const {
+    return args_.key_end >= 0 ? std::min(args_.key_end, args_.first_position + args_.num_rows)
+                              : args_.first_position + args_.num_rows;
+  }
   // With a window, row r sees positions first_position + r - window + 1 .. first_position + r: the blocks
   // before the first row's window are never read.
-  const int64_t first_key = std::max(
-      args.key_begin, args.window > 0 ? std::max<int64_t>(0, args.first_position - args.window + 1) : int64_t{0});
-  for (int64_t block_start = first_key / bs * bs; block_start < context; block_start += bs) {
-    const int64_t block = args.block_table[block_start / bs];
-    const int64_t valid = std::min(bs, context - block_start);
-    const int64_t base = block * bs * token_stride + args.kv_head * hd;
-    Keys::LoadKeys(args, base, token_stride, valid, keys);
-    Keys::LoadValues(args, base, token_stride, valid, values);
-    for (int64_t r = 0; r < args.num_rows; ++r) {
-      const int64_t position = args.first_position + r;
+  int64_t FirstBlock() const {
+    const int64_t first_key = std::max(
+        args_.key_begin, args_.window > 0 ? std::max<int64_t>(0, args_.first_position - args_.window + 1) : int64_t{0});
+    return first_key / bs_ * bs_;
+  }
+
+  void Block(int64_t block_start) {
+    const int64_t token_stride = args_.num_kv_heads * hd_;
+    const int64_t block = args_.block_table[block_start / bs_];
+    const int64_t valid = std::min(bs_, Context() - block_start);
+    const int64_t base = block * bs_ * token_stride + args_.kv_head * hd_;
+    Keys::LoadKeys(args_, base, token_stride, valid, keys_);
+    Keys::LoadValues(args_, base, token_stride, valid, values_);
+    for (int64_t r = 0; r < args_.num_rows; ++r) {
+      const int64_t position = args_.first_position + r;
       if (block_start > position) continue;  // this row ends before the block; later rows may not
       // Keys of the block before the row's window (a prefix of `hidden` tokens) are masked; a row whose window
       // starts past the block skips it.
-      const int64_t hidden = args.window > 0 ? std::max<int64_t>(0, position - args.window + 1 - block_start) : 0;
+      const int64_t hidden = args_.window > 0 ? std::max<int64_t>(0, position - args_.window + 1 - block_start) : 0;
       if (hidden >= valid) continue;
       const int64_t visible = std::min(valid, position - block_start + 1);
-      Keys::Scores(args, q + r * group * hd, group, keys, scores + r * group * bs);
-      for (int64_t g = 0; g < group; ++g) {
-        const int64_t index = r * group + g;
-        float* s = scores + index * bs;
+      Keys::Scores(args_, q_ + r * group_ * hd_, group_, keys_, scores_ + r * group_ * bs_);
+      for (int64_t g = 0; g < group_; ++g) {
+        const int64_t index = r * group_ + g;
+        float* s = scores_ + index * bs_;
         float new_max, block_sum;
         // A masked score is -inf, so it sets no maximum; its weight (FastExp clamps, leaving ~1e-38) is zeroed
         // before the values are summed, and what it adds to the sum is below float resolution.
         std::fill(s, s + hidden, -std::numeric_limits<float>::infinity());
-        Keys::Exponentiate(s, visible, running_max[index], &new_max, &block_sum);
+        Keys::Exponentiate(s, visible, running_max_[index], &new_max, &block_sum);
         std::fill(s, s + hidden, 0.0f);
-        corrections[g] = FastExp(running_max[index] - new_max);
-        running_sum[index] = running_sum[index] * corrections[g] + block_sum;
-        running_max[index] = new_max;
+        corrections_[g] = FastExp(running_max_[index] - new_max);
+        running_sum_[index] = running_sum_[index] * corrections_[g] + block_sum;
+        running_max_[index] = new_max;
       }
       // The group's heads together: each value vector then serves all of them.
-      Keys::AccumulateGroup(acc + r * group * hd, corrections, scores + r * group * bs, values, visible, hd, group, bs);
+      Keys::AccumulateGroup(acc_ + r * group_ * hd_, corrections_, scores_ + r * group_ * bs_, values_, visible, hd_,
+                            group_, bs_);
     }
   }
-  if (args.partial != nullptr) {
-    std::copy(acc, acc + queries * hd, args.partial);
-    std::copy(running_max, running_max + queries, args.partial + queries * hd);
-    std::copy(running_sum, running_sum + queries, args.partial + queries * hd + queries);
-    return;
-  }
-  for (int64_t r = 0; r < args.num_rows; ++r) {
-    for (int64_t g = 0; g < group; ++g) {
-      const int64_t index = r * group + g;
-      const int64_t head = args.kv_head * group + g;
-      const float inverse = 1.0f / running_sum[index];
-      const float* a = acc + index * hd;
-      const int64_t offset = ((args.first_row + r) * args.num_heads + head) * hd;
-      if (args.bf16) {
-        uint16_t* dst = static_cast<uint16_t*>(args.out) + offset;
-        for (int64_t d = 0; d < hd; ++d) dst[d] = attention_detail::FloatToBf16(a[d] * inverse);
-      } else {
-        float* dst = static_cast<float*>(args.out) + offset;
-        for (int64_t d = 0; d < hd; ++d) dst[d] = a[d] * inverse;
+
+  void End() const {
+    if (args_.partial != nullptr) {
+      std::copy(acc_, acc_ + queries_ * hd_, args_.partial);
+      std::copy(running_max_, running_max_ + queries_, args_.partial + queries_ * hd_);
+      std::copy(running_sum_, running_sum_ + queries_, args_.partial + queries_ * hd_ + queries_);
+      return;
+    }
+    for (int64_t r = 0; r < args_.num_rows; ++r) {
+      for (int64_t g = 0; g < group_; ++g) {
+        const int64_t index = r * group_ + g;
+        const int64_t head = args_.kv_head * group_ + g;
+        const float inverse = 1.0f / running_sum_[index];
+        const float* a = acc_ + index * hd_;
+        const int64_t offset = ((args_.first_row + r) * args_.num_heads + head) * hd_;
+        if (args_.bf16) {
+          uint16_t* dst = static_cast<uint16_t*>(args_.out) + offset;
+          for (int64_t d = 0; d < hd_; ++d) dst[d] = FloatToBf16(a[d] * inverse);
+        } else {
+          float* dst = static_cast<float*>(args_.out) + offset;
+          for (int64_t d = 0; d < hd_; ++d) dst[d] = a[d] * inverse;
+        }
       }
     }
   }
+
+ private:
+  AttentionArgs args_;
+  int64_t group_ = 0, hd_ = 0, bs_ = 0, queries_ = 0;
+  float *q_ = nullptr, *acc_ = nullptr, *scores_ = nullptr, *running_max_ = nullptr, *running_sum_ = nullptr;
+  float *keys_ = nullptr, *values_ = nullptr, *corrections_ = nullptr;
+};
+
+}  // namespace attention_detail
+
+// The tile's KV heads kv_head .. + kv_head_count - 1, block by block (scratch: AttentionScratchFloats(group,
+// head_dim, block_size, kv_head_count)). Each head's arithmetic is the same whether it walks alone or with others.
+template <typename Keys>
+inline void AttendWith(const AttentionArgs& args) {
+  const int64_t heads = std::min(std::max<int64_t>(1, args.kv_head_count), kAttentionMaxWalkHeads);
+  const int64_t group = args.num_heads / args.num_kv_heads, hd = args.head_dim, bs = args.block_size;
+  const int64_t state_floats = AttentionHeadStateFloats(group, hd, bs);
+  float* keys = args.scratch + heads * state_floats;
+  float* values = keys + hd * bs;
+  float* corrections = values + hd * bs;
+  attention_detail::HeadWalk<Keys> walks[kAttentionMaxWalkHeads];
+  for (int64_t h = 0; h < heads; ++h) {
+    AttentionArgs head_args = args;
+    head_args.kv_head = args.kv_head + h;
+    head_args.kv_head_count = 1;
+    if (args.partial != nullptr) head_args.partial = args.partial + h * args.partial_head_stride;
+    walks[h].Begin(head_args, args.scratch + h * state_floats, keys, values, corrections);
+  }
+  for (int64_t block_start = walks[0].FirstBlock(); block_start < walks[0].Context(); block_start += bs) {
+    for (int64_t h = 0; h < heads; ++h) walks[h].Block(block_start);
+  }
+  for (int64_t h = 0; h < heads; ++h) walks[h].End();
 }
 
 inline void Attend(const AttentionArgs& args) { AttendWith<attention_detail::FloatKeys>(args); }
