@@ -171,7 +171,9 @@ TEST_CASE(
   // four KV heads and chunks of one block, late decode rows walk all their heads in one item (at least four chunks
   // per thread) while the prefill's 16-row tiles take an item per head: the heads' arithmetic must not differ.
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
-    for (const auto& [kv_heads, chunk_tokens] : {std::pair<int64_t, int64_t>{1, 32}, {4, 16}}) {
+    for (const auto& setting : {std::pair<int64_t, int64_t>{1, 32}, {4, 16}}) {
+      // Plain names: a lambda below uses them, and C++17 lambdas cannot capture structured bindings.
+      const int64_t kv_heads = setting.first, chunk_tokens = setting.second;
       const int64_t block_size = 16, context = 150, blocks = (context + block_size - 1) / block_size;
       at::manual_seed(11);
       const auto options = at::TensorOptions().dtype(dtype);
