@@ -77,7 +77,7 @@ struct AttentionItem {
 // item then reads whole cache rows ([kv_heads][head_dim], 2 KB for Qwen3) in order, where an item per head read a
 // 256-byte slice of every row, which got half the memory bandwidth (AMD Zen 4: 18 against 35 GB/s on 2 threads).
 // Shorter contexts keep an item per head, enough of them to balance the threads.
-constexpr int64_t kWalkHeadsChunksPerThread = 4;
+constexpr int64_t kWalkHeadsChunksPerThread = 2;
 constexpr int64_t kWalkHeadsMaxRows = 4;
 
 // A tile split into `chunks` chunks, whose states start at `partial_offset`.
