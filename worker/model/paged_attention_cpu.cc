@@ -71,6 +71,9 @@ struct AttentionItem {
   int64_t partial_offset;
   int32_t heads = 1;
   int64_t partial_head_stride = 0;
+  // > 1: the item attends its tile's chunks one after another and merges them itself (a prefill tile: its states
+  // stay in the member's scratch instead of a buffer the size of every tile's states).
+  int32_t chunks_in_item = 1;
 };
 
 // Decode rows over a context of at least this many chunks per thread walk all their KV heads in one item: one
@@ -141,6 +144,13 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
     const int64_t begin = window > 0 ? std::max<int64_t>(0, tile.first_position - window + 1) / chunk * chunk : 0;
     const int64_t chunks = (context - begin + chunk - 1) / chunk;
     const int64_t state_floats = tile.num_rows * group * (head_dim + 2);  // one chunk's, as MergeChunks reads them
+    if (chunks > 1 && tile.num_rows > kWalkHeadsMaxRows) {
+      for (int64_t h = 0; h < num_kv_heads; ++h) {
+        items.push_back({static_cast<int32_t>(group_begin + h), static_cast<int32_t>(begin),
+                         static_cast<int32_t>(context), true, int64_t{-1}, 1, 0, static_cast<int32_t>(chunks)});
+      }
+      continue;
+    }
     const int64_t group_partials = partial_floats;
     for (int64_t h = 0; h < num_kv_heads; ++h) {
       if (chunks > 1) {
@@ -182,6 +192,7 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
   cpu::ThreadTeam::Get().Run([&](cpu::TeamMember& member) {
     thread_local std::vector<float> scratch;
     if (static_cast<int64_t>(scratch.size()) < scratch_floats) scratch.resize(scratch_floats);
+    thread_local std::vector<float> tile_partials;
     for (auto [i, end] = queue.Claim(member, 1); i < end; std::tie(i, end) = queue.Claim(member, 1)) {
       const AttentionItem& item = items[i];
       const AttentionTile& tile = tiles[item.tile];
@@ -208,7 +219,23 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
                               item.partial_offset < 0 ? nullptr : partials.data() + item.partial_offset,
                               item.heads,
                               item.partial_head_stride};
-      kernel(args);
+      if (item.chunks_in_item == 1) {
+        kernel(args);
+        continue;
+      }
+      // The same chunks, states and merge as split items, one after another.
+      const int64_t state_floats = tile.num_rows * group * (head_dim + 2);
+      if (static_cast<int64_t>(tile_partials.size()) < item.chunks_in_item * state_floats) {
+        tile_partials.resize(item.chunks_in_item * state_floats);
+      }
+      for (int64_t c = 0; c < item.chunks_in_item; ++c) {
+        args.key_begin = item.key_begin + c * chunk;
+        args.key_end = std::min<int64_t>(item.key_end, args.key_begin + chunk);
+        args.sinks = c == 0 ? sinks : nullptr;
+        args.partial = tile_partials.data() + c * state_floats;
+        kernel(args);
+      }
+      MergeChunks(tile, tile_partials.data(), item.chunks_in_item, group, num_heads, head_dim, bf16, out.data_ptr());
     }
     if (split_tiles.empty()) return;
     member.Barrier();
