@@ -18,7 +18,8 @@ class WorkerProcess {
  public:
   // Starts the binary with `extra_args` after the model and address flags, and `environment` (NAME=VALUE)
   // added to this process's. The helper's clients use `client_credentials`. Throws, with the worker's log,
-  // when it does not report SERVING on the health service within `ready_timeout`.
+  // when it does not report SERVING on the health service within `ready_timeout` (a worker that found its picked
+  // port taken is started again on others, up to three times).
   WorkerProcess(const std::string& binary, const std::string& model_path, std::vector<std::string> extra_args,
                 absl::Duration ready_timeout = absl::Seconds(120), std::vector<std::string> environment = {},
                 const internal_auth::ClusterCredentials& client_credentials = TestClusterCredentials());
@@ -33,8 +34,8 @@ class WorkerProcess {
   int HealthStatus(const std::string& service);
 
  private:
-  int grpc_port_;
-  int metrics_port_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
   std::unique_ptr<ChildProcess> process_;
   std::unique_ptr<v1::Worker::Stub> worker_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
