@@ -168,7 +168,7 @@ TEST_CASE(
     "without a window",
     "[unit][paged_attention]") {
   // What makes a sequence's output independent of its batch: a row's chunks are fixed by its position alone. With
-  // four KV heads and chunks of one block, late decode rows walk all their heads in one item (at least four chunks
+  // four KV heads and chunks of one block, late decode rows walk all their heads in one item (at least two chunks
   // per thread) while the prefill's 16-row tiles take an item per head: the heads' arithmetic must not differ.
   for (const at::ScalarType dtype : {at::kFloat, at::kBFloat16}) {
     for (const auto& setting : {std::pair<int64_t, int64_t>{1, 32}, {4, 16}}) {
