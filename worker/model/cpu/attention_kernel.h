@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "worker/model/cpu/vector_math.h"
 
@@ -373,18 +374,19 @@ inline void AttendWith(const AttentionArgs& args) {
   float* keys = args.scratch + heads * state_floats;
   float* values = keys + hd * bs;
   float* corrections = values + hd * bs;
-  attention_detail::HeadWalk<Keys> walks[kAttentionMaxWalkHeads];
+  // Only the walks used are constructed: most calls walk one head, once per work item.
+  std::optional<attention_detail::HeadWalk<Keys>> walks[kAttentionMaxWalkHeads];
   for (int64_t h = 0; h < heads; ++h) {
     AttentionArgs head_args = args;
     head_args.kv_head = args.kv_head + h;
     head_args.kv_head_count = 1;
     if (args.partial != nullptr) head_args.partial = args.partial + h * args.partial_head_stride;
-    walks[h].Begin(head_args, args.scratch + h * state_floats, keys, values, corrections);
+    walks[h].emplace().Begin(head_args, args.scratch + h * state_floats, keys, values, corrections);
   }
-  for (int64_t block_start = walks[0].FirstBlock(); block_start < walks[0].Context(); block_start += bs) {
-    for (int64_t h = 0; h < heads; ++h) walks[h].Block(block_start);
+  for (int64_t block_start = walks[0]->FirstBlock(); block_start < walks[0]->Context(); block_start += bs) {
+    for (int64_t h = 0; h < heads; ++h) walks[h]->Block(block_start);
   }
-  for (int64_t h = 0; h < heads; ++h) walks[h].End();
+  for (int64_t h = 0; h < heads; ++h) walks[h]->End();
 }
 
 inline void Attend(const AttentionArgs& args) { AttendWith<attention_detail::FloatKeys>(args); }
