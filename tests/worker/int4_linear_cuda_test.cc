@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -20,6 +19,7 @@ namespace {
 using cpu::attention_detail::Bf16ToFloat;
 using cpu::attention_detail::FloatToBf16;
 using testing::DeviceBuffer;
+using testing::DeviceOutput;
 using testing::HaveGpu;
 
 // Random packed weights in int4_weight.h's layout, with their scales (and zero points, whole numbers 0..16).
@@ -86,15 +86,13 @@ double WorstExcess(const Case& c, uint32_t seed) {
   DeviceBuffer<uint16_t> x_half(x_bf16);
   DeviceBuffer<float> bias_float(bias);
   DeviceBuffer<uint16_t> bias_half(bias_bf16);
-  const size_t outputs = static_cast<size_t>(c.rows) * c.columns;
-  DeviceBuffer<float> out_float(std::vector<float>(outputs, NAN));
-  DeviceBuffer<uint16_t> out_half(std::vector<uint16_t>(outputs, 0x7FC0));
+  const DeviceOutput out_device(static_cast<size_t>(c.rows) * c.columns, c.bf16);
   const void* bias_device = !c.bias ? nullptr : c.bf16 ? static_cast<const void*>(bias_half.data) : bias_float.data;
   const Int4LinearParams params{c.bf16 ? static_cast<const void*>(x_half.data) : x_float.data,
                                 weight_device.data,
                                 scales_device.data,
                                 bias_device,
-                                c.bf16 ? static_cast<void*>(out_half.data) : out_float.data,
+                                out_device.data(),
                                 c.rows,
                                 c.columns,
                                 c.k_size,
@@ -103,11 +101,7 @@ double WorstExcess(const Case& c, uint32_t seed) {
                                 c.bf16};
   REQUIRE(LaunchInt4Linear(params, nullptr) == cudaSuccess);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  std::vector<float> out = c.bf16 ? std::vector<float>(outputs) : out_float.ToHost(outputs);
-  if (c.bf16) {
-    const std::vector<uint16_t> half = out_half.ToHost(outputs);
-    for (size_t i = 0; i < outputs; ++i) out[i] = Bf16ToFloat(half[i]);
-  }
+  const std::vector<float> out = out_device.ToFloats();
 
   double worst = -INFINITY;
   for (int row = 0; row < c.rows; ++row) {
@@ -149,8 +143,7 @@ TEST_CASE("gpu: CUDA int4 linear equals a float64 reference", "[gpu]") {
 }
 
 // Every weight (u - z) * scale rounded once (float32, then to bfloat16 to nearest even), bit for bit; one matrix
-// of more 32-input chunks than the grid has threads, so its threads loop. NaN until written, so a value left
-// out fails too.
+// of more 32-input chunks than the grid has threads, so its threads loop.
 TEST_CASE("gpu: CUDA int4 dequantize equals the packed weights rounded once", "[gpu]") {
   REQUIRE(HaveGpu());
   std::mt19937 random(43);
@@ -165,21 +158,12 @@ TEST_CASE("gpu: CUDA int4 dequantize equals the packed weights rounded once", "[
     const PackedWeights w(columns, k_size, k_size / group_size, zero_points, random);
     DeviceBuffer<uint8_t> weight_device(w.bytes);
     DeviceBuffer<float> scales_device(w.scales);
-    const size_t count = static_cast<size_t>(columns) * k_size;
-    DeviceBuffer<float> out_float(std::vector<float>(bf16 ? 1 : count, NAN));
-    DeviceBuffer<uint16_t> out_half(std::vector<uint16_t>(bf16 ? count : 1, 0x7FC0));
-    void* out = bf16 ? static_cast<void*>(out_half.data) : static_cast<void*>(out_float.data);
+    const DeviceOutput out(static_cast<size_t>(columns) * k_size, bf16);
     REQUIRE(LaunchDequantizeInt4(weight_device.data, scales_device.data, zero_points, columns, k_size,
-                                 k_size / group_size, out, bf16, nullptr) == cudaSuccess);
+                                 k_size / group_size, out.data(), bf16, nullptr) == cudaSuccess);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    const std::vector<float> got_float = bf16 ? std::vector<float>() : out_float.ToHost(count);
-    const std::vector<uint16_t> got_half = bf16 ? out_half.ToHost(count) : std::vector<uint16_t>();
-    size_t mismatches = 0;
-    for (size_t i = 0; i < count; ++i) {
-      const float want = w.Weight(static_cast<int>(i / k_size), static_cast<int>(i % k_size));
-      if (bf16 ? got_half[i] != FloatToBf16(want) : std::memcmp(&got_float[i], &want, 4) != 0) ++mismatches;
-    }
-    CHECK(mismatches == 0);
+    CHECK(out.CountNotRoundedOnce(
+              [&](size_t i) { return w.Weight(static_cast<int>(i / k_size), static_cast<int>(i % k_size)); }) == 0);
   }
 }
 

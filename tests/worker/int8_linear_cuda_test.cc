@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -22,6 +21,7 @@ using cpu::attention_detail::Bf16ToFloat;
 using cpu::attention_detail::FloatToBf16;
 
 using testing::DeviceBuffer;
+using testing::DeviceOutput;
 using testing::HaveGpu;
 
 struct Case {
@@ -67,17 +67,15 @@ Outcome Run(const Case& c, Int8LinearPath path, uint32_t seed) {
   DeviceBuffer<uint16_t> x_bf16_device(x_bf16, c.x_byte_offset);
   DeviceBuffer<float> bias_float_device(bias);
   DeviceBuffer<uint16_t> bias_bf16_device(bias_bf16);
-  // Output in x's dtype; NaN (as bfloat16 too) until written.
-  const size_t outputs = static_cast<size_t>(c.rows) * c.columns;
-  DeviceBuffer<float> out_float_device(std::vector<float>(outputs, NAN));
-  DeviceBuffer<uint16_t> out_bf16_device(std::vector<uint16_t>(outputs, 0x7FC0));
+  // Output in x's dtype.
+  const DeviceOutput out_device(static_cast<size_t>(c.rows) * c.columns, c.bf16);
   const void* bias_device =
       c.bias ? (c.bf16 ? static_cast<const void*>(bias_bf16_device.data) : bias_float_device.data) : nullptr;
   const Int8LinearParams params{c.bf16 ? static_cast<const void*>(x_bf16_device.data) : x_float_device.data,
                                 weight_device.data,
                                 scales_device.data,
                                 bias_device,
-                                c.bf16 ? static_cast<void*>(out_bf16_device.data) : out_float_device.data,
+                                out_device.data(),
                                 c.rows,
                                 c.columns,
                                 c.k_size,
@@ -87,14 +85,7 @@ Outcome Run(const Case& c, Int8LinearPath path, uint32_t seed) {
   outcome.launch = LaunchInt8Linear(params, nullptr, path);
   if (outcome.launch != cudaSuccess) return outcome;
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  std::vector<float> out(outputs);
-  if (c.bf16) {
-    std::vector<uint16_t> out_bf16(outputs);
-    REQUIRE(cudaMemcpy(out_bf16.data(), out_bf16_device.data, outputs * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
-    for (size_t i = 0; i < outputs; ++i) out[i] = Bf16ToFloat(out_bf16[i]);
-  } else {
-    REQUIRE(cudaMemcpy(out.data(), out_float_device.data, outputs * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-  }
+  const std::vector<float> out = out_device.ToFloats();
 
   const int group_size = c.k_size / c.groups;
   const bool rounded_weights = path == Int8LinearPath::kTensorCores && c.groups > 1;
@@ -254,26 +245,14 @@ TEST_CASE("gpu: CUDA int8 dequantize equals weight times scale rounded once", "[
     for (float& s : scales) s = std::exp(normal(random)) / 127.f;
     DeviceBuffer<int8_t> weight_device(weight);
     DeviceBuffer<float> scales_device(scales);
-    DeviceBuffer<float> out_float(std::vector<float>(weight.size(), NAN));
-    DeviceBuffer<uint16_t> out_bf16(std::vector<uint16_t>(weight.size(), 0x7FC0));
-    void* out = bf16 ? static_cast<void*>(out_bf16.data) : static_cast<void*>(out_float.data);
-    REQUIRE(LaunchDequantizeInt8(weight_device.data, scales_device.data, columns, k_size, groups, out, bf16, nullptr) ==
-            cudaSuccess);
+    const DeviceOutput out(weight.size(), bf16);
+    REQUIRE(LaunchDequantizeInt8(weight_device.data, scales_device.data, columns, k_size, groups, out.data(), bf16,
+                                 nullptr) == cudaSuccess);
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    std::vector<float> got_float(bf16 ? 0 : weight.size());
-    std::vector<uint16_t> got_bf16(bf16 ? weight.size() : 0);
-    if (bf16) {
-      REQUIRE(cudaMemcpy(got_bf16.data(), out, weight.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
-    } else {
-      REQUIRE(cudaMemcpy(got_float.data(), out, weight.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-    }
-    size_t mismatches = 0;
-    for (size_t i = 0; i < weight.size(); ++i) {
+    CHECK(out.CountNotRoundedOnce([&](size_t i) {
       const size_t column = i / k_size;
-      const float want = static_cast<float>(weight[i]) * scales[column * groups + (i % k_size) / (k_size / groups)];
-      if (bf16 ? got_bf16[i] != FloatToBf16(want) : std::memcmp(&got_float[i], &want, 4) != 0) ++mismatches;
-    }
-    CHECK(mismatches == 0);
+      return static_cast<float>(weight[i]) * scales[column * groups + (i % k_size) / (k_size / groups)];
+    }) == 0);
   }
 }
 
