@@ -151,24 +151,27 @@ mkdir -p "$logs"
 source scripts/bench-cluster.sh
 trap 'stop_cluster; deliver' EXIT
 bench="$build/tools/bench/llmc-bench"
+# measure NAME CONCURRENCY TIMEOUT MAX_DURATION: one llmc-bench run against the cluster (two requests a stream, 8
+# at least), its JSON in $out/llmc-NAME.json and its line in the summary.
+measure() {
+  local name=$1 c=$2
+  "$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint=completions --label="llmc $name" \
+    --num-prompts=$((c * 2 > 8 ? c * 2 : 8)) --max-concurrency="$c" --request-rate=inf --input-len="$input_len" \
+    --output-len="$output_len" --ignore-eos --seed=1 --timeout="$3" --max-duration="$4" --disable-progress \
+    --output-json="$out/llmc-$name.json" >"$logs/bench-$name.log" 2>&1 || status=1
+  "$python" - "$out/llmc-$name.json" "$name" <<'PY' | tee -a "$summary" || status=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(f"gpu-run: llmc {sys.argv[2]}: {r['completed']} done, {r['failed']} failed, "
+      f"output {r['output_throughput']:.1f} tok/s, ITL median {r['itl_ms']['median']:.2f} ms, "
+      f"TTFT median {r['ttft_ms']['median']:.1f} ms")
+PY
+}
 package="$models/bfloat16"
 start_cluster serve --max_running=256
 "$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint=completions --num-prompts=4 --input-len="$input_len" --output-len=8 \
   --ignore-eos --disable-progress >/dev/null 2>&1
-for c in $levels; do
-  n=$((c * 2 > 8 ? c * 2 : 8))
-  "$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint=completions --label="llmc c$c" --num-prompts="$n" --max-concurrency="$c" \
-    --request-rate=inf --input-len="$input_len" --output-len="$output_len" --ignore-eos --seed=1 \
-    --timeout=300s --max-duration=240s --disable-progress --output-json="$out/llmc-c$c.json" >"$logs/bench-c$c.log" 2>&1 ||
-    status=1
-  "$python" - "$out/llmc-c$c.json" "$c" <<'PY' | tee -a "$summary"
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"gpu-run: llmc concurrency {sys.argv[2]}: {r['completed']} done, {r['failed']} failed, "
-      f"output {r['output_throughput']:.1f} tok/s, ITL median {r['itl_ms']['median']:.2f} ms, "
-      f"TTFT median {r['ttft_ms']['median']:.1f} ms")
-PY
-done
+for c in $levels; do measure "c$c" "$c" 300s 240s; done
 grep -h "device" "$logs"/serve-bench-worker.log | head -2 >>"$summary" || true
 stop_cluster
 phase "serve bfloat16 at concurrency $levels"
@@ -178,19 +181,7 @@ phase "serve bfloat16 at concurrency $levels"
 quantized_levels="$([ $gpu = 1 ] && echo "1 16" || echo "1")"
 for quantization in int8 int4; do
   start_cluster "serve-$quantization" --max_running=64 --quantization="$quantization" || { status=1; stop_cluster; continue; }
-  for c in $quantized_levels; do
-    n=$((c * 2 > 8 ? c * 2 : 8))
-    "$bench" --base-url="http://127.0.0.1:$port/v1" --endpoint=completions --label="llmc $quantization c$c" \
-      --num-prompts="$n" --max-concurrency="$c" --request-rate=inf --input-len="$input_len" \
-      --output-len="$output_len" --ignore-eos --seed=1 --timeout=120s --max-duration=90s --disable-progress \
-      --output-json="$out/llmc-$quantization-c$c.json" >"$logs/bench-$quantization-c$c.log" 2>&1 || status=1
-    "$python" - "$out/llmc-$quantization-c$c.json" "$quantization" "$c" <<'PY' | tee -a "$summary" || status=1
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"gpu-run: llmc {sys.argv[2]} concurrency {sys.argv[3]}: {r['completed']} done, {r['failed']} failed, "
-      f"output {r['output_throughput']:.1f} tok/s, ITL median {r['itl_ms']['median']:.2f} ms")
-PY
-  done
+  for c in $quantized_levels; do measure "$quantization-c$c" "$c" 120s 90s; done
   stop_cluster
 done
 phase "serve int8 and int4 at concurrency $quantized_levels"
