@@ -8,7 +8,8 @@
 //   llmc_model_bench --contexts=512,8192 <package-dir> ...
 //
 // --contexts measures only decode b=1 with each given number of tokens already cached, and each step's ratio
-// to the first context's (what sliding-window layers save: Gemma 3's local layers read only their window).
+// to the first context's (what sliding-window layers save: Gemma 3's local layers read only their window); with
+// --profile, where those steps' time goes.
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -86,6 +87,14 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
                             PrefetchingStreamSeconds(static_cast<const char*>(buffer.data_ptr()),
                                                      static_cast<int64_t>(bytes), at::get_num_threads()) /
                             1e9);
+}
+
+// The read bandwidth at this moment: the prefetching reader over as many bytes as a step's weights (up to the
+// buffer's size).
+double MomentReadGbPerSecond(const at::Tensor& buffer, double weight_bytes) {
+  const int64_t bytes = std::min<int64_t>(static_cast<int64_t>(weight_bytes), buffer.nbytes()) / 256 * 256;
+  return static_cast<double>(bytes) /
+         PrefetchingStreamSeconds(static_cast<const char*>(buffer.data_ptr()), bytes, at::get_num_threads()) / 1e9;
 }
 
 // Bytes one decode step streams, in the weights' type (int8 packages: one byte per weight, int4 half a byte, plus
@@ -293,27 +302,57 @@ int main(int argc, char** argv) {
   int64_t vocab = measured.front().model->manifest().vocab_size;
   for (const Measured& m : measured) vocab = std::min(vocab, m.model->manifest().vocab_size);
   if (!contexts.empty()) {
-    // Decode b=1 after each context, the packages and contexts taking turns in every run; best step of 15.
+    // Decode b=1 after each context, the packages and contexts taking turns in every run; best step of 15. As in
+    // the full run, the best read over the run is the yardstick, and each step is also paired with a read of its
+    // weights' bytes just before it.
     std::vector<std::vector<double>> best(measured.size(), std::vector<double>(contexts.size(), 1e9));
+    std::vector<std::vector<std::vector<double>>> paired(measured.size(),
+                                                         std::vector<std::vector<double>>(contexts.size()));
     for (int run = -3; run < 15; ++run) {
+      bandwidth = std::max(bandwidth, ReadBandwidthGbPerSecond(read_buffer));
       for (size_t c = 0; c < contexts.size(); ++c) {
         const auto batch = MakeBatch(1, contexts[c], 0, kBlockSize, vocab);
         for (size_t i = 0; i < measured.size(); ++i) {
+          const double moment_gbs = MomentReadGbPerSecond(read_buffer, measured[i].weight_bytes);
           const auto start = Clock::now();
           const absl::Status status = Step(*measured[i].model, batch, measured[i].cache, /*greedy=*/true);
           if (!status.ok()) {
             std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
             return 1;
           }
-          if (run >= 0) best[i][c] = std::min(best[i][c], Seconds(start) * 1e3);
+          const double ms = Seconds(start) * 1e3;
+          if (run < 0) continue;
+          best[i][c] = std::min(best[i][c], ms);
+          paired[i][c].push_back(measured[i].weight_bytes / (ms * 1e6) / moment_gbs);
         }
       }
     }
+    std::printf("read bandwidth %.1f GB/s (best multi-threaded read of 2 GiB, before every run)\n", bandwidth);
     for (size_t i = 0; i < measured.size(); ++i) {
+      const double limit_ms = measured[i].weight_bytes / (bandwidth * 1e9) * 1e3;
       for (size_t c = 0; c < contexts.size(); ++c) {
-        std::printf("%-10s decode b=1 after %6lld tokens: %8.2f ms (%.2fx the step after %lld)\n",
-                    measured[i].label.c_str(), static_cast<long long>(contexts[c]), best[i][c], best[i][c] / best[i][0],
-                    static_cast<long long>(contexts[0]));
+        std::sort(paired[i][c].begin(), paired[i][c].end());
+        std::printf(
+            "%-10s decode b=1 after %6lld tokens: %8.2f ms (%.2fx the step after %lld); weights' read limit %.2f ms: "
+            "%.1f%%, paired %.1f%%\n",
+            measured[i].label.c_str(), static_cast<long long>(contexts[c]), best[i][c], best[i][c] / best[i][0],
+            static_cast<long long>(contexts[0]), limit_ms, limit_ms / best[i][c] * 100,
+            paired[i][c][paired[i][c].size() / 2] * 100);
+      }
+    }
+    if (profile) {
+      for (Measured& m : measured) {
+        for (const int64_t context : contexts) {
+          const auto batch = MakeBatch(1, context, 0, kBlockSize, vocab);
+          llmc::bench::StepProfiler profiler;
+          for (int run = 0; run < 15; ++run) {
+            profiler.Begin();
+            const absl::Status status = Step(*m.model, batch, m.cache, /*greedy=*/true);
+            profiler.End();
+            if (!status.ok()) return 1;
+          }
+          profiler.Print(absl::StrCat(m.label, " decode b=1 after ", context, " tokens"));
+        }
       }
     }
     return 0;
@@ -335,12 +374,7 @@ int main(int argc, char** argv) {
         double moment_gbs = 0;
         if (shape.prefill == 0) {
           bandwidth = std::max(bandwidth, ReadBandwidthGbPerSecond(read_buffer));
-          const int64_t bytes =
-              std::min<int64_t>(static_cast<int64_t>(m.weight_bytes), read_buffer.nbytes()) / 256 * 256;
-          moment_gbs =
-              static_cast<double>(bytes) /
-              PrefetchingStreamSeconds(static_cast<const char*>(read_buffer.data_ptr()), bytes, at::get_num_threads()) /
-              1e9;
+          moment_gbs = MomentReadGbPerSecond(read_buffer, m.weight_bytes);
         }
         for (const bool greedy : {false, true}) {
           llmc::model::cpu::TakeActiveExpertCount();
