@@ -26,6 +26,9 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:${UBSAN_OPTIONS:-}"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$repo/tests/sanitizers/tsan.supp:${TSAN_OPTIONS:-}"
 export LSAN_OPTIONS="suppressions=$repo/tests/sanitizers/lsan.supp:${LSAN_OPTIONS:-}"
+# Instrumented threads run 2-15x slower: the tests' waits for something to happen may take longer (they still end
+# as soon as it does; tests/support/wait.h).
+export LLMC_TEST_WAIT_SCALE="${LLMC_TEST_WAIT_SCALE:-4}"
 # Left out: the int8 quality tests run a Qwen2-0.5B-shaped model over 512 positions, and train a small model in
 # Python and measure its quantized copies over 2,048 positions (minutes of uninstrumented libtorch arithmetic,
 # for no code the kernel and loader tests do not cover); under UBSan, tests/CMakeLists.txt also leaves out the

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <random>
 #include <stdexcept>
 #include <unordered_set>
@@ -14,8 +15,17 @@
 
 namespace llmc::testing {
 
+double WaitScale() {
+  static const double scale = [] {
+    const char* value = std::getenv("LLMC_TEST_WAIT_SCALE");
+    const double parsed = value == nullptr ? 1.0 : std::atof(value);
+    return parsed >= 1.0 && parsed <= 20.0 ? parsed : 1.0;
+  }();
+  return scale;
+}
+
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout, absl::Duration poll_interval) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = absl::Now() + timeout * WaitScale();
   while (true) {
     if (condition()) return true;
     if (absl::Now() >= deadline) return false;

@@ -7,7 +7,12 @@
 
 namespace llmc::testing {
 
-// Polls `condition` until it holds or `timeout` passes; true when it held. Every wait in tests is bounded.
+// How much longer every WaitUntil may wait: LLMC_TEST_WAIT_SCALE (1 to 20, default 1). scripts/test.sh raises it
+// under the sanitizers, where threads run several times slower; a wait whose condition holds still ends at once.
+double WaitScale();
+
+// Polls `condition` until it holds or `timeout` (times WaitScale) passes; true when it held. Every wait in tests
+// is bounded, and every caller waits for something to happen, never for it not to.
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout,
                absl::Duration poll_interval = absl::Milliseconds(20));
 
