@@ -362,6 +362,31 @@ class HeadWalk {
   float *keys_ = nullptr, *values_ = nullptr, *corrections_ = nullptr;
 };
 
+// Part `share` of `shares` of the rows the walked heads read in cache block `block` (its first `rows` tokens), keys
+// and values, prefetched into L2 in address order. Walking heads reads each row in head-sized slices, a pattern
+// the hardware prefetchers follow poorly; touched a block ahead, a share before each head's turn, the block
+// streams in order (one Qwen3-0.6B-shaped layer at 8k tokens from memory: 16-17 GB/s without, 23-25 with; to
+// L1 it gained nothing).
+inline void PrefetchBlockShare(const AttentionArgs& args, int64_t heads, int64_t block, int64_t rows, int64_t share,
+                               int64_t shares) {
+  constexpr int64_t kLine = 64;
+  const int64_t element = args.bf16 ? 2 : 4;
+  const int64_t row_stride = args.num_kv_heads * args.head_dim * element;
+  const int64_t lines_per_row = (heads * args.head_dim * element + kLine - 1) / kLine;
+  const int64_t lines = rows * lines_per_row;
+  const int64_t first = lines * share / shares, last = lines * (share + 1) / shares;
+  const int64_t offset = (block * args.block_size * args.num_kv_heads + args.kv_head) * args.head_dim * element;
+  for (const void* cache : {args.key_cache, args.value_cache}) {
+    const char* base = static_cast<const char*>(cache) + offset;
+    for (int64_t line = first; line < last; ++line) {
+      const char* address = base + (line / lines_per_row) * row_stride + (line % lines_per_row) * kLine;
+      __builtin_prefetch(address, 0, 2);
+      // A loop of prefetches alone has no effect the compiler must keep: GCC deletes it whole.
+      asm volatile("" : : "r"(address));
+    }
+  }
+}
+
 }  // namespace attention_detail
 
 // The tile's KV heads kv_head .. + kv_head_count - 1, block by block (scratch: AttentionScratchFloats(group,
@@ -383,8 +408,16 @@ inline void AttendWith(const AttentionArgs& args) {
     if (args.partial != nullptr) head_args.partial = args.partial + h * args.partial_head_stride;
     walks[h].emplace().Begin(head_args, args.scratch + h * state_floats, keys, values, corrections);
   }
-  for (int64_t block_start = walks[0]->FirstBlock(); block_start < walks[0]->Context(); block_start += bs) {
-    for (int64_t h = 0; h < heads; ++h) walks[h]->Block(block_start);
+  const int64_t context = walks[0]->Context();
+  for (int64_t block_start = walks[0]->FirstBlock(); block_start < context; block_start += bs) {
+    const int64_t next_start = block_start + bs;
+    const int64_t next_block = next_start < context ? args.block_table[next_start / bs] : -1;
+    for (int64_t h = 0; h < heads; ++h) {
+      if (next_block >= 0) {
+        attention_detail::PrefetchBlockShare(args, heads, next_block, std::min(bs, context - next_start), h, heads);
+      }
+      walks[h]->Block(block_start);
+    }
   }
   for (int64_t h = 0; h < heads; ++h) walks[h]->End();
 }
