@@ -81,7 +81,8 @@ struct DoneRecord {
 // second, the first call's connect could outlast it and the pick would end before the controller saw it.
 constexpr absl::Duration kPatientDeadline = absl::Seconds(60);
 
-// The first pick opens the channel; under TSan on a loaded CI machine that took longer than 5 s once.
+// The first pick opens the channel. (Under TSan a connect once took longer than the channels then allowed an
+// attempt, 200 ms, and the pick failed at once: RequirePickPending reports such a pick's own status.)
 constexpr absl::Duration kPickArrivalWait = absl::Seconds(45);
 
 // Waits until the controller holds the dispatched pick; a pick that ended first fails with its status.
