@@ -91,9 +91,14 @@ struct SplitTile {
 };
 
 // Out = the softmax-weighted sum over all chunks of a tile: each chunk's sums rescaled to the largest maximum.
+// One chunk's unnormalised state of a tile's queries (AttentionArgs::partial): sums, then maxima, then weight sums.
+int64_t ChunkStateFloats(const AttentionTile& tile, int64_t group, int64_t head_dim) {
+  return tile.num_rows * group * (head_dim + 2);
+}
+
 void MergeChunks(const AttentionTile& tile, const float* partials, int64_t chunks, int64_t group, int64_t num_heads,
                  int64_t head_dim, bool bf16, void* out) {
-  const int64_t queries = tile.num_rows * group, chunk_floats = queries * (head_dim + 2);
+  const int64_t queries = tile.num_rows * group, chunk_floats = ChunkStateFloats(tile, group, head_dim);
   float merged[kMaxHeadDim];
   for (int64_t index = 0; index < queries; ++index) {
     float maximum = -std::numeric_limits<float>::infinity();
@@ -143,7 +148,7 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
     const int64_t context = tile.first_position + tile.num_rows;
     const int64_t begin = window > 0 ? std::max<int64_t>(0, tile.first_position - window + 1) / chunk * chunk : 0;
     const int64_t chunks = (context - begin + chunk - 1) / chunk;
-    const int64_t state_floats = tile.num_rows * group * (head_dim + 2);  // one chunk's, as MergeChunks reads them
+    const int64_t state_floats = ChunkStateFloats(tile, group, head_dim);
     if (chunks > 1 && tile.num_rows > kWalkHeadsMaxRows) {
       for (int64_t h = 0; h < num_kv_heads; ++h) {
         items.push_back({static_cast<int32_t>(group_begin + h), static_cast<int32_t>(begin),
@@ -224,7 +229,7 @@ void AttendTiles(const at::Tensor& query, const at::Tensor& key_cache, const at:
         continue;
       }
       // The same chunks, states and merge as split items, one after another.
-      const int64_t state_floats = tile.num_rows * group * (head_dim + 2);
+      const int64_t state_floats = ChunkStateFloats(tile, group, head_dim);
       if (static_cast<int64_t>(tile_partials.size()) < item.chunks_in_item * state_floats) {
         tile_partials.resize(item.chunks_in_item * state_floats);
       }
