@@ -177,6 +177,20 @@ absl::Status Step(llmc::model::LoadedModel& model, const llmc::model::ForwardBat
   return model.ForwardForSampling(batch, cache, at::empty({0}, at::kLong), /*top_k=*/1).status();
 }
 
+// `runs` greedy steps of `batch` under the step profiler, then its tables under `title`.
+absl::Status ProfileSteps(llmc::model::LoadedModel& model, const llmc::model::ForwardBatch& batch, at::Tensor& cache,
+                          int runs, const std::string& title) {
+  llmc::bench::StepProfiler profiler;
+  for (int run = 0; run < runs; ++run) {
+    profiler.Begin();
+    const absl::Status status = Step(model, batch, cache, /*greedy=*/true);
+    profiler.End();
+    if (!status.ok()) return status;
+  }
+  profiler.Print(title);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -344,14 +358,8 @@ int main(int argc, char** argv) {
       for (Measured& m : measured) {
         for (const int64_t context : contexts) {
           const auto batch = MakeBatch(1, context, 0, kBlockSize, vocab);
-          llmc::bench::StepProfiler profiler;
-          for (int run = 0; run < 15; ++run) {
-            profiler.Begin();
-            const absl::Status status = Step(*m.model, batch, m.cache, /*greedy=*/true);
-            profiler.End();
-            if (!status.ok()) return 1;
-          }
-          profiler.Print(absl::StrCat(m.label, " decode b=1 after ", context, " tokens"));
+          const std::string title = absl::StrCat(m.label, " decode b=1 after ", context, " tokens");
+          if (!ProfileSteps(*m.model, batch, m.cache, 15, title).ok()) return 1;
         }
       }
     }
@@ -433,16 +441,9 @@ int main(int argc, char** argv) {
                                 Shape{"prefill 512", 1, 512}}) {
         const auto batch =
             MakeBatch(shape.sequences, shape.prefill > 0 ? 0 : kContext, shape.prefill, kBlockSize, vocab);
-        llmc::bench::StepProfiler profiler;
         const int runs = shape.prefill > 0 ? 2 : 15;
         llmc::model::cpu::TakeActiveExpertCount();
-        for (int run = 0; run < runs; ++run) {
-          profiler.Begin();
-          const absl::Status status = Step(*m.model, batch, m.cache, /*greedy=*/true);
-          profiler.End();
-          if (!status.ok()) return 1;
-        }
-        profiler.Print(m.label + " " + shape.label);
+        if (!ProfileSteps(*m.model, batch, m.cache, runs, m.label + " " + shape.label).ok()) return 1;
         if (m.streamed.per_expert > 0) {
           std::printf("  active experts per step: %.1f (of %lld in %zu sparse layers)\n",
                       static_cast<double>(llmc::model::cpu::TakeActiveExpertCount()) / runs,
