@@ -4,12 +4,16 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8|:int4|:w4a16|:w4a8][:small-pages] [...]
-//   llmc_model_bench --contexts=512,8192 <package-dir> ...
+//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8|:int4|:w4a16|:w4a8][:small-pages][:no-read-ahead]
+//   [...] llmc_model_bench --contexts=512,8192 <package-dir> ... llmc_model_bench --back-to-back=N <package-dir> ...
 //
 // --contexts measures only decode b=1 with each given number of tokens already cached, and each step's ratio
 // to the first context's (what sliding-window layers save: Gemma 3's local layers read only their window); with
 // --profile, where those steps' time goes.
+//
+// --back-to-back=N runs N greedy decode b=1 steps after 32 tokens one right after another, with no read of
+// memory between them (as a stream that decodes without pause runs them), and prints their median and best:
+// the run to record under `perf record`.
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -35,6 +39,7 @@
 #include "tests/bench/step_profiler.h"
 #include "worker/model/cpu/huge_page_arena.h"
 #include "worker/model/cpu/moe_ops.h"
+#include "worker/model/cpu/read_ahead.h"
 #include "worker/model/loaded_model.h"
 
 namespace {
@@ -195,6 +200,7 @@ absl::Status ProfileSteps(llmc::model::LoadedModel& model, const llmc::model::Fo
 
 int main(int argc, char** argv) {
   bool profile = false, bandwidth_only = false;
+  int64_t back_to_back = 0;
   std::vector<std::string> packages;
   std::vector<int64_t> contexts;
   for (int i = 1; i < argc; ++i) {
@@ -202,6 +208,12 @@ int main(int argc, char** argv) {
       profile = true;
     } else if (std::string(argv[i]) == "--bandwidth") {
       bandwidth_only = true;
+    } else if (absl::StartsWith(argv[i], "--back-to-back=")) {
+      if (!absl::SimpleAtoi(absl::string_view(argv[i]).substr(15), &back_to_back) || back_to_back < 1 ||
+          back_to_back > 100000) {
+        std::fprintf(stderr, "--back-to-back takes a step count from 1 to 100000\n");
+        return 2;
+      }
     } else if (absl::StartsWith(argv[i], "--contexts=")) {
       for (absl::string_view value : absl::StrSplit(absl::string_view(argv[i]).substr(11), ',')) {
         int64_t context = 0;
@@ -217,7 +229,8 @@ int main(int argc, char** argv) {
   }
   if (packages.empty()) {
     std::fprintf(stderr,
-                 "usage: %s [--profile | --bandwidth] <package-dir>[:int8|:w8a16|:w8a8|:int4][:small-pages] ...\n",
+                 "usage: %s [--profile | --bandwidth | --contexts=N,... | --back-to-back=N] "
+                 "<package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead] ...\n",
                  argv[0]);
     return 2;
   }
@@ -266,6 +279,7 @@ int main(int argc, char** argv) {
     StreamedBytes streamed;
     double weight_bytes = 0;  // one row's step
     std::string label;
+    bool read_ahead = true;  // :no-read-ahead turns it off for this package's steps
     std::map<std::string, double> step_ms;
     std::vector<Row> rows;
     // Per shape, the greedy step of every run, in run order (for ratios run by run).
@@ -284,6 +298,7 @@ int main(int argc, char** argv) {
       package.resize(package.size() - suffix.size());
       return true;
     };
+    const bool read_ahead = !take_suffix(":no-read-ahead");
     if (take_suffix(":small-pages")) options.huge_pages = false;
     for (const char* quantization : {"int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8"}) {
       if (take_suffix(absl::StrCat(":", quantization))) options.quantization = quantization;
@@ -304,6 +319,8 @@ int main(int argc, char** argv) {
     m.weight_bytes = static_cast<double>(m.streamed.SingleRow(manifest));
     m.label = manifest.quantization == "none" ? manifest.dtype : manifest.quantization;
     if (!options.huge_pages) m.label += " 4K";
+    m.read_ahead = read_ahead;
+    if (!read_ahead) m.label += " no-RA";
     const int64_t longest = contexts.empty() ? 0 : *std::max_element(contexts.begin(), contexts.end());
     auto cache = (*model)->AllocateKvCache(
         std::max<int64_t>(32 * ((kContext + 2048) / kBlockSize + 2), longest / kBlockSize + 2), kBlockSize);
@@ -315,6 +332,31 @@ int main(int argc, char** argv) {
   // Token ids every package's vocabulary holds.
   int64_t vocab = measured.front().model->manifest().vocab_size;
   for (const Measured& m : measured) vocab = std::min(vocab, m.model->manifest().vocab_size);
+  if (back_to_back > 0) {
+    // The packages take turns step by step, so the machine's slow and fast spells fall on all of them alike.
+    const auto batch = MakeBatch(1, 32, 0, kBlockSize, vocab);
+    std::vector<std::vector<double>> step_ms(measured.size());
+    for (int64_t step = 0; step < back_to_back; ++step) {
+      for (size_t i = 0; i < measured.size(); ++i) {
+        llmc::model::cpu::SetReadAheadEnabled(measured[i].read_ahead);
+        const auto start = Clock::now();
+        const absl::Status status = Step(*measured[i].model, batch, measured[i].cache, /*greedy=*/true);
+        if (!status.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+          return 1;
+        }
+        step_ms[i].push_back(Seconds(start) * 1e3);
+      }
+    }
+    for (size_t i = 0; i < measured.size(); ++i) {
+      std::vector<double>& ms = step_ms[i];
+      std::sort(ms.begin(), ms.end());
+      std::printf("%-16s %lld decode b=1 steps, in turns: median %.2f ms, best %.2f ms\n", measured[i].label.c_str(),
+                  static_cast<long long>(back_to_back), ms[ms.size() / 2], ms.front());
+    }
+    llmc::model::cpu::SetReadAheadEnabled(true);
+    return 0;
+  }
   if (!contexts.empty()) {
     // Decode b=1 after each context, the packages and contexts taking turns in every run; best step of 15. As in
     // the full run, the best read over the run is the yardstick, and each step is also paired with a read of its
@@ -328,6 +370,7 @@ int main(int argc, char** argv) {
         const auto batch = MakeBatch(1, contexts[c], 0, kBlockSize, vocab);
         for (size_t i = 0; i < measured.size(); ++i) {
           const double moment_gbs = MomentReadGbPerSecond(read_buffer, measured[i].weight_bytes);
+          llmc::model::cpu::SetReadAheadEnabled(measured[i].read_ahead);
           const auto start = Clock::now();
           const absl::Status status = Step(*measured[i].model, batch, measured[i].cache, /*greedy=*/true);
           if (!status.ok()) {
@@ -386,6 +429,7 @@ int main(int argc, char** argv) {
         }
         for (const bool greedy : {false, true}) {
           llmc::model::cpu::TakeActiveExpertCount();
+          llmc::model::cpu::SetReadAheadEnabled(m.read_ahead);
           const auto start = Clock::now();
           const absl::Status status = Step(*m.model, batch, m.cache, greedy);
           if (!status.ok()) {

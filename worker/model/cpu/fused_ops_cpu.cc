@@ -61,7 +61,7 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   const int64_t tokens = hidden.size(0), k = hidden.size(1), head_dim = key_cache.size(3), half = head_dim / 2;
   const int64_t q_width = num_heads * head_dim, kv_width = num_kv_heads * head_dim;
   const int64_t columns = q_width + 2 * kv_width;
-  const Staged staged = PrepareStaging(tokens, k, weight, hidden.scalar_type());
+  const Staged staged = PrepareStagingReadingAhead(tokens, k, weight, hidden.scalar_type());
   float* qkv = reinterpret_cast<float*>(CallerBuffer(kQkvResults, tokens * columns * sizeof(float)));
   at::Tensor q_out = at::empty({tokens, num_heads, head_dim}, hidden.options());
   const T* x = hidden.data_ptr<T>();
@@ -133,7 +133,7 @@ template <typename T>
 at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight, const at::Tensor& residual,
                               const T* norm, float eps, const T* bias) {
   const int64_t tokens = input.size(0), k = input.size(1), columns = residual.size(1);
-  const Staged staged = PrepareStaging(tokens, k, weight, input.scalar_type());
+  const Staged staged = PrepareStagingReadingAhead(tokens, k, weight, input.scalar_type());
   at::Tensor out = at::empty_like(residual);
   const T* x = input.data_ptr<T>();
   const T* res = residual.data_ptr<T>();
@@ -182,7 +182,7 @@ at::Tensor GateUpImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, f
                       int64_t intermediate, GateActivation activation) {
   constexpr int64_t kHalf = kPanelWidth / 2;
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
-  const Staged staged = PrepareStaging(tokens, k, weight, hidden.scalar_type());
+  const Staged staged = PrepareStagingReadingAhead(tokens, k, weight, hidden.scalar_type());
   at::Tensor out = at::empty({tokens, intermediate}, hidden.options());
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
@@ -213,7 +213,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LmHeadTopKImpl(const at::Tensor& 
                                                               const std::vector<int64_t>& full_index,
                                                               int64_t full_count, int64_t top_k) {
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
-  const Staged staged = PrepareStaging(tokens, k, weight, hidden.scalar_type());
+  const Staged staged = PrepareStagingReadingAhead(tokens, k, weight, hidden.scalar_type());
   TopLogit* lists = TopLogitLists(tokens, top_k);
   // Read here, on the thread that runs the graph (the team's threads do not see its thread-locals).
   const std::vector<const uint64_t*>* const masks = CurrentLogitMasks();

@@ -39,17 +39,19 @@ bool HasByteActivationKernel();
 // What a projection over `rows` activation rows runs under the active setting: kInt16 or kInt8.
 Int8Activations Int8ActivationsForRows(int64_t rows);
 // The same for int4 weights, where only the byte kernel (PanelW4A8Avx512, AVX512-VNNI) takes int8 activations
-// (elsewhere always kInt16). By the batch: W4A16 for a single row, W4A8 from kInt4ByteActivationMinRows rows.
+// (elsewhere always kInt16). By the batch: W4A8 from kInt4ByteActivationMinRows rows, below them W4A16.
 Int8Activations Int4ActivationsForRows(int64_t rows);
 // From this many rows kByBatch quantizes activations to int8 (AMD EPYC, 2026-11-27: W8A8 steps of 8 rows
 // and more beat W8A16, of 4 rows and fewer match it).
 constexpr int64_t kInt8ActivationMinRows = 8;
-// int4 weights reach W4A8 sooner: W4A16 unpacks every nibble with one or two shifts, which one row's four
-// vpdpwssd do not hide from two rows on (one core, panels in L2, AMD Zen 4: 22.5 GB/s of int4 weights at two
-// rows against W4A8's 49.9, 10.8 against 21.4 at four; the Qwen2-0.5B step at b=4 9.9 ms against 12.2). For
-// one row both stream the weights as fast (within 4 %, either way by the machine's state), and W4A16 is the
-// more exact.
-constexpr int64_t kInt4ByteActivationMinRows = 2;
+// int4 weights take W4A8 from the first row. W4A16 unpacks every nibble with one or two 16-bit shifts, seven per
+// 64 bytes, and the shifts set its pace: in cache, on one core of an AMD Zen 4 part (llmc_panel_kernel_bench),
+// 29 GB/s of int4 weights for one row against W4A8's 60 (and 22 against 46 at two rows, 13 against 26 at four),
+// while each core must read about 33 GB/s when the machine's memory is fast. There the Qwen2-0.5B step at b=1
+// took 5.9-6.1 ms as W4A8 against 6.5-6.7 ms as W4A16 (best of 300, in turns; 2026-11-30); when memory is slow
+// W4A16 was 1-4 % faster. Two independent sums per row did not move W4A16: it is the shifts, not their latency.
+// --quantization=w4a16 keeps weight-only int4 at every batch size.
+constexpr int64_t kInt4ByteActivationMinRows = 1;
 // k pairs per activation group, the inputs that share one activation scale, for an int8 weight with
 // `weight_groups` scale groups over `k` inputs. A weight with several groups lends them. With one scale per
 // output row, int8 activations take one scale per row (per token, as vLLM's W8A8): a single group over k,

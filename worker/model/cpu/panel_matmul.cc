@@ -163,6 +163,13 @@ void AddZeroPointSums(const Staged& a, int64_t m0, int64_t rows, const float* sc
   }
 }
 
+// int4: two weights a byte.
+int64_t PanelBytes(const PanelWeight& weight) {
+  const int64_t k_padded = PackedDepth(weight.packed);
+  return weight.int4() ? k_padded * kPanelWidth / 2
+                       : k_padded * kPanelWidth * static_cast<int64_t>(weight.packed.element_size());
+}
+
 float* TeamScratch() {
   thread_local std::vector<float> scratch(kRowBlock * kPanelWidth);
   return scratch.data();
@@ -173,12 +180,14 @@ Staged PrepareStaging(int64_t rows, int64_t stride, at::ScalarType dtype) {
   const int64_t element_size = static_cast<int64_t>(c10::elementSize(dtype));
   // Below kAmxMinRows no kernel reads past the real rows: a single decode row skips zeroing 15 more.
   const int64_t rows_staged = rows < kAmxMinRows ? rows : rows_padded;
-  return {CallerBuffer(kStagedActivations, rows_padded * stride * element_size),
-          stride,
-          rows,
-          rows_padded,
-          rows_staged,
-          element_size};
+  Staged staged;
+  staged.data = CallerBuffer(kStagedActivations, rows_padded * stride * element_size);
+  staged.stride = stride;
+  staged.rows = rows;
+  staged.rows_padded = rows_padded;
+  staged.rows_staged = rows_staged;
+  staged.element_size = element_size;
+  return staged;
 }
 
 // One row of float32 or bfloat16 values to int16 (int8_staging.h), into row `row` of the staging.
@@ -254,6 +263,12 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
       staged.int4_byte_order = weight.int4();
     }
   }
+  return staged;
+}
+
+Staged PrepareStagingReadingAhead(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
+  Staged staged = PrepareStaging(rows, k, weight, dtype);
+  staged.read_after = FollowingPanels(weight.packed, PanelBytes(weight));
   return staged;
 }
 
@@ -338,9 +353,7 @@ PanelMultiplier::PanelMultiplier(const Staged& staged, const PanelWeight& panel_
   const at::Tensor& packed = weight.packed;
   panels = packed.size(0);
   k_padded = PackedDepth(packed);
-  // int4: two weights a byte.
-  panel_bytes =
-      weight.int4() ? k_padded * kPanelWidth / 2 : k_padded * kPanelWidth * static_cast<int64_t>(packed.element_size());
+  panel_bytes = PanelBytes(weight);
   base = static_cast<const char*>(packed.data_ptr());
   weight_groups = weight.quantized() ? weight.scales.size(1) : 0;
   scales = weight.quantized() && !weight.mxfp4() ? weight.scales.data_ptr<float>() : nullptr;
@@ -402,6 +415,7 @@ void MatmulPanels(TeamMember& member, const Staged& a, const PanelWeight& weight
   for (auto [first, last] = queue.Claim(member, run); first < last; std::tie(first, last) = queue.Claim(member, run)) {
     for (int64_t p = first; p < last; ++p) multiplier.Multiply(p, c, epilogue);
   }
+  ReadShareWhileWaiting(member, a.read_after);
 }
 
 Staged StagedRange(const Staged& staged, int64_t first_row, int64_t rows) {

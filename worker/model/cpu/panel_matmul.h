@@ -12,6 +12,7 @@
 
 #include "absl/functional/function_ref.h"
 #include "worker/model/cpu/panel_kernels.h"
+#include "worker/model/cpu/read_ahead.h"
 #include "worker/model/cpu/thread_team.h"
 
 namespace llmc::model::cpu {
@@ -56,12 +57,12 @@ struct PanelWeight {
 
 // One projection's input rows as its kernel reads them, in the calling thread's buffers.
 struct Staged {
-  char* data;
-  int64_t stride;  // elements
-  int64_t rows;
-  int64_t rows_padded;  // what the buffers hold
-  int64_t rows_staged;  // rows, and the zero rows a tile kernel reads after them (all, from 4 rows on)
-  int64_t element_size;
+  char* data = nullptr;
+  int64_t stride = 0;  // elements
+  int64_t rows = 0;
+  int64_t rows_padded = 0;  // what the buffers hold
+  int64_t rows_staged = 0;  // rows, and the zero rows a tile kernel reads after them (all, from 4 rows on)
+  int64_t element_size = 0;
   int64_t features = 0;  // the input's width before padding
   // For int8 and int4 weights the rows are staged as int16 with one scale per row and group of group_pairs k pairs
   // (or, for many rows, in the activations' type for dequantized panels). W8A8 and W4A8 rows hold at most
@@ -77,11 +78,16 @@ struct Staged {
   int32_t* group_sums = nullptr;  // int4 with zero points: each row's sum of its staged values, per group
   bool amx_int8 = false;          // bytes for PanelW8A8Amx, rows of whole tile steps
   bool int4_byte_order = false;   // bytes for PanelW4A8Avx512 (NarrowActivationRow)
+  // What the workers read while they wait once their panels are done (read_ahead.h); none unless set.
+  NextPanels read_after;
 };
 
 // The staging a projection's input needs: in the activations' dtype, or int16 (and bytes) in groups for int8
 // weights, as the batch's size and the CPU decide.
 Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype);
+// PrepareStaging for a projection of a decode step's fixed sequence, with the read-ahead of the projection that
+// comes after it (FollowingPanels). Called on the thread that runs the operators, once per projection.
+Staged PrepareStagingReadingAhead(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype);
 // Grows the calling thread's staging buffers for batches of up to `max_tokens` rows of up to `max_depth`
 // inputs, in `dtype` or for int8 weights, without touching their pages.
 void ReserveStaging(int64_t max_tokens, int64_t max_depth, at::ScalarType dtype);

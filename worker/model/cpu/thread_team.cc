@@ -36,6 +36,12 @@ std::pair<int64_t, int64_t> ContiguousShare(int64_t count, int64_t index, int64_
 
 std::pair<int64_t, int64_t> TeamMember::Share(int64_t count) const { return ContiguousShare(count, index_, size_); }
 
+void TeamMember::ReadWhileWaiting(const c10::Storage& memory, const char* data, int64_t bytes) {
+  if (index_ > 0 && index_ < static_cast<int>(team_->pending_reads_.size())) {
+    team_->pending_reads_[index_] = {memory, data, bytes};
+  }
+}
+
 WorkQueue::WorkQueue(int64_t count, int members) : shares_(std::max(1, members)) {
   // Both bounds must fit 32 bits; a job has at most a few hundred thousand items (panels, attention tiles).
   TORCH_CHECK(count >= 0 && count <= std::numeric_limits<int32_t>::max(), "WorkQueue: ", count,
@@ -93,6 +99,7 @@ void ThreadTeam::Resize(int size) {
     stopping_ = false;
   }
   size_ = size;
+  pending_reads_.assign(size, PendingRead{});
   // A worker must wait for the generation after this one, even if it starts running only after the next
   // job was posted.
   const uint64_t current = generation_.load();
@@ -145,7 +152,29 @@ void ThreadTeam::WorkerLoop(int index, uint64_t seen) {
     TeamMember member(index, size_, this);
     (*job_)(member);
     unfinished_.fetch_sub(1, std::memory_order_release);
+    ReadPending(index, seen);
   }
+}
+
+void ThreadTeam::ReadPending(int index, uint64_t seen) {
+  PendingRead& pending = pending_reads_[index];
+  if (pending.data == nullptr) return;
+  const char* line = pending.data;
+  const char* const end = line + pending.bytes;
+  constexpr int kLinesBetweenChecks = 16;
+  while (line < end && generation_.load(std::memory_order_relaxed) == seen) {
+    for (int i = 0; i < kLinesBetweenChecks && line < end; ++i, line += 64) {
+      // A load the compiler must keep: its value goes nowhere.
+      asm volatile("" : : "r"(*reinterpret_cast<const volatile char*>(line)));
+    }
+  }
+  if (line < end) {
+    // The next job came first. Unless it hands out a read of its own, the rest follows it.
+    pending.data = line;
+    pending.bytes = end - line;
+    return;
+  }
+  pending = PendingRead{};
 }
 
 void ThreadTeam::BarrierWait() {

@@ -1,6 +1,8 @@
 #ifndef LLMC_WORKER_MODEL_CPU_THREAD_TEAM_H_
 #define LLMC_WORKER_MODEL_CPU_THREAD_TEAM_H_
 
+#include <c10/core/Storage.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -27,6 +29,10 @@ class TeamMember {
   void Barrier();
   // This member's share [begin, end) of 0..count (ContiguousShare).
   std::pair<int64_t, int64_t> Share(int64_t count) const;
+  // On a worker (not the calling thread, which has the next operator to start): once this job is done, read
+  // [data, data + bytes) into this core's caches while waiting for the next job, stopping as soon as it comes.
+  // The last call of a job counts; `memory` is kept alive until the read ends.
+  void ReadWhileWaiting(const c10::Storage& memory, const char* data, int64_t bytes);
 
  private:
   friend class ThreadTeam;
@@ -83,9 +89,18 @@ class ThreadTeam {
   void Resize(int size);
   void WorkerLoop(int index, uint64_t seen);
   void BarrierWait();
+  // Reads the member's pending span (ReadWhileWaiting) until the generation moves on from `seen`.
+  void ReadPending(int index, uint64_t seen);
+
+  struct PendingRead {
+    c10::Storage memory;
+    const char* data = nullptr;
+    int64_t bytes = 0;
+  };
 
   std::mutex run_mutex_;  // one job at a time
   std::vector<std::thread> workers_;
+  std::vector<PendingRead> pending_reads_;  // by member index; each written and read by its own worker only
   int size_ = 1;
   const std::function<void(TeamMember&)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};

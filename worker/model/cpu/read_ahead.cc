@@ -1,0 +1,74 @@
+#include "worker/model/cpu/read_ahead.h"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <unordered_map>
+
+namespace llmc::model::cpu {
+namespace {
+
+// At most this much of a share is read ahead: more than one core reads during an operator's fixed costs, and
+// within the L2 of today's x86 server cores (1-2 MiB). On the Qwen2-0.5B bfloat16 step (AMD Zen 4) 384 KiB gained
+// 1.6-1.8 %, 768 KiB 2.4-3.0 %.
+constexpr int64_t kReadAheadBytes = 768 * 1024;
+// Followers of weights long freed (models unloaded) are forgotten wholesale past this many.
+constexpr size_t kMaxRemembered = 1 << 16;
+
+struct Follower {
+  c10::weak_intrusive_ptr<c10::StorageImpl> memory;
+  int64_t offset;
+  int64_t panels;
+  int64_t panel_bytes;
+};
+
+std::mutex followers_mutex;
+std::unordered_map<const void*, Follower>& Followers() {
+  static auto* followers = new std::unordered_map<const void*, Follower>();
+  return *followers;
+}
+thread_local const void* previous_weight = nullptr;
+std::atomic<bool> read_ahead_enabled{true};
+
+}  // namespace
+
+void SetReadAheadEnabled(bool enabled) { read_ahead_enabled.store(enabled, std::memory_order_relaxed); }
+
+NextPanels FollowingPanels(const at::Tensor& packed, int64_t panel_bytes) {
+  if (!read_ahead_enabled.load(std::memory_order_relaxed)) return NextPanels{};
+  const void* key = packed.data_ptr();
+  const c10::Storage& storage = packed.storage();
+  const int64_t offset = static_cast<const char*>(key) - static_cast<const char*>(storage.data());
+  NextPanels next;
+  std::lock_guard<std::mutex> lock(followers_mutex);
+  auto& followers = Followers();
+  if (previous_weight != nullptr && previous_weight != key) {
+    if (followers.size() >= kMaxRemembered) followers.clear();
+    followers.insert_or_assign(previous_weight,
+                               Follower{storage.getWeakStorageImpl(), offset, packed.size(0), panel_bytes});
+  }
+  previous_weight = key;
+  const auto found = followers.find(key);
+  if (found == followers.end()) return next;
+  c10::intrusive_ptr<c10::StorageImpl> alive = found->second.memory.lock();
+  if (!alive) return next;
+  const Follower& follower = found->second;
+  if (follower.offset < 0 ||
+      follower.offset + follower.panels * follower.panel_bytes > static_cast<int64_t>(alive->nbytes())) {
+    return next;
+  }
+  next.data = static_cast<const char*>(alive->data()) + follower.offset;
+  next.memory = c10::Storage(std::move(alive));
+  next.panels = follower.panels;
+  next.panel_bytes = follower.panel_bytes;
+  return next;
+}
+
+void ReadShareWhileWaiting(TeamMember& member, const NextPanels& next) {
+  if (next.data == nullptr || member.index() == 0) return;
+  const auto [first, last] = ContiguousShare(next.panels, member.index(), member.size());
+  member.ReadWhileWaiting(next.memory, next.data + first * next.panel_bytes,
+                          std::min(kReadAheadBytes, (last - first) * next.panel_bytes));
+}
+
+}  // namespace llmc::model::cpu
