@@ -295,7 +295,8 @@ void StageRows(TeamMember& member, const Staged& staged, int64_t k, RowFn<T> row
   const auto [first, last] = member.Share(staged.rows_staged);
   if (staged.int16) {
     thread_local std::vector<T> values;
-    values.resize(k);
+    // Only grown: resizing down and up again zero-filled the difference at every projection of a step.
+    if (static_cast<int64_t>(values.size()) < k) values.resize(k);
     for (int64_t row = first; row < last; ++row) {
       if (row >= staged.rows) {
         ZeroRow(staged, row);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <mutex>
 #include <unordered_map>
 
 namespace llmc::model::cpu {
@@ -22,11 +21,8 @@ struct Follower {
   int64_t panel_bytes;
 };
 
-std::mutex followers_mutex;
-std::unordered_map<const void*, Follower>& Followers() {
-  static auto* followers = new std::unordered_map<const void*, Follower>();
-  return *followers;
-}
+// Each thread that runs operators learns its own order (a model's steps run on one thread), so no lock is taken.
+thread_local std::unordered_map<const void*, Follower> followers;
 thread_local const void* previous_weight = nullptr;
 std::atomic<bool> read_ahead_enabled{true};
 
@@ -40,8 +36,6 @@ NextPanels FollowingPanels(const at::Tensor& packed, int64_t panel_bytes) {
   const c10::Storage& storage = packed.storage();
   const int64_t offset = static_cast<const char*>(key) - static_cast<const char*>(storage.data());
   NextPanels next;
-  std::lock_guard<std::mutex> lock(followers_mutex);
-  auto& followers = Followers();
   if (previous_weight != nullptr && previous_weight != key) {
     if (followers.size() >= kMaxRemembered) followers.clear();
     followers.insert_or_assign(previous_weight,
