@@ -12,8 +12,8 @@
 // --profile, where those steps' time goes.
 //
 // --back-to-back=N runs N greedy decode b=1 steps after 32 tokens one right after another, with no read of
-// memory between them (as a stream that decodes without pause runs them), and prints their median and best:
-// the run to record under `perf record`.
+// memory between them (as a stream that decodes without pause runs them), the packages taking turns step by
+// step, and prints their median and best against the weights' read limit: the run to record under `perf record`.
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -348,11 +348,18 @@ int main(int argc, char** argv) {
         step_ms[i].push_back(Seconds(start) * 1e3);
       }
     }
+    for (int pass = 0; pass < 3; ++pass) bandwidth = std::max(bandwidth, ReadBandwidthGbPerSecond(read_buffer));
+    std::printf("read bandwidth %.1f GB/s (best multi-threaded read of 2 GiB, before and after the steps)\n",
+                bandwidth);
     for (size_t i = 0; i < measured.size(); ++i) {
       std::vector<double>& ms = step_ms[i];
       std::sort(ms.begin(), ms.end());
-      std::printf("%-16s %lld decode b=1 steps, in turns: median %.2f ms, best %.2f ms\n", measured[i].label.c_str(),
-                  static_cast<long long>(back_to_back), ms[ms.size() / 2], ms.front());
+      const double limit_ms = measured[i].weight_bytes / (bandwidth * 1e9) * 1e3;
+      std::printf(
+          "%-16s %lld decode b=1 steps, in turns: median %.2f ms, best %.2f ms; weights' read limit %.2f ms: best "
+          "%.1f%%, median %.1f%%\n",
+          measured[i].label.c_str(), static_cast<long long>(back_to_back), ms[ms.size() / 2], ms.front(), limit_ms,
+          limit_ms / ms.front() * 100, limit_ms / ms[ms.size() / 2] * 100);
     }
     llmc::model::cpu::SetReadAheadEnabled(true);
     return 0;
