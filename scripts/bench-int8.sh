@@ -5,7 +5,7 @@
 #      (--quantization=int8, int4), once warmed up;
 #   2. forward step times of the packages, the int8 one as served by default (int16 activations below 8 rows,
 #      int8 from there) and with int16 or int8 activations throughout (--quantization=w8a16, w8a8), and the
-#      int4 one as served (W4A16 below 8 rows, W4A8 from there), taking turns in every run (llmc_model_bench:
+#      int4 one as served (W4A8 on AVX512-VNNI, else W4A16), taking turns in every run (llmc_model_bench:
 #      decode b=1..32, prefill 512 and 2000);
 #   3. how close w8a16 and w8a8 stay to bfloat16 over 512 tokens of real text (llmc_quantization_bench: KL,
 #      top-1).

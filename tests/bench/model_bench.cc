@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -196,6 +197,18 @@ absl::Status ProfileSteps(llmc::model::LoadedModel& model, const llmc::model::Fo
   return absl::OkStatus();
 }
 
+// One step in milliseconds, with the read-ahead between operators on or off for it (a package's :no-read-ahead).
+absl::StatusOr<double> TimedStep(llmc::model::LoadedModel& model, const llmc::model::ForwardBatch& batch,
+                                 at::Tensor& cache, bool read_ahead, bool greedy) {
+  llmc::model::cpu::SetReadAheadEnabled(read_ahead);
+  const auto start = Clock::now();
+  const absl::Status status = Step(model, batch, cache, greedy);
+  const double ms = Seconds(start) * 1e3;
+  llmc::model::cpu::SetReadAheadEnabled(true);
+  if (!status.ok()) return status;
+  return ms;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -338,14 +351,13 @@ int main(int argc, char** argv) {
     std::vector<std::vector<double>> step_ms(measured.size());
     for (int64_t step = 0; step < back_to_back; ++step) {
       for (size_t i = 0; i < measured.size(); ++i) {
-        llmc::model::cpu::SetReadAheadEnabled(measured[i].read_ahead);
-        const auto start = Clock::now();
-        const absl::Status status = Step(*measured[i].model, batch, measured[i].cache, /*greedy=*/true);
-        if (!status.ok()) {
-          std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+        const absl::StatusOr<double> ms =
+            TimedStep(*measured[i].model, batch, measured[i].cache, measured[i].read_ahead, /*greedy=*/true);
+        if (!ms.ok()) {
+          std::fprintf(stderr, "%s\n", std::string(ms.status().message()).c_str());
           return 1;
         }
-        step_ms[i].push_back(Seconds(start) * 1e3);
+        step_ms[i].push_back(*ms);
       }
     }
     for (int pass = 0; pass < 3; ++pass) bandwidth = std::max(bandwidth, ReadBandwidthGbPerSecond(read_buffer));
@@ -361,7 +373,6 @@ int main(int argc, char** argv) {
           measured[i].label.c_str(), static_cast<long long>(back_to_back), ms[ms.size() / 2], ms.front(), limit_ms,
           limit_ms / ms.front() * 100, limit_ms / ms[ms.size() / 2] * 100);
     }
-    llmc::model::cpu::SetReadAheadEnabled(true);
     return 0;
   }
   if (!contexts.empty()) {
@@ -377,14 +388,13 @@ int main(int argc, char** argv) {
         const auto batch = MakeBatch(1, contexts[c], 0, kBlockSize, vocab);
         for (size_t i = 0; i < measured.size(); ++i) {
           const double moment_gbs = MomentReadGbPerSecond(read_buffer, measured[i].weight_bytes);
-          llmc::model::cpu::SetReadAheadEnabled(measured[i].read_ahead);
-          const auto start = Clock::now();
-          const absl::Status status = Step(*measured[i].model, batch, measured[i].cache, /*greedy=*/true);
-          if (!status.ok()) {
-            std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+          const absl::StatusOr<double> step_ms =
+              TimedStep(*measured[i].model, batch, measured[i].cache, measured[i].read_ahead, /*greedy=*/true);
+          if (!step_ms.ok()) {
+            std::fprintf(stderr, "%s\n", std::string(step_ms.status().message()).c_str());
             return 1;
           }
-          const double ms = Seconds(start) * 1e3;
+          const double ms = *step_ms;
           if (run < 0) continue;
           best[i][c] = std::min(best[i][c], ms);
           paired[i][c].push_back(measured[i].weight_bytes / (ms * 1e6) / moment_gbs);
@@ -436,14 +446,12 @@ int main(int argc, char** argv) {
         }
         for (const bool greedy : {false, true}) {
           llmc::model::cpu::TakeActiveExpertCount();
-          llmc::model::cpu::SetReadAheadEnabled(m.read_ahead);
-          const auto start = Clock::now();
-          const absl::Status status = Step(*m.model, batch, m.cache, greedy);
-          if (!status.ok()) {
-            std::fprintf(stderr, "%s\n", std::string(status.message()).c_str());
+          const absl::StatusOr<double> step_ms = TimedStep(*m.model, batch, m.cache, m.read_ahead, greedy);
+          if (!step_ms.ok()) {
+            std::fprintf(stderr, "%s\n", std::string(step_ms.status().message()).c_str());
             return 1;
           }
-          const double ms = Seconds(start) * 1e3;
+          const double ms = *step_ms;
           const int64_t experts = llmc::model::cpu::TakeActiveExpertCount();
           const double bytes = static_cast<double>(m.streamed.dense + m.streamed.per_expert * experts);
           if (run < 0) continue;
