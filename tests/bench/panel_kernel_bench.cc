@@ -24,7 +24,7 @@ using llmc::model::cpu::PanelArgs;
 
 constexpr int64_t kDepth = 896, kPanels = 16, kGroupPairs = 64, kRowsMax = 4;
 
-double BestSeconds(int repeats, const std::function<void()>& pass) {
+[[maybe_unused]] double BestSeconds(int repeats, const std::function<void()>& pass) {
   double best = 1e9;
   for (int round = 0; round < 5; ++round) {
     const auto start = std::chrono::steady_clock::now();
@@ -38,6 +38,12 @@ double BestSeconds(int repeats, const std::function<void()>& pass) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifndef LLMC_CPU_X86_KERNELS
+  (void)argc;
+  (void)argv;
+  std::printf("this bench times the AVX512 kernels, which this build has not (not x86-64)\n");
+  return 0;
+#else
   const int repeats = argc > 1 ? std::max(5, std::atoi(argv[1])) : 3000;
   using llmc::model::cpu::CpuIsa;
   if (llmc::model::cpu::ActiveCpuIsa() < CpuIsa::kAvx512Bf16) {
@@ -95,4 +101,5 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   return 0;
+#endif
 }
