@@ -4,8 +4,12 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:int8|:w8a16|:w8a8|:int4|:w4a16|:w4a8][:small-pages][:no-read-ahead]
-//   [...] llmc_model_bench --contexts=512,8192 <package-dir> ... llmc_model_bench --back-to-back=N <package-dir> ...
+//   llmc_model_bench [--profile] <package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead] [...]
+//   llmc_model_bench --contexts=512,8192 <package-dir> ...
+//   llmc_model_bench --back-to-back=N <package-dir> ...
+//
+// QUANTIZATION: int8, w8a16, w8a8, int4, w4a16 or w4a8; :no-read-ahead turns off the read-ahead between operators
+// (worker/model/cpu/read_ahead.h) for that package's steps, to compare with and without it in one run.
 //
 // --contexts measures only decode b=1 with each given number of tokens already cached, and each step's ratio
 // to the first context's (what sliding-window layers save: Gemma 3's local layers read only their window); with
@@ -300,10 +304,9 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
-    // PACKAGE[:QUANTIZATION][:small-pages]: int8, w8a16, w8a8, int4, w4a16 or w4a8 (quantized at load unless the
-    // package is quantized);
-    // small-pages keeps the weights and the KV cache off huge pages. Only those suffixes are taken off, so a
-    // path may hold colons.
+    // PACKAGE[:QUANTIZATION][:small-pages][:no-read-ahead]: int8, w8a16, w8a8, int4, w4a16 or w4a8 (quantized at
+    // load unless the package is quantized); small-pages keeps the weights and the KV cache off huge pages. Only
+    // those suffixes are taken off, in that order from the end, so a path may hold colons.
     std::string package = argument;
     llmc::model::LoadOptions options{"cpu", ""};
     const auto take_suffix = [&package](absl::string_view suffix) {

@@ -90,12 +90,12 @@ struct SplitTile {
   int64_t partial_offset;
 };
 
-// Out = the softmax-weighted sum over all chunks of a tile: each chunk's sums rescaled to the largest maximum.
 // One chunk's unnormalised state of a tile's queries (AttentionArgs::partial): sums, then maxima, then weight sums.
 int64_t ChunkStateFloats(const AttentionTile& tile, int64_t group, int64_t head_dim) {
   return tile.num_rows * group * (head_dim + 2);
 }
 
+// Out = the softmax-weighted sum over all chunks of a tile: each chunk's sums rescaled to the largest maximum.
 void MergeChunks(const AttentionTile& tile, const float* partials, int64_t chunks, int64_t group, int64_t num_heads,
                  int64_t head_dim, bool bf16, void* out) {
   const int64_t queries = tile.num_rows * group, chunk_floats = ChunkStateFloats(tile, group, head_dim);
