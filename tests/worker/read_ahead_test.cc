@@ -84,7 +84,7 @@ TEST_CASE("a worker reads its share of the next panels and then lets their memor
     ReadShareWhileWaiting(member, next);  // the calling thread (member 0) reads nothing
   });
   REQUIRE(members.load() == 2);
-  // The worker held the memory while it read its half (at most 768 KiB of 256 KiB here), and let it go after.
+  // The worker held the memory while it read its half (128 KiB here), and let it go after.
   CHECK(WaitUntil([&] { return memory.use_count() == owners; }, absl::Seconds(10)));
   // Another job in between: whatever is still pending ends as well.
   ThreadTeam::Get().Run([&](TeamMember& member) { ReadShareWhileWaiting(member, next); });

@@ -15,6 +15,7 @@ constexpr int64_t kReadAheadBytes = 768 * 1024;
 constexpr size_t kMaxRemembered = 1 << 16;
 
 struct Follower {
+  const void* key;  // the follower's own data
   c10::weak_intrusive_ptr<c10::StorageImpl> memory;
   int64_t offset;
   int64_t panels;
@@ -37,9 +38,14 @@ NextPanels FollowingPanels(const at::Tensor& packed, int64_t panel_bytes) {
   const int64_t offset = static_cast<const char*>(key) - static_cast<const char*>(storage.data());
   NextPanels next;
   if (previous_weight != nullptr && previous_weight != key) {
-    if (followers.size() >= kMaxRemembered) followers.clear();
-    followers.insert_or_assign(previous_weight,
-                               Follower{storage.getWeakStorageImpl(), offset, packed.size(0), panel_bytes});
+    const auto known = followers.find(previous_weight);
+    // In steady state the order is the one already known: nothing to write (unless that memory was freed and this
+    // weight took its address).
+    if (known == followers.end() || known->second.key != key || known->second.memory.expired()) {
+      if (followers.size() >= kMaxRemembered) followers.clear();
+      followers.insert_or_assign(previous_weight,
+                                 Follower{key, storage.getWeakStorageImpl(), offset, packed.size(0), panel_bytes});
+    }
   }
   previous_weight = key;
   const auto found = followers.find(key);
