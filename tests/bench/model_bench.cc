@@ -18,6 +18,7 @@
 // --back-to-back=N runs N greedy decode b=1 steps after 32 tokens one right after another, with no read of
 // memory between them (as a stream that decodes without pause runs them), the packages taking turns step by
 // step, and prints their median and best against the weights' read limit: the run to record under `perf record`.
+// With --profile, then 100 more steps of each package back to back under the step profiler (below).
 //
 // --profile also prints, for decode b=1, 8, 32 and the 512-token prefill, where one step's time goes: per
 // operator kind and per layer (tests/bench/step_profiler.h).
@@ -28,10 +29,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/bench/step_profiler.h"
+#include "tests/bench/stream_reader.h"
 #include "worker/model/cpu/huge_page_arena.h"
 #include "worker/model/cpu/moe_ops.h"
 #include "worker/model/cpu/read_ahead.h"
@@ -53,37 +53,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point since) { return std::chrono::duration<double>(Clock::now() - since).count(); }
 
-// One pass over `bytes` (a multiple of 256) on `threads` threads, each over its own contiguous share, reading
-// the way the kernels read their weight panels: in order, every 64-byte line prefetched 4 KiB ahead.
-double PrefetchingStreamSeconds(const char* data, int64_t bytes, int threads) {
-  typedef uint64_t Words __attribute__((vector_size(64)));
-  std::vector<uint64_t> sinks(threads);
-  const auto start = Clock::now();
-  std::vector<std::thread> team;
-  for (int t = 0; t < threads; ++t) {
-    team.emplace_back([&, t] {
-      const int64_t blocks = bytes / 256, first = blocks * t / threads, last = blocks * (t + 1) / threads;
-      Words sum[4] = {};
-      for (int64_t block = first; block < last; ++block) {
-        const char* position = data + block * 256;
-        for (int line = 0; line < 4; ++line) __builtin_prefetch(position + 4096 + 64 * line);
-        for (int line = 0; line < 4; ++line) {
-          Words words;
-          std::memcpy(&words, position + 64 * line, sizeof(words));
-          sum[line] += words;
-        }
-      }
-      const Words total = sum[0] + sum[1] + sum[2] + sum[3];
-      for (int i = 0; i < 8; ++i) sinks[t] += total[i];
-    });
-  }
-  for (auto& thread : team) thread.join();
-  const double seconds = Seconds(start);
-  volatile uint64_t keep = std::accumulate(sinks.begin(), sinks.end(), uint64_t{0});
-  (void)keep;
-  return seconds;
-}
-
 // One measurement of the streaming read bandwidth with the kernels' thread count over `buffer` (far larger
 // than the caches): the better of ATen's sum and of the prefetching reader.
 double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
@@ -94,8 +63,8 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
   const double seconds = Seconds(start);
   if (total > 0) best = bytes / seconds / 1e9;
   return std::max(best, bytes /
-                            PrefetchingStreamSeconds(static_cast<const char*>(buffer.data_ptr()),
-                                                     static_cast<int64_t>(bytes), at::get_num_threads()) /
+                            llmc::bench::PrefetchingStreamSeconds(static_cast<const char*>(buffer.data_ptr()),
+                                                                  static_cast<int64_t>(bytes), at::get_num_threads()) /
                             1e9);
 }
 
@@ -104,7 +73,9 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
 double MomentReadGbPerSecond(const at::Tensor& buffer, double weight_bytes) {
   const int64_t bytes = std::min<int64_t>(static_cast<int64_t>(weight_bytes), buffer.nbytes()) / 256 * 256;
   return static_cast<double>(bytes) /
-         PrefetchingStreamSeconds(static_cast<const char*>(buffer.data_ptr()), bytes, at::get_num_threads()) / 1e9;
+         llmc::bench::PrefetchingStreamSeconds(static_cast<const char*>(buffer.data_ptr()), bytes,
+                                               at::get_num_threads()) /
+         1e9;
 }
 
 // Bytes one decode step streams, in the weights' type (int8 packages: one byte per weight, int4 half a byte, plus
@@ -375,6 +346,11 @@ int main(int argc, char** argv) {
           "%.1f%%, median %.1f%%\n",
           measured[i].label.c_str(), static_cast<long long>(back_to_back), ms[ms.size() / 2], ms.front(), limit_ms,
           limit_ms / ms.front() * 100, limit_ms / ms[ms.size() / 2] * 100);
+    }
+    if (profile) {
+      for (Measured& m : measured) {
+        if (!ProfileSteps(*m.model, batch, m.cache, 100, m.label + " decode b=1, back to back").ok()) return 1;
+      }
     }
     return 0;
   }
