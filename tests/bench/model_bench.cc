@@ -62,20 +62,16 @@ double ReadBandwidthGbPerSecond(const at::Tensor& buffer) {
   const float total = buffer.sum().item<float>();
   const double seconds = Seconds(start);
   if (total > 0) best = bytes / seconds / 1e9;
-  return std::max(best, bytes /
-                            llmc::bench::PrefetchingStreamSeconds(static_cast<const char*>(buffer.data_ptr()),
-                                                                  static_cast<int64_t>(bytes), at::get_num_threads()) /
-                            1e9);
+  return std::max(best, llmc::bench::PrefetchingReadGbPerSecond(static_cast<const char*>(buffer.data_ptr()),
+                                                                buffer.nbytes(), at::get_num_threads()));
 }
 
 // The read bandwidth at this moment: the prefetching reader over as many bytes as a step's weights (up to the
 // buffer's size).
 double MomentReadGbPerSecond(const at::Tensor& buffer, double weight_bytes) {
-  const int64_t bytes = std::min<int64_t>(static_cast<int64_t>(weight_bytes), buffer.nbytes()) / 256 * 256;
-  return static_cast<double>(bytes) /
-         llmc::bench::PrefetchingStreamSeconds(static_cast<const char*>(buffer.data_ptr()), bytes,
-                                               at::get_num_threads()) /
-         1e9;
+  return llmc::bench::PrefetchingReadGbPerSecond(static_cast<const char*>(buffer.data_ptr()),
+                                                 std::min<int64_t>(static_cast<int64_t>(weight_bytes), buffer.nbytes()),
+                                                 at::get_num_threads());
 }
 
 // Bytes one decode step streams, in the weights' type (int8 packages: one byte per weight, int4 half a byte, plus

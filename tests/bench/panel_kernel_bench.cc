@@ -117,9 +117,9 @@ double StreamSeconds(const Kernel& kernel, const Activations& x, const uint8_t* 
   for (int t = 0; t < threads; ++t) {
     team.emplace_back([&, t] {
       std::vector<float> out(kRowsMax * kPanelWidth);
-      const int64_t scale_floats = kernel.weight_groups * kPanelWidth;
+      const int64_t panel_bytes = kernel.PanelBytes(), scale_floats = kernel.weight_groups * kPanelWidth;
       for (int64_t p = panels * t / threads; p < panels * (t + 1) / threads; ++p) {
-        RunPanel(kernel, x, 1, weights + p * kernel.PanelBytes(), scales + p * scale_floats, out.data());
+        RunPanel(kernel, x, 1, weights + p * panel_bytes, scales + p * scale_floats, out.data());
       }
     });
   }
@@ -132,13 +132,9 @@ void FromMemory(const std::vector<Kernel>& kernels, const Activations& x, int64_
   const int threads = std::max(
       1, threads_variable ? std::atoi(threads_variable) : static_cast<int>(std::thread::hardware_concurrency()));
   const int64_t bytes = mib << 20;
-  at::Tensor weights = llmc::model::cpu::EmptyOnHugePages({bytes}, at::kByte);
-  auto* words = static_cast<uint64_t*>(weights.data_ptr());
-  uint64_t state = 0x9e3779b97f4a7c15ULL;
-  for (int64_t i = 0; i < bytes / 8; ++i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    words[i] = state;
-  }
+  // One byte value throughout: the kernels take as long whatever the weights are, and the reads as long whatever
+  // the memory holds (a probe of constant, zero and random buffers read alike).
+  const at::Tensor weights = llmc::model::cpu::EmptyOnHugePages({bytes}, at::kByte).fill_(0x5a);
   // Enough scales for the most panels any kernel has (int4's), as a separate stream like the packed scales.
   const int64_t most_panels = bytes / (kDepth * kPanelWidth / 2);
   at::Tensor scales = llmc::model::cpu::EmptyOnHugePages({most_panels * kGroups * kPanelWidth}, at::kFloat).fill_(0.01);
@@ -157,14 +153,13 @@ void FromMemory(const std::vector<Kernel>& kernels, const Activations& x, int64_
           static_cast<double>(panels * (kernel.PanelBytes() + kernel.weight_groups * kPanelWidth * 4));
       const double kernel_rate = streamed / StreamSeconds(kernel, x, static_cast<const uint8_t*>(weights.data_ptr()),
                                                           scales.data_ptr<float>(), panels, threads);
-      const int64_t read_bytes = std::min<int64_t>(static_cast<int64_t>(streamed), bytes) / 256 * 256;
-      const double read_rate =
-          static_cast<double>(read_bytes) /
-          llmc::bench::PrefetchingStreamSeconds(static_cast<const char*>(weights.data_ptr()), read_bytes, threads);
+      const double read_gbs_now =
+          llmc::bench::PrefetchingReadGbPerSecond(static_cast<const char*>(weights.data_ptr()),
+                                                  std::min<int64_t>(static_cast<int64_t>(streamed), bytes), threads);
       if (round < 0) continue;  // the first round warms the pages and the threads
       kernel_gbs[k].push_back(kernel_rate / 1e9);
-      read_gbs[k].push_back(read_rate / 1e9);
-      shares[k].push_back(kernel_rate / read_rate);
+      read_gbs[k].push_back(read_gbs_now);
+      shares[k].push_back(kernel_rate / 1e9 / read_gbs_now);
     }
   }
   const auto median = [](std::vector<double> values) {

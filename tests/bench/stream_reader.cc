@@ -8,7 +8,8 @@
 
 namespace llmc::bench {
 
-double PrefetchingStreamSeconds(const char* data, int64_t bytes, int threads) {
+double PrefetchingReadGbPerSecond(const char* data, int64_t bytes, int threads) {
+  bytes = bytes / 256 * 256;
   typedef uint64_t Words __attribute__((vector_size(64)));
   std::vector<uint64_t> sinks(threads);
   const auto start = std::chrono::steady_clock::now();
@@ -34,7 +35,7 @@ double PrefetchingStreamSeconds(const char* data, int64_t bytes, int threads) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   volatile uint64_t keep = std::accumulate(sinks.begin(), sinks.end(), uint64_t{0});
   (void)keep;
-  return seconds;
+  return static_cast<double>(bytes) / seconds / 1e9;
 }
 
 }  // namespace llmc::bench

@@ -5,10 +5,11 @@
 
 namespace llmc::bench {
 
-// Seconds for one pass over `bytes` (a multiple of 256) on `threads` threads, each over its own contiguous
-// share, reading the way the kernels read their weight panels: in order, every 64-byte line prefetched 4 KiB
-// ahead. The benches' yardstick for a weight stream: what the machine reads when nothing but reading is done.
-double PrefetchingStreamSeconds(const char* data, int64_t bytes, int threads);
+// GB/s of one pass over the first `bytes` of `data` (rounded down to a multiple of 256) on `threads` threads,
+// each over its own contiguous share, reading the way the kernels read their weight panels: in order, every
+// 64-byte line prefetched 4 KiB ahead. The benches' yardstick for a weight stream: what the machine reads when
+// nothing but reading is done.
+double PrefetchingReadGbPerSecond(const char* data, int64_t bytes, int threads);
 
 }  // namespace llmc::bench
 
