@@ -4,12 +4,14 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead] [...]
+//   llmc_model_bench [--profile] <package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:prefetch-l1|2] [...]
 //   llmc_model_bench --contexts=512,8192 <package-dir> ...
 //   llmc_model_bench --back-to-back=N <package-dir> ...
 //
 // QUANTIZATION: int8, w8a16, w8a8, int4, w4a16 or w4a8; :no-read-ahead turns off the read-ahead between operators
-// (worker/model/cpu/read_ahead.h) for that package's steps, to compare with and without it in one run.
+// (worker/model/cpu/read_ahead.h) for that package's steps, to compare with and without it in one run;
+// :prefetch-l1 and :prefetch-l2 set where the 4-bit kernels prefetch weights to (cpu_isa.h, WeightPrefetch) for
+// that package's steps (otherwise this CPU's choice).
 //
 // --contexts measures only decode b=1 with each given number of tokens already cached, and each step's ratio
 // to the first context's (what sliding-window layers save: Gemma 3's local layers read only their window); with
@@ -31,6 +33,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,6 +45,7 @@
 #include "absl/strings/str_split.h"
 #include "tests/bench/step_profiler.h"
 #include "tests/bench/stream_reader.h"
+#include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/huge_page_arena.h"
 #include "worker/model/cpu/moe_ops.h"
 #include "worker/model/cpu/read_ahead.h"
@@ -168,14 +172,22 @@ absl::Status ProfileSteps(llmc::model::LoadedModel& model, const llmc::model::Fo
   return absl::OkStatus();
 }
 
-// One step in milliseconds, with the read-ahead between operators on or off for it (a package's :no-read-ahead).
+// What a package's suffixes change for its steps only.
+struct StepSettings {
+  bool read_ahead = true;                                    // :no-read-ahead
+  std::optional<llmc::model::cpu::WeightPrefetch> prefetch;  // :prefetch-l1, :prefetch-l2
+};
+
+// One step in milliseconds, under the package's settings.
 absl::StatusOr<double> TimedStep(llmc::model::LoadedModel& model, const llmc::model::ForwardBatch& batch,
-                                 at::Tensor& cache, bool read_ahead, bool greedy) {
-  llmc::model::cpu::SetReadAheadEnabled(read_ahead);
+                                 at::Tensor& cache, const StepSettings& settings, bool greedy) {
+  llmc::model::cpu::SetReadAheadEnabled(settings.read_ahead);
+  if (settings.prefetch.has_value()) llmc::model::cpu::ForceWeightPrefetch(*settings.prefetch);
   const auto start = Clock::now();
   const absl::Status status = Step(model, batch, cache, greedy);
   const double ms = Seconds(start) * 1e3;
   llmc::model::cpu::SetReadAheadEnabled(true);
+  llmc::model::cpu::ResetWeightPrefetch();
   if (!status.ok()) return status;
   return ms;
 }
@@ -214,7 +226,7 @@ int main(int argc, char** argv) {
   if (packages.empty()) {
     std::fprintf(stderr,
                  "usage: %s [--profile | --bandwidth | --contexts=N,... | --back-to-back=N] "
-                 "<package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead] ...\n",
+                 "<package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:prefetch-l1|2] ...\n",
                  argv[0]);
     return 2;
   }
@@ -263,7 +275,7 @@ int main(int argc, char** argv) {
     StreamedBytes streamed;
     double weight_bytes = 0;  // one row's step
     std::string label;
-    bool read_ahead = true;  // :no-read-ahead turns it off for this package's steps
+    StepSettings settings;
     std::map<std::string, double> step_ms;
     std::vector<Row> rows;
     // Per shape, the greedy step of every run, in run order (for ratios run by run).
@@ -271,9 +283,9 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
-    // PACKAGE[:QUANTIZATION][:small-pages][:no-read-ahead]: int8, w8a16, w8a8, int4, w4a16 or w4a8 (quantized at
-    // load unless the package is quantized); small-pages keeps the weights and the KV cache off huge pages. Only
-    // those suffixes are taken off, in that order from the end, so a path may hold colons.
+    // PACKAGE[:QUANTIZATION][:small-pages][:no-read-ahead][:prefetch-l1|2]: int8, w8a16, w8a8, int4, w4a16 or w4a8
+    // (quantized at load unless the package is quantized); small-pages keeps the weights and the KV cache off huge
+    // pages. Only those suffixes are taken off, in that order from the end, so a path may hold colons.
     std::string package = argument;
     llmc::model::LoadOptions options{"cpu", ""};
     const auto take_suffix = [&package](absl::string_view suffix) {
@@ -281,7 +293,10 @@ int main(int argc, char** argv) {
       package.resize(package.size() - suffix.size());
       return true;
     };
-    const bool read_ahead = !take_suffix(":no-read-ahead");
+    StepSettings settings;
+    if (take_suffix(":prefetch-l1")) settings.prefetch = llmc::model::cpu::WeightPrefetch::kToL1;
+    if (take_suffix(":prefetch-l2")) settings.prefetch = llmc::model::cpu::WeightPrefetch::kToL2;
+    settings.read_ahead = !take_suffix(":no-read-ahead");
     if (take_suffix(":small-pages")) options.huge_pages = false;
     for (const char* quantization : {"int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8"}) {
       if (take_suffix(absl::StrCat(":", quantization))) options.quantization = quantization;
@@ -302,8 +317,11 @@ int main(int argc, char** argv) {
     m.weight_bytes = static_cast<double>(m.streamed.SingleRow(manifest));
     m.label = manifest.quantization == "none" ? manifest.dtype : manifest.quantization;
     if (!options.huge_pages) m.label += " 4K";
-    m.read_ahead = read_ahead;
-    if (!read_ahead) m.label += " no-RA";
+    m.settings = settings;
+    if (!settings.read_ahead) m.label += " no-RA";
+    if (settings.prefetch.has_value()) {
+      m.label += absl::StrCat(" pf-", llmc::model::cpu::WeightPrefetchName(*settings.prefetch));
+    }
     const int64_t longest = contexts.empty() ? 0 : *std::max_element(contexts.begin(), contexts.end());
     auto cache = (*model)->AllocateKvCache(
         std::max<int64_t>(32 * ((kContext + 2048) / kBlockSize + 2), longest / kBlockSize + 2), kBlockSize);
@@ -322,7 +340,7 @@ int main(int argc, char** argv) {
     for (int64_t step = 0; step < back_to_back; ++step) {
       for (size_t i = 0; i < measured.size(); ++i) {
         const absl::StatusOr<double> ms =
-            TimedStep(*measured[i].model, batch, measured[i].cache, measured[i].read_ahead, /*greedy=*/true);
+            TimedStep(*measured[i].model, batch, measured[i].cache, measured[i].settings, /*greedy=*/true);
         if (!ms.ok()) {
           std::fprintf(stderr, "%s\n", std::string(ms.status().message()).c_str());
           return 1;
@@ -364,7 +382,7 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < measured.size(); ++i) {
           const double moment_gbs = MomentReadGbPerSecond(read_buffer, measured[i].weight_bytes);
           const absl::StatusOr<double> step_ms =
-              TimedStep(*measured[i].model, batch, measured[i].cache, measured[i].read_ahead, /*greedy=*/true);
+              TimedStep(*measured[i].model, batch, measured[i].cache, measured[i].settings, /*greedy=*/true);
           if (!step_ms.ok()) {
             std::fprintf(stderr, "%s\n", std::string(step_ms.status().message()).c_str());
             return 1;
@@ -421,7 +439,7 @@ int main(int argc, char** argv) {
         }
         for (const bool greedy : {false, true}) {
           llmc::model::cpu::TakeActiveExpertCount();
-          const absl::StatusOr<double> step_ms = TimedStep(*m.model, batch, m.cache, m.read_ahead, greedy);
+          const absl::StatusOr<double> step_ms = TimedStep(*m.model, batch, m.cache, m.settings, greedy);
           if (!step_ms.ok()) {
             std::fprintf(stderr, "%s\n", std::string(step_ms.status().message()).c_str());
             return 1;

@@ -7,7 +7,8 @@
 // LLMC_THREADS threads (default: every core), each over its own contiguous share, and pairs every pass with a
 // pass of the benches' plain prefetching reader over as many bytes (stream_reader.h): the kernel's share of
 // what the machine reads at that moment, with nothing but the kernel between panels (no operator, no
-// hand-off). A decode step's projections can stream no faster than this.
+// hand-off). A decode step's projections can stream no faster than this. The 4-bit kernels run with their weight
+// prefetches into L1 and, as separate rows, into L2 only (cpu_isa.h, WeightPrefetch).
 //
 //   llmc_panel_kernel_bench [repeats]   (default 3000)
 //   llmc_panel_kernel_bench --memory[=MiB] [rounds]   (default 15)
@@ -205,6 +206,9 @@ int main(int argc, char** argv) {
       {"int8 W8A8", 1.0, &llmc::model::cpu::PanelW8A8Avx512, nullptr, 1},
       {"int4 W4A16", 0.5, &llmc::model::cpu::PanelInt4Avx512, nullptr, kGroups},
       {"int4 W4A8", 0.5, &llmc::model::cpu::PanelW4A8Avx512, nullptr, kGroups},
+      // The same kernels prefetching their weights only as far as L2 (cpu_isa.h, WeightPrefetch).
+      {"int4 W4A16, prefetch to L2", 0.5, &llmc::model::cpu::PanelInt4Avx512PrefetchL2, nullptr, kGroups},
+      {"int4 W4A8, prefetch to L2", 0.5, &llmc::model::cpu::PanelW4A8Avx512PrefetchL2, nullptr, kGroups},
   };
   const std::string first = argc > 1 ? argv[1] : "";
   if (first == "--memory" || first.rfind("--memory=", 0) == 0) {

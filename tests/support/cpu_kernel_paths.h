@@ -21,6 +21,21 @@ void ForEachCpuKernelPath(Fn&& fn) {
   }
 }
 
+// Runs fn once with each placement of the 4-bit kernels' weight prefetches (cpu_isa.h, WeightPrefetch), passing
+// it; this CPU's placement is restored afterwards even when a check throws.
+template <typename Fn>
+void ForEachWeightPrefetch(Fn&& fn) {
+  using model::cpu::WeightPrefetch;
+  struct Reset {
+    ~Reset() { model::cpu::ResetWeightPrefetch(); }
+  } reset;
+  for (const WeightPrefetch prefetch : {WeightPrefetch::kToL1, WeightPrefetch::kToL2}) {
+    model::cpu::ForceWeightPrefetch(prefetch);
+    INFO("weights prefetched into " << model::cpu::WeightPrefetchName(prefetch));
+    fn(prefetch);
+  }
+}
+
 }  // namespace llmc::testing
 
 #endif  // LLMC_TESTS_SUPPORT_CPU_KERNEL_PATHS_H_

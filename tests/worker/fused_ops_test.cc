@@ -4,11 +4,14 @@
 #include "worker/model/cpu/fused_ops.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
 #include "tests/support/tensor_checks.h"
@@ -39,6 +42,29 @@ TEST_CASE("cpu kernels: a path above the CPU's is refused; names parse", "[unit]
   CHECK(ActiveCpuIsa() == CpuIsa::kPortable);
   ResetCpuIsa();
   CHECK(DescribeCpu().find(CpuIsaName(ActiveCpuIsa())) != std::string::npos);
+}
+
+TEST_CASE("cpu kernels: the 4-bit weight prefetch is the vendor's unless forced; names parse", "[unit][kernels]") {
+  WeightPrefetch prefetch;
+  CHECK(ParseWeightPrefetch("l2", &prefetch).ok());
+  CHECK(prefetch == WeightPrefetch::kToL2);
+  CHECK(ParseWeightPrefetch("l1", &prefetch).ok());
+  CHECK(prefetch == WeightPrefetch::kToL1);
+  CHECK_FALSE(ParseWeightPrefetch("l3", &prefetch).ok());
+  // Intel parts prefetch into L2, the others into L1 (cpu_isa.h).
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line) && line.rfind("vendor_id", 0) != 0) {
+  }
+  INFO(line);
+  const bool intel = line.find("GenuineIntel") != std::string::npos;
+  CHECK(VendorWeightPrefetch() == (intel ? WeightPrefetch::kToL2 : WeightPrefetch::kToL1));
+  ForceWeightPrefetch(intel ? WeightPrefetch::kToL1 : WeightPrefetch::kToL2);
+  CHECK(ActiveWeightPrefetch() != VendorWeightPrefetch());
+  ResetWeightPrefetch();
+  if (std::getenv("LLMC_WEIGHT_PREFETCH") == nullptr) CHECK(ActiveWeightPrefetch() == VendorWeightPrefetch());
+  CHECK(DescribeCpu().find(absl::StrCat("prefetched into ", WeightPrefetchName(ActiveWeightPrefetch()))) !=
+        std::string::npos);
 }
 
 TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][kernels]") {

@@ -241,7 +241,9 @@ TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quan
   const at::Tensor none = at::empty({0});
   std::vector<int64_t> rows;
   for (int64_t m = 1; m <= 13; ++m) rows.push_back(m);
-  for (const int64_t m : {16, 33, 300}) rows.push_back(m);  // prefill-sized batches too: no dequantized panels
+  // Prefill-sized batches too: without AMX still bytes; on AMX bytes on the tiles (groups of 64 and 128) or the
+  // vectors (32), and from kAmxInt4DequantizedMinRows rows dequantized panels against the unquantized rows.
+  for (const int64_t m : {16, 33, 64, 300}) rows.push_back(m);
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
     for (const int64_t group_size : {32, 64, 128}) {
       for (const int64_t k : {256, 384}) {
@@ -250,8 +252,10 @@ TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quan
         const Int4Weight weight = MakeInt4(n, k, group_size);
         for (const int64_t m : rows) {
           const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
-          const at::Tensor expected = composite::LinearResidual(ByteQuantized(input, group_size), weight.dequantized,
-                                                                none, residual.to(at::kFloat));
+          const bool dequantized = ActiveCpuIsa() == CpuIsa::kAmx && m >= kAmxInt4DequantizedMinRows;
+          const at::Tensor expected =
+              composite::LinearResidual(dequantized ? input.to(at::kFloat) : ByteQuantized(input, group_size),
+                                        weight.dequantized, none, residual.to(at::kFloat));
           INFO("dtype " << dtype << " group " << group_size << " m " << m << " k " << k);
           const at::Tensor out = LinearResidual(input, weight.packed, weight.scales, residual);
           // bfloat16 output rounding aside, the same sums: a byte or nibble out of order is off by O(1).
@@ -259,6 +263,61 @@ TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quan
           // And near the float result, as W8A8 is.
           CHECK(RelativeError(out, composite::LinearResidual(input.to(at::kFloat), weight.dequantized, none,
                                                              residual.to(at::kFloat))) < 3e-2);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("int4 weights: W4A16 and W4A8 give the same bits whichever cache their weights are prefetched into",
+          "[unit][int4]") {
+  at::manual_seed(47);
+  for (const Int8Activations activations : {Int8Activations::kInt16, Int8Activations::kInt8}) {
+    const ScopedInt8Activations scoped(activations);
+    for (const int64_t group_size : {32, 128}) {
+      const int64_t n = 136, k = 1024;  // a partial panel; the prefetches run past a panel's end
+      const Int4Weight weight = MakeInt4(n, k, group_size);
+      for (const int64_t m : {1, 2, 6, 7, 13}) {
+        const at::Tensor input = Random({m, k}, at::kBFloat16), residual = Random({m, n}, at::kBFloat16);
+        testing::ForEachCpuKernelPath([&] {
+          std::vector<at::Tensor> outputs;
+          testing::ForEachWeightPrefetch([&](WeightPrefetch) {
+            outputs.push_back(LinearResidual(input, weight.packed, weight.scales, residual));
+          });
+          INFO("activations " << static_cast<int>(activations) << " group " << group_size << " m " << m);
+          CHECK(at::equal(outputs[0], outputs[1]));
+        });
+      }
+    }
+  }
+}
+
+TEST_CASE("int4 weights: W4A8 batches on AMX-INT8 tiles sum exactly the integers of the AVX512 byte kernel",
+          "[unit][int4]") {
+  if (!HasAmxInt8()) {
+    WARN("no AMX-INT8 here (" << DescribeCpu() << "): the int4 tile kernel is not exercised");
+    return;
+  }
+  at::manual_seed(48);
+  const ScopedInt8Activations w4a8(Int8Activations::kInt8);
+  struct Reset {
+    ~Reset() { ResetCpuIsa(); }
+  } reset;
+  // Groups of whole tile steps (64 inputs) from 16 rows up to kAmxInt4DequantizedMinRows run on the tiles; the
+  // same batches forced onto the avx512_bf16 path run PanelW4A8Avx512.
+  for (const int64_t group_size : {64, 128}) {
+    for (const int64_t k : {128, 896, 4864}) {
+      const int64_t n = 136;
+      const Int4Weight weight = MakeInt4(n, k, group_size);
+      for (const int64_t m : {int64_t{16}, int64_t{17}, int64_t{33}, kAmxInt4DequantizedMinRows - 1}) {
+        for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+          INFO("group " << group_size << " k " << k << " m " << m << " dtype " << dtype);
+          const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+          REQUIRE(ForceCpuIsa(CpuIsa::kAmx).ok());
+          const at::Tensor tiles = LinearResidual(input, weight.packed, weight.scales, residual);
+          REQUIRE(ForceCpuIsa(CpuIsa::kAvx512Bf16).ok());
+          const at::Tensor vectors = LinearResidual(input, weight.packed, weight.scales, residual);
+          CHECK(at::equal(tiles, vectors));
         }
       }
     }

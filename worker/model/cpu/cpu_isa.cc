@@ -62,6 +62,20 @@ std::atomic<int>& Active() {
   return active;
 }
 
+WeightPrefetch WeightPrefetchFromEnvironment() {
+  WeightPrefetch prefetch = VendorWeightPrefetch();
+  const char* forced = std::getenv("LLMC_WEIGHT_PREFETCH");
+  if (forced != nullptr && *forced != '\0' && !ParseWeightPrefetch(forced, &prefetch).ok()) {
+    prefetch = VendorWeightPrefetch();
+  }
+  return prefetch;
+}
+
+std::atomic<int>& ActivePrefetch() {
+  static std::atomic<int> active{static_cast<int>(WeightPrefetchFromEnvironment())};
+  return active;
+}
+
 }  // namespace
 
 const char* CpuIsaName(CpuIsa isa) {
@@ -117,6 +131,38 @@ bool HasAmxInt8() {
 #endif
 }
 
+const char* WeightPrefetchName(WeightPrefetch prefetch) { return prefetch == WeightPrefetch::kToL2 ? "l2" : "l1"; }
+
+absl::Status ParseWeightPrefetch(std::string_view name, WeightPrefetch* prefetch) {
+  for (const WeightPrefetch candidate : {WeightPrefetch::kToL1, WeightPrefetch::kToL2}) {
+    if (name == WeightPrefetchName(candidate)) {
+      *prefetch = candidate;
+      return absl::OkStatus();
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown weight prefetch '", std::string(name), "' (l1, l2)"));
+}
+
+WeightPrefetch VendorWeightPrefetch() {
+#if defined(__x86_64__)
+  static const WeightPrefetch vendor = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") ? WeightPrefetch::kToL2 : WeightPrefetch::kToL1;
+  }();
+  return vendor;
+#else
+  return WeightPrefetch::kToL1;
+#endif
+}
+
+WeightPrefetch ActiveWeightPrefetch() {
+  return static_cast<WeightPrefetch>(ActivePrefetch().load(std::memory_order_relaxed));
+}
+
+void ForceWeightPrefetch(WeightPrefetch prefetch) { ActivePrefetch().store(static_cast<int>(prefetch)); }
+
+void ResetWeightPrefetch() { ActivePrefetch().store(static_cast<int>(WeightPrefetchFromEnvironment())); }
+
 std::string DescribeCpu() {
   std::string model = "unknown CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");
@@ -127,7 +173,8 @@ std::string DescribeCpu() {
     }
   }
   return absl::StrCat(model, "; kernel path ", CpuIsaName(ActiveCpuIsa()), HasAmxInt8() ? " with AMX-INT8" : "",
-                      " (best here: ", CpuIsaName(DetectedCpuIsa()), ")");
+                      " (best here: ", CpuIsaName(DetectedCpuIsa()), "); 4-bit weights prefetched into ",
+                      WeightPrefetchName(ActiveWeightPrefetch()));
 }
 
 }  // namespace llmc::model::cpu

@@ -31,6 +31,22 @@ void ResetCpuIsa();
 // Whether the active path is kAmx and the CPU has AMX-INT8 as well (int8 tile products, for W8A8).
 bool HasAmxInt8();
 
+// How far the 4-bit decode kernels (int4 W4A16 and W4A8, MXFP4) prefetch their weight lines ahead of use: into
+// L1 (prefetcht0) or only as far as L2 (prefetcht2). Streamed from memory on an Intel Xeon with AMX, those kernels
+// ran 10-25 % faster with kToL2 (docs/performance.md); the AMD EPYC parts were tuned and measured with kToL1. So
+// Intel CPUs take kToL2 and the others kToL1, unless LLMC_WEIGHT_PREFETCH=l1|l2 (read once) or
+// ForceWeightPrefetch says otherwise. The results do not depend on it.
+enum class WeightPrefetch { kToL1 = 0, kToL2 = 1 };
+const char* WeightPrefetchName(WeightPrefetch prefetch);  // "l1", "l2"
+// INVALID_ARGUMENT for anything but "l1" and "l2".
+absl::Status ParseWeightPrefetch(std::string_view name, WeightPrefetch* prefetch);
+// This CPU's vendor's choice, before the environment.
+WeightPrefetch VendorWeightPrefetch();
+WeightPrefetch ActiveWeightPrefetch();
+void ForceWeightPrefetch(WeightPrefetch prefetch);
+// Back to the vendor's choice (or the environment's).
+void ResetWeightPrefetch();
+
 // One line naming the CPU and the path, for logs and benchmark headers.
 std::string DescribeCpu();
 

@@ -82,6 +82,9 @@ constexpr int64_t kAmxInt8StepInputs = 64;
 // The same sums on AMX-INT8 tiles, sixteen rows at a time. Needs group_pairs a multiple of 32 (64 inputs per
 // tile step) and a8 rows of whole steps: a_stride >= k_padded rounded up to 64, zeros past k_padded.
 void PanelW8A8Amx(const Int8PanelArgs& args);
+// int4 weights (the panel below) on the same tiles, each nibble widened to a signed byte: the sums of PanelW8A8Amx
+// with those weights, from activation bytes in the rows' own order (not W4A8's octet order).
+void PanelW4A8Amx(const Int8PanelArgs& args);
 
 // int4 weights (W4A16, int4_weight.h): the panel is [k_padded / 8][kPanelWidth][4] bytes, one 32-bit word per
 // column holding 8 signed (two's complement) 4-bit weights of k = 8o..8o+7: bits 4j..4j+3 hold k = 8o + 2j and
@@ -101,6 +104,11 @@ void PanelW4A8Avx512(const Int8PanelArgs& args);
 // MXFP4 (mxfp4_weight.h): int4's panels and W4A8's byte activations, each nibble looked up as 2 * E2M1 and each
 // group scaled by its exponents (scale_exponents) over 2.
 void PanelMxfp4Avx512(const Int8PanelArgs& args);
+// The three 4-bit kernels above with their weight prefetches stopping at L2 (cpu_isa.h, WeightPrefetch): the
+// same sums.
+void PanelInt4Avx512PrefetchL2(const Int8PanelArgs& args);
+void PanelW4A8Avx512PrefetchL2(const Int8PanelArgs& args);
+void PanelMxfp4Avx512PrefetchL2(const Int8PanelArgs& args);
 // One int4 panel as the bfloat16 panel ([pairs][kPanelWidth][2]) of its values (plus their groups' zero offsets,
 // 8 - z, when `zero_offsets` is not null) times their scales, rounded to nearest even (the prefill path).
 void DequantizeInt4PanelBf16Portable(const uint8_t* panel, const float* scales, const float* zero_offsets,

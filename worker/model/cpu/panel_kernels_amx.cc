@@ -1,5 +1,6 @@
 // Built with -mamx-tile -mamx-bf16 -mamx-int8 -mavx512f -mavx512bw (worker/CMakeLists.txt); called only where the
-// CPU has AMX and the kernel granted this process the tile state (cpu_isa.cc); PanelW8A8Amx only with AMX-INT8.
+// CPU has AMX and the kernel granted this process the tile state (cpu_isa.cc); PanelW8A8Amx and PanelW4A8Amx only with
+// AMX-INT8.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -65,53 +66,47 @@ const int8_t* QuadPanel(const int8_t* panel, int64_t pairs) {
   return buffer.data();
 }
 
-}  // namespace
-
-// Other code on this thread (oneDNN) may configure the tiles too, so the configuration is loaded on every
-// call; it costs far less than one panel.
-void PanelBf16Amx(const PanelArgs& args) {
-  LoadTileConfig();
-  const auto* a = static_cast<const uint16_t*>(args.a);
-  const auto* panel = static_cast<const char*>(args.panel);
-  const int64_t a_stride_bytes = args.a_stride * 2;
-  const int64_t out_stride_bytes = args.out_stride * 4;
-  constexpr int64_t kPairStrideBytes = kPanelWidth * 2 * 2;  // one k pair across the panel
-  const int64_t steps = args.k_padded / 32;
-  // Sixteen rows at a time, all four column blocks in one pass over the panel: the first pass streams the panel
-  // from memory strictly in order, later passes find it in L2.
-  for (int64_t m0 = 0; m0 < args.rows; m0 += 16) {
-    const uint16_t* rows = a + m0 * args.a_stride;
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t step = 0; step < steps; ++step) {
-      const char* w_step = panel + step * 16 * kPairStrideBytes;
-      _tile_loadd(4, rows + step * 32, a_stride_bytes);
-      _tile_loadd(6, w_step, kPairStrideBytes);
-      _tile_loadd(7, w_step + 64, kPairStrideBytes);
-      _tile_dpbf16ps(0, 4, 6);
-      _tile_dpbf16ps(1, 4, 7);
-      _tile_loadd(5, w_step + 128, kPairStrideBytes);
-      _tile_loadd(6, w_step + 192, kPairStrideBytes);
-      _tile_dpbf16ps(2, 4, 5);
-      _tile_dpbf16ps(3, 4, 6);
+// The int4 panel (int4_weight.h: per k octet and column a 32-bit word, the even k of the octet in nibbles 0-3 of
+// its low half, the odd k in those of its high half) as the same B operand: each nibble sign-extended to a byte,
+// the four k of a quad side by side for each column. Zeros past the panel's depth up to a whole step.
+const int8_t* QuadPanelFromInt4(const uint8_t* panel, int64_t pairs) {
+  thread_local std::vector<int8_t> buffer;
+  const int64_t steps = (pairs + kInt8StepPairs - 1) / kInt8StepPairs;
+  const int64_t quads = steps * kInt8StepPairs / 2;
+  buffer.resize(quads * kQuadBytes);
+  const int64_t octets = pairs / 4;
+  // Within each 32-bit word: bytes 0, 2, 1, 3.
+  const __m512i even_bytes_first =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
+  const __m512i nibble = _mm512_set1_epi8(0x0f), sign = _mm512_set1_epi8(0x08);
+  for (int64_t o = 0; o < octets; ++o) {
+    int8_t* first_quad = buffer.data() + 2 * o * kQuadBytes;
+    for (int i = 0; i < 4; ++i) {  // 16 columns at a time
+      const __m512i raw = _mm512_loadu_si512(panel + o * kPanelWidth * 4 + 64 * i);
+      // Bytes b of `low` hold the nibble at bit 8b, of `high` the one at bit 8b + 4: for b = 0, 1, 2, 3 the
+      // octet's k 0, 4, 1, 5 and 2, 6, 3, 7. Sign-extended: (n ^ 8) - 8.
+      const auto widen = [&](__m512i nibbles) {
+        return _mm512_sub_epi8(_mm512_xor_si512(_mm512_and_si512(nibbles, nibble), sign), sign);
+      };
+      // Reordered to k 0, 1, 4, 5 and 2, 3, 6, 7.
+      const __m512i low = _mm512_shuffle_epi8(widen(raw), even_bytes_first);
+      const __m512i high = _mm512_shuffle_epi8(widen(_mm512_srli_epi32(raw, 4)), even_bytes_first);
+      // k 0-3 (the low halves: k 0, 1 and 2, 3), then k 4-7 (the high halves).
+      const __m512i quad0 = _mm512_mask_blend_epi16(0xaaaaaaaa, low, _mm512_slli_epi32(high, 16));
+      const __m512i quad1 = _mm512_mask_blend_epi16(0xaaaaaaaa, _mm512_srli_epi32(low, 16), high);
+      _mm512_storeu_si512(first_quad + 64 * i, quad0);
+      _mm512_storeu_si512(first_quad + kQuadBytes + 64 * i, quad1);
     }
-    float* out = args.out + m0 * args.out_stride;
-    _tile_stored(0, out, out_stride_bytes);
-    _tile_stored(1, out + 16, out_stride_bytes);
-    _tile_stored(2, out + 32, out_stride_bytes);
-    _tile_stored(3, out + 48, out_stride_bytes);
   }
-  _tile_release();
+  std::memset(buffer.data() + 2 * octets * kQuadBytes, 0, (quads - 2 * octets) * kQuadBytes);
+  return buffer.data();
 }
 
 // Sixteen rows at a time: for each activation group, the int32 sums of its steps in tiles 0-3 (signed bytes
 // against signed bytes, exact), stored to L1 and added to the output as PanelW8A8Avx512 adds its sums: the
 // same float arithmetic on the same integers, so the same bits.
-void PanelW8A8Amx(const Int8PanelArgs& args) {
+void MultiplyQuads(const Int8PanelArgs& args, const int8_t* quads) {
   const int64_t pairs = args.k_padded / 2;
-  const int8_t* quads = QuadPanel(args.panel, pairs);
   LoadTileConfig();
   alignas(64) int32_t sums[16 * kPanelWidth];
   const int64_t a_stride_bytes = args.a_stride;
@@ -153,6 +148,53 @@ void PanelW8A8Amx(const Int8PanelArgs& args) {
     }
   }
   _tile_release();
+}
+
+}  // namespace
+
+// Other code on this thread (oneDNN) may configure the tiles too, so the configuration is loaded on every
+// call; it costs far less than one panel.
+void PanelBf16Amx(const PanelArgs& args) {
+  LoadTileConfig();
+  const auto* a = static_cast<const uint16_t*>(args.a);
+  const auto* panel = static_cast<const char*>(args.panel);
+  const int64_t a_stride_bytes = args.a_stride * 2;
+  const int64_t out_stride_bytes = args.out_stride * 4;
+  constexpr int64_t kPairStrideBytes = kPanelWidth * 2 * 2;  // one k pair across the panel
+  const int64_t steps = args.k_padded / 32;
+  // Sixteen rows at a time, all four column blocks in one pass over the panel: the first pass streams the panel
+  // from memory strictly in order, later passes find it in L2.
+  for (int64_t m0 = 0; m0 < args.rows; m0 += 16) {
+    const uint16_t* rows = a + m0 * args.a_stride;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t step = 0; step < steps; ++step) {
+      const char* w_step = panel + step * 16 * kPairStrideBytes;
+      _tile_loadd(4, rows + step * 32, a_stride_bytes);
+      _tile_loadd(6, w_step, kPairStrideBytes);
+      _tile_loadd(7, w_step + 64, kPairStrideBytes);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_loadd(5, w_step + 128, kPairStrideBytes);
+      _tile_loadd(6, w_step + 192, kPairStrideBytes);
+      _tile_dpbf16ps(2, 4, 5);
+      _tile_dpbf16ps(3, 4, 6);
+    }
+    float* out = args.out + m0 * args.out_stride;
+    _tile_stored(0, out, out_stride_bytes);
+    _tile_stored(1, out + 16, out_stride_bytes);
+    _tile_stored(2, out + 32, out_stride_bytes);
+    _tile_stored(3, out + 48, out_stride_bytes);
+  }
+  _tile_release();
+}
+
+void PanelW8A8Amx(const Int8PanelArgs& args) { MultiplyQuads(args, QuadPanel(args.panel, args.k_padded / 2)); }
+
+void PanelW4A8Amx(const Int8PanelArgs& args) {
+  MultiplyQuads(args, QuadPanelFromInt4(reinterpret_cast<const uint8_t*>(args.panel), args.k_padded / 2));
 }
 
 }  // namespace llmc::model::cpu

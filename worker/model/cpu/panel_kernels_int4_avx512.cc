@@ -7,6 +7,7 @@
 // by up to six rows, against 4 dot products per row.
 #include <algorithm>
 
+#include "worker/model/cpu/octet_prefetch.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/row_blocks.h"
 #include "worker/model/cpu/x86_intrinsics.h"
@@ -48,8 +49,8 @@ inline void DotRows(Int32x16 (&sum)[Rows][4], int i, __m512i w, const int32_t (&
 }
 
 // Rows rows against the octets of group g, the sums in registers; at the group's end scaled into the float
-// output rows (in L1).
-template <int Rows>
+// output rows (in L1). The weights are prefetched 4 KiB ahead at kLocality.
+template <int kLocality, int Rows>
 void Int4GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
   const int16_t* a = args.a + m0 * args.a_stride;
   const auto* panel = reinterpret_cast<const uint8_t*>(args.panel);
@@ -63,9 +64,7 @@ void Int4GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
   const int64_t last = std::min(args.k_padded / 8, (g + 1) * group_octets);
   for (int64_t o = g * group_octets; o < last; ++o) {
     const uint8_t* w = panel + o * kPanelWidth * 4;
-    // 4 KiB ahead, every line of the octet (AMD parts have no adjacent-line prefetcher).
-#pragma GCC unroll 4
-    for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(w) + 4096 + 64 * line, _MM_HINT_T0);
+    PrefetchOctetAhead<kLocality>(w, 4096);
     int32_t x[Rows][4];
 #pragma GCC unroll 8
     for (int r = 0; r < Rows; ++r) __builtin_memcpy(x[r], a + r * args.a_stride + 8 * o, sizeof(x[r]));
@@ -91,16 +90,21 @@ void Int4GroupRows(const Int8PanelArgs& args, int64_t m0, int64_t g) {
   }
 }
 
-template <int Rows>
+template <int kLocality>
 struct Int4Runner {
-  static void Run(const Int8PanelArgs& args, int64_t m0) {
-    for (int64_t g = 0; g < args.groups; ++g) Int4GroupRows<Rows>(args, m0, g);
-  }
+  template <int Rows>
+  struct ForRows {
+    static void Run(const Int8PanelArgs& args, int64_t m0) {
+      for (int64_t g = 0; g < args.groups; ++g) Int4GroupRows<kLocality, Rows>(args, m0, g);
+    }
+  };
 };
 
 }  // namespace
 
-void PanelInt4Avx512(const Int8PanelArgs& args) { ForRowBlocks<Int4Runner>(args); }
+void PanelInt4Avx512(const Int8PanelArgs& args) { ForRowBlocks<Int4Runner<kPrefetchIntoL1>::ForRows>(args); }
+
+void PanelInt4Avx512PrefetchL2(const Int8PanelArgs& args) { ForRowBlocks<Int4Runner<kPrefetchIntoL2>::ForRows>(args); }
 
 // Sixteen columns' octet at a time: four k pairs, each as two float vectors (even and odd k) interleaved into
 // the bfloat16 pairs of the plain layout. Adding the zero offsets (small integers) to the nibbles is exact, so the

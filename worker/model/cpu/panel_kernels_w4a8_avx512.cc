@@ -12,6 +12,7 @@
 #include <algorithm>
 
 #include "worker/model/cpu/mxfp4_weight.h"
+#include "worker/model/cpu/octet_prefetch.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/row_blocks.h"
 #include "worker/model/cpu/x86_intrinsics.h"
@@ -78,7 +79,7 @@ struct Mxfp4Values {
   }
 };
 
-template <typename Values, int Rows>
+template <typename Values, int kLocality, int Rows>
 void GroupRows(const Int8PanelArgs& args, const Values& values, int64_t m0, int64_t g) {
   const int8_t* a = args.a8 + m0 * args.a_stride;
   const auto* panel = reinterpret_cast<const uint8_t*>(args.panel);
@@ -92,12 +93,10 @@ void GroupRows(const Int8PanelArgs& args, const Values& values, int64_t m0, int6
   const int64_t last = std::min(args.k_padded / 8, (g + 1) * group_octets);
   for (int64_t o = g * group_octets; o < last; ++o) {
     const uint8_t* w = panel + o * kPanelWidth * 4;
-    // 8 KiB ahead, every line of the octet (AMD parts have no adjacent-line prefetcher). This kernel asks for
-    // lines about twice as fast as W4A16: at the 4 KiB the other kernels use, its one-row step ran 2 % behind
-    // W4A16's when the machine's memory was slow, at 8 KiB within 1 % (AMD Zen 4, 2026-11-30). The int8 kernel's
-    // step lost 2-3 % at 8 KiB.
-#pragma GCC unroll 4
-    for (int line = 0; line < 4; ++line) _mm_prefetch(reinterpret_cast<const char*>(w) + 8192 + 64 * line, _MM_HINT_T0);
+    // 8 KiB ahead. This kernel asks for lines about twice as fast as W4A16: at the 4 KiB the other kernels use,
+    // its one-row step ran 2 % behind W4A16's when the machine's memory was slow, at 8 KiB within 1 % (AMD Zen 4,
+    // 2026-11-30). The int8 kernel's step lost 2-3 % at 8 KiB.
+    PrefetchOctetAhead<kLocality>(w, 8192);
     const int8_t* x = a + 8 * o;
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {
@@ -131,21 +130,29 @@ void GroupRows(const Int8PanelArgs& args, const Values& values, int64_t m0, int6
   }
 }
 
-template <typename Values>
+template <typename Values, int kLocality>
 struct Runner {
   template <int Rows>
   struct ForRows {
     static void Run(const Int8PanelArgs& args, int64_t m0) {
       const Values values;
-      for (int64_t g = 0; g < args.groups; ++g) GroupRows<Values, Rows>(args, values, m0, g);
+      for (int64_t g = 0; g < args.groups; ++g) GroupRows<Values, kLocality, Rows>(args, values, m0, g);
     }
   };
 };
 
 }  // namespace
 
-void PanelW4A8Avx512(const Int8PanelArgs& args) { ForRowBlocks<Runner<Int4Values>::ForRows>(args); }
+void PanelW4A8Avx512(const Int8PanelArgs& args) { ForRowBlocks<Runner<Int4Values, kPrefetchIntoL1>::ForRows>(args); }
 
-void PanelMxfp4Avx512(const Int8PanelArgs& args) { ForRowBlocks<Runner<Mxfp4Values>::ForRows>(args); }
+void PanelW4A8Avx512PrefetchL2(const Int8PanelArgs& args) {
+  ForRowBlocks<Runner<Int4Values, kPrefetchIntoL2>::ForRows>(args);
+}
+
+void PanelMxfp4Avx512(const Int8PanelArgs& args) { ForRowBlocks<Runner<Mxfp4Values, kPrefetchIntoL1>::ForRows>(args); }
+
+void PanelMxfp4Avx512PrefetchL2(const Int8PanelArgs& args) {
+  ForRowBlocks<Runner<Mxfp4Values, kPrefetchIntoL2>::ForRows>(args);
+}
 
 }  // namespace llmc::model::cpu

@@ -53,12 +53,17 @@ constexpr int64_t kRowBlock = 128;
 // AMX pays for itself from a few rows on; below, the AVX512-BF16 kernel streams the panel as fast.
 constexpr int64_t kAmxMinRows = 4;
 
-// From this many rows an int8 weight's panel is dequantized into the activations' type (in L2) and
+// From this many rows an int8 or int4 weight's panel is dequantized into the activations' type (in L2) and
 // multiplied by the bfloat16/float32 kernels, whose arithmetic beats the W8A16 kernels' once every weight
 // serves many rows: AMX tiles from a few rows, the others for prefill-sized blocks. The W8A8 kernel does
 // twice the bfloat16 kernels' products per instruction, so without AMX it keeps every batch; with AMX-INT8,
-// its tiles (UsesAmxInt8) take the batches the AVX512 kernel does not.
-int64_t DequantizedPanelMinRows(Int8Activations activations) {
+// its tiles (UsesAmxInt8) take the batches the AVX512 kernel does not. int4 rows staged as bytes stay W4A8
+// below kAmxInt4DequantizedMinRows rows, on AMX-INT8 tiles from 16 rows where their groups are whole tile steps
+// (else on PanelW4A8Avx512), and at every batch size without AMX.
+int64_t DequantizedPanelMinRows(Int8Activations activations, bool int4) {
+  if (int4 && activations == Int8Activations::kInt8) {
+    return ActiveCpuIsa() == CpuIsa::kAmx ? kAmxInt4DequantizedMinRows : std::numeric_limits<int64_t>::max();
+  }
   // On AMX the W8A16 kernels keep decode batches: dequantizing a panel for 16 rows cost more than the tiles
   // saved (Xeon, 2026-11-25: b=16 60 ms against 46 ms in bfloat16).
   if (ActiveCpuIsa() == CpuIsa::kAmx) return activations == Int8Activations::kInt16 ? 64 : 16;
@@ -123,7 +128,9 @@ Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
 // MXFP4 weights: only rows staged as bytes take a kernel (PrepareStaging dequantizes panels elsewhere).
 Int8PanelKernel SelectMxfp4PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
-  if (byte_activations && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) return &PanelMxfp4Avx512;
+  if (byte_activations && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+    return ActiveWeightPrefetch() == WeightPrefetch::kToL2 ? &PanelMxfp4Avx512PrefetchL2 : &PanelMxfp4Avx512;
+  }
 #else
   (void)byte_activations;
 #endif
@@ -135,7 +142,12 @@ Int8PanelKernel SelectMxfp4PanelKernel(bool byte_activations) {
 Int8PanelKernel SelectInt4PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
-  if (isa >= CpuIsa::kAvx512Bf16) return byte_activations ? &PanelW4A8Avx512 : &PanelInt4Avx512;
+  if (isa >= CpuIsa::kAvx512Bf16) {
+    if (ActiveWeightPrefetch() == WeightPrefetch::kToL2) {
+      return byte_activations ? &PanelW4A8Avx512PrefetchL2 : &PanelInt4Avx512PrefetchL2;
+    }
+    return byte_activations ? &PanelW4A8Avx512 : &PanelInt4Avx512;
+  }
   if (isa == CpuIsa::kAvx2) return &PanelInt4Avx2;
 #endif
   (void)byte_activations;
@@ -233,8 +245,10 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
                                       : weight.int4() ? Int4ActivationsForRows(rows)
                                                       : Int8ActivationsForRows(rows);
   const int64_t group_pairs = weight.quantized() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
-  const bool amx_int8 = weight.int8() && UsesAmxInt8(rows, activations, group_pairs);
-  if (!weight.quantized() || mxfp4_dequantized || (!amx_int8 && rows >= DequantizedPanelMinRows(activations))) {
+  const bool int4 = weight.int4() && !weight.mxfp4();
+  const bool amx_int8 = (weight.int8() || (int4 && rows < DequantizedPanelMinRows(activations, int4))) &&
+                        UsesAmxInt8(rows, activations, group_pairs);
+  if (!weight.quantized() || mxfp4_dequantized || (!amx_int8 && rows >= DequantizedPanelMinRows(activations, int4))) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
     staged.features = k;
     return staged;
@@ -260,7 +274,7 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
       staged.bytes = reinterpret_cast<int8_t*>(CallerBuffer(kActivationBytes, staged.rows_padded * stride));
       staged.offsets = reinterpret_cast<int32_t*>(
           CallerBuffer(kActivationOffsets, staged.rows_padded * staged.groups * sizeof(int32_t)));
-      staged.int4_byte_order = weight.int4();
+      staged.int4_byte_order = weight.int4() && !amx_int8;
     }
   }
   return staged;
@@ -368,7 +382,7 @@ PanelMultiplier::PanelMultiplier(const Staged& staged, const PanelWeight& panel_
     int8_kernel = weight.int4() ? SelectInt4PanelKernel(a.bytes != nullptr) : SelectInt8PanelKernel(a.bytes != nullptr);
   }
 #ifdef LLMC_CPU_X86_KERNELS
-  if (a.amx_int8) int8_kernel = &PanelW8A8Amx;
+  if (a.amx_int8) int8_kernel = weight.int4() ? &PanelW4A8Amx : &PanelW8A8Amx;
 #endif
   dequantize = weight.quantized() && !a.int16;
   plain_type = dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
