@@ -67,6 +67,39 @@ TEST_CASE("cpu kernels: the 4-bit weight prefetch is the vendor's unless forced;
         std::string::npos);
 }
 
+TEST_CASE("cpu kernels: a wrong kernel environment variable is named, with what is used instead", "[unit][kernels]") {
+  // This process's own environment, restored at the end (the variables are read afresh on every call).
+  struct Restore {
+    std::string isa = std::getenv("LLMC_CPU_ISA") ? std::getenv("LLMC_CPU_ISA") : "";
+    std::string prefetch = std::getenv("LLMC_WEIGHT_PREFETCH") ? std::getenv("LLMC_WEIGHT_PREFETCH") : "";
+    ~Restore() {
+      setenv("LLMC_CPU_ISA", isa.c_str(), 1);
+      setenv("LLMC_WEIGHT_PREFETCH", prefetch.c_str(), 1);
+    }
+  } restore;
+  setenv("LLMC_CPU_ISA", "", 1);
+  setenv("LLMC_WEIGHT_PREFETCH", "", 1);
+  CHECK(KernelEnvironmentProblems().empty());
+  setenv("LLMC_CPU_ISA", "portable", 1);
+  setenv("LLMC_WEIGHT_PREFETCH", "l2", 1);
+  CHECK(KernelEnvironmentProblems().empty());
+  setenv("LLMC_CPU_ISA", "sse9", 1);
+  setenv("LLMC_WEIGHT_PREFETCH", "l3", 1);
+  const std::vector<std::string> problems = KernelEnvironmentProblems();
+  REQUIRE(problems.size() == 2);
+  CHECK(problems[0].find("LLMC_CPU_ISA") != std::string::npos);
+  CHECK(problems[0].find("sse9") != std::string::npos);
+  CHECK(problems[0].find(absl::StrCat("using ", CpuIsaName(ActiveCpuIsa()))) != std::string::npos);
+  CHECK(problems[1].find("LLMC_WEIGHT_PREFETCH") != std::string::npos);
+  CHECK(problems[1].find("'l3'") != std::string::npos);
+  if (DetectedCpuIsa() != CpuIsa::kAmx) {
+    setenv("LLMC_CPU_ISA", "amx", 1);
+    setenv("LLMC_WEIGHT_PREFETCH", "", 1);
+    REQUIRE(KernelEnvironmentProblems().size() == 1);
+    CHECK(KernelEnvironmentProblems()[0].find("not available here") != std::string::npos);
+  }
+}
+
 TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][kernels]") {
   at::manual_seed(1);
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {

@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/loaded_model.h"
 #include "worker/service/served_model.h"
 
@@ -115,6 +116,10 @@ absl::Status WorkerServer::LoadEngine() {
   metrics_ = std::make_unique<WorkerMetrics>(name, metric_names);
   ASSIGN_OR_RETURN(engine_,
                    engine::Engine::Create(*std::move(model), *tokenizer_, ToEngineOptions(config_), metrics_.get()));
+  if (engine_->device() == "cpu") {
+    for (const std::string& problem : model::cpu::KernelEnvironmentProblems()) LLMC_LOG(Warning) << problem;
+    LLMC_LOG(Info) << "CPU kernels: " << model::cpu::DescribeCpu();
+  }
   metrics_->SetModelInfo(engine_->dtype(), engine_->manifest().quantization, engine_->device());
   metrics_->SetCacheConfig(static_cast<int64_t>(config_.block_size), engine_->Load().num_kv_blocks, engine_->dtype());
   ServedModel served = MakeServedModel(*engine_, *tokenizer_, name);

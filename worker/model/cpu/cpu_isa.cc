@@ -163,6 +163,31 @@ void ForceWeightPrefetch(WeightPrefetch prefetch) { ActivePrefetch().store(stati
 
 void ResetWeightPrefetch() { ActivePrefetch().store(static_cast<int>(WeightPrefetchFromEnvironment())); }
 
+std::vector<std::string> KernelEnvironmentProblems() {
+  std::vector<std::string> problems;
+  const char* isa_name = std::getenv("LLMC_CPU_ISA");
+  if (isa_name != nullptr && *isa_name != '\0') {
+    CpuIsa isa;
+    const absl::Status parsed = ParseCpuIsa(isa_name, &isa);
+    if (!parsed.ok()) {
+      problems.push_back(absl::StrCat("LLMC_CPU_ISA: ", parsed.message(), "; using ", CpuIsaName(ActiveCpuIsa())));
+    } else if (static_cast<int>(isa) > static_cast<int>(DetectedCpuIsa())) {
+      problems.push_back(
+          absl::StrCat("LLMC_CPU_ISA: '", isa_name, "' is not available here; using ", CpuIsaName(ActiveCpuIsa())));
+    }
+  }
+  const char* prefetch_name = std::getenv("LLMC_WEIGHT_PREFETCH");
+  if (prefetch_name != nullptr && *prefetch_name != '\0') {
+    WeightPrefetch prefetch;
+    const absl::Status parsed = ParseWeightPrefetch(prefetch_name, &prefetch);
+    if (!parsed.ok()) {
+      problems.push_back(absl::StrCat("LLMC_WEIGHT_PREFETCH: ", parsed.message(), "; using ",
+                                      WeightPrefetchName(ActiveWeightPrefetch())));
+    }
+  }
+  return problems;
+}
+
 std::string DescribeCpu() {
   std::string model = "unknown CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");

@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -46,6 +47,11 @@ WeightPrefetch ActiveWeightPrefetch();
 void ForceWeightPrefetch(WeightPrefetch prefetch);
 // Back to the vendor's choice (or the environment's).
 void ResetWeightPrefetch();
+
+// What is wrong with LLMC_CPU_ISA and LLMC_WEIGHT_PREFETCH as set now (an unknown name, a path this CPU lacks), one
+// message each, naming the variable and what is used instead; empty when both are unset or fine. The worker logs
+// them at start-up.
+std::vector<std::string> KernelEnvironmentProblems();
 
 // One line naming the CPU and the path, for logs and benchmark headers.
 std::string DescribeCpu();
