@@ -164,6 +164,14 @@ TEST_CASE("int4 zero points: a dequantized prefill panel holds (u - z) * scale r
       const at::Tensor panel = at::from_blob(const_cast<float*>(fp32), {k, kPanelWidth}).t();
       CHECK(panel.equal(expected));
     });
+    // Without zero points (symmetric weights) every path gives the portable path's bits.
+    std::vector<std::vector<uint16_t>> symmetric;
+    testing::ForEachCpuKernelPath([&] {
+      const auto* bf16 = static_cast<const uint16_t*>(DequantizeInt4Panel(
+          packed.data_ptr<uint8_t>(), scales[0].data_ptr<float>(), groups, k, k_padded, at::kBFloat16, nullptr));
+      symmetric.emplace_back(bf16, bf16 + k_padded * kPanelWidth);
+    });
+    for (const std::vector<uint16_t>& path : symmetric) CHECK(path == symmetric.front());
   }
 }
 

@@ -106,11 +106,19 @@ void PanelInt4Avx512(const Int8PanelArgs& args) { ForRowBlocks<Int4Runner<kPrefe
 
 void PanelInt4Avx512PrefetchL2(const Int8PanelArgs& args) { ForRowBlocks<Int4Runner<kPrefetchIntoL2>::ForRows>(args); }
 
-// Sixteen columns' octet at a time: four k pairs, each as two float vectors (even and odd k) interleaved into
-// the bfloat16 pairs of the plain layout. Adding the zero offsets (small integers) to the nibbles is exact, so the
-// values are rounded once, as the portable path rounds them.
-void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, const float* zero_offsets,
-                                   int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out) {
+namespace {
+
+// Sixteen columns' octet at a time: four k pairs, each as two float vectors (even and odd k), rounded to bfloat16
+// together and interleaved into the pairs of the plain layout. Adding the zero offsets (small integers) to the
+// nibbles is exact, so the values are rounded once, as the portable path rounds them.
+template <bool kZeroOffsets>
+void DequantizeInt4Octets(const uint8_t* panel, const float* scales, const float* zero_offsets, int64_t weight_groups,
+                          int64_t group_pairs, int64_t pairs, uint16_t* out) {
+  // vcvtne2ps2bf16 puts the even k's 16 values below the odd k's; bfloat16 i of each pair comes from i / 2 of
+  // the even ones (i even) or of the odd ones.
+  alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i interleave = _mm512_load_si512(kInterleave);
   for (int64_t o = 0; o < pairs / 4; ++o) {
     const int64_t group_at = std::min(o * 4 / group_pairs, weight_groups - 1) * kPanelWidth;
     const uint8_t* w = panel + o * kPanelWidth * 4;
@@ -118,22 +126,33 @@ void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, co
     for (int i = 0; i < 4; ++i) {
       const __m512i raw = _mm512_loadu_si512(w + 64 * i);
       const __m512 scale = _mm512_loadu_ps(scales + group_at + 16 * i);
-      const __m512 offset =
-          zero_offsets == nullptr ? _mm512_setzero_ps() : _mm512_loadu_ps(zero_offsets + group_at + 16 * i);
       const __m512i pair_values[4] = {Extract<0>(raw), Extract<1>(raw), Extract<2>(raw), Extract<3>(raw)};
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) {
-        // Each 32-bit lane holds (even k, odd k) as int16: sign-extend both halves to float and scale.
-        const __m512 even = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(pair_values[j], 16), 16));
-        const __m512 odd = _mm512_cvtepi32_ps(_mm512_srai_epi32(pair_values[j], 16));
-        const __m256bh even_bf16 = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_add_ps(even, offset), scale));
-        const __m256bh odd_bf16 = _mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_add_ps(odd, offset), scale));
-        const __m512i bits =
-            _mm512_or_si512(_mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(even_bf16)),
-                            _mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(odd_bf16)), 16));
-        _mm512_storeu_si512(out + ((4 * o + j) * kPanelWidth + 16 * i) * 2, bits);
+        // Each 32-bit lane holds (even k, odd k) as int16: sign-extend both halves to float.
+        __m512 even = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(pair_values[j], 16), 16));
+        __m512 odd = _mm512_cvtepi32_ps(_mm512_srai_epi32(pair_values[j], 16));
+        if constexpr (kZeroOffsets) {
+          const __m512 offset = _mm512_loadu_ps(zero_offsets + group_at + 16 * i);
+          even = _mm512_add_ps(even, offset);
+          odd = _mm512_add_ps(odd, offset);
+        }
+        const __m512bh rounded = _mm512_cvtne2ps_pbh(_mm512_mul_ps(odd, scale), _mm512_mul_ps(even, scale));
+        _mm512_storeu_si512(out + ((4 * o + j) * kPanelWidth + 16 * i) * 2,
+                            _mm512_permutexvar_epi16(interleave, reinterpret_cast<const __m512i&>(rounded)));
       }
     }
+  }
+}
+
+}  // namespace
+
+void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, const float* zero_offsets,
+                                   int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out) {
+  if (zero_offsets != nullptr) {
+    DequantizeInt4Octets<true>(panel, scales, zero_offsets, weight_groups, group_pairs, pairs, out);
+  } else {
+    DequantizeInt4Octets<false>(panel, scales, zero_offsets, weight_groups, group_pairs, pairs, out);
   }
 }
 
