@@ -48,10 +48,16 @@ CpuIsa Detect() {
 CpuIsa Detect() { return CpuIsa::kPortable; }
 #endif
 
+// The variable's value, or null when it is unset or empty.
+const char* SetVariable(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : nullptr;
+}
+
 CpuIsa EnvironmentOrDetected() {
   const CpuIsa detected = DetectedCpuIsa();
-  const char* forced = std::getenv("LLMC_CPU_ISA");
-  if (forced == nullptr || *forced == '\0') return detected;
+  const char* forced = SetVariable("LLMC_CPU_ISA");
+  if (forced == nullptr) return detected;
   CpuIsa isa;
   if (!ParseCpuIsa(forced, &isa).ok() || static_cast<int>(isa) > static_cast<int>(detected)) return detected;
   return isa;
@@ -62,12 +68,10 @@ std::atomic<int>& Active() {
   return active;
 }
 
+// A value that does not parse leaves the vendor's choice (KernelEnvironmentProblems reports it).
 WeightPrefetch WeightPrefetchFromEnvironment() {
   WeightPrefetch prefetch = VendorWeightPrefetch();
-  const char* forced = std::getenv("LLMC_WEIGHT_PREFETCH");
-  if (forced != nullptr && *forced != '\0' && !ParseWeightPrefetch(forced, &prefetch).ok()) {
-    prefetch = VendorWeightPrefetch();
-  }
+  if (const char* forced = SetVariable("LLMC_WEIGHT_PREFETCH")) ParseWeightPrefetch(forced, &prefetch).IgnoreError();
   return prefetch;
 }
 
@@ -165,8 +169,7 @@ void ResetWeightPrefetch() { ActivePrefetch().store(static_cast<int>(WeightPrefe
 
 std::vector<std::string> KernelEnvironmentProblems() {
   std::vector<std::string> problems;
-  const char* isa_name = std::getenv("LLMC_CPU_ISA");
-  if (isa_name != nullptr && *isa_name != '\0') {
+  if (const char* isa_name = SetVariable("LLMC_CPU_ISA")) {
     CpuIsa isa;
     const absl::Status parsed = ParseCpuIsa(isa_name, &isa);
     if (!parsed.ok()) {
@@ -176,8 +179,7 @@ std::vector<std::string> KernelEnvironmentProblems() {
           absl::StrCat("LLMC_CPU_ISA: '", isa_name, "' is not available here; using ", CpuIsaName(ActiveCpuIsa())));
     }
   }
-  const char* prefetch_name = std::getenv("LLMC_WEIGHT_PREFETCH");
-  if (prefetch_name != nullptr && *prefetch_name != '\0') {
+  if (const char* prefetch_name = SetVariable("LLMC_WEIGHT_PREFETCH")) {
     WeightPrefetch prefetch;
     const absl::Status parsed = ParseWeightPrefetch(prefetch_name, &prefetch);
     if (!parsed.ok()) {

@@ -35,15 +35,23 @@ constexpr int64_t kQuadBytes = kPanelWidth * 4;
 // One tdpbssd step in k pairs (16 quads).
 constexpr int64_t kInt8StepPairs = kAmxInt8StepInputs / 2;
 
-// The int8 panel ([pairs][kPanelWidth][2]) as tdpbssd's B operand takes it: [quads][kPanelWidth][4], the two k
-// pairs of a quad side by side for each column; zeros past the panel's depth up to a whole step. Rebuilt on
-// every call in a buffer of the calling thread (the caller passes up to 128 rows, so it serves them all); the
-// shuffles cost far less than reading the panel from memory, which the kernel has to do anyway.
-const int8_t* QuadPanel(const int8_t* panel, int64_t pairs) {
+// The calling thread's buffer for a panel of `pairs` k pairs as k quads, rounded up to whole tile steps
+// (`quads` of them); the caller passes up to 128 rows, so one panel serves them all.
+int8_t* QuadBuffer(int64_t pairs, int64_t* quads) {
   thread_local std::vector<int8_t> buffer;
   const int64_t steps = (pairs + kInt8StepPairs - 1) / kInt8StepPairs;
-  const int64_t quads = steps * kInt8StepPairs / 2;
-  buffer.resize(quads * kQuadBytes);
+  *quads = steps * kInt8StepPairs / 2;
+  buffer.resize(*quads * kQuadBytes);
+  return buffer.data();
+}
+
+// The int8 panel ([pairs][kPanelWidth][2]) as tdpbssd's B operand takes it: [quads][kPanelWidth][4], the two k
+// pairs of a quad side by side for each column; zeros past the panel's depth up to a whole step. Rebuilt on
+// every call (QuadBuffer); the shuffles cost far less than reading the panel from memory, which the kernel has to
+// do anyway.
+const int8_t* QuadPanel(const int8_t* panel, int64_t pairs) {
+  int64_t quads = 0;
+  int8_t* const buffer = QuadBuffer(pairs, &quads);
   // 16-bit element 2c of the result is column c of the first pair, 2c + 1 column c of the second.
   alignas(64) static const uint16_t kInterleave[2][32] = {
       {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
@@ -56,31 +64,29 @@ const int8_t* QuadPanel(const int8_t* panel, int64_t pairs) {
     return pair < pairs ? _mm512_loadu_si512(panel + pair * kPanelWidth * 2 + 64 * half) : _mm512_setzero_si512();
   };
   for (int64_t quad = 0; quad < quads; ++quad) {
-    int8_t* out = buffer.data() + quad * kQuadBytes;
+    int8_t* out = buffer + quad * kQuadBytes;
     for (int half = 0; half < 2; ++half) {  // columns 0-31, then 32-63
       const __m512i first = load_pair_half(2 * quad, half), second = load_pair_half(2 * quad + 1, half);
       _mm512_storeu_si512(out + 128 * half, _mm512_permutex2var_epi16(first, low_columns, second));
       _mm512_storeu_si512(out + 128 * half + 64, _mm512_permutex2var_epi16(first, high_columns, second));
     }
   }
-  return buffer.data();
+  return buffer;
 }
 
 // The int4 panel (int4_weight.h: per k octet and column a 32-bit word, the even k of the octet in nibbles 0-3 of
 // its low half, the odd k in those of its high half) as the same B operand: each nibble sign-extended to a byte,
 // the four k of a quad side by side for each column. Zeros past the panel's depth up to a whole step.
 const int8_t* QuadPanelFromInt4(const uint8_t* panel, int64_t pairs) {
-  thread_local std::vector<int8_t> buffer;
-  const int64_t steps = (pairs + kInt8StepPairs - 1) / kInt8StepPairs;
-  const int64_t quads = steps * kInt8StepPairs / 2;
-  buffer.resize(quads * kQuadBytes);
+  int64_t quads = 0;
+  int8_t* const buffer = QuadBuffer(pairs, &quads);
   const int64_t octets = pairs / 4;
   // Within each 32-bit word: bytes 0, 2, 1, 3.
   const __m512i even_bytes_first =
       _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
   const __m512i nibble = _mm512_set1_epi8(0x0f), sign = _mm512_set1_epi8(0x08);
   for (int64_t o = 0; o < octets; ++o) {
-    int8_t* first_quad = buffer.data() + 2 * o * kQuadBytes;
+    int8_t* first_quad = buffer + 2 * o * kQuadBytes;
     for (int i = 0; i < 4; ++i) {  // 16 columns at a time
       const __m512i raw = _mm512_loadu_si512(panel + o * kPanelWidth * 4 + 64 * i);
       // Bytes b of `low` hold the nibble at bit 8b, of `high` the one at bit 8b + 4: for b = 0, 1, 2, 3 the
@@ -98,8 +104,8 @@ const int8_t* QuadPanelFromInt4(const uint8_t* panel, int64_t pairs) {
       _mm512_storeu_si512(first_quad + kQuadBytes + 64 * i, quad1);
     }
   }
-  std::memset(buffer.data() + 2 * octets * kQuadBytes, 0, (quads - 2 * octets) * kQuadBytes);
-  return buffer.data();
+  std::memset(buffer + 2 * octets * kQuadBytes, 0, (quads - 2 * octets) * kQuadBytes);
+  return buffer;
 }
 
 // Sixteen rows at a time: for each activation group, the int32 sums of its steps in tiles 0-3 (signed bytes

@@ -246,9 +246,10 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
                                                       : Int8ActivationsForRows(rows);
   const int64_t group_pairs = weight.quantized() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
   const bool int4 = weight.int4() && !weight.mxfp4();
-  const bool amx_int8 = (weight.int8() || (int4 && rows < DequantizedPanelMinRows(activations, int4))) &&
-                        UsesAmxInt8(rows, activations, group_pairs);
-  if (!weight.quantized() || mxfp4_dequantized || (!amx_int8 && rows >= DequantizedPanelMinRows(activations, int4))) {
+  const int64_t dequantized_min_rows = DequantizedPanelMinRows(activations, int4);
+  const bool amx_int8 =
+      (weight.int8() || (int4 && rows < dequantized_min_rows)) && UsesAmxInt8(rows, activations, group_pairs);
+  if (!weight.quantized() || mxfp4_dequantized || (!amx_int8 && rows >= dequantized_min_rows)) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
     staged.features = k;
     return staged;
