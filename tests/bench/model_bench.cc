@@ -187,7 +187,7 @@ absl::StatusOr<double> TimedStep(llmc::model::LoadedModel& model, const llmc::mo
   const absl::Status status = Step(model, batch, cache, greedy);
   const double ms = Seconds(start) * 1e3;
   llmc::model::cpu::SetReadAheadEnabled(true);
-  llmc::model::cpu::ResetWeightPrefetch();
+  if (settings.prefetch.has_value()) llmc::model::cpu::ResetWeightPrefetch();
   if (!status.ok()) return status;
   return ms;
 }

@@ -21,8 +21,8 @@ void ForEachCpuKernelPath(Fn&& fn) {
   }
 }
 
-// Runs fn once with each placement of the 4-bit kernels' weight prefetches (cpu_isa.h, WeightPrefetch), passing
-// it; this CPU's placement is restored afterwards even when a check throws.
+// Runs fn once with each placement of the 4-bit kernels' weight prefetches (cpu_isa.h, WeightPrefetch); this
+// CPU's placement is restored afterwards even when a check throws.
 template <typename Fn>
 void ForEachWeightPrefetch(Fn&& fn) {
   using model::cpu::WeightPrefetch;
@@ -32,7 +32,7 @@ void ForEachWeightPrefetch(Fn&& fn) {
   for (const WeightPrefetch prefetch : {WeightPrefetch::kToL1, WeightPrefetch::kToL2}) {
     model::cpu::ForceWeightPrefetch(prefetch);
     INFO("weights prefetched into " << model::cpu::WeightPrefetchName(prefetch));
-    fn(prefetch);
+    fn();
   }
 }
 

@@ -281,9 +281,8 @@ TEST_CASE("int4 weights: W4A16 and W4A8 give the same bits whichever cache their
         const at::Tensor input = Random({m, k}, at::kBFloat16), residual = Random({m, n}, at::kBFloat16);
         testing::ForEachCpuKernelPath([&] {
           std::vector<at::Tensor> outputs;
-          testing::ForEachWeightPrefetch([&](WeightPrefetch) {
-            outputs.push_back(LinearResidual(input, weight.packed, weight.scales, residual));
-          });
+          testing::ForEachWeightPrefetch(
+              [&] { outputs.push_back(LinearResidual(input, weight.packed, weight.scales, residual)); });
           INFO("activations " << static_cast<int>(activations) << " group " << group_size << " m " << m);
           CHECK(at::equal(outputs[0], outputs[1]));
         });

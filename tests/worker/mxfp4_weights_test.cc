@@ -110,7 +110,7 @@ TEST_CASE("mxfp4 weights: linear_residual and gate/up on packed weights match th
             // Bytes: the sums of the byte-quantized activations exactly, but for bfloat16's output rounding.
             CHECK(RelativeError(out, composite::LinearResidual(ByteQuantized(input), weight.dequantized, none,
                                                                residual.to(at::kFloat))) < 1e-2);
-            testing::ForEachWeightPrefetch([&](WeightPrefetch) {
+            testing::ForEachWeightPrefetch([&] {
               CHECK(at::equal(LinearResidual(input, weight.packed, weight.packed_exponents, residual), out));
             });
           }
