@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "tests/support/catch.h"
 #include "tests/support/child_process.h"
+#include "tests/support/fixture_cache.h"
 #include "tests/support/tokenizer_files.h"
 
 namespace llmc::testing {
@@ -31,12 +32,14 @@ std::string FamilyFixture(const std::string& script, const std::vector<std::stri
   absl::MutexLock lock(&mu);
   std::string& dir = (*made)[absl::StrCat(script, " ", absl::StrJoin(args, " "))];
   if (dir.empty()) {
-    const std::string out = MakeTempDir("llmc-" + script.substr(0, script.find('.')));
-    std::vector<std::string> command = {std::string(LLMC_SOURCE_DIR) + "/tests/python/" + script, "--out", out};
+    std::vector<std::string> command = {std::string(LLMC_SOURCE_DIR) + "/tests/python/" + script};
     command.insert(command.end(), args.begin(), args.end());
-    const CommandResult result = RunCommand(LLMC_PYTHON, command, absl::Seconds(240));
-    if (result.exit_code != 0) throw std::runtime_error(script + " failed:\n" + result.output);
-    dir = out;
+    dir = CachedFolder(script.substr(0, script.find('.')), command, [&](const std::string& out) {
+      std::vector<std::string> with_out = command;
+      with_out.insert(with_out.end(), {"--out", out});
+      const CommandResult result = RunCommand(LLMC_PYTHON, with_out, absl::Seconds(240));
+      if (result.exit_code != 0) throw std::runtime_error(script + " failed:\n" + result.output);
+    });
   }
   return dir;
 }

@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "tests/support/child_process.h"
+#include "tests/support/fixture_cache.h"
 #include "tests/support/tokenizer_files.h"
 
 namespace llmc::testing {
 
 namespace {
 
-// Exports a small random-weight package once per test process and `key`.
+// Exports a small random-weight package once per build folder and `key` (CachedFolder), remembered per process.
 std::string ExportOnce(const std::string& key, const std::string& name, const std::string& tokenizer,
                        const std::string& seed, const std::string& eos, const std::string& quantize,
                        const std::string& embedding_pooling = "last", const std::string& preset = "small") {
@@ -22,31 +23,31 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
   std::lock_guard<std::mutex> lock(mu);
   std::string& package = (*packages)[key];
   if (package.empty()) {
-    const std::string out = MakeTempDir("llmc-small-model-" + key) + "/" + name;
-    const CommandResult result = RunCommand(LLMC_PYTHON,
-                                            {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
-                                             "--random",
-                                             "--preset",
-                                             preset,
-                                             "--seed",
-                                             seed,
-                                             "--dtype",
-                                             "bfloat16",
-                                             "--eos-token-id",
-                                             eos,
-                                             "--name",
-                                             name,
-                                             "--tokenizer",
-                                             TokenizerJsonPath(tokenizer),
-                                             "--quantize",
-                                             quantize,
-                                             "--embedding-pooling",
-                                             embedding_pooling,
-                                             "--out",
-                                             out},
-                                            absl::Seconds(240));
-    if (result.exit_code != 0) throw std::runtime_error("exporting " + name + " failed:\n" + result.output);
-    package = out;
+    const std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
+                                           "--random",
+                                           "--preset",
+                                           preset,
+                                           "--seed",
+                                           seed,
+                                           "--dtype",
+                                           "bfloat16",
+                                           "--eos-token-id",
+                                           eos,
+                                           "--name",
+                                           name,
+                                           "--tokenizer",
+                                           TokenizerJsonPath(tokenizer),
+                                           "--quantize",
+                                           quantize,
+                                           "--embedding-pooling",
+                                           embedding_pooling};
+    const std::string folder = CachedFolder("small-model-" + key, args, [&](const std::string& out) {
+      std::vector<std::string> command = args;
+      command.insert(command.end(), {"--out", out + "/" + name});
+      const CommandResult result = RunCommand(LLMC_PYTHON, command, absl::Seconds(240));
+      if (result.exit_code != 0) throw std::runtime_error("exporting " + name + " failed:\n" + result.output);
+    });
+    package = folder + "/" + name;
   }
   return package;
 }
@@ -70,18 +71,34 @@ std::string SmallW8A16CheckpointPackage() {
   static std::string* package = new std::string();
   std::lock_guard<std::mutex> lock(mu);
   if (package->empty()) {
-    const std::string dir = MakeTempDir("llmc-small-w8a16-checkpoint");
-    const std::vector<std::vector<std::string>> steps = {
-        {std::string(LLMC_SOURCE_DIR) + "/tests/python/int8_checkpoint.py", "--shape", "small", "--seed", "1",
-         "--strategy", "group", "--group-size", "32", "--packed", "--w8a16", "--out", dir + "/checkpoint"},
-        {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--checkpoint", dir + "/checkpoint", "--dtype",
-         "bfloat16", "--name", kSmallModelName, "--tokenizer", TokenizerJsonPath("qwen3"), "--out",
-         dir + "/" + kSmallModelName}};
-    for (const auto& step : steps) {
-      const CommandResult result = RunCommand(LLMC_PYTHON, step, absl::Seconds(240));
-      if (result.exit_code != 0)
-        throw std::runtime_error("making the W8A16 checkpoint package failed:\n" + result.output);
-    }
+    const std::vector<std::string> checkpoint = {std::string(LLMC_SOURCE_DIR) + "/tests/python/int8_checkpoint.py",
+                                                 "--shape",
+                                                 "small",
+                                                 "--seed",
+                                                 "1",
+                                                 "--strategy",
+                                                 "group",
+                                                 "--group-size",
+                                                 "32",
+                                                 "--packed",
+                                                 "--w8a16"};
+    const std::vector<std::string> export_flags = {"--dtype",       "bfloat16",    "--name",
+                                                   kSmallModelName, "--tokenizer", TokenizerJsonPath("qwen3")};
+    std::vector<std::string> key = checkpoint;
+    key.insert(key.end(), export_flags.begin(), export_flags.end());
+    const std::string dir = CachedFolder("small-w8a16-checkpoint", key, [&](const std::string& out) {
+      std::vector<std::string> make_checkpoint = checkpoint;
+      make_checkpoint.insert(make_checkpoint.end(), {"--out", out + "/checkpoint"});
+      std::vector<std::string> export_package = {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
+                                                 "--checkpoint", out + "/checkpoint"};
+      export_package.insert(export_package.end(), export_flags.begin(), export_flags.end());
+      export_package.insert(export_package.end(), {"--out", out + "/" + kSmallModelName});
+      for (const auto& step : {make_checkpoint, export_package}) {
+        const CommandResult result = RunCommand(LLMC_PYTHON, step, absl::Seconds(240));
+        if (result.exit_code != 0)
+          throw std::runtime_error("making the W8A16 checkpoint package failed:\n" + result.output);
+      }
+    });
     *package = dir + "/" + kSmallModelName;
   }
   return *package;
