@@ -38,6 +38,13 @@ left_out='Qwen2-0.5B-shaped model in int8|a model trained on real text'
 # portable one included, over the shapes that reach their edges, under both sanitizers; the suite would add
 # 150-270 s of ASan and, under TSan, only repeat the thread team's hand-offs.
 left_out="$left_out|model suite on the portable CPU kernels"
+# Under both: the SDK walk-through again with only the model's weights changed (int8, int4, MoE, MXFP4, w8a8,
+# w8a16, a W8A16 checkpoint), whose loaders and kernels the model tests run in-process under the sanitizers and
+# whose serving path is the first walk-through's; and the cluster with other templates, families or a browser
+# (the chat-template, Gemma 3 and Qwen3 e2e tests, the web chat page), whose Jinja, tokenizers and gateway pages
+# the unit, parity and fuzz tests cover. About 160 s of ASan test time on an Intel Xeon (2026-11-30).
+left_out="$left_out|^integration: ?gateway e2e: a (worker serving|worker quantizing|Qwen3-MoE|GPT-OSS-shaped|W8A16)"
+left_out="$left_out|^integration: ?(gemma3 e2e|qwen3 e2e|chat templates e2e|web chat):"
 runner=()
 serial=''
 if [[ "$LLMC_SANITIZE" == *thread* ]]; then
@@ -52,18 +59,13 @@ if [[ "$LLMC_SANITIZE" == *thread* ]]; then
   # The families' parity tests (Qwen3, SmolLM3, Phi-3, Granite, sliding windows) run the same kernels and thread
   # team as the model suite, which stays: under TSan they would only repeat it, several times slower.
   left_out="$left_out|^integration: ?(qwen3|smollm3|phi3|granite|gemma3|sliding window) model:"
-  # The SDK walk-through again with only the model's weights changed (int8, int4, MoE, MXFP4, w8a8, w8a16, a
-  # W8A16 checkpoint): the serving path is the first walk-through's, and the kernels run on the thread team of
-  # the model suite. And code that runs on one thread: the tokenizer and the schema corpus (each schema's
-  # grammar compiled once). About 210 s of the 1,300 s the TSan tests added up to.
-  left_out="$left_out|^integration: ?gateway e2e: a (worker serving|worker quantizing|Qwen3-MoE|GPT-OSS-shaped|W8A16)"
+  # Code that runs on one thread: the tokenizer and the schema corpus (each schema's grammar compiled once).
   left_out="$left_out|^integration: ?(tokenizer|incremental detokenizer)|every schema of the corpus"
-  # The serving path again with other request content, templates or weights, whose code runs on the threads of
-  # the tests kept: the families through the cluster, chat templates, the web page, the int8, int4 and MoE model
-  # tests (the model suite's thread team), the tool-calling cases beyond the parsers' and the reasoning split,
-  # and the Node SDK's parse(). About 230 s of the 1,200 s the TSan tests added up to on an Intel Xeon
-  # (2026-11-30).
-  left_out="$left_out|^integration: ?(gemma3 e2e|qwen3 e2e|chat templates e2e|web chat|int8 model|int4 model|moe model|int4 checkpoints):"
+  # The serving path again with other request content or weights, whose code runs on the threads of the tests
+  # kept: the int8, int4 and MoE model tests (the model suite's thread team), the tool-calling cases beyond the
+  # parsers' and the reasoning split, and the Node SDK's parse(). With the templates and families above, about
+  # 230 s of the 1,200 s the TSan tests added up to on an Intel Xeon (2026-11-30).
+  left_out="$left_out|^integration: ?(int8 model|int4 model|moe model|int4 checkpoints):"
   left_out="$left_out|^integration: ?tool calling e2e: (a GPT-OSS|a refused|a structured-output|a tool round trip|an assistant turn)"
   left_out="$left_out|^integration: ?structured outputs e2e: the OpenAI Node SDK"
 fi
