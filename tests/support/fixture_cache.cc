@@ -156,4 +156,11 @@ std::string CachedFolder(const std::string& label, const std::vector<std::string
   return folder.string();
 }
 
+void RunPythonInto(const std::vector<std::string>& script_and_args, const std::string& out, const std::string& what) {
+  std::vector<std::string> command = script_and_args;
+  command.insert(command.end(), {"--out", out});
+  const CommandResult result = RunCommand(LLMC_PYTHON, command, absl::Seconds(240));
+  if (result.exit_code != 0) throw std::runtime_error(what + " failed:\n" + result.output);
+}
+
 }  // namespace llmc::testing

@@ -20,6 +20,10 @@ namespace llmc::testing {
 std::string CachedFolder(const std::string& label, const std::vector<std::string>& command,
                          const std::function<void(const std::string& folder)>& make);
 
+// What most `make`s do: runs `script_and_args` with the tests' Python (python3-torch) and `--out out`, at most
+// 240 s, and throws with the script's output, headed by `what`, when it fails.
+void RunPythonInto(const std::vector<std::string>& script_and_args, const std::string& out, const std::string& what);
+
 }  // namespace llmc::testing
 
 #endif  // LLMC_TESTS_SUPPORT_FIXTURE_CACHE_H_

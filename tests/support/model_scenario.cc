@@ -6,7 +6,6 @@
 #include <map>
 #include <numeric>
 #include <random>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +14,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "tests/support/catch.h"
-#include "tests/support/child_process.h"
 #include "tests/support/fixture_cache.h"
 #include "tests/support/tokenizer_files.h"
 
@@ -34,12 +32,8 @@ std::string FamilyFixture(const std::string& script, const std::vector<std::stri
   if (dir.empty()) {
     std::vector<std::string> command = {std::string(LLMC_SOURCE_DIR) + "/tests/python/" + script};
     command.insert(command.end(), args.begin(), args.end());
-    dir = CachedFolder(script.substr(0, script.find('.')), command, [&](const std::string& out) {
-      std::vector<std::string> with_out = command;
-      with_out.insert(with_out.end(), {"--out", out});
-      const CommandResult result = RunCommand(LLMC_PYTHON, with_out, absl::Seconds(240));
-      if (result.exit_code != 0) throw std::runtime_error(script + " failed:\n" + result.output);
-    });
+    dir = CachedFolder(script.substr(0, script.find('.')), command,
+                       [&](const std::string& out) { RunPythonInto(command, out, script); });
   }
   return dir;
 }

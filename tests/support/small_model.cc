@@ -2,11 +2,9 @@
 
 #include <map>
 #include <mutex>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "tests/support/child_process.h"
 #include "tests/support/fixture_cache.h"
 #include "tests/support/tokenizer_files.h"
 
@@ -42,10 +40,7 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
                                            "--embedding-pooling",
                                            embedding_pooling};
     const std::string folder = CachedFolder("small-model-" + key, args, [&](const std::string& out) {
-      std::vector<std::string> command = args;
-      command.insert(command.end(), {"--out", out + "/" + name});
-      const CommandResult result = RunCommand(LLMC_PYTHON, command, absl::Seconds(240));
-      if (result.exit_code != 0) throw std::runtime_error("exporting " + name + " failed:\n" + result.output);
+      RunPythonInto(args, out + "/" + name, "exporting " + name);
     });
     package = folder + "/" + name;
   }
@@ -87,17 +82,11 @@ std::string SmallW8A16CheckpointPackage() {
     std::vector<std::string> key = checkpoint;
     key.insert(key.end(), export_flags.begin(), export_flags.end());
     const std::string dir = CachedFolder("small-w8a16-checkpoint", key, [&](const std::string& out) {
-      std::vector<std::string> make_checkpoint = checkpoint;
-      make_checkpoint.insert(make_checkpoint.end(), {"--out", out + "/checkpoint"});
+      RunPythonInto(checkpoint, out + "/checkpoint", "making the W8A16 checkpoint");
       std::vector<std::string> export_package = {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
                                                  "--checkpoint", out + "/checkpoint"};
       export_package.insert(export_package.end(), export_flags.begin(), export_flags.end());
-      export_package.insert(export_package.end(), {"--out", out + "/" + kSmallModelName});
-      for (const auto& step : {make_checkpoint, export_package}) {
-        const CommandResult result = RunCommand(LLMC_PYTHON, step, absl::Seconds(240));
-        if (result.exit_code != 0)
-          throw std::runtime_error("making the W8A16 checkpoint package failed:\n" + result.output);
-      }
+      RunPythonInto(export_package, out + "/" + kSmallModelName, "exporting the W8A16 checkpoint");
     });
     *package = dir + "/" + kSmallModelName;
   }
