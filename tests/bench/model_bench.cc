@@ -4,12 +4,12 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:prefetch-l1|2] [...]
-//   llmc_model_bench --contexts=512,8192 <package-dir> ...
-//   llmc_model_bench --back-to-back=N <package-dir> ...
+//   llmc_model_bench [--profile] <package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:unfrozen][:prefetch-l1|2]
+//   [...] llmc_model_bench --contexts=512,8192 <package-dir> ... llmc_model_bench --back-to-back=N <package-dir> ...
 //
 // QUANTIZATION: int8, w8a16, w8a8, int4, w4a16 or w4a8; :no-read-ahead turns off the read-ahead between operators
 // (worker/model/cpu/read_ahead.h) for that package's steps, to compare with and without it in one run;
+// :unfrozen loads it without freezing its module (LoadOptions::freeze_graphs);
 // :prefetch-l1 and :prefetch-l2 set where the 4-bit kernels prefetch weights to (cpu_isa.h, WeightPrefetch) for
 // that package's steps (otherwise this CPU's choice).
 //
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
   if (packages.empty()) {
     std::fprintf(stderr,
                  "usage: %s [--profile | --bandwidth | --contexts=N,... | --back-to-back=N] "
-                 "<package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:prefetch-l1|2] ...\n",
+                 "<package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:unfrozen][:prefetch-l1|2] ...\n",
                  argv[0]);
     return 2;
   }
@@ -283,9 +283,9 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
-    // PACKAGE[:QUANTIZATION][:small-pages][:no-read-ahead][:prefetch-l1|2]: int8, w8a16, w8a8, int4, w4a16 or w4a8
-    // (quantized at load unless the package is quantized); small-pages keeps the weights and the KV cache off huge
-    // pages. Only those suffixes are taken off, in that order from the end, so a path may hold colons.
+    // PACKAGE[:QUANTIZATION][:small-pages][:no-read-ahead][:unfrozen][:prefetch-l1|2]: int8, w8a16, w8a8, int4, w4a16
+    // or w4a8 (quantized at load unless the package is quantized); small-pages keeps the weights and the KV cache off
+    // huge pages. Only those suffixes are taken off, in that order from the end, so a path may hold colons.
     std::string package = argument;
     llmc::model::LoadOptions options{"cpu", ""};
     const auto take_suffix = [&package](absl::string_view suffix) {
@@ -296,6 +296,7 @@ int main(int argc, char** argv) {
     StepSettings settings;
     if (take_suffix(":prefetch-l1")) settings.prefetch = llmc::model::cpu::WeightPrefetch::kToL1;
     if (take_suffix(":prefetch-l2")) settings.prefetch = llmc::model::cpu::WeightPrefetch::kToL2;
+    if (take_suffix(":unfrozen")) options.freeze_graphs = false;
     settings.read_ahead = !take_suffix(":no-read-ahead");
     if (take_suffix(":small-pages")) options.huge_pages = false;
     for (const char* quantization : {"int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8"}) {

@@ -43,6 +43,29 @@ TEST_CASE("loaded model: unpacked weights (the composite operators CUDA runs) ma
   testing::RunModelScenario(**model, testing::LoadModelReference(dir), 1e-4, /*teacher_forcing=*/false);
 }
 
+TEST_CASE("loaded model: the frozen module gives the same bits as the package's own graphs", "[integration][model]") {
+  for (const char* dtype : {"float32", "bfloat16"}) {
+    for (const char* quantization : {"", "int4"}) {
+      CAPTURE(dtype, quantization);
+      const std::string dir = testing::ParityFixture(dtype);
+      LoadOptions frozen_options{"cpu", ""};
+      frozen_options.quantization = quantization;
+      LoadOptions unfrozen_options = frozen_options;
+      unfrozen_options.freeze_graphs = false;
+      const testing::ModelReference reference = testing::LoadModelReference(dir);
+      const auto frozen = testing::LoadModelOrFail(dir + "/package", frozen_options);
+      const auto unfrozen = testing::LoadModelOrFail(dir + "/package", unfrozen_options);
+      CHECK(frozen->StepGraphAttributeReads() == 0);
+      CHECK(unfrozen->StepGraphAttributeReads() > 0);
+      const std::vector<at::Tensor> want = testing::ScenarioLogits(*unfrozen, reference);
+      const std::vector<at::Tensor> got = testing::ScenarioLogits(*frozen, reference);
+      REQUIRE(got.size() == want.size());
+      REQUIRE(!got.empty());
+      for (size_t i = 0; i < got.size(); ++i) CHECK(at::equal(got[i], want[i]));
+    }
+  }
+}
+
 TEST_CASE("loaded model: bfloat16 logits stay within 3e-2 of the bfloat16 reference", "[integration][model]") {
   const std::string dir = testing::ParityFixture("bfloat16");
   auto model = LoadedModel::Load(dir + "/package", {"cpu", ""});

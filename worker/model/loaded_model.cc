@@ -419,6 +419,14 @@ void PackRoutersForCpu(const torch::jit::Module& module) {
   }
 }
 
+// The module frozen (its weights and settings become constants of its graphs, its submodules' methods inlined),
+// every method it has kept.
+torch::jit::Module FrozenWithEveryMethod(const torch::jit::Module& module) {
+  std::vector<std::string> methods;
+  for (const torch::jit::Method& method : module.get_methods()) methods.push_back(method.name());
+  return torch::jit::freeze(module, methods, /*optimize_numerics=*/false);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string& package_dir,
@@ -540,6 +548,7 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
       if (!manifest.moe_layers.empty()) PackRoutersForCpu(module);
     }
     RefreshExpertLists(sparse_layers);
+    if (device.is_cpu() && options.pack_weights && options.freeze_graphs) module = FrozenWithEveryMethod(module);
     // Served as: int8 (the CPU kernels choose int16 or int8 activations by the batch), w8a16 or w8a8; int4, w4a16
     // or w4a8.
     if (fixed_activations) manifest.quantization = quantization;
@@ -553,6 +562,23 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
   }
   return std::unique_ptr<LoadedModel>(new LoadedModel(std::move(manifest), std::move(module), device, dtype,
                                                       options.huge_pages, device.is_cpu() && options.pack_weights));
+}
+
+namespace {
+
+int64_t AttributeReads(const torch::jit::Block& block) {
+  int64_t reads = 0;
+  for (const torch::jit::Node* node : block.nodes()) {
+    if (node->kind() == c10::prim::GetAttr || node->kind() == c10::prim::CallMethod) ++reads;
+    for (const torch::jit::Block* inner : node->blocks()) reads += AttributeReads(*inner);
+  }
+  return reads;
+}
+
+}  // namespace
+
+int64_t LoadedModel::StepGraphAttributeReads() const {
+  return AttributeReads(*module_.get_method("forward_top_k").graph()->block());
 }
 
 int64_t LoadedModel::KvCacheBlockBytes(int64_t block_size) const {
