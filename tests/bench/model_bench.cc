@@ -4,12 +4,14 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile] <package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:unfrozen][:prefetch-l1|2]
+//   llmc_model_bench [--profile]
+//   <package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:fresh-outputs][:unfrozen][:prefetch-l1|2]
 //   [...] llmc_model_bench --contexts=512,8192 <package-dir> ... llmc_model_bench --back-to-back=N <package-dir> ...
 //
 // QUANTIZATION: int8, w8a16, w8a8, int4, w4a16 or w4a8; :no-read-ahead turns off the read-ahead between operators
 // (worker/model/cpu/read_ahead.h) for that package's steps, to compare with and without it in one run;
-// :unfrozen loads it without freezing its module (LoadOptions::freeze_graphs);
+// :unfrozen loads it without freezing its module (LoadOptions::freeze_graphs); :fresh-outputs runs its steps with
+// new output tensors for every operator (worker/model/cpu/output_pool.h);
 // :prefetch-l1 and :prefetch-l2 set where the 4-bit kernels prefetch weights to (cpu_isa.h, WeightPrefetch) for
 // that package's steps (otherwise this CPU's choice).
 //
@@ -48,6 +50,7 @@
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/huge_page_arena.h"
 #include "worker/model/cpu/moe_ops.h"
+#include "worker/model/cpu/output_pool.h"
 #include "worker/model/cpu/read_ahead.h"
 #include "worker/model/loaded_model.h"
 
@@ -175,6 +178,7 @@ absl::Status ProfileSteps(llmc::model::LoadedModel& model, const llmc::model::Fo
 // What a package's suffixes change for its steps only.
 struct StepSettings {
   bool read_ahead = true;                                    // :no-read-ahead
+  bool recycled_outputs = true;                              // :fresh-outputs
   std::optional<llmc::model::cpu::WeightPrefetch> prefetch;  // :prefetch-l1, :prefetch-l2
 };
 
@@ -182,11 +186,13 @@ struct StepSettings {
 absl::StatusOr<double> TimedStep(llmc::model::LoadedModel& model, const llmc::model::ForwardBatch& batch,
                                  at::Tensor& cache, const StepSettings& settings, bool greedy) {
   llmc::model::cpu::SetReadAheadEnabled(settings.read_ahead);
+  llmc::model::cpu::SetOutputRecyclingEnabled(settings.recycled_outputs);
   if (settings.prefetch.has_value()) llmc::model::cpu::ForceWeightPrefetch(*settings.prefetch);
   const auto start = Clock::now();
   const absl::Status status = Step(model, batch, cache, greedy);
   const double ms = Seconds(start) * 1e3;
   llmc::model::cpu::SetReadAheadEnabled(true);
+  llmc::model::cpu::SetOutputRecyclingEnabled(true);
   if (settings.prefetch.has_value()) llmc::model::cpu::ResetWeightPrefetch();
   if (!status.ok()) return status;
   return ms;
@@ -224,10 +230,11 @@ int main(int argc, char** argv) {
     }
   }
   if (packages.empty()) {
-    std::fprintf(stderr,
-                 "usage: %s [--profile | --bandwidth | --contexts=N,... | --back-to-back=N] "
-                 "<package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:unfrozen][:prefetch-l1|2] ...\n",
-                 argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s [--profile | --bandwidth | --contexts=N,... | --back-to-back=N] "
+        "<package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:fresh-outputs][:unfrozen][:prefetch-l1|2] ...\n",
+        argv[0]);
     return 2;
   }
   // libtorch defaults to the number of physical cores, which on a 2-vCPU machine can be 1.
@@ -283,9 +290,10 @@ int main(int argc, char** argv) {
   };
   std::vector<Measured> measured;
   for (const std::string& argument : packages) {
-    // PACKAGE[:QUANTIZATION][:small-pages][:no-read-ahead][:unfrozen][:prefetch-l1|2]: int8, w8a16, w8a8, int4, w4a16
-    // or w4a8 (quantized at load unless the package is quantized); small-pages keeps the weights and the KV cache off
-    // huge pages. Only those suffixes are taken off, in that order from the end, so a path may hold colons.
+    // PACKAGE[:QUANTIZATION][:small-pages][:no-read-ahead][:fresh-outputs][:unfrozen][:prefetch-l1|2]: int8, w8a16,
+    // w8a8, int4, w4a16 or w4a8 (quantized at load unless the package is quantized); small-pages keeps the weights and
+    // the KV cache off huge pages. Only those suffixes are taken off, in that order from the end, so a path may hold
+    // colons.
     std::string package = argument;
     llmc::model::LoadOptions options{"cpu", ""};
     const auto take_suffix = [&package](absl::string_view suffix) {
@@ -297,6 +305,7 @@ int main(int argc, char** argv) {
     if (take_suffix(":prefetch-l1")) settings.prefetch = llmc::model::cpu::WeightPrefetch::kToL1;
     if (take_suffix(":prefetch-l2")) settings.prefetch = llmc::model::cpu::WeightPrefetch::kToL2;
     if (take_suffix(":unfrozen")) options.freeze_graphs = false;
+    settings.recycled_outputs = !take_suffix(":fresh-outputs");
     settings.read_ahead = !take_suffix(":no-read-ahead");
     if (take_suffix(":small-pages")) options.huge_pages = false;
     for (const char* quantization : {"int8", "w8a16", "w8a8", "int4", "w4a16", "w4a8"}) {
@@ -320,6 +329,8 @@ int main(int argc, char** argv) {
     if (!options.huge_pages) m.label += " 4K";
     m.settings = settings;
     if (!settings.read_ahead) m.label += " no-RA";
+    if (!settings.recycled_outputs) m.label += " fresh";
+    if (!options.freeze_graphs) m.label += " unfrozen";
     if (settings.prefetch.has_value()) {
       m.label += absl::StrCat(" pf-", llmc::model::cpu::WeightPrefetchName(*settings.prefetch));
     }

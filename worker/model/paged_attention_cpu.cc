@@ -10,6 +10,7 @@
 
 #include "worker/model/cpu/attention_kernel.h"
 #include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/output_pool.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/thread_team.h"
 #include "worker/model/paged_attention_ops.h"
@@ -329,7 +330,7 @@ at::Tensor PagedAttentionCpuInChunks(const at::Tensor& query_in, const at::Tenso
   TORCH_CHECK(query.scalar_type() == at::kBFloat16 || query.scalar_type() == at::kFloat,
               "paged_attention: bfloat16 or float32 only on the CPU");
   TORCH_CHECK(query.size(2) <= kMaxHeadDim, "paged_attention: head_dim above ", kMaxHeadDim);
-  at::Tensor out = at::empty_like(query);
+  at::Tensor out = cpu::RecycledEmpty(cpu::kAttentionOutput, query.sizes(), query.scalar_type());
   std::vector<AttentionTile> tiles;
   const int64_t num_kv_heads = key_cache.size(2);
   for (int64_t s = 0; s < num_sequences; ++s) {

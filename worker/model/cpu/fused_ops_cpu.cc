@@ -17,6 +17,7 @@
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/logit_masks.h"
 #include "worker/model/cpu/moe_ops.h"
+#include "worker/model/cpu/output_pool.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/panel_matmul.h"
@@ -63,7 +64,7 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
   const int64_t columns = q_width + 2 * kv_width;
   const Staged staged = PrepareStagingReadingAhead(tokens, k, weight, hidden.scalar_type());
   float* qkv = reinterpret_cast<float*>(CallerBuffer(kQkvResults, tokens * columns * sizeof(float)));
-  at::Tensor q_out = at::empty({tokens, num_heads, head_dim}, hidden.options());
+  at::Tensor q_out = RecycledEmpty(kQueryOutput, {tokens, num_heads, head_dim}, hidden.scalar_type());
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
   const T* bias_data = bias.has_value() && bias->defined() ? bias->data_ptr<T>() : nullptr;
@@ -134,7 +135,7 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight
                               const T* norm, float eps, const T* bias) {
   const int64_t tokens = input.size(0), k = input.size(1), columns = residual.size(1);
   const Staged staged = PrepareStagingReadingAhead(tokens, k, weight, input.scalar_type());
-  at::Tensor out = at::empty_like(residual);
+  at::Tensor out = RecycledEmpty(kResidualOutput, residual.sizes(), residual.scalar_type());
   const T* x = input.data_ptr<T>();
   const T* res = residual.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
@@ -183,7 +184,7 @@ at::Tensor GateUpImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, f
   constexpr int64_t kHalf = kPanelWidth / 2;
   const int64_t tokens = hidden.size(0), k = hidden.size(1);
   const Staged staged = PrepareStagingReadingAhead(tokens, k, weight, hidden.scalar_type());
-  at::Tensor out = at::empty({tokens, intermediate}, hidden.options());
+  at::Tensor out = RecycledEmpty(kGatedOutput, {tokens, intermediate}, hidden.scalar_type());
   const T* x = hidden.data_ptr<T>();
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
