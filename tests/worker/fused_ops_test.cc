@@ -120,6 +120,28 @@ TEST_CASE("cpu kernels: linear_residual matches at::linear + residual", "[unit][
   }
 }
 
+TEST_CASE("cpu kernels: linear_residual takes the attention's [tokens, heads, head_dim] as [tokens, heads * head_dim]",
+          "[unit][kernels]") {
+  at::manual_seed(2);
+  for (const auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t heads = 4, head_dim = 32, n = 70;
+    const at::Tensor weight = Random({n, heads * head_dim}, dtype, 0.1);
+    const at::Tensor packed = PackWeight(weight);
+    for (const int64_t m : kRows) {
+      INFO("dtype " << dtype << " m " << m);
+      const at::Tensor attention = Random({m, heads, head_dim}, dtype), residual = Random({m, n}, dtype);
+      const at::Tensor flat = attention.reshape({m, heads * head_dim});
+      CHECK(at::equal(LinearResidual(attention, packed, NoScale(), residual),
+                      LinearResidual(flat, packed, NoScale(), residual)));
+      // Unpacked weights (the composite path) too.
+      CHECK(at::equal(LinearResidual(attention, weight, NoScale(), residual),
+                      LinearResidual(flat, weight, NoScale(), residual)));
+    }
+    // Any other rank is refused.
+    CHECK_THROWS(LinearResidual(Random({2, 2, heads, head_dim}, dtype), packed, NoScale(), Random({2, n}, dtype)));
+  }
+}
+
 TEST_CASE("cpu kernels: linear_residual with a bias (GPT-OSS's o_proj) matches at::linear with bias + residual",
           "[unit][kernels]") {
   at::manual_seed(3);

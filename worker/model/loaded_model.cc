@@ -23,6 +23,7 @@
 #include "worker/model/cpu/logit_masks.h"
 #include "worker/model/cpu/mxfp4_weight.h"
 #include "worker/model/cpu/packed_weight.h"
+#include "worker/model/operator_graph_passes.h"
 #include "worker/model/paged_attention_ops.h"
 #include "worker/model/step_inputs.h"
 
@@ -548,7 +549,10 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
       if (!manifest.moe_layers.empty()) PackRoutersForCpu(module);
     }
     RefreshExpertLists(sparse_layers);
-    if (device.is_cpu() && options.pack_weights && options.freeze_graphs) module = FrozenWithEveryMethod(module);
+    if (device.is_cpu() && options.pack_weights && options.freeze_graphs) {
+      module = FrozenWithEveryMethod(module);
+      DropAttentionOutputReshapes(module, manifest.num_heads * manifest.head_dim);
+    }
     // Served as: int8 (the CPU kernels choose int16 or int8 activations by the batch), w8a16 or w8a8; int4, w4a16
     // or w4a8.
     if (fixed_activations) manifest.quantization = quantization;
@@ -566,19 +570,19 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
 
 namespace {
 
-int64_t AttributeReads(const torch::jit::Block& block) {
-  int64_t reads = 0;
+int64_t NodesOfKind(const torch::jit::Block& block, c10::Symbol kind) {
+  int64_t count = 0;
   for (const torch::jit::Node* node : block.nodes()) {
-    if (node->kind() == c10::prim::GetAttr || node->kind() == c10::prim::CallMethod) ++reads;
-    for (const torch::jit::Block* inner : node->blocks()) reads += AttributeReads(*inner);
+    if (node->kind() == kind) ++count;
+    for (const torch::jit::Block* inner : node->blocks()) count += NodesOfKind(*inner, kind);
   }
-  return reads;
+  return count;
 }
 
 }  // namespace
 
-int64_t LoadedModel::StepGraphAttributeReads() const {
-  return AttributeReads(*module_.get_method("forward_top_k").graph()->block());
+int64_t LoadedModel::StepGraphNodes(const std::string& kind) const {
+  return NodesOfKind(*module_.get_method("forward_top_k").graph()->block(), c10::Symbol::fromQualString(kind));
 }
 
 int64_t LoadedModel::KvCacheBlockBytes(int64_t block_size) const {

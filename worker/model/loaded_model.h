@@ -71,9 +71,8 @@ class LoadedModel {
   const ModelManifest& manifest() const { return manifest_; }
   at::Device device() const { return device_; }
   at::ScalarType dtype() const { return dtype_; }
-  // How many attribute reads and submodule calls the sampling step's graph (forward_top_k) makes: none once the
-  // module is frozen (LoadOptions::freeze_graphs).
-  int64_t StepGraphAttributeReads() const;
+  // How many nodes of `kind` ("prim::GetAttr", "aten::reshape", ...) the sampling step's graph (forward_top_k) has.
+  int64_t StepGraphNodes(const std::string& kind) const;
 
   // The paged KV cache: [layers, 2, num_blocks, block_size, kv_heads, head_dim], zeroed, on the device.
   absl::StatusOr<at::Tensor> AllocateKvCache(int64_t num_blocks, int64_t block_size) const;

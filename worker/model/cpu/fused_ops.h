@@ -40,7 +40,8 @@ at::Tensor RmsNormQkvRope(const at::Tensor& hidden, const at::Tensor& norm_weigh
 
 // residual + input @ weight^T (+ bias: GPT-OSS's o_proj, [out_features] of the input's dtype); with norm_weight
 // ([out_features] of the input's dtype), residual + RMSNorm(input @ weight^T) * norm_weight: Gemma 3's output norms
-// (the projection rounded to the input's dtype before the norm, as Hugging Face's layer computes it).
+// (the projection rounded to the input's dtype before the norm, as Hugging Face's layer computes it). input is
+// [T, K]; the CPU kernel also takes the attention's output [T, heads, head_dim] as [T, heads * head_dim].
 at::Tensor LinearResidual(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& weight_scale,
                           const at::Tensor& residual, const c10::optional<at::Tensor>& norm_weight = c10::nullopt,
                           double eps = 1e-6, const c10::optional<at::Tensor>& bias = c10::nullopt);

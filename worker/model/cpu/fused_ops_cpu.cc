@@ -131,9 +131,9 @@ at::Tensor QkvRopeImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, 
 // residual + input @ W^T; with `norm` (Gemma 3's output norm), the projection's rows are kept (rounded to T, as
 // the projection's output is) until every panel is done, then RMS-normalized, scaled and added in a second pass.
 template <typename T>
-at::Tensor LinearResidualImpl(const at::Tensor& input, const PanelWeight& weight, const at::Tensor& residual,
+at::Tensor LinearResidualImpl(const at::Tensor& input, int64_t k, const PanelWeight& weight, const at::Tensor& residual,
                               const T* norm, float eps, const T* bias) {
-  const int64_t tokens = input.size(0), k = input.size(1), columns = residual.size(1);
+  const int64_t tokens = input.size(0), columns = residual.size(1);
   const Staged staged = PrepareStagingReadingAhead(tokens, k, weight, input.scalar_type());
   at::Tensor out = RecycledEmpty(kResidualOutput, residual.sizes(), residual.scalar_type());
   const T* x = input.data_ptr<T>();
@@ -355,7 +355,8 @@ at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, 
                           const at::Tensor& residual_in, const c10::optional<at::Tensor>& norm_weight, double eps,
                           const c10::optional<at::Tensor>& bias_in) {
   if (!IsPackedWeight(weight)) {
-    return composite::LinearResidual(input_in, weight, weight_scale, residual_in, norm_weight, eps, bias_in);
+    return composite::LinearResidual(input_in.dim() == 3 ? input_in.flatten(1) : input_in, weight, weight_scale,
+                                     residual_in, norm_weight, eps, bias_in);
   }
   const bool has_bias = composite::HasWeight(bias_in);
   TORCH_CHECK(
@@ -364,7 +365,12 @@ at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, 
   const at::Tensor bias = has_bias ? bias_in->contiguous() : at::Tensor();
   const PanelWeight panel_weight{weight, weight_scale};
   const at::Tensor input = input_in.contiguous(), residual = residual_in.contiguous();
-  CheckPacked("linear_residual", input, panel_weight, residual.size(-1));
+  // The attention's output [tokens, heads, head_dim] is taken as it lies, [tokens, heads * head_dim]
+  // (operator_graph_passes.h drops the reshape between them).
+  TORCH_CHECK(input.dim() == 2 || input.dim() == 3,
+              "linear_residual: input must be [tokens, features] or [tokens, heads, head_dim]");
+  const int64_t features = input.dim() == 3 ? input.size(1) * input.size(2) : input.size(1);
+  CheckPacked("linear_residual", features, input.scalar_type(), panel_weight, residual.size(-1));
   TORCH_CHECK(residual.dim() == 2 && residual.size(0) == input.size(0) && residual.scalar_type() == input.scalar_type(),
               "linear_residual: residual must be [tokens, out_features] of the input's dtype");
   at::Tensor norm;
@@ -375,7 +381,7 @@ at::Tensor LinearResidual(const at::Tensor& input_in, const at::Tensor& weight, 
   }
   return ByDtype(input, [&](auto type) {
     using T = decltype(type);
-    return LinearResidualImpl<T>(input, panel_weight, residual, norm.defined() ? norm.data_ptr<T>() : nullptr,
+    return LinearResidualImpl<T>(input, features, panel_weight, residual, norm.defined() ? norm.data_ptr<T>() : nullptr,
                                  static_cast<float>(eps), bias.defined() ? bias.data_ptr<T>() : nullptr);
   });
 }

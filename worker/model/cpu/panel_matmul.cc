@@ -451,23 +451,28 @@ float* TeamMemberScratch() { return TeamScratch(); }
 
 void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& weight, int64_t min_columns) {
   TORCH_CHECK(hidden.dim() == 2 && hidden.is_contiguous(), op, ": input must be a contiguous [tokens, features]");
+  CheckPacked(op, hidden.size(1), hidden.scalar_type(), weight, min_columns);
+}
+
+void CheckPacked(const char* op, int64_t features, at::ScalarType dtype, const PanelWeight& weight,
+                 int64_t min_columns) {
   if (weight.mxfp4()) {
     TORCH_CHECK(IsPackedMxfp4Scales(weight.scales, weight.packed), op, ": packed MXFP4 weight needs packed exponents");
-    TORCH_CHECK(hidden.size(1) == weight.scales.size(1) * kMxfp4GroupSize, op, ": ", weight.scales.size(1),
-                " MXFP4 groups do not fit ", hidden.size(1), " inputs");
+    TORCH_CHECK(features == weight.scales.size(1) * kMxfp4GroupSize, op, ": ", weight.scales.size(1),
+                " MXFP4 groups do not fit ", features, " inputs");
   } else if (weight.quantized()) {
     TORCH_CHECK(IsPackedScales(weight.scales, weight.packed), op, ": packed ", weight.int4() ? "int4" : "int8",
                 " weight needs packed scales");
     TORCH_CHECK(!weight.zero_offsets.defined() || weight.int4(), op, ": zero points need an int4 weight");
-    const int64_t k = hidden.size(1), groups = weight.scales.size(1);
+    const int64_t k = features, groups = weight.scales.size(1);
     const bool group_fits = weight.int4() ? IsSupportedInt4GroupSize(k / groups) : IsSupportedInt8GroupSize(k / groups);
     TORCH_CHECK(groups == 1 || (groups > 1 && k % groups == 0 && group_fits), op, ": ", groups,
                 " scale groups do not fit ", k, " inputs");
   } else {
-    TORCH_CHECK(hidden.scalar_type() == weight.packed.scalar_type(), op, ": input and weight dtypes differ");
+    TORCH_CHECK(dtype == weight.packed.scalar_type(), op, ": input and weight dtypes differ");
   }
   const at::Tensor& packed = weight.packed;
-  TORCH_CHECK(PackedDepth(packed) == PaddedDepth(hidden.size(1)), op, ": weight depth does not match the input");
+  TORCH_CHECK(PackedDepth(packed) == PaddedDepth(features), op, ": weight depth does not match the input");
   TORCH_CHECK(packed.size(0) * kPanelWidth >= min_columns, op, ": packed weight has too few columns");
 }
 

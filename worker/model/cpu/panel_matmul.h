@@ -150,6 +150,9 @@ void InTeam(Fn&& fn) {
 
 // The checks every operator makes of its input and packed weight (at least min_columns output columns).
 void CheckPacked(const char* op, const at::Tensor& hidden, const PanelWeight& weight, int64_t min_columns);
+// The same for an input of `features` columns of `dtype`.
+void CheckPacked(const char* op, int64_t features, at::ScalarType dtype, const PanelWeight& weight,
+                 int64_t min_columns);
 
 }  // namespace llmc::model::cpu
 
