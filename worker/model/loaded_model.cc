@@ -568,21 +568,8 @@ absl::StatusOr<std::unique_ptr<LoadedModel>> LoadedModel::Load(const std::string
                                                       options.huge_pages, device.is_cpu() && options.pack_weights));
 }
 
-namespace {
-
-int64_t NodesOfKind(const torch::jit::Block& block, c10::Symbol kind) {
-  int64_t count = 0;
-  for (const torch::jit::Node* node : block.nodes()) {
-    if (node->kind() == kind) ++count;
-    for (const torch::jit::Block* inner : node->blocks()) count += NodesOfKind(*inner, kind);
-  }
-  return count;
-}
-
-}  // namespace
-
 int64_t LoadedModel::StepGraphNodes(const std::string& kind) const {
-  return NodesOfKind(*module_.get_method("forward_top_k").graph()->block(), c10::Symbol::fromQualString(kind));
+  return CountNodes(*module_.get_method("forward_top_k").graph(), c10::Symbol::fromQualString(kind));
 }
 
 int64_t LoadedModel::KvCacheBlockBytes(int64_t block_size) const {

@@ -3,6 +3,7 @@
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/csrc/jit/ir/ir.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace llmc::model {
@@ -59,6 +60,12 @@ int DropAttentionOutputReshapes(torch::jit::Module& module, int64_t attention_wi
     }
   }
   return dropped;
+}
+
+int64_t CountNodes(torch::jit::Graph& graph, c10::Symbol kind) {
+  std::vector<Node*> nodes;
+  CollectNodes(graph.block(), nodes);
+  return std::count_if(nodes.begin(), nodes.end(), [kind](const Node* node) { return node->kind() == kind; });
 }
 
 }  // namespace llmc::model

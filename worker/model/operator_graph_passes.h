@@ -16,6 +16,9 @@ namespace llmc::model {
 // run with caches the weights have just emptied. Returns how many went.
 int DropAttentionOutputReshapes(torch::jit::Module& module, int64_t attention_width);
 
+// How many nodes of `kind` the graph has, in its nested blocks too.
+int64_t CountNodes(torch::jit::Graph& graph, c10::Symbol kind);
+
 }  // namespace llmc::model
 
 #endif  // LLMC_WORKER_MODEL_OPERATOR_GRAPH_PASSES_H_
