@@ -4,10 +4,11 @@
 // say) they take turns in every run and the speed-up of each over the first is printed. Prints figures;
 // judges nothing.
 //
-//   llmc_model_bench [--profile]
-//   <package-dir>[:QUANTIZATION][:small-pages][:no-read-ahead][:fresh-outputs][:unfrozen][:prefetch-l1|2]
-//   [...] llmc_model_bench --contexts=512,8192 <package-dir> ... llmc_model_bench --back-to-back=N <package-dir> ...
+//   llmc_model_bench [--profile] <package-dir>[SUFFIXES] [...]
+//   llmc_model_bench --contexts=512,8192 <package-dir> ...
+//   llmc_model_bench --back-to-back=N <package-dir> ...
 //
+// SUFFIXES, in this order: [:QUANTIZATION][:small-pages][:no-read-ahead][:fresh-outputs][:unfrozen][:prefetch-l1|2].
 // QUANTIZATION: int8, w8a16, w8a8, int4, w4a16 or w4a8; :no-read-ahead turns off the read-ahead between operators
 // (worker/model/cpu/read_ahead.h) for that package's steps, to compare with and without it in one run;
 // :unfrozen loads it without freezing its module (LoadOptions::freeze_graphs); :fresh-outputs runs its steps with

@@ -14,9 +14,9 @@ constexpr int64_t kMaxRecycledBytes = 256 * 1024;
 // Outputs of one slot alive at once: a layer's output stays alive as the next layer's residual.
 constexpr int kTensorsPerSlot = 4;
 
-// Held by the pool alone: no other tensor, and no view of its storage.
 std::atomic<bool> recycling_enabled{true};
 
+// Held by the pool alone: no other tensor, and no view of its storage.
 bool Unshared(const at::Tensor& tensor) { return tensor.use_count() == 1 && tensor.storage().use_count() == 1; }
 
 }  // namespace
