@@ -8,7 +8,8 @@
 # and run.tar.gz of the logs and results. Environment: LLMC_GPU_BUNDLE (.gpu-bundle), LLMC_TORCH_DIR (TorchConfig's
 # folder; default the one torch.utils.cmake_prefix_path names), LLMC_GPU_PREFIX (/tmp/llmc-deps),
 # LLMC_GPU_LEVELS (concurrency levels; default "1 16 64 256", "1 4" without a GPU),
-# LLMC_GPU_INPUT_LEN / LLMC_GPU_OUTPUT_LEN (256 / 128; 64 / 16 without a GPU).
+# LLMC_GPU_INPUT_LEN / LLMC_GPU_OUTPUT_LEN (256 / 128; 64 / 16 without a GPU), LLMC_GPU_TESTS_ONLY=1 (build and
+# run the [gpu] tests, then stop: for a rerun after a fix).
 # Without a GPU (scripts/gpu/rehearse.sh) every phase runs the same on the CPU, the [gpu] tests excepted.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -108,7 +109,9 @@ mkdir -p "$models"
 tokenizer_dir="$bundle/tokenizer"
 hf=0
 "$python" -c 'import transformers' 2>/dev/null && hf=1
-if [ $hf = 1 ]; then
+if [ "${LLMC_GPU_TESTS_ONLY:-0}" = 1 ]; then
+  : # the tests export their own packages
+elif [ $hf = 1 ]; then
   "$python" tests/gpu/hf_baseline.py checkpoint --out "$models/checkpoint" --tokenizer-dir "$tokenizer_dir"
   for dtype in bfloat16 float32; do
     "$python" tools/export_model.py --checkpoint "$models/checkpoint" --dtype "$dtype" --name "gpu-$dtype" \
@@ -135,6 +138,10 @@ if [ $gpu = 1 ]; then
   phase "[gpu] tests"
 else
   say "no GPU: the [gpu] tests are left out"
+fi
+if [ "${LLMC_GPU_TESTS_ONLY:-0}" = 1 ]; then
+  say "exit $status after the [gpu] tests (LLMC_GPU_TESTS_ONLY)"
+  exit $status
 fi
 
 # 5. Serve through a real cluster (CUDA where there is one) and measure.

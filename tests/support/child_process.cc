@@ -1,6 +1,7 @@
 #include "tests/support/child_process.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
@@ -8,7 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -137,6 +138,20 @@ CommandResult RunCommand(const std::string& binary, const std::vector<std::strin
 
 namespace {
 
+int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
+  remove(path);
+  return 0;  // on: what cannot be removed stays, the rest goes
+}
+
+}  // namespace
+
+void RemoveTree(const std::string& path) {
+  // Children before their folder (FTW_DEPTH); links are removed, not followed (FTW_PHYS).
+  nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+namespace {
+
 // One folder per test process for logs and scratch files, removed when the process exits unless
 // LLMC_KEEP_TEST_FILES is set (to read the logs of a failure).
 class TestRoot {
@@ -148,8 +163,7 @@ class TestRoot {
   }
   ~TestRoot() {
     if (getenv("LLMC_KEEP_TEST_FILES") == nullptr) {
-      std::error_code ignored;
-      std::filesystem::remove_all(path_, ignored);
+      RemoveTree(path_);
     }
   }
   const std::string& path() const { return path_; }

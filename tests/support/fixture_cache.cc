@@ -98,7 +98,7 @@ fs::path VersionRoot() {
     for (const auto& entry : fs::directory_iterator(base, error)) {
       if (entry.path() == version || !entry.is_directory(error)) continue;
       if (fs::file_time_type::clock::now() - entry.last_write_time(error) > kStaleAfter) {
-        fs::remove_all(entry.path(), error);
+        RemoveTree(entry.path().string());
       }
     }
     return version;
@@ -143,13 +143,12 @@ std::string CachedFolder(const std::string& label, const std::vector<std::string
   if (fs::exists(folder / kCompleteMarker)) return folder.string();
   FolderLock lock(folder.string() + ".lock");
   if (fs::exists(folder / kCompleteMarker)) return folder.string();  // made while this process waited
-  fs::remove_all(folder);
+  RemoveTree(folder.string());
   fs::create_directories(folder);
   try {
     make(folder.string());
   } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(folder, ignored);
+    RemoveTree(folder.string());
     throw;
   }
   std::ofstream(folder / kCompleteMarker) << absl::StrJoin(command, " ") << "\n";

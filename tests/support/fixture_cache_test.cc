@@ -122,5 +122,21 @@ TEST_CASE("fixture cache: LLMC_TEST_FIXTURE_CACHE=off makes a fresh folder every
   CHECK(calls == 2);
 }
 
+TEST_CASE("RemoveTree removes a nested tree, leaves what its links point to, and accepts a missing path", "[unit]") {
+  const fs::path root = MakeTempDir("llmc-remove-tree");
+  const fs::path outside = MakeTempDir("llmc-remove-tree-outside");
+  std::ofstream(outside / "kept.txt") << "kept";
+  fs::create_directories(root / "a" / "b" / "c");
+  std::ofstream(root / "top.txt") << "x";
+  std::ofstream(root / "a" / "b" / "c" / "deep.txt") << "y";
+  fs::create_directory_symlink(outside, root / "a" / "link-to-outside");
+  RemoveTree(root.string());
+  CHECK_FALSE(fs::exists(fs::symlink_status(root)));
+  CHECK(fs::exists(outside / "kept.txt"));
+  RemoveTree(root.string());  // gone already: no error, nothing thrown
+  RemoveTree(outside.string());
+  CHECK_FALSE(fs::exists(outside));
+}
+
 }  // namespace
 }  // namespace llmc::testing
