@@ -3,11 +3,17 @@
 // is checked the same way in paged_attention_test.cc.
 #include "worker/model/cpu/fused_ops.h"
 
+#include <c10/util/BFloat16.h>
+
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -18,6 +24,7 @@
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/logit_masks.h"
 #include "worker/model/cpu/packed_weight.h"
+#include "worker/model/cpu/panel_kernels.h"
 
 namespace llmc::model::cpu {
 namespace {
@@ -97,6 +104,57 @@ TEST_CASE("cpu kernels: a wrong kernel environment variable is named, with what 
     setenv("LLMC_WEIGHT_PREFETCH", "", 1);
     REQUIRE(KernelEnvironmentProblems().size() == 1);
     CHECK(KernelEnvironmentProblems()[0].find("not available here") != std::string::npos);
+  }
+}
+
+// The epilogues' bfloat16 stores (vector_math.h: RoundRowToBf16, AddRowToBf16) give c10::BFloat16's bits for
+// every value: halfway cases, subnormals, infinities, NaNs (0x7FC0) and signed zeros among random bit patterns.
+TEST_CASE("cpu kernels: bfloat16 row stores round as c10::BFloat16 rounds, on every path this CPU has",
+          "[unit][kernels]") {
+  std::vector<float> values;
+  for (const uint32_t bits :
+       {0x00000000u, 0x80000000u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x00008000u, 0x00018000u, 0x007fffffu,
+        0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fffffffu}) {
+    float value;
+    std::memcpy(&value, &bits, sizeof(value));
+    values.push_back(value);
+  }
+  std::mt19937 random(11);
+  while (values.size() < 4099) {  // an odd count: each path's tail too
+    const uint32_t bits = static_cast<uint32_t>(random());
+    float value;
+    std::memcpy(&value, &bits, sizeof(value));
+    values.push_back(value);
+  }
+  std::vector<uint16_t> residual(values.size());
+  for (size_t i = 0; i < values.size(); ++i) residual[i] = c10::BFloat16(values[(i * 7) % values.size()]).x;
+  std::vector<uint16_t> want_round(values.size()), want_add(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    want_round[i] = c10::BFloat16(values[i]).x;
+    want_add[i] =
+        c10::BFloat16(static_cast<float>(c10::BFloat16(residual[i], c10::BFloat16::from_bits())) + values[i]).x;
+  }
+  using Round = void (*)(const float*, uint16_t*, int64_t);
+  using Add = void (*)(const uint16_t*, const float*, uint16_t*, int64_t);
+  std::vector<std::tuple<CpuIsa, Round, Add>> paths = {
+      {CpuIsa::kPortable, &RoundRowToBf16Portable, &AddRowToBf16Portable}};
+#ifdef LLMC_CPU_X86_KERNELS
+  paths.emplace_back(CpuIsa::kAvx2, &RoundRowToBf16Avx2, &AddRowToBf16Avx2);
+  paths.emplace_back(CpuIsa::kAvx512Bf16, &RoundRowToBf16Avx512, &AddRowToBf16Avx512);
+#endif
+  for (const auto& [isa, round, add] : paths) {
+    if (DetectedCpuIsa() < isa) continue;
+    INFO(CpuIsaName(isa));
+    std::vector<uint16_t> rounded(values.size()), added(values.size());
+    round(values.data(), rounded.data(), static_cast<int64_t>(values.size()));
+    add(residual.data(), values.data(), added.data(), static_cast<int64_t>(values.size()));
+    size_t round_mismatches = 0, add_mismatches = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      round_mismatches += rounded[i] != want_round[i];
+      add_mismatches += added[i] != want_add[i];
+    }
+    CHECK(round_mismatches == 0);
+    CHECK(add_mismatches == 0);
   }
 }
 

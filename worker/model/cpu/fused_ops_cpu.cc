@@ -44,6 +44,35 @@ GatedActivationKernel SelectGatedActivation(GateActivation activation) {
   return silu ? &SiluMulPortable : &GeluTanhMulPortable;
 }
 
+// Rows of float results into bfloat16 outputs, vectorized for this CPU (the epilogues' share of a prefill).
+struct Bf16RowKernels {
+  void (*round)(const float* src, uint16_t* dst, int64_t count);
+  void (*add)(const uint16_t* residual, const float* values, uint16_t* dst, int64_t count);
+};
+
+Bf16RowKernels SelectBf16RowKernels() {
+#ifdef LLMC_CPU_X86_KERNELS
+  const CpuIsa isa = ActiveCpuIsa();
+  if (isa >= CpuIsa::kAvx512Bf16) return {&RoundRowToBf16Avx512, &AddRowToBf16Avx512};
+  if (isa == CpuIsa::kAvx2) return {&RoundRowToBf16Avx2, &AddRowToBf16Avx2};
+#endif
+  return {&RoundRowToBf16Portable, &AddRowToBf16Portable};
+}
+
+// The same rows for float32 outputs (reference packages), and bfloat16 through the vectorized kernels.
+void StoreRow(const Bf16RowKernels&, const float* values, float* dst, int64_t count) {
+  std::copy(values, values + count, dst);
+}
+void StoreRow(const Bf16RowKernels& kernels, const float* values, Bf16* dst, int64_t count) {
+  kernels.round(values, reinterpret_cast<uint16_t*>(dst), count);
+}
+void AddRow(const Bf16RowKernels&, const float* residual, const float* values, float* dst, int64_t count) {
+  for (int64_t j = 0; j < count; ++j) dst[j] = residual[j] + values[j];
+}
+void AddRow(const Bf16RowKernels& kernels, const Bf16* residual, const float* values, Bf16* dst, int64_t count) {
+  kernels.add(reinterpret_cast<const uint16_t*>(residual), values, reinterpret_cast<uint16_t*>(dst), count);
+}
+
 // Each member's top-k lists for every row, then each member's merge cursors (one per member's list).
 TopLogit* TopLogitLists(int64_t rows, int64_t top_k) {
   return reinterpret_cast<TopLogit*>(CallerBuffer(
@@ -141,6 +170,7 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, int64_t k, const PanelWei
   T* out_data = out.data_ptr<T>();
   float* projected =
       norm != nullptr ? reinterpret_cast<float*>(CallerBuffer(kQkvResults, tokens * columns * sizeof(float))) : nullptr;
+  const Bf16RowKernels row_kernels = SelectBf16RowKernels();
   WorkQueue panel_queue(weight.packed.size(0), MaxTeamSize());
   InTeam([&](TeamMember& member) {
     StageRows<T>(member, staged, k, [&](int64_t row, T* dst) { std::copy(x + row * k, x + (row + 1) * k, dst); });
@@ -158,7 +188,7 @@ at::Tensor LinearResidualImpl(const at::Tensor& input, int64_t k, const PanelWei
           for (int64_t j = 0; j < count; ++j) projected[offset + j] = static_cast<float>(T(values[j]));
           continue;
         }
-        for (int64_t j = 0; j < count; ++j) out_data[offset + j] = T(static_cast<float>(res[offset + j]) + values[j]);
+        AddRow(row_kernels, res + offset, values, out_data + offset, count);
       }
     });
     if (projected == nullptr) return;
@@ -189,6 +219,7 @@ at::Tensor GateUpImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, f
   const T* norm = norm_weight.data_ptr<T>();
   T* out_data = out.data_ptr<T>();
   const GatedActivationKernel activate = SelectGatedActivation(activation);
+  const Bf16RowKernels row_kernels = SelectBf16RowKernels();
   WorkQueue panel_queue(weight.packed.size(0), MaxTeamSize());
   InTeam([&](TeamMember& member) {
     StageNormalizedRows(member, staged, x, norm, eps, k);
@@ -199,7 +230,7 @@ at::Tensor GateUpImpl(const at::Tensor& hidden, const at::Tensor& norm_weight, f
         T* dst = out_data + (m0 + r) * intermediate + first;
         const float* gate = c + r * kPanelWidth;
         activate(gate, gate + kHalf, activated, count);
-        for (int64_t j = 0; j < count; ++j) dst[j] = T(activated[j]);
+        StoreRow(row_kernels, activated, dst, count);
       }
     });
   });

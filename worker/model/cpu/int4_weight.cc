@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "worker/model/cpu/cache_aligned.h"
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
@@ -227,7 +228,7 @@ const void* DequantizeInt4Panel(const uint8_t* panel, const float* scales, int64
   const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
   // With zero points, (nibble + 8 - z) * scale = (u - z) * scale: the package's value, rounded once.
   if (dtype == at::kBFloat16) {
-    thread_local std::vector<uint16_t> halves;
+    thread_local CacheAlignedVector<uint16_t> halves;
     halves.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
 #ifdef LLMC_CPU_X86_KERNELS
     if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
@@ -240,7 +241,7 @@ const void* DequantizeInt4Panel(const uint8_t* panel, const float* scales, int64
                                     halves.data());
     return halves.data();
   }
-  thread_local std::vector<float> values;
+  thread_local CacheAlignedVector<float> values;
   values.resize(k_padded * kPanelWidth);
   for (int64_t o = 0; o < k_padded / 8; ++o) {
     const int64_t group_at = std::min(4 * o / group_pairs, weight_groups - 1) * kPanelWidth;

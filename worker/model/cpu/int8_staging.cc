@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "worker/model/cpu/cache_aligned.h"
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/panel_kernels.h"
 
@@ -143,7 +144,7 @@ const void* DequantizePanel(const int8_t* panel, const float* scales, int64_t we
                             int64_t k_padded, at::ScalarType dtype) {
   const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
   if (dtype == at::kBFloat16) {
-    thread_local std::vector<uint16_t> halves;
+    thread_local CacheAlignedVector<uint16_t> halves;
     halves.resize(k_padded * kPanelWidth);  // grows once, to the widest panel
 #ifdef LLMC_CPU_X86_KERNELS
     if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
@@ -154,7 +155,7 @@ const void* DequantizePanel(const int8_t* panel, const float* scales, int64_t we
     DequantizePanelBf16Portable(panel, scales, weight_groups, group_pairs, k_padded / 2, halves.data());
     return halves.data();
   }
-  thread_local std::vector<float> values;
+  thread_local CacheAlignedVector<float> values;
   values.resize(k_padded * kPanelWidth);
   for (int64_t pair = 0; pair < k_padded / 2; ++pair) {
     const float* column_scales = scales + std::min(pair / group_pairs, weight_groups - 1) * kPanelWidth;

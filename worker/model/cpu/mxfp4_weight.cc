@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "worker/model/cpu/cache_aligned.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 
@@ -37,8 +38,8 @@ bool IsPackedMxfp4Scales(const at::Tensor& scales, const at::Tensor& packed) {
 
 const void* DequantizeMxfp4Panel(const uint8_t* panel, const uint8_t* exponents, int64_t weight_groups,
                                  int64_t k_padded, at::ScalarType dtype) {
-  thread_local std::vector<float> values;
-  thread_local std::vector<c10::BFloat16> halves;
+  thread_local CacheAlignedVector<float> values;
+  thread_local CacheAlignedVector<c10::BFloat16> halves;
   const bool bf16 = dtype == at::kBFloat16;
   if (bf16) {
     halves.resize(k_padded * kPanelWidth);

@@ -148,6 +148,15 @@ void GeluTanhMulPortable(const float* gate, const float* up, float* out, int64_t
 void GeluTanhMulAvx2(const float* gate, const float* up, float* out, int64_t count);
 void GeluTanhMulAvx512(const float* gate, const float* up, float* out, int64_t count);
 
+// A row of float results stored as bfloat16, and a residual row's add stored as bfloat16, each rounded as
+// c10::BFloat16 rounds (vector_math.h: RoundRowToBf16, AddRowToBf16): the epilogues of prefill-sized batches.
+void RoundRowToBf16Portable(const float* src, uint16_t* dst, int64_t count);
+void RoundRowToBf16Avx2(const float* src, uint16_t* dst, int64_t count);
+void RoundRowToBf16Avx512(const float* src, uint16_t* dst, int64_t count);
+void AddRowToBf16Portable(const uint16_t* residual, const float* values, uint16_t* dst, int64_t count);
+void AddRowToBf16Avx2(const uint16_t* residual, const float* values, uint16_t* dst, int64_t count);
+void AddRowToBf16Avx512(const uint16_t* residual, const float* values, uint16_t* dst, int64_t count);
+
 // Decode and short-chunk attention for one sequence and one KV head over its paged context (attention_kernel.h
 // has the contract); one instantiation per path.
 struct AttentionArgs;

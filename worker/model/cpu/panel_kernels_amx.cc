@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "worker/model/cpu/cache_aligned.h"
 #include "worker/model/cpu/panel_kernels.h"
 #include "worker/model/cpu/x86_intrinsics.h"
 
@@ -38,7 +39,7 @@ constexpr int64_t kInt8StepPairs = kAmxInt8StepInputs / 2;
 // The calling thread's buffer for a panel of `pairs` k pairs as k quads, rounded up to whole tile steps
 // (`quads` of them); the caller passes up to 128 rows, so one panel serves them all.
 int8_t* QuadBuffer(int64_t pairs, int64_t* quads) {
-  thread_local std::vector<int8_t> buffer;
+  thread_local CacheAlignedVector<int8_t> buffer;
   const int64_t steps = (pairs + kInt8StepPairs - 1) / kInt8StepPairs;
   *quads = steps * kInt8StepPairs / 2;
   buffer.resize(*quads * kQuadBytes);

@@ -88,6 +88,10 @@ void PanelInt8Avx2(const Int8PanelArgs& args) {
 }
 
 void AttendAvx2(const AttentionArgs& args) { Attend(args); }
+void RoundRowToBf16Avx2(const float* src, uint16_t* dst, int64_t count) { RoundRowToBf16(src, dst, count); }
+void AddRowToBf16Avx2(const uint16_t* residual, const float* values, uint16_t* dst, int64_t count) {
+  AddRowToBf16(residual, values, dst, count);
+}
 void SiluMulAvx2(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
 void GeluTanhMulAvx2(const float* gate, const float* up, float* out, int64_t count) {
   GeluTanhMul(gate, up, out, count);

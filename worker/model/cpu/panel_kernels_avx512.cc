@@ -372,6 +372,10 @@ void AttendAvx512(const AttentionArgs& args) {
     Attend(args);
   }
 }
+void RoundRowToBf16Avx512(const float* src, uint16_t* dst, int64_t count) { RoundRowToBf16(src, dst, count); }
+void AddRowToBf16Avx512(const uint16_t* residual, const float* values, uint16_t* dst, int64_t count) {
+  AddRowToBf16(residual, values, dst, count);
+}
 void SiluMulAvx512(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
 void GeluTanhMulAvx512(const float* gate, const float* up, float* out, int64_t count) {
   GeluTanhMul(gate, up, out, count);

@@ -79,6 +79,10 @@ void PanelInt8Portable(const Int8PanelArgs& args) {
 }
 
 void AttendPortable(const AttentionArgs& args) { Attend(args); }
+void RoundRowToBf16Portable(const float* src, uint16_t* dst, int64_t count) { RoundRowToBf16(src, dst, count); }
+void AddRowToBf16Portable(const uint16_t* residual, const float* values, uint16_t* dst, int64_t count) {
+  AddRowToBf16(residual, values, dst, count);
+}
 void SiluMulPortable(const float* gate, const float* up, float* out, int64_t count) { SiluMul(gate, up, out, count); }
 void GeluTanhMulPortable(const float* gate, const float* up, float* out, int64_t count) {
   GeluTanhMul(gate, up, out, count);

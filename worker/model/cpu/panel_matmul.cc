@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "worker/model/cpu/cache_aligned.h"
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
@@ -30,17 +31,14 @@ PanelWeight::PanelWeight(const at::Tensor& weight, const at::Tensor& weight_scal
 }
 
 char* CallerBuffer(CallerBufferSlot slot, size_t bytes) {
-  struct Buffer {
-    std::unique_ptr<char[]> data;
-    size_t size = 0;
-  };
-  thread_local Buffer buffers[kCallerBufferSlots];
-  Buffer& buffer = buffers[slot];
-  if (buffer.size < bytes) {
-    buffer.data.reset(new char[bytes]);
-    buffer.size = bytes;
+  thread_local CacheAlignedVector<char> buffers[kCallerBufferSlots];
+  CacheAlignedVector<char>& buffer = buffers[slot];
+  // Only grown, and without keeping the old bytes: callers write a buffer before they read it.
+  if (buffer.size() < bytes) {
+    buffer = CacheAlignedVector<char>();
+    buffer.resize(bytes);
   }
-  return buffer.data.get();
+  return buffer.data();
 }
 
 namespace {
@@ -183,7 +181,7 @@ int64_t PanelBytes(const PanelWeight& weight) {
 }
 
 float* TeamScratch() {
-  thread_local std::vector<float> scratch(kRowBlock * kPanelWidth);
+  thread_local CacheAlignedVector<float> scratch(kRowBlock * kPanelWidth);
   return scratch.data();
 }
 
