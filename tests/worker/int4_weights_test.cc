@@ -241,8 +241,9 @@ TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quan
   const at::Tensor none = at::empty({0});
   std::vector<int64_t> rows;
   for (int64_t m = 1; m <= 13; ++m) rows.push_back(m);
-  // Prefill-sized batches too: without AMX still bytes; on AMX bytes on the tiles (groups of 64 and 128) or the
-  // vectors (32), and from kAmxInt4DequantizedMinRows rows dequantized panels against the unquantized rows.
+  // Prefill-sized batches too: without AMX still bytes; on AMX bytes on the tiles (groups of 64 and 128, where
+  // the CPU has AMX-INT8) or the vectors (32), and groups of 32 from kAmxInt4DequantizedMinRows rows dequantized
+  // panels against the unquantized rows.
   for (const int64_t m : {16, 33, 64, 300}) rows.push_back(m);
   for (const auto dtype : {at::kFloat, at::kBFloat16}) {
     for (const int64_t group_size : {32, 64, 128}) {
@@ -252,7 +253,8 @@ TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quan
         const Int4Weight weight = MakeInt4(n, k, group_size);
         for (const int64_t m : rows) {
           const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
-          const bool dequantized = ActiveCpuIsa() == CpuIsa::kAmx && m >= kAmxInt4DequantizedMinRows;
+          const bool on_tiles = HasAmxInt8() && group_size % 64 == 0;
+          const bool dequantized = ActiveCpuIsa() == CpuIsa::kAmx && m >= kAmxInt4DequantizedMinRows && !on_tiles;
           const at::Tensor expected =
               composite::LinearResidual(dequantized ? input.to(at::kFloat) : ByteQuantized(input, group_size),
                                         weight.dequantized, none, residual.to(at::kFloat));
@@ -302,13 +304,13 @@ TEST_CASE("int4 weights: W4A8 batches on AMX-INT8 tiles sum exactly the integers
   struct Reset {
     ~Reset() { ResetCpuIsa(); }
   } reset;
-  // Groups of whole tile steps (64 inputs) from 16 rows up to kAmxInt4DequantizedMinRows run on the tiles; the
-  // same batches forced onto the avx512_bf16 path run PanelW4A8Avx512.
+  // Groups of whole tile steps (64 inputs) from 16 rows run on the tiles, prefill-sized batches too; the same
+  // batches forced onto the avx512_bf16 path run PanelW4A8Avx512.
   for (const int64_t group_size : {64, 128}) {
     for (const int64_t k : {128, 896, 4864}) {
       const int64_t n = 136;
       const Int4Weight weight = MakeInt4(n, k, group_size);
-      for (const int64_t m : {int64_t{16}, int64_t{17}, int64_t{33}, kAmxInt4DequantizedMinRows - 1}) {
+      for (const int64_t m : {int64_t{16}, int64_t{17}, int64_t{33}, kAmxInt4DequantizedMinRows, int64_t{300}}) {
         for (const auto dtype : {at::kFloat, at::kBFloat16}) {
           INFO("group " << group_size << " k " << k << " m " << m << " dtype " << dtype);
           const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);

@@ -52,11 +52,11 @@ constexpr int64_t kInt8ActivationMinRows = 8;
 // W4A16 was 1-4 % faster. Two independent sums per row did not move W4A16: it is the shifts, not their latency.
 // --quantization=w4a16 keeps weight-only int4 at every batch size.
 constexpr int64_t kInt4ByteActivationMinRows = 1;
-// On AMX, from this many rows int4 panels are dequantized to bfloat16 for the AMX-BF16 tiles instead (the
-// activations then stay unquantized). Below it, W4A8 batches of 16 rows and more run on AMX-INT8 tiles (Xeon,
-// 2026-11-30, Qwen2-0.5B shape: b=16 35 ms against 51 dequantized, b=32 48 against 67), but a group-wise scale
-// ends every group of 16 rows' tile sums with a float epilogue, and over prefill-sized batches that cost more
-// than dequantizing each panel once per 128 rows (prefill 512: 470 ms against 424-452).
+// On AMX, W4A8 batches of 16 rows and more run on AMX-INT8 tiles where their groups are whole tile steps (64 and
+// 128 inputs; Xeon, 2026-11-30, Qwen2-0.5B shape: b=16 35 ms against 51 dequantized, b=32 48 against 67; prefill
+// 512 302 ms against 316-336 once the tile buffers sat on cache lines, 2026-12-01). Groups of 32 inputs do not
+// fill a tile step: from this many rows their panels are dequantized to bfloat16 for the AMX-BF16 tiles instead
+// (the activations then stay unquantized), below it they run on PanelW4A8Avx512.
 constexpr int64_t kAmxInt4DequantizedMinRows = 64;
 // k pairs per activation group, the inputs that share one activation scale, for an int8 weight with
 // `weight_groups` scale groups over `k` inputs. A weight with several groups lends them. With one scale per

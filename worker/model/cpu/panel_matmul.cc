@@ -55,9 +55,9 @@ constexpr int64_t kAmxMinRows = 4;
 // multiplied by the bfloat16/float32 kernels, whose arithmetic beats the W8A16 kernels' once every weight
 // serves many rows: AMX tiles from a few rows, the others for prefill-sized blocks. The W8A8 kernel does
 // twice the bfloat16 kernels' products per instruction, so without AMX it keeps every batch; with AMX-INT8,
-// its tiles (UsesAmxInt8) take the batches the AVX512 kernel does not. int4 rows staged as bytes stay W4A8
-// below kAmxInt4DequantizedMinRows rows, on AMX-INT8 tiles from 16 rows where their groups are whole tile steps
-// (else on PanelW4A8Avx512), and at every batch size without AMX.
+// its tiles (UsesAmxInt8) take the batches the AVX512 kernel does not. int4 rows staged as bytes stay W4A8: on
+// AMX-INT8 tiles from 16 rows where their groups are whole tile steps, else on PanelW4A8Avx512 below
+// kAmxInt4DequantizedMinRows rows; at every batch size without AMX.
 int64_t DequantizedPanelMinRows(Int8Activations activations, bool int4) {
   if (int4 && activations == Int8Activations::kInt8) {
     return ActiveCpuIsa() == CpuIsa::kAmx ? kAmxInt4DequantizedMinRows : std::numeric_limits<int64_t>::max();
@@ -245,8 +245,7 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
   const int64_t group_pairs = weight.quantized() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
   const bool int4 = weight.int4() && !weight.mxfp4();
   const int64_t dequantized_min_rows = DequantizedPanelMinRows(activations, int4);
-  const bool amx_int8 =
-      (weight.int8() || (int4 && rows < dequantized_min_rows)) && UsesAmxInt8(rows, activations, group_pairs);
+  const bool amx_int8 = (weight.int8() || int4) && UsesAmxInt8(rows, activations, group_pairs);
   if (!weight.quantized() || mxfp4_dequantized || (!amx_int8 && rows >= dequantized_min_rows)) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
     staged.features = k;
