@@ -123,7 +123,7 @@ else
       --tokenizer "$tokenizer_dir/tokenizer.json" --out "$models/$dtype" >/dev/null
   done
 fi
-phase "export (transformers checkpoint: $hf)"
+[ "${LLMC_GPU_TESTS_ONLY:-0}" = 1 ] || phase "export (transformers checkpoint: $hf)"
 
 # 4. The [gpu] tests. Their model scenario exports its package with the Qwen3 tokenizer, where the CPU build's
 # scripts/fetch-tokenizers.sh puts it (npm is not reachable there).

@@ -1,15 +1,16 @@
 #include "tests/support/child_process.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -138,16 +139,22 @@ CommandResult RunCommand(const std::string& binary, const std::vector<std::strin
 
 namespace {
 
-int RemoveEntry(const char* path, const struct stat*, int, struct FTW*) {
-  remove(path);
+int RemoveEntry(const char* path, const struct stat*, int type, struct FTW*) {
+  if (type == FTW_DP) {
+    rmdir(path);
+  } else {
+    unlink(path);
+  }
   return 0;  // on: what cannot be removed stays, the rest goes
 }
 
 }  // namespace
 
-void RemoveTree(const std::string& path) {
+bool RemoveTree(const std::string& path) {
   // Children before their folder (FTW_DEPTH); links are removed, not followed (FTW_PHYS).
   nftw(path.c_str(), RemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
+  struct stat left;
+  return lstat(path.c_str(), &left) != 0 && errno == ENOENT;
 }
 
 namespace {

@@ -53,10 +53,11 @@ CommandResult RunCommand(const std::string& binary, const std::vector<std::strin
 // A fresh directory under the system temp dir for one test's files.
 std::string MakeTempDir(const std::string& prefix);
 
-// Removes a file or a directory tree, not following links; a path that does not exist is no error. Not
+// Removes a file or a directory tree, not following links; whether the path is gone (true for one that never
+// existed). Not
 // std::filesystem::remove_all: where PyPI's libtorch is linked with a static libstdc++ (the GPU machine), the
 // program's calls bind to the copy libtorch exports, which crashed there when called at exit.
-void RemoveTree(const std::string& path);
+bool RemoveTree(const std::string& path);
 
 }  // namespace llmc::testing
 

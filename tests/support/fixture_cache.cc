@@ -143,7 +143,7 @@ std::string CachedFolder(const std::string& label, const std::vector<std::string
   if (fs::exists(folder / kCompleteMarker)) return folder.string();
   FolderLock lock(folder.string() + ".lock");
   if (fs::exists(folder / kCompleteMarker)) return folder.string();  // made while this process waited
-  RemoveTree(folder.string());
+  if (!RemoveTree(folder.string())) throw std::runtime_error("could not clear " + folder.string());
   fs::create_directories(folder);
   try {
     make(folder.string());

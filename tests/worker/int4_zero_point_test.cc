@@ -235,11 +235,15 @@ TEST_CASE("int4 zero points: W4A8 adds the same correction to the byte activatio
   for (const int64_t group_size : {32, 64, 128}) {
     const int64_t k = 256, n = 70;
     const PackedAsymmetric weight = Pack(MakeAsymmetric(n, k, group_size));
-    for (const int64_t m : {1, 2, 5, 16, 33}) {
+    // 64 and 300 rows: on AMX-INT8 the tiles (groups of 64 and 128, the correction added per 16-row block) or
+    // dequantized panels against the unquantized rows (groups of 32).
+    for (const int64_t m : {1, 2, 5, 16, 33, 64, 300}) {
       INFO("group " << group_size << " m " << m);
       const at::Tensor input = Random({m, k}, at::kFloat), residual = Random({m, n}, at::kFloat);
-      const at::Tensor expected =
-          composite::LinearResidual(ZeroPointW4A8Activations(input, group_size), weight.dequantized, none, residual);
+      const bool dequantized =
+          ActiveCpuIsa() == CpuIsa::kAmx && m >= kAmxInt4DequantizedMinRows && !(HasAmxInt8() && group_size % 64 == 0);
+      const at::Tensor expected = composite::LinearResidual(
+          dequantized ? input : ZeroPointW4A8Activations(input, group_size), weight.dequantized, none, residual);
       CHECK(RelativeError(LinearResidual(input, weight.packed, weight.scales, residual), expected) < 1e-3);
     }
   }

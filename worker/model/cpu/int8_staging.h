@@ -38,8 +38,9 @@ Int8Activations ActiveInt8Activations();
 bool HasByteActivationKernel();
 // What a projection over `rows` activation rows runs under the active setting: kInt16 or kInt8.
 Int8Activations Int8ActivationsForRows(int64_t rows);
-// The same for int4 weights, where only the byte kernel (PanelW4A8Avx512, AVX512-VNNI) takes int8 activations
-// (elsewhere always kInt16). By the batch: W4A8 from kInt4ByteActivationMinRows rows, below them W4A16.
+// The same for int4 weights, where only the byte kernels (PanelW4A8Avx512 with AVX512-VNNI, PanelW4A8Amx with
+// AMX-INT8) take int8 activations (elsewhere always kInt16). By the batch: W4A8 from kInt4ByteActivationMinRows rows,
+// below them W4A16.
 Int8Activations Int4ActivationsForRows(int64_t rows);
 // From this many rows kByBatch quantizes activations to int8 (AMD EPYC, 2026-11-27: W8A8 steps of 8 rows
 // and more beat W8A16, of 4 rows and fewer match it).

@@ -166,7 +166,7 @@ void RunExpertsOneByOne(const ExpertWork<T>& work) {
     const PanelWeight gate_up{work.gate_up_weights[expert], work.gate_up_scales[expert]};
     const PanelWeight down{work.down_weights[expert], work.down_scales[expert]};
     CheckExpertWeights(work, gate_up, down);
-    const Staged gate_up_rows = PrepareStaging(count, k, gate_up, dtype);
+    const Staged gate_up_rows = PrepareStaging(count, k, gate_up, dtype, LargeInt4Batches::kDequantized);
     WorkQueue gate_up_queue(gate_up.packed.size(0), MaxTeamSize());
     InTeam([&](TeamMember& member) {
       StageRows<T>(member, gate_up_rows, k, [&](int64_t row, T* dst) {
@@ -177,7 +177,7 @@ void RunExpertsOneByOne(const ExpertWork<T>& work) {
                      StoreActivated(work, activate, static_cast<int64_t>(expert), first_entry, panel, m0, rows, c);
                    });
     });
-    const Staged down_rows = PrepareStaging(count, work.intermediate, down, dtype);
+    const Staged down_rows = PrepareStaging(count, work.intermediate, down, dtype, LargeInt4Batches::kDequantized);
     WorkQueue down_queue(down.packed.size(0), MaxTeamSize());
     InTeam([&](TeamMember& member) {
       StageRows<T>(member, down_rows, work.intermediate, [&](int64_t row, T* dst) {
@@ -246,10 +246,10 @@ bool RunExpertsInOneJob(const ExpertWork<T>& work) {
   const PanelWeight first_down{work.down_weights[first_active], work.down_scales[first_active]};
   // Both stagings use the calling thread's staging buffers, one after the other: each is prepared twice, so that
   // the second round grows nothing and both keep valid pointers.
-  Staged gate_up_rows = PrepareStaging(entries, k, first_gate_up, dtype);
-  Staged down_rows = PrepareStaging(entries, work.intermediate, first_down, dtype);
-  gate_up_rows = PrepareStaging(entries, k, first_gate_up, dtype);
-  down_rows = PrepareStaging(entries, work.intermediate, first_down, dtype);
+  Staged gate_up_rows = PrepareStaging(entries, k, first_gate_up, dtype, LargeInt4Batches::kDequantized);
+  Staged down_rows = PrepareStaging(entries, work.intermediate, first_down, dtype, LargeInt4Batches::kDequantized);
+  gate_up_rows = PrepareStaging(entries, k, first_gate_up, dtype, LargeInt4Batches::kDequantized);
+  down_rows = PrepareStaging(entries, work.intermediate, first_down, dtype, LargeInt4Batches::kDequantized);
   if (gate_up_rows.amx_int8 || down_rows.amx_int8) return false;
   // The calling thread's (the team's members see their own thread-locals, not these: captured by reference).
   thread_local ExpertPanels gate_up_list, down_list;

@@ -31,14 +31,18 @@ PanelWeight::PanelWeight(const at::Tensor& weight, const at::Tensor& weight_scal
 }
 
 char* CallerBuffer(CallerBufferSlot slot, size_t bytes) {
-  thread_local CacheAlignedVector<char> buffers[kCallerBufferSlots];
-  CacheAlignedVector<char>& buffer = buffers[slot];
+  struct Buffer {
+    CacheAlignedBytes data;
+    size_t size = 0;
+  };
+  thread_local Buffer buffers[kCallerBufferSlots];
+  Buffer& buffer = buffers[slot];
   // Only grown, and without keeping the old bytes: callers write a buffer before they read it.
-  if (buffer.size() < bytes) {
-    buffer = CacheAlignedVector<char>();
-    buffer.resize(bytes);
+  if (buffer.size < bytes) {
+    buffer.data = NewCacheAlignedBytes(bytes);
+    buffer.size = bytes;
   }
-  return buffer.data();
+  return buffer.data.get();
 }
 
 namespace {
@@ -233,7 +237,8 @@ void ZeroRow(const Staged& staged, int64_t row) {
 
 }  // namespace
 
-Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype) {
+Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype,
+                      LargeInt4Batches large_int4) {
   const int64_t k_padded = PackedDepth(weight.packed);
   // MXFP4 rows are bytes at every batch size (llama.cpp, too, multiplies MXFP4 by 8-bit activations per 32
   // inputs). float32 activations (reference packages) and CPUs without the byte kernel multiply dequantized
@@ -245,7 +250,8 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
   const int64_t group_pairs = weight.quantized() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
   const bool int4 = weight.int4() && !weight.mxfp4();
   const int64_t dequantized_min_rows = DequantizedPanelMinRows(activations, int4);
-  const bool amx_int8 = (weight.int8() || int4) && UsesAmxInt8(rows, activations, group_pairs);
+  const bool int4_on_tiles = int4 && (large_int4 == LargeInt4Batches::kOnTiles || rows < dequantized_min_rows);
+  const bool amx_int8 = (weight.int8() || int4_on_tiles) && UsesAmxInt8(rows, activations, group_pairs);
   if (!weight.quantized() || mxfp4_dequantized || (!amx_int8 && rows >= dequantized_min_rows)) {
     Staged staged = PrepareStaging(rows, k_padded, dtype);
     staged.features = k;

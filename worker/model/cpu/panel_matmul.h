@@ -82,9 +82,16 @@ struct Staged {
   NextPanels read_after;
 };
 
+// How int4 batches of kAmxInt4DequantizedMinRows rows and more run on AMX-INT8 CPUs where their groups fill whole
+// tile steps: on the tiles (the dense projections, faster there: docs/performance.md), or dequantized to bfloat16
+// panels, as groups of 32 always are (the MoE operator, whose one-job path takes no tile staging; its experts
+// were not measured on the tiles).
+enum class LargeInt4Batches { kOnTiles, kDequantized };
+
 // The staging a projection's input needs: in the activations' dtype, or int16 (and bytes) in groups for int8
 // weights, as the batch's size and the CPU decide.
-Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype);
+Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype,
+                      LargeInt4Batches large_int4 = LargeInt4Batches::kOnTiles);
 // PrepareStaging for a projection of a decode step's fixed sequence, with the read-ahead of the projection that
 // comes after it (FollowingPanels). Called on the thread that runs the operators, once per projection.
 Staged PrepareStagingReadingAhead(int64_t rows, int64_t k, const PanelWeight& weight, at::ScalarType dtype);
