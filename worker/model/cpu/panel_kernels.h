@@ -54,6 +54,9 @@ struct Int8PanelArgs {
   const int32_t* a8_offsets = nullptr;
   // MXFP4 weights (PanelMxfp4Avx512 only): E8M0 exponents [weight_groups][kPanelWidth] in place of `scales`.
   const uint8_t* scale_exponents = nullptr;
+  // PanelW8A8Amx and PanelW4A8Amx: `panel` already as the tiles' operand (AmxTilePanel), so that the row blocks
+  // of one panel share it; null: each call builds it.
+  const int8_t* amx_tile_panel = nullptr;
 };
 
 // One int8 panel ([pairs][kPanelWidth][2], scales [weight_groups][kPanelWidth], group_pairs k pairs per scale
@@ -85,6 +88,9 @@ void PanelW8A8Amx(const Int8PanelArgs& args);
 // int4 weights (the panel below) on the same tiles, each nibble widened to a signed byte: the sums of PanelW8A8Amx
 // with those weights, from activation bytes in the rows' own order (not W4A8's octet order).
 void PanelW4A8Amx(const Int8PanelArgs& args);
+// An int8 panel (int4: the int4 panel) as those kernels' tile operand, in the calling thread's buffer until its
+// next call.
+const int8_t* AmxTilePanel(const void* panel, int64_t k_padded, bool int4);
 
 // int4 weights (W4A16, int4_weight.h): the panel is [k_padded / 8][kPanelWidth][4] bytes, one 32-bit word per
 // column holding 8 signed (two's complement) 4-bit weights of k = 8o..8o+7: bits 4j..4j+3 hold k = 8o + 2j and

@@ -209,10 +209,19 @@ void PanelBf16Amx(const PanelArgs& args) {
   _tile_release();
 }
 
-void PanelW8A8Amx(const Int8PanelArgs& args) { MultiplyQuads(args, QuadPanel(args.panel, args.k_padded / 2)); }
+const int8_t* AmxTilePanel(const void* panel, int64_t k_padded, bool int4) {
+  return int4 ? QuadPanelFromInt4(static_cast<const uint8_t*>(panel), k_padded / 2)
+              : QuadPanel(static_cast<const int8_t*>(panel), k_padded / 2);
+}
+
+void PanelW8A8Amx(const Int8PanelArgs& args) {
+  MultiplyQuads(args,
+                args.amx_tile_panel != nullptr ? args.amx_tile_panel : AmxTilePanel(args.panel, args.k_padded, false));
+}
 
 void PanelW4A8Amx(const Int8PanelArgs& args) {
-  MultiplyQuads(args, QuadPanelFromInt4(reinterpret_cast<const uint8_t*>(args.panel), args.k_padded / 2));
+  MultiplyQuads(args,
+                args.amx_tile_panel != nullptr ? args.amx_tile_panel : AmxTilePanel(args.panel, args.k_padded, true));
 }
 
 }  // namespace llmc::model::cpu

@@ -407,13 +407,18 @@ void PanelMultiplier::Multiply(int64_t p, float* c, PanelEpilogue epilogue) cons
     panel = DequantizePanel(static_cast<const int8_t*>(panel), scales + p * weight_groups * kPanelWidth, weight_groups,
                             a.features, k_padded, plain_type);
   }
+  // The tiles' operand is built once for all of the panel's row blocks.
+  const int8_t* amx_tile_panel = nullptr;
+#ifdef LLMC_CPU_X86_KERNELS
+  if (a.amx_int8 && a.rows > kRowBlock) amx_tile_panel = AmxTilePanel(panel, k_padded, weight.int4());
+#endif
   for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, a.rows - m0);
     if (int8_kernel != nullptr) {
       int8_kernel({reinterpret_cast<const int16_t*>(a.data) + m0 * a.stride, a.scales + m0 * a.groups, a.stride, rows,
                    k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel), panel_scales, weight_groups, c,
                    kPanelWidth, a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
-                   a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups, panel_exponents});
+                   a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups, panel_exponents, amx_tile_panel});
       if (zero_offsets != nullptr) {
         AddZeroPointSums(a, m0, rows, scales + p * weight_groups * kPanelWidth,
                          zero_offsets + p * weight_groups * kPanelWidth, weight_groups, c);
