@@ -214,14 +214,17 @@ const int8_t* AmxTilePanel(const void* panel, int64_t k_padded, bool int4) {
               : QuadPanel(static_cast<const int8_t*>(panel), k_padded / 2);
 }
 
-void PanelW8A8Amx(const Int8PanelArgs& args) {
-  MultiplyQuads(args,
-                args.amx_tile_panel != nullptr ? args.amx_tile_panel : AmxTilePanel(args.panel, args.k_padded, false));
+namespace {
+
+// The tile operand the caller built (PanelMultiplier), or built here for a caller that did not.
+const int8_t* TilePanelOf(const Int8PanelArgs& args, bool int4) {
+  return args.amx_tile_panel != nullptr ? args.amx_tile_panel : AmxTilePanel(args.panel, args.k_padded, int4);
 }
 
-void PanelW4A8Amx(const Int8PanelArgs& args) {
-  MultiplyQuads(args,
-                args.amx_tile_panel != nullptr ? args.amx_tile_panel : AmxTilePanel(args.panel, args.k_padded, true));
-}
+}  // namespace
+
+void PanelW8A8Amx(const Int8PanelArgs& args) { MultiplyQuads(args, TilePanelOf(args, /*int4=*/false)); }
+
+void PanelW4A8Amx(const Int8PanelArgs& args) { MultiplyQuads(args, TilePanelOf(args, /*int4=*/true)); }
 
 }  // namespace llmc::model::cpu

@@ -410,7 +410,7 @@ void PanelMultiplier::Multiply(int64_t p, float* c, PanelEpilogue epilogue) cons
   // The tiles' operand is built once for all of the panel's row blocks.
   const int8_t* amx_tile_panel = nullptr;
 #ifdef LLMC_CPU_X86_KERNELS
-  if (a.amx_int8 && a.rows > kRowBlock) amx_tile_panel = AmxTilePanel(panel, k_padded, weight.int4());
+  if (a.amx_int8) amx_tile_panel = AmxTilePanel(panel, k_padded, weight.int4());
 #endif
   for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, a.rows - m0);
