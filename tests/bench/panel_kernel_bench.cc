@@ -10,8 +10,13 @@
 // hand-off). A decode step's projections can stream no faster than this. The 4-bit kernels run with their weight
 // prefetches into L1 and, as separate rows, into L2 only (cpu_isa.h, WeightPrefetch).
 //
+// --tiles instead times the prefill kernels on AMX tiles (where the CPU has them): 128 rows against 16 panels of
+// k = 896 and of k = 4864 (Qwen2-0.5B's projections and its down projection), weights in cache, one core, with the
+// tile operand built beforehand as PanelMultiplier builds it once per panel; prints GMAC/s per kernel.
+//
 //   llmc_panel_kernel_bench [repeats]   (default 3000)
 //   llmc_panel_kernel_bench --memory[=MiB] [rounds]   (default 15)
+//   llmc_panel_kernel_bench --tiles [repeats]   (default 20)
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -184,6 +189,53 @@ void FromMemory(const std::vector<Kernel>& kernels, const Activations& x, int64_
   std::printf("best read %.1f GB/s\n", best_read);
 }
 
+// 128 rows of a prefill against kPanels panels of depth k: the tile kernels' multiply-adds per second.
+void OnTiles(int64_t k, int repeats, std::mt19937& random) {
+  using llmc::model::cpu::AmxTilePanel;
+  constexpr int64_t kRows = 128, kGroupInputs = 128;
+  const int64_t groups = k / kGroupInputs;
+  std::vector<int8_t> a8(kRows * k);
+  for (auto& value : a8) value = static_cast<int8_t>(static_cast<int>(random() % 255) - 127);
+  std::vector<uint16_t> bf16(kRows * k, 0x3f80);
+  std::vector<float> a_scales(kRows * groups, 0.01f), scales(groups * kPanelWidth, 0.01f);
+  std::vector<int32_t> offsets(kRows * groups, 0);
+  std::vector<uint8_t> weights(k * kPanelWidth * 2);
+  for (auto& byte : weights) byte = static_cast<uint8_t>(random() % 200);
+  std::vector<float> out(kRows * kPanelWidth);
+  const double macs = static_cast<double>(kPanels * kRows * k * kPanelWidth);
+  const auto report = [&](const char* name, const std::function<void()>& panel) {
+    const double seconds = BestSeconds(repeats, [&] {
+      for (int64_t p = 0; p < kPanels; ++p) panel();
+    });
+    std::printf("| %s | %lld | %.0f |\n", name, static_cast<long long>(k), macs / seconds / 1e9);
+  };
+  report("bfloat16 (AMX-BF16)", [&] {
+    llmc::model::cpu::PanelBf16Amx({bf16.data(), k, kRows, k, weights.data(), out.data(), kPanelWidth});
+  });
+  for (const bool int4 : {false, true}) {
+    // Copied: AmxTilePanel's buffer is the thread's own until its next call.
+    const int8_t* built = AmxTilePanel(weights.data(), k, int4);
+    const std::vector<int8_t> tile_panel(built, built + k * kPanelWidth);
+    Int8PanelArgs args{nullptr,
+                       a_scales.data(),
+                       k,
+                       kRows,
+                       k,
+                       (int4 ? kGroupInputs : k) / 2,
+                       int4 ? groups : 1,
+                       reinterpret_cast<const int8_t*>(weights.data()),
+                       scales.data(),
+                       int4 ? groups : 1,
+                       out.data(),
+                       kPanelWidth,
+                       a8.data(),
+                       offsets.data()};
+    args.amx_tile_panel = tile_panel.data();
+    report(int4 ? "int4 W4A8, groups of 128 (AMX-INT8)" : "int8 W8A8 (AMX-INT8)",
+           [&] { (int4 ? llmc::model::cpu::PanelW4A8Amx : llmc::model::cpu::PanelW8A8Amx)(args); });
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +263,18 @@ int main(int argc, char** argv) {
       {"int4 W4A8, prefetch to L2", 0.5, &llmc::model::cpu::PanelW4A8Avx512PrefetchL2, nullptr, kGroups},
   };
   const std::string first = argc > 1 ? argv[1] : "";
+  if (first == "--tiles") {
+    if (!llmc::model::cpu::HasAmxInt8()) {
+      std::printf("--tiles times the AMX kernels; this CPU has no AMX-INT8\n");
+      return 0;
+    }
+    const int repeats = argc > 2 ? std::max(5, std::atoi(argv[2])) : 20;
+    std::printf("one core, 128 rows against %lld panels in cache, best of 5 rounds of %d passes\n",
+                static_cast<long long>(kPanels), repeats / 5);
+    std::printf("| kernel | k | GMAC/s |\n|---|---:|---:|\n");
+    for (const int64_t k : {int64_t{896}, int64_t{4864}}) OnTiles(k, repeats, random);
+    return 0;
+  }
   if (first == "--memory" || first.rfind("--memory=", 0) == 0) {
     const int64_t mib = first.size() > 9 ? std::max<int64_t>(64, std::atoll(first.c_str() + 9)) : 512;
     FromMemory(kernels, x, mib, argc > 2 ? std::max(1, std::atoi(argv[2])) : 15);

@@ -7,9 +7,11 @@
 
 #include "tests/support/catch.h"
 #include "tests/support/cpu_kernel_paths.h"
+#include "tests/support/int4_requantized.h"
 #include "tests/support/tensor_checks.h"
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int4_requantize.h"
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
@@ -142,8 +144,13 @@ struct Int4Weight {
   at::Tensor packed, scales;
 };
 
-Int4Weight MakeInt4(int64_t n, int64_t k, int64_t group_size, const std::vector<int64_t>& order = {}) {
-  const auto [q, scales] = QuantizeInt4(Random({n, k}, at::kFloat, 0.1), group_size);
+// `quiet_group`: the first group of inputs 100 times quieter than the rest, so that the weight does not requantize
+// to int8 (int4_requantize.h) and large batches on AMX-INT8 tiles keep their sums per group.
+Int4Weight MakeInt4(int64_t n, int64_t k, int64_t group_size, const std::vector<int64_t>& order = {},
+                    bool quiet_group = false) {
+  at::Tensor weight = Random({n, k}, at::kFloat, 0.1);
+  if (quiet_group) weight.narrow(1, 0, group_size).mul_(0.01);
+  const auto [q, scales] = QuantizeInt4(weight, group_size);
   return {composite::Dequantize(q, scales, at::kFloat), PackInt4Weight(q, order), PackScales(scales, order)};
 }
 
@@ -253,11 +260,20 @@ TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quan
         const Int4Weight weight = MakeInt4(n, k, group_size);
         for (const int64_t m : rows) {
           const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
+          // From kInt4RequantizedMinRows rows the tiles multiply the weight requantized to int8, one activation
+          // scale per row.
+          const bool requantized = HasAmxInt8() && m >= kInt4RequantizedMinRows &&
+                                   Int4RequantizesToInt8(PanelWeight(weight.packed, weight.scales));
           const bool on_tiles = HasAmxInt8() && group_size % 64 == 0;
-          const bool dequantized = ActiveCpuIsa() == CpuIsa::kAmx && m >= kAmxInt4DequantizedMinRows && !on_tiles;
+          const bool dequantized =
+              !requantized && ActiveCpuIsa() == CpuIsa::kAmx && m >= kAmxInt4DequantizedMinRows && !on_tiles;
           const at::Tensor expected =
-              composite::LinearResidual(dequantized ? input.to(at::kFloat) : ByteQuantized(input, group_size),
-                                        weight.dequantized, none, residual.to(at::kFloat));
+              requantized
+                  ? composite::LinearResidual(testing::RowWideByteQuantized(input),
+                                              testing::RequantizedInt4Matrix(weight.packed, weight.scales, n, k), none,
+                                              residual.to(at::kFloat))
+                  : composite::LinearResidual(dequantized ? input.to(at::kFloat) : ByteQuantized(input, group_size),
+                                              weight.dequantized, none, residual.to(at::kFloat));
           INFO("dtype " << dtype << " group " << group_size << " m " << m << " k " << k);
           const at::Tensor out = LinearResidual(input, weight.packed, weight.scales, residual);
           // bfloat16 output rounding aside, the same sums: a byte or nibble out of order is off by O(1).
@@ -304,13 +320,18 @@ TEST_CASE("int4 weights: W4A8 batches on AMX-INT8 tiles sum exactly the integers
   struct Reset {
     ~Reset() { ResetCpuIsa(); }
   } reset;
-  // Groups of whole tile steps (64 inputs) from 16 rows run on the tiles, prefill-sized batches too; the same
-  // batches forced onto the avx512_bf16 path run PanelW4A8Avx512.
+  // Groups of whole tile steps (64 inputs) from 16 rows run on the tiles, prefill-sized batches too where the
+  // weight does not requantize (a quiet group; int4_requantize_test.cc has those that do); the same batches forced
+  // onto the avx512_bf16 path run PanelW4A8Avx512.
   for (const int64_t group_size : {64, 128}) {
     for (const int64_t k : {128, 896, 4864}) {
       const int64_t n = 136;
-      const Int4Weight weight = MakeInt4(n, k, group_size);
+      const Int4Weight weight = MakeInt4(n, k, group_size, {}, /*quiet_group=*/true);
+      // One group has nothing quieter to compare with.
+      const bool requantizes = Int4RequantizesToInt8(PanelWeight(weight.packed, weight.scales));
+      CHECK(requantizes == (k == group_size));
       for (const int64_t m : {16, 17, 33, 64, 300}) {
+        if (requantizes && m >= kInt4RequantizedMinRows) continue;
         for (const auto dtype : {at::kFloat, at::kBFloat16}) {
           INFO("group " << group_size << " k " << k << " m " << m << " dtype " << dtype);
           const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);

@@ -40,7 +40,9 @@ CpuIsa Detect() {
                       __builtin_cpu_supports("avx512vnni");
   if (!avx2) return CpuIsa::kPortable;
   if (!avx512) return CpuIsa::kAvx2;
-  const bool amx_cpu = (AmxFeatureBits() & kAmxBf16) != 0 && (AmxFeatureBits() & kAmxTile) != 0;
+  // VBMI as well: the AMX file's int4 requantization looks values up with vpermi2b (every AMX CPU has it).
+  const bool amx_cpu =
+      (AmxFeatureBits() & kAmxBf16) != 0 && (AmxFeatureBits() & kAmxTile) != 0 && __builtin_cpu_supports("avx512vbmi");
   if (amx_cpu && RequestAmxPermission()) return CpuIsa::kAmx;
   return CpuIsa::kAvx512Bf16;
 }

@@ -12,7 +12,7 @@ namespace llmc::model::cpu {
 // The instruction-set paths of the CPU kernels, slowest first. Each is a superset of the one before on the
 // CPUs that have it: kAvx2 needs AVX2 and FMA; kAvx512Bf16 needs AVX512F/BW/VL, AVX512_BF16 and
 // AVX512_VNNI (int8 weights); kAmx needs
-// those plus AMX-TILE and AMX-BF16, and the kernel's permission to use the tile registers.
+// those plus AMX-TILE, AMX-BF16 and AVX512_VBMI, and the kernel's permission to use the tile registers.
 enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512Bf16 = 2, kAmx = 3 };
 
 const char* CpuIsaName(CpuIsa isa);

@@ -91,6 +91,11 @@ void PanelW4A8Amx(const Int8PanelArgs& args);
 // An int8 panel (int4: the int4 panel) as those kernels' tile operand, in the calling thread's buffer until its
 // next call.
 const int8_t* AmxTilePanel(const void* panel, int64_t k_padded, bool int4);
+// An int4 panel requantized to int8 (int4_requantize.h: factors and offsets [weight_groups][kPanelWidth]) as
+// PanelW8A8Amx's tile operand, in the calling thread's buffer until its next call: RequantizeInt4PanelPortable's
+// values in the tiles' layout.
+const int8_t* RequantizedInt4TilePanel(const uint8_t* panel, const float* factors, const int32_t* offsets,
+                                       int64_t weight_groups, int64_t group_pairs, int64_t k_padded);
 
 // int4 weights (W4A16, int4_weight.h): the panel is [k_padded / 8][kPanelWidth][4] bytes, one 32-bit word per
 // column holding 8 signed (two's complement) 4-bit weights of k = 8o..8o+7: bits 4j..4j+3 hold k = 8o + 2j and

@@ -1,6 +1,6 @@
-// Built with -mamx-tile -mamx-bf16 -mamx-int8 -mavx512f -mavx512bw (worker/CMakeLists.txt); called only where the
-// CPU has AMX and the kernel granted this process the tile state (cpu_isa.cc); PanelW8A8Amx and PanelW4A8Amx only with
-// AMX-INT8.
+// Built with -mamx-tile -mamx-bf16 -mamx-int8 -mavx512f -mavx512bw -mavx512vbmi (worker/CMakeLists.txt); called
+// only where the CPU has AMX (and VBMI) and the kernel granted this process the tile state (cpu_isa.cc);
+// PanelW8A8Amx, PanelW4A8Amx and RequantizedInt4TilePanel only with AMX-INT8.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -212,6 +212,65 @@ void PanelBf16Amx(const PanelArgs& args) {
 const int8_t* AmxTilePanel(const void* panel, int64_t k_padded, bool int4) {
   return int4 ? QuadPanelFromInt4(static_cast<const uint8_t*>(panel), k_padded / 2)
               : QuadPanel(static_cast<const int8_t*>(panel), k_padded / 2);
+}
+
+// The int4 panel requantized (int4_requantize.h) as the W8A8 tile operand. Each group's sixteen possible values of
+// each column are computed once, as RequantizeInt4PanelPortable computes them, into a table the stored nibbles
+// index (vpermi2b, eight columns a table pair); the nibbles are laid out as QuadPanelFromInt4 lays them. Zeros past
+// the panel's depth up to a whole step.
+const int8_t* RequantizedInt4TilePanel(const uint8_t* panel, const float* factors, const int32_t* offsets,
+                                       int64_t weight_groups, int64_t group_pairs, int64_t k_padded) {
+  const int64_t pairs = k_padded / 2;
+  int64_t quads = 0;
+  int8_t* const buffer = QuadBuffer(pairs, &quads);
+  const int64_t octets = pairs / 4;
+  const __m512i even_bytes_first =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  // Byte b of a quad vector holds column b / 4 of its sixteen: its entry in a table pair of eight columns starts
+  // at 16 * (b / 4 % 8).
+  alignas(64) static const uint8_t kTableRows[64] = {
+      0,  0,  0,  0,  16, 16, 16,  16,  32,  32,  32, 32, 48, 48, 48, 48, 64,  64,  64,  64, 80, 80,
+      80, 80, 96, 96, 96, 96, 112, 112, 112, 112, 0,  0,  0,  0,  16, 16, 16,  16,  32,  32, 32, 32,
+      48, 48, 48, 48, 64, 64, 64,  64,  80,  80,  80, 80, 96, 96, 96, 96, 112, 112, 112, 112};
+  const __m512i table_rows = _mm512_load_si512(kTableRows);
+  // The nibbles 0..15 as the signed values they store.
+  const __m512i signed_nibbles = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+  // table[16 c + n]: column c's requantized value of stored nibble n in the current group.
+  alignas(64) int8_t table[kPanelWidth * 16];
+  int64_t group = -1;
+  for (int64_t o = 0; o < octets; ++o) {
+    const int64_t g = std::min(4 * o / group_pairs, weight_groups - 1);
+    if (g != group) {
+      group = g;
+      for (int64_t c = 0; c < kPanelWidth; ++c) {
+        const int64_t at = g * kPanelWidth + c;
+        const __m512i values = _mm512_add_epi32(signed_nibbles, _mm512_set1_epi32(offsets[at]));
+        const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(values), _mm512_set1_ps(factors[at]));
+        _mm_store_si128(reinterpret_cast<__m128i*>(table + 16 * c), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(scaled)));
+      }
+    }
+    int8_t* first_quad = buffer + 2 * o * kQuadBytes;
+    for (int i = 0; i < 4; ++i) {  // 16 columns at a time, as QuadPanelFromInt4
+      const __m512i raw = _mm512_loadu_si512(panel + o * kPanelWidth * 4 + 64 * i);
+      const __m512i low = _mm512_shuffle_epi8(_mm512_and_si512(raw, nibble), even_bytes_first);
+      const __m512i high = _mm512_shuffle_epi8(_mm512_and_si512(_mm512_srli_epi32(raw, 4), nibble), even_bytes_first);
+      const __m512i quad0 = _mm512_mask_blend_epi16(0xaaaaaaaa, low, _mm512_slli_epi32(high, 16));
+      const __m512i quad1 = _mm512_mask_blend_epi16(0xaaaaaaaa, _mm512_srli_epi32(low, 16), high);
+      const int8_t* columns = table + 16 * 16 * i;
+      const __m512i first_a = _mm512_load_si512(columns), first_b = _mm512_load_si512(columns + 64);
+      const __m512i second_a = _mm512_load_si512(columns + 128), second_b = _mm512_load_si512(columns + 192);
+      const auto look_up = [&](__m512i quad) {
+        const __m512i index = _mm512_or_si512(quad, table_rows);
+        return _mm512_mask_blend_epi8(0xffffffff00000000ull, _mm512_permutex2var_epi8(first_a, index, first_b),
+                                      _mm512_permutex2var_epi8(second_a, index, second_b));
+      };
+      _mm512_storeu_si512(first_quad + 64 * i, look_up(quad0));
+      _mm512_storeu_si512(first_quad + kQuadBytes + 64 * i, look_up(quad1));
+    }
+  }
+  std::memset(buffer + 2 * octets * kQuadBytes, 0, (quads - 2 * octets) * kQuadBytes);
+  return buffer;
 }
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include "worker/model/cpu/cache_aligned.h"
 #include "worker/model/cpu/cpu_isa.h"
+#include "worker/model/cpu/int4_requantize.h"
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/mxfp4_weight.h"
@@ -184,6 +185,20 @@ int64_t PanelBytes(const PanelWeight& weight) {
                        : k_padded * kPanelWidth * static_cast<int64_t>(weight.packed.element_size());
 }
 
+#ifdef LLMC_CPU_X86_KERNELS
+// An int4 panel requantized for the W8A8 tiles (int4_requantize.h), its column scales into column_scales.
+const int8_t* RequantizedTilePanel(const uint8_t* panel, const float* scales, const float* zero_offsets,
+                                   int64_t weight_groups, int64_t k, int64_t k_padded, float* column_scales) {
+  thread_local CacheAlignedVector<float> factors;
+  thread_local CacheAlignedVector<int32_t> offsets;
+  factors.resize(weight_groups * kPanelWidth);
+  offsets.resize(weight_groups * kPanelWidth);
+  Int4RequantizeFactors(scales, zero_offsets, weight_groups, factors.data(), offsets.data(), column_scales);
+  const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
+  return RequantizedInt4TilePanel(panel, factors.data(), offsets.data(), weight_groups, group_pairs, k_padded);
+}
+#endif
+
 float* TeamScratch() {
   thread_local CacheAlignedVector<float> scratch(kRowBlock * kPanelWidth);
   return scratch.data();
@@ -247,8 +262,14 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
   const Int8Activations activations = weight.mxfp4()  ? Int8Activations::kInt8
                                       : weight.int4() ? Int4ActivationsForRows(rows)
                                                       : Int8ActivationsForRows(rows);
-  const int64_t group_pairs = weight.quantized() ? ActivationGroupPairs(k, weight.scales.size(1), activations) : 0;
   const bool int4 = weight.int4() && !weight.mxfp4();
+  // Large batches for the tiles requantize int4 weights to int8 where they allow it; their rows then take one scale
+  // each.
+  const bool int4_as_int8 = int4 && large_int4 == LargeInt4Batches::kOnTiles && rows >= kInt4RequantizedMinRows &&
+                            UsesAmxInt8(rows, activations, ActivationGroupPairs(k, 1, activations)) &&
+                            Int4RequantizesToInt8(weight);
+  const int64_t group_pairs =
+      weight.quantized() ? ActivationGroupPairs(k, int4_as_int8 ? 1 : weight.scales.size(1), activations) : 0;
   const int64_t dequantized_min_rows = DequantizedPanelMinRows(activations, int4);
   const bool int4_on_tiles = int4 && (large_int4 == LargeInt4Batches::kOnTiles || rows < dequantized_min_rows);
   const bool amx_int8 = (weight.int8() || int4_on_tiles) && UsesAmxInt8(rows, activations, group_pairs);
@@ -266,7 +287,9 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
   staged.groups = (k_padded / 2 + staged.group_pairs - 1) / staged.group_pairs;
   staged.scales =
       reinterpret_cast<float*>(CallerBuffer(kActivationScales, staged.rows_padded * staged.groups * sizeof(float)));
-  if (weight.zero_offsets.defined()) {
+  staged.int4_as_int8 = int4_as_int8;
+  // Requantized panels hold the zero points in their values.
+  if (weight.zero_offsets.defined() && !int4_as_int8) {
     staged.group_sums = reinterpret_cast<int32_t*>(
         CallerBuffer(kActivationGroupSums, staged.rows_padded * staged.groups * sizeof(int32_t)));
   }
@@ -386,7 +409,7 @@ PanelMultiplier::PanelMultiplier(const Staged& staged, const PanelWeight& panel_
     int8_kernel = weight.int4() ? SelectInt4PanelKernel(a.bytes != nullptr) : SelectInt8PanelKernel(a.bytes != nullptr);
   }
 #ifdef LLMC_CPU_X86_KERNELS
-  if (a.amx_int8) int8_kernel = weight.int4() ? &PanelW4A8Amx : &PanelW8A8Amx;
+  if (a.amx_int8) int8_kernel = weight.int4() && !a.int4_as_int8 ? &PanelW4A8Amx : &PanelW8A8Amx;
 #endif
   dequantize = weight.quantized() && !a.int16;
   plain_type = dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
@@ -409,17 +432,28 @@ void PanelMultiplier::Multiply(int64_t p, float* c, PanelEpilogue epilogue) cons
   }
   // The tiles' operand is built once for all of the panel's row blocks.
   const int8_t* amx_tile_panel = nullptr;
+  int64_t kernel_weight_groups = weight_groups;
+  alignas(64) float column_scales[kPanelWidth];
 #ifdef LLMC_CPU_X86_KERNELS
-  if (a.amx_int8) amx_tile_panel = AmxTilePanel(panel, k_padded, weight.int4());
+  if (a.int4_as_int8) {
+    amx_tile_panel =
+        RequantizedTilePanel(static_cast<const uint8_t*>(panel), panel_scales,
+                             zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth,
+                             weight_groups, a.features, k_padded, column_scales);
+    panel_scales = column_scales;
+    kernel_weight_groups = 1;
+  } else if (a.amx_int8) {
+    amx_tile_panel = AmxTilePanel(panel, k_padded, weight.int4());
+  }
 #endif
   for (int64_t m0 = 0; m0 < a.rows; m0 += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, a.rows - m0);
     if (int8_kernel != nullptr) {
       int8_kernel({reinterpret_cast<const int16_t*>(a.data) + m0 * a.stride, a.scales + m0 * a.groups, a.stride, rows,
-                   k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel), panel_scales, weight_groups, c,
-                   kPanelWidth, a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
+                   k_padded, a.group_pairs, a.groups, static_cast<const int8_t*>(panel), panel_scales,
+                   kernel_weight_groups, c, kPanelWidth, a.bytes == nullptr ? nullptr : a.bytes + m0 * a.stride,
                    a.offsets == nullptr ? nullptr : a.offsets + m0 * a.groups, panel_exponents, amx_tile_panel});
-      if (zero_offsets != nullptr) {
+      if (zero_offsets != nullptr && !a.int4_as_int8) {
         AddZeroPointSums(a, m0, rows, scales + p * weight_groups * kPanelWidth,
                          zero_offsets + p * weight_groups * kPanelWidth, weight_groups, c);
       }

@@ -1,0 +1,47 @@
+#ifndef LLMC_WORKER_MODEL_CPU_INT4_REQUANTIZE_H_
+#define LLMC_WORKER_MODEL_CPU_INT4_REQUANTIZE_H_
+
+// int4 prefill on AMX-INT8 tiles as int8 (panel_matmul.cc). Summed per group of 32-128 inputs, int4 weights end
+// every group's tile products with a float epilogue, and on the tiles those epilogues do not overlap the products:
+// W4A8 ran at half of W8A8's rate (llmc_panel_kernel_bench --tiles). So for batches on the tiles each panel is
+// requantized to int8 with one scale per column, and runs PanelW8A8Amx against activations with one scale per row.
+//
+// Column c's largest group scale s_max keeps its values exactly: v = (q + 8 - z) * T, with T = 15 for symmetric
+// weights (|q| <= 8, so |v| <= 120) and 7 with zero points (|u - z| <= 16, |v| <= 112); the column's scale is
+// s_max / T. Every other group g lands on round((q + 8 - z) * t_g), t_g = (s_g * T) / s_max rounded to float, at
+// most half a column step (s_max / T / 2) from its value. A weight requantizes only if every group keeps at least
+// kMinInt4RequantizedStep int8 steps per int4 step (t_g >= 2, or s_g = 0): the added error is then at most a quarter
+// of the group's own int4 step. Others keep their sums per group (PanelW4A8Amx).
+#include <cstdint>
+
+#include "worker/model/cpu/panel_matmul.h"
+
+namespace llmc::model::cpu {
+
+constexpr float kInt4RequantizeSymmetricSteps = 15.0f;
+constexpr float kInt4RequantizeZeroPointSteps = 7.0f;
+constexpr float kMinInt4RequantizedStep = 2.0f;
+// Requantizing costs each panel a table per group and a lookup per weight, paid once however many rows multiply it;
+// the per-group epilogues cost every row. From 128 rows the requantized panels are as fast, and faster beyond
+// (Xeon, Qwen2-0.5B shape, 2026-12-01: prefill 64 45 ms against 42 per group, 128 69 against 68, 256 119
+// against 131, 512 251 against 294-316; decode b=16 40 against 29).
+constexpr int64_t kInt4RequantizedMinRows = 128;
+
+// Whether every panel of the int4 `weight` (not MXFP4) requantizes, as above. Remembered per weight on the calling
+// thread (operators run on one thread), so a step pays the scan of its scales once.
+bool Int4RequantizesToInt8(const PanelWeight& weight);
+
+// One panel's factors t [weight_groups][kPanelWidth], integer offsets 8 - z (0 without zero points) alike, and
+// column scales [kPanelWidth], from its scales (and zero offsets, or null).
+void Int4RequantizeFactors(const float* scales, const float* zero_offsets, int64_t weight_groups, float* factors,
+                           int32_t* offsets, float* column_scales);
+
+// One int4 panel (int4_weight.h's layout, `group_pairs` k pairs per scale group) requantized with those factors:
+// values [k_padded][kPanelWidth], v = nearbyint(float(q + offset) * t) for q the signed nibble. What
+// RequantizedInt4TilePanel (panel_kernels.h) lays out for the tiles, the same bytes.
+void RequantizeInt4PanelPortable(const uint8_t* panel, const float* factors, const int32_t* offsets,
+                                 int64_t weight_groups, int64_t group_pairs, int64_t k_padded, int8_t* values);
+
+}  // namespace llmc::model::cpu
+
+#endif  // LLMC_WORKER_MODEL_CPU_INT4_REQUANTIZE_H_
