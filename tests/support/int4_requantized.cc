@@ -1,8 +1,10 @@
 #include "tests/support/int4_requantized.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "worker/model/cpu/int4_requantize.h"
+#include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/packed_weight.h"
 #include "worker/model/cpu/panel_kernels.h"
 
@@ -37,8 +39,13 @@ at::Tensor RequantizedInt4Matrix(const at::Tensor& packed, const at::Tensor& sca
 
 at::Tensor RowWideByteQuantized(const at::Tensor& x) {
   const at::Tensor rows = x.to(at::kFloat);
-  const at::Tensor scale = rows.abs().amax(-1, /*keepdim=*/true) / 127;
-  return at::round(rows * at::reciprocal(scale)).clamp(-127, 127) * scale;
+  std::vector<at::Tensor> pieces;
+  for (int64_t begin = 0; begin < rows.size(1); begin += model::cpu::kMaxInt8ActivationGroup) {
+    const at::Tensor piece = rows.narrow(1, begin, std::min(model::cpu::kMaxInt8ActivationGroup, rows.size(1) - begin));
+    const at::Tensor scale = piece.abs().amax(-1, /*keepdim=*/true) / 127;
+    pieces.push_back(at::round(piece * at::reciprocal(scale)).clamp(-127, 127) * scale);
+  }
+  return at::cat(pieces, 1);
 }
 
 }  // namespace llmc::testing

@@ -13,7 +13,7 @@ namespace llmc::testing {
 // `packed` and its scales as the operators take them (with zero points: [2, panels, groups, 64]).
 at::Tensor RequantizedInt4Matrix(const at::Tensor& packed, const at::Tensor& scales, int64_t n, int64_t k);
 // Each row of x at 127 levels of its largest magnitude (times the scale's float32 inverse, rounded half to even,
-// as the quantizer does), back in float32.
+// as the quantizer does; a row longer than kMaxInt8ActivationGroup in pieces of that many), back in float32.
 at::Tensor RowWideByteQuantized(const at::Tensor& x);
 
 }  // namespace llmc::testing

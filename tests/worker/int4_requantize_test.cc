@@ -82,7 +82,7 @@ TEST_CASE("int4 requantize: the largest group of a column is exact, every value 
           const double exact = unscaled * static_cast<double>(panel.scales[at]);
           const double requantized = values[k * kPanelWidth + c] * static_cast<double>(column_scales[c]);
           INFO("zero points " << zero_points << " group " << group_size << " column " << c << " k " << k);
-          REQUIRE(std::abs(values[k * kPanelWidth + c]) <= 16 * steps);
+          REQUIRE(std::abs(values[k * kPanelWidth + c]) <= (zero_points ? 112 : 120));
           CHECK(std::abs(requantized - exact) <= column_scales[c] * (0.5 + 1e-5));
           if (panel.scales[at] == static_cast<float>(largest)) {
             CHECK(values[k * kPanelWidth + c] == unscaled * static_cast<int32_t>(steps));
@@ -141,8 +141,9 @@ TEST_CASE("int4 requantize: the tiles' operand holds the portable values, zeros 
   at::manual_seed(62);
   for (const bool zero_points : {false, true}) {
     for (const int64_t group_size : {32, 64, 128}) {
-      // 96 and 160: a partial tile step of padding; 4864: Qwen2-0.5B's down projection.
-      for (const int64_t k_padded : {96, 160, 384, 4864}) {
+      // 96 and 160: a partial tile step of padding; 128: one group for 128 inputs; 4864: Qwen2-0.5B's down
+      // projection.
+      for (const int64_t k_padded : {96, 128, 160, 384, 4864}) {
         if (k_padded % group_size != 0) continue;
         const int64_t groups = k_padded / group_size;
         const RandomPanel panel = MakePanel(k_padded, groups, zero_points, 0.3f);
@@ -186,54 +187,70 @@ TEST_CASE("int4 requantize: large batches on the tiles multiply the requantized 
   at::manual_seed(63);
   const ScopedInt8Activations w4a8(Int8Activations::kInt8);
   const at::Tensor none = at::empty({0});
+  struct Shape {
+    int64_t k, group_size;
+    bool zero_points, quiet;
+  };
+  std::vector<Shape> shapes;
   for (const bool zero_points : {false, true}) {
-    for (const int64_t group_size : {32, 128}) {
-      for (const bool quiet : {false, true}) {
-        const int64_t n = 136, k = 384;
-        at::Tensor weight = Random({n, k}, at::kFloat, 0.1);
-        if (quiet) weight = WithQuietGroup(weight, group_size);
-        at::Tensor packed, scales, dequantized;
-        if (zero_points) {
-          // Asymmetric groups: z = 8 - offset for offsets -3..4, scales from each group's range.
-          const at::Tensor grouped = weight.reshape({n, k / group_size, group_size});
-          const at::Tensor low = grouped.amin(-1), high = grouped.amax(-1);
-          const at::Tensor scale = (high - low) / 15;
-          const at::Tensor zero = at::round(-low / scale).clamp(0, 15);
-          const at::Tensor u = at::round(grouped / scale.unsqueeze(-1) + zero.unsqueeze(-1)).clamp(0, 15);
-          dequantized = ((u - zero.unsqueeze(-1)) * scale.unsqueeze(-1)).reshape({n, k});
-          const at::Tensor nibbles = u.reshape({n, k}).to(at::kInt);
-          using at::indexing::Slice;
-          const at::Tensor bytes = (nibbles.index({Slice(), Slice(0, c10::nullopt, 2)}) +
-                                    16 * nibbles.index({Slice(), Slice(1, c10::nullopt, 2)}))
-                                       .to(at::kByte);
-          packed = PackInt4Weight(bytes);
-          scales = PackInt4Scales(at::stack({scale, zero}, 2));
-        } else {
-          const auto [q, symmetric_scales] = QuantizeInt4(weight, group_size);
-          dequantized = composite::Dequantize(q, symmetric_scales, at::kFloat);
-          packed = PackInt4Weight(q);
-          scales = PackScales(symmetric_scales);
-        }
-        CHECK(Int4RequantizesToInt8(PanelWeight(packed, scales)) == !quiet);
-        const at::Tensor requantized = testing::RequantizedInt4Matrix(packed, scales, n, k);
-        // The requantized weight stays near the exact one: within half a column step of each value.
-        CHECK(RelativeError(requantized, dequantized) < (quiet ? 1.0 : 0.03));
-        for (const int64_t m : {kInt4RequantizedMinRows - 1, kInt4RequantizedMinRows, int64_t{300}}) {
-          INFO("zero points " << zero_points << " group " << group_size << " quiet " << quiet << " m " << m);
-          const at::Tensor input = Random({m, k}, at::kFloat), residual = Random({m, n}, at::kFloat);
-          const at::Tensor out = LinearResidual(input, packed, scales, residual);
-          const at::Tensor exact = composite::LinearResidual(input, dequantized, none, residual);
-          CHECK(RelativeError(out, exact) < 3e-2);
-          const bool requantizes = !quiet && m >= kInt4RequantizedMinRows;
-          const at::Tensor as_int8 =
-              composite::LinearResidual(testing::RowWideByteQuantized(input), requantized, none, residual);
-          // The same products, summed in another order: O(1e-6) apart when requantized, O(1e-3) when not.
-          if (requantizes) {
-            CHECK(RelativeError(out, as_int8) < 1e-4);
-          } else {
-            CHECK(RelativeError(out, as_int8) > 1e-4);
-          }
-        }
+    for (const bool quiet : {false, true}) {
+      shapes.push_back({384, 32, zero_points, quiet});
+      shapes.push_back({384, 128, zero_points, quiet});
+    }
+    shapes.push_back({128, 128, zero_points, false});  // one group: exact
+  }
+  // Past kMaxInt8ActivationGroup inputs the rows take a scale per 32,768.
+  shapes.push_back({32896, 128, false, false});
+  for (const Shape& shape : shapes) {
+    const int64_t n = 136, k = shape.k, group_size = shape.group_size;
+    const bool zero_points = shape.zero_points, quiet = shape.quiet;
+    at::Tensor weight = Random({n, k}, at::kFloat, 0.1);
+    if (quiet) weight = WithQuietGroup(weight, group_size);
+    at::Tensor packed, scales, dequantized;
+    if (zero_points) {
+      // Asymmetric groups: each group's scale and zero point from its range.
+      const at::Tensor grouped = weight.reshape({n, k / group_size, group_size});
+      const at::Tensor low = grouped.amin(-1), high = grouped.amax(-1);
+      const at::Tensor scale = (high - low) / 15;
+      at::Tensor zero = at::round(-low / scale).clamp(0, 15);
+      zero[0].fill_(16);  // GPTQ's older checkpoints' largest: values u - 16, down to -16
+      const at::Tensor u = at::round(grouped / scale.unsqueeze(-1) + zero.unsqueeze(-1)).clamp(0, 15);
+      dequantized = ((u - zero.unsqueeze(-1)) * scale.unsqueeze(-1)).reshape({n, k});
+      const at::Tensor nibbles = u.reshape({n, k}).to(at::kInt);
+      using at::indexing::Slice;
+      const at::Tensor bytes = (nibbles.index({Slice(), Slice(0, c10::nullopt, 2)}) +
+                                16 * nibbles.index({Slice(), Slice(1, c10::nullopt, 2)}))
+                                   .to(at::kByte);
+      packed = PackInt4Weight(bytes);
+      scales = PackInt4Scales(at::stack({scale, zero}, 2));
+    } else {
+      const auto [q, symmetric_scales] = QuantizeInt4(weight, group_size);
+      dequantized = composite::Dequantize(q, symmetric_scales, at::kFloat);
+      packed = PackInt4Weight(q);
+      scales = PackScales(symmetric_scales);
+    }
+    CHECK(Int4RequantizesToInt8(PanelWeight(packed, scales)) == !quiet);
+    const at::Tensor requantized = testing::RequantizedInt4Matrix(packed, scales, n, k);
+    // The requantized weight stays near the exact one: within half a column step of each value.
+    CHECK(RelativeError(requantized, dequantized) < (quiet ? 1.0 : 0.03));
+    const std::vector<int64_t> rows =
+        k > kMaxInt8ActivationGroup ? std::vector<int64_t>{kInt4RequantizedMinRows}
+                                    : std::vector<int64_t>{kInt4RequantizedMinRows - 1, kInt4RequantizedMinRows, 300};
+    for (const int64_t m : rows) {
+      INFO("zero points " << zero_points << " group " << group_size << " quiet " << quiet << " k " << k << " m " << m);
+      const at::Tensor input = Random({m, k}, at::kFloat), residual = Random({m, n}, at::kFloat);
+      const at::Tensor out = LinearResidual(input, packed, scales, residual);
+      const at::Tensor exact = composite::LinearResidual(input, dequantized, none, residual);
+      CHECK(RelativeError(out, exact) < 3e-2);
+      const bool requantizes = !quiet && m >= kInt4RequantizedMinRows;
+      const at::Tensor as_int8 =
+          composite::LinearResidual(testing::RowWideByteQuantized(input), requantized, none, residual);
+      // The same products, summed in another order: O(1e-6) apart when requantized, O(1e-3) when not (unless one
+      // group spans the row: then both paths quantize the rows alike and the requantized values are exact).
+      if (requantizes) {
+        CHECK(RelativeError(out, as_int8) < 1e-4);
+      } else if (k > group_size) {
+        CHECK(RelativeError(out, as_int8) > 1e-4);
       }
     }
   }

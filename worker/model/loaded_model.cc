@@ -18,6 +18,7 @@
 #include "common/status_macros.h"
 #include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/fused_ops.h"
+#include "worker/model/cpu/int4_requantize.h"
 #include "worker/model/cpu/int4_weight.h"
 #include "worker/model/cpu/int8_staging.h"
 #include "worker/model/cpu/logit_masks.h"
@@ -355,6 +356,10 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
     }
     p.weight.set_data(p.weight.scalar_type() == at::kByte ? cpu::PackInt4Weight(p.weight, order, arena.get())
                                                           : cpu::PackWeight(p.weight, order, arena.get()));
+    // Decided here rather than in the first large batch, which would scan every scale of the weight.
+    if (p.weight.scalar_type() == at::kByte && p.scale.scalar_type() == at::kFloat && cpu::HasAmxInt8()) {
+      cpu::Int4RequantizesToInt8(cpu::PanelWeight(p.weight, p.scale));
+    }
     // The original went back to the heap; trimmed now, loading peaks at one projection above the weights.
     ReleaseFreedHeap();
     if (p.name != "lm_head.weight" || !m.tie_word_embeddings || !embedding.weight.defined()) continue;

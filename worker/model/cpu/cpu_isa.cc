@@ -40,7 +40,8 @@ CpuIsa Detect() {
                       __builtin_cpu_supports("avx512vnni");
   if (!avx2) return CpuIsa::kPortable;
   if (!avx512) return CpuIsa::kAvx2;
-  // VBMI as well: the AMX file's int4 requantization looks values up with vpermi2b (every AMX CPU has it).
+  // VBMI as well: panel_kernels_amx.cc is compiled with it (its int4 requantization looks values up with vpermi2b),
+  // and every CPU with AMX has it.
   const bool amx_cpu =
       (AmxFeatureBits() & kAmxBf16) != 0 && (AmxFeatureBits() & kAmxTile) != 0 && __builtin_cpu_supports("avx512vbmi");
   if (amx_cpu && RequestAmxPermission()) return CpuIsa::kAmx;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 
 #include "worker/model/cpu/panel_kernels.h"
@@ -12,16 +13,24 @@ namespace {
 
 struct Verdict {
   c10::weak_intrusive_ptr<c10::StorageImpl> memory;  // the scales' storage, so that a freed weight is not mistaken
+  int64_t numel;                                     // and a view of another extent neither
   bool requantizes;
 };
 // Verdicts on weights long freed (models unloaded) are forgotten wholesale past this many.
 constexpr size_t kMaxRemembered = 1 << 14;
-thread_local std::unordered_map<const void*, Verdict> verdicts;
+
+std::mutex& VerdictsMutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::unordered_map<const void*, Verdict>& Verdicts() {
+  static auto* verdicts = new std::unordered_map<const void*, Verdict>();
+  return *verdicts;
+}
 
 bool ScanRequantizes(const PanelWeight& weight) {
   const at::Tensor scales = weight.scales.contiguous();
-  const at::Tensor zero_offsets = weight.zero_offsets.defined() ? weight.zero_offsets.contiguous() : at::Tensor();
-  const float steps = zero_offsets.defined() ? kInt4RequantizeZeroPointSteps : kInt4RequantizeSymmetricSteps;
+  const float steps = weight.zero_offsets.defined() ? kInt4RequantizeZeroPointSteps : kInt4RequantizeSymmetricSteps;
   const int64_t panels = scales.size(0), groups = scales.size(1);
   const float* all = scales.data_ptr<float>();
   for (int64_t p = 0; p < panels; ++p) {
@@ -48,14 +57,19 @@ bool ScanRequantizes(const PanelWeight& weight) {
 bool Int4RequantizesToInt8(const PanelWeight& weight) {
   const void* key = weight.scales.data_ptr();
   c10::StorageImpl* storage = weight.scales.storage().unsafeGetStorageImpl();
-  const auto known = verdicts.find(key);
-  if (known != verdicts.end()) {
-    const c10::intrusive_ptr<c10::StorageImpl> alive = known->second.memory.lock();
-    if (alive.get() == storage) return known->second.requantizes;
+  {
+    const std::lock_guard<std::mutex> lock(VerdictsMutex());
+    const auto known = Verdicts().find(key);
+    if (known != Verdicts().end() && known->second.numel == weight.scales.numel() &&
+        known->second.memory.lock().get() == storage) {
+      return known->second.requantizes;
+    }
   }
   const bool requantizes = ScanRequantizes(weight);
-  if (verdicts.size() >= kMaxRemembered) verdicts.clear();
-  verdicts.insert_or_assign(key, Verdict{weight.scales.storage().getWeakStorageImpl(), requantizes});
+  const std::lock_guard<std::mutex> lock(VerdictsMutex());
+  if (Verdicts().size() >= kMaxRemembered) Verdicts().clear();
+  Verdicts().insert_or_assign(
+      key, Verdict{weight.scales.storage().getWeakStorageImpl(), weight.scales.numel(), requantizes});
   return requantizes;
 }
 

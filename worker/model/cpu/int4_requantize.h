@@ -11,7 +11,8 @@
 // s_max / T. Every other group g lands on round((q + 8 - z) * t_g), t_g = (s_g * T) / s_max rounded to float, at
 // most half a column step (s_max / T / 2) from its value. A weight requantizes only if every group keeps at least
 // kMinInt4RequantizedStep int8 steps per int4 step (t_g >= 2, or s_g = 0): the added error is then at most a quarter
-// of the group's own int4 step. Others keep their sums per group (PanelW4A8Amx).
+// of the group's own int4 step. Others run as smaller batches do (per group on the tiles, or, for groups of 32,
+// dequantized to bfloat16 panels).
 #include <cstdint>
 
 #include "worker/model/cpu/panel_matmul.h"
@@ -23,12 +24,13 @@ constexpr float kInt4RequantizeZeroPointSteps = 7.0f;
 constexpr float kMinInt4RequantizedStep = 2.0f;
 // Requantizing costs each panel a table per group and a lookup per weight, paid once however many rows multiply it;
 // the per-group epilogues cost every row. From 128 rows the requantized panels are as fast, and faster beyond
-// (Xeon, Qwen2-0.5B shape, 2026-12-01: prefill 64 45 ms against 42 per group, 128 69 against 68, 256 119
-// against 131, 512 251 against 294-316; decode b=16 40 against 29).
+// (Xeon, Qwen2-0.5B shape, groups of 128, 2026-12-01: prefill 64 45 ms against 42 per group, 128 69 against 68,
+// 256 119 against 131, 512 251 against 294-316).
 constexpr int64_t kInt4RequantizedMinRows = 128;
 
-// Whether every panel of the int4 `weight` (not MXFP4) requantizes, as above. Remembered per weight on the calling
-// thread (operators run on one thread), so a step pays the scan of its scales once.
+// Whether every panel of the int4 `weight` (not MXFP4) requantizes, as above: a scan of its scales, remembered per
+// weight for the process. The loader asks for every int4 weight it packs on a CPU with AMX-INT8, so no step pays
+// for the scan.
 bool Int4RequantizesToInt8(const PanelWeight& weight);
 
 // One panel's factors t [weight_groups][kPanelWidth], integer offsets 8 - z (0 without zero points) alike, and

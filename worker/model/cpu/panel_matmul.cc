@@ -62,7 +62,8 @@ constexpr int64_t kAmxMinRows = 4;
 // twice the bfloat16 kernels' products per instruction, so without AMX it keeps every batch; with AMX-INT8,
 // its tiles (UsesAmxInt8) take the batches the AVX512 kernel does not. int4 rows staged as bytes stay W4A8: on
 // AMX-INT8 tiles from 16 rows where their groups are whole tile steps, else on PanelW4A8Avx512 below
-// kAmxInt4DequantizedMinRows rows; at every batch size without AMX.
+// kAmxInt4DequantizedMinRows rows; at every batch size without AMX. From kInt4RequantizedMinRows rows a weight
+// that qualifies runs on the W8A8 tiles requantized instead, whatever its groups (int4_requantize.h).
 int64_t DequantizedPanelMinRows(Int8Activations activations, bool int4) {
   if (int4 && activations == Int8Activations::kInt8) {
     return ActiveCpuIsa() == CpuIsa::kAmx ? kAmxInt4DequantizedMinRows : std::numeric_limits<int64_t>::max();
