@@ -9,7 +9,7 @@
 namespace llmc {
 namespace {
 
-TEST_CASE("bounded executor: a full queue refuses at once; shutdown runs what was accepted", "[unit][common]") {
+TEST_CASE("bounded executor: a full queue refuses at once, shutdown runs what was accepted", "[unit][common]") {
   std::atomic<int> ran{0};
   absl::Notification started, release;
   BoundedExecutor executor(/*num_threads=*/1, /*max_queued=*/2);

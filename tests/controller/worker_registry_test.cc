@@ -64,7 +64,7 @@ TEST_CASE("registry: malformed registrations are INVALID_ARGUMENT and change not
   CHECK(registry->ListWorkers().empty());
 }
 
-TEST_CASE("registry: heartbeats update load and state; unknown workers are told so", "[unit][registry]") {
+TEST_CASE("registry: heartbeats update load and state, unknown workers are told so", "[unit][registry]") {
   ManualClock clock;
   auto registry = MakeRegistry(clock, "shortest_queue");
   CHECK(registry->Heartbeat(MakeHeartbeat("ghost", 0, 0)).value() == HeartbeatOutcome::kUnknownWorker);

@@ -12,7 +12,7 @@
 namespace llmc::gateway {
 namespace {
 
-TEST_CASE("cache_salt: chat and completions carry it to every generation; absent is empty", "[unit][openai]") {
+TEST_CASE("cache_salt: chat and completions carry it to every generation, absent is empty", "[unit][openai]") {
   const absl::StatusOr<OpenAiRequest> chat = Chat({{"cache_salt", "tenant-1"}});
   REQUIRE(chat.ok());
   CHECK(chat->generate.cache_salt() == "tenant-1");

@@ -48,7 +48,7 @@ v1::WorkerState StateOf(ControllerProcess& controller, const std::string& worker
   return v1::WORKER_STATE_UNSPECIFIED;
 }
 
-TEST_CASE("fault: a worker whose model steps keep failing leaves rotation; the gateway retries elsewhere, none fail",
+TEST_CASE("fault: a worker whose model steps keep failing leaves rotation, the gateway retries elsewhere, none fail",
           "[integration][fault]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   WorkerProcess healthy(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "healthy"));

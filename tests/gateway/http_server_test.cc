@@ -204,7 +204,7 @@ TEST_CASE("http server: unknown paths get 404 and wrong methods 405, in the Open
   CHECK(ok->result_int() == 200);
 }
 
-TEST_CASE("http server: a body over the limit gets 413 and a close; the server keeps serving", "[unit][http]") {
+TEST_CASE("http server: a body over the limit gets 413 and a close, the server keeps serving", "[unit][http]") {
   TestServer server;
   {
     HttpTestClient client(server.port);

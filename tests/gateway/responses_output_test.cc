@@ -162,7 +162,7 @@ void CheckStreamInvariants(const std::vector<Event>& events) {
   }
 }
 
-TEST_CASE("responses_output: a plain answer is one message; the response object echoes the request",
+TEST_CASE("responses_output: a plain answer is one message, the response object echoes the request",
           "[unit][responses]") {
   const ResponsesRequest request = Request({{"instructions", "Be brief."},
                                             {"temperature", 0.25},

@@ -109,7 +109,7 @@ TEST_CASE("responses_request: message items, with or without a type, and their c
   CHECK(messages[0]["role"] == "system");
 }
 
-TEST_CASE("responses_request: function calls join one assistant message; outputs become tool messages",
+TEST_CASE("responses_request: function calls join one assistant message, outputs become tool messages",
           "[unit][responses]") {
   const json input = json::array({
       {{"role", "user"}, {"content", "Weather in Paris and Rome?"}},
@@ -179,7 +179,7 @@ TEST_CASE("responses_request: reasoning items reach only the assistant message r
                   .chat_body["messages"]) == json::array({{{"role", "assistant"}, {"content", "a"}}}));
 }
 
-TEST_CASE("responses_request: function tools are flattened; other tool types are left out", "[unit][responses]") {
+TEST_CASE("responses_request: function tools are flattened, other tool types are left out", "[unit][responses]") {
   // A raw body: the client's key order in the schema must reach the chat body.
   const std::string body = R"({"model":"qwen","input":"hi","tools":[
       {"type":"web_search_preview"},

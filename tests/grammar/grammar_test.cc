@@ -309,7 +309,7 @@ TEST_CASE("token masks equal token-by-token acceptance along random walks", "[gr
   }
 }
 
-TEST_CASE("end tokens only where the grammar may end; special tokens never", "[grammar][unit]") {
+TEST_CASE("end tokens only where the grammar may end, special tokens never", "[grammar][unit]") {
   const TestVocabulary test = MakeVocabulary();
   auto index = std::make_shared<const VocabularyIndex>(test.bytes, test.special, std::vector<int32_t>{test.end});
   GrammarMatcher matcher(MustCompile(SmallJson()), index);

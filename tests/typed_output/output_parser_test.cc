@@ -281,7 +281,7 @@ TEST_CASE("qwen3_coder: parameters typed by the tool's schema, in order", "[unit
         R"("note":"42"})");
 }
 
-TEST_CASE("qwen3_coder: values lose one newline each side; strings stay strings", "[unit][typed_output]") {
+TEST_CASE("qwen3_coder: values lose one newline each side, strings stay strings", "[unit][typed_output]") {
   Script script = Make(ToolCallFormat::kQwen3CoderXml,
                        "<tool_call>\n<function=get_weather>\n<parameter=city>\n123\n</parameter>\n<parameter=ratio>\n"
                        "n/a\n</parameter>\n<parameter=days>\nmany\n</parameter>\n</function>\n</tool_call>\n"

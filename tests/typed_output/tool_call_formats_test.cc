@@ -201,7 +201,7 @@ TEST_CASE("mistral: text after a call that looks like a name is held only so lon
       Make(ToolCallFormat::kMistral, "[TOOL_CALLS]f[ARGS]{}" + word + "[ARGS]{}", word + "[ARGS]{}", {{"f", "{}"}}));
 }
 
-TEST_CASE("mistral: call ids are 9 alphanumerics; several calls in one delta", "[unit][typed_output]") {
+TEST_CASE("mistral: call ids are 9 alphanumerics, several calls in one delta", "[unit][typed_output]") {
   std::unique_ptr<ChoiceOutputParser> parser = MakeParser(Make(ToolCallFormat::kMistral, "", ""));
   const TypedDelta delta = parser->Add("[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]b[ARGS]{}c[ARGS]{\"k\": 1}");
   REQUIRE(delta.tool_calls.size() == 3);
@@ -287,7 +287,7 @@ TEST_CASE("deepseek_v31: a long run of whitespace inside a section ends it", "[u
                    {{"f", "{}"}, {"g", "{}"}}));
 }
 
-TEST_CASE("deepseek_v31: several calls in one delta; a huge call is given up", "[unit][typed_output]") {
+TEST_CASE("deepseek_v31: several calls in one delta, a huge call is given up", "[unit][typed_output]") {
   std::unique_ptr<ChoiceOutputParser> parser = MakeParser(Make(ToolCallFormat::kDeepSeekV31, "", ""));
   const TypedDelta delta =
       parser->Add(kCallsBegin + V31Call("a", "{}") + V31Call("b", "{\"x\": 1}") + V31Call("c", "{}") + kCallsEnd);

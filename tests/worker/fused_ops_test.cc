@@ -39,7 +39,7 @@ double Tolerance(at::ScalarType dtype) { return dtype == at::kFloat ? 1e-4 : 3e-
 
 const std::vector<int64_t> kRows = {1, 2, 5, 16, 17, 32, 33};
 
-TEST_CASE("cpu kernels: a path above the CPU's is refused; names parse", "[unit][kernels]") {
+TEST_CASE("cpu kernels: a path above the CPU's is refused, names parse", "[unit][kernels]") {
   CpuIsa isa;
   CHECK(ParseCpuIsa("avx2", &isa).ok());
   CHECK(isa == CpuIsa::kAvx2);
@@ -51,7 +51,7 @@ TEST_CASE("cpu kernels: a path above the CPU's is refused; names parse", "[unit]
   CHECK(DescribeCpu().find(CpuIsaName(ActiveCpuIsa())) != std::string::npos);
 }
 
-TEST_CASE("cpu kernels: the 4-bit weight prefetch is the vendor's unless forced; names parse", "[unit][kernels]") {
+TEST_CASE("cpu kernels: the 4-bit weight prefetch is the vendor's unless forced, names parse", "[unit][kernels]") {
   WeightPrefetch prefetch;
   CHECK(ParseWeightPrefetch("l2", &prefetch).ok());
   CHECK(prefetch == WeightPrefetch::kToL2);

@@ -46,7 +46,7 @@ AsymmetricInt4 MakeAsymmetric(int64_t n, int64_t k, int64_t group_size) {
   return {bytes, at::stack({scale, zero}, 2), dequantized};
 }
 
-TEST_CASE("int4 zero points: the composite dequantizes (u - z) * scale; symmetric scales stay (u - 8) * scale",
+TEST_CASE("int4 zero points: the composite dequantizes (u - z) * scale, symmetric scales stay (u - 8) * scale",
           "[unit][int4]") {
   at::manual_seed(51);
   const AsymmetricInt4 w = MakeAsymmetric(70, 384, 64);

@@ -243,7 +243,7 @@ TEST_CASE("int8 weights: weights at -128, as int8 checkpoints have them, sum exa
   }
 }
 
-TEST_CASE("int8 weights: activation rows quantize to int16 within half a step; Inf and NaN are marked",
+TEST_CASE("int8 weights: activation rows quantize to int16 within half a step, Inf and NaN are marked",
           "[unit][int8]") {
   std::vector<float> x = {0.5f, -1.0f, 0.25f, 1e-3f, 3.0f, -3.0f, 0.0f, 1.5f};
   std::vector<int16_t> q(10, 7);

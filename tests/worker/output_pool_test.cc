@@ -58,7 +58,7 @@ TEST_CASE("output pool: sizes, dtype and slot must match", "[unit][output_pool]"
   CHECK(other_sizes.scalar_type() == at::kFloat);
 }
 
-TEST_CASE("output pool: decode-sized outputs are kept; prefill-sized ones and calls outside InferenceMode are not",
+TEST_CASE("output pool: decode-sized outputs are kept, prefill-sized ones and calls outside InferenceMode are not",
           "[unit][output_pool]") {
   {
     c10::InferenceMode inference;

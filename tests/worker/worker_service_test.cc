@@ -243,7 +243,7 @@ TEST_CASE("worker service: invalid requests, other models and a draining worker 
   CHECK(fixture.engine_.submitted().empty());
 }
 
-TEST_CASE("worker service: a reader that falls behind past the queue cap gets FAILED_PRECONDITION; others go on",
+TEST_CASE("worker service: a reader that falls behind past the queue cap gets FAILED_PRECONDITION, others go on",
           "[unit][worker]") {
   ServiceFixture fixture;
   fixture.service_->set_max_stream_queued_bytes(2048);
