@@ -39,11 +39,11 @@ left_out='Qwen2-0.5B-shaped model in int8|a model trained on real text'
 # 150-270 s of ASan and, under TSan, only repeat the thread team's hand-offs.
 left_out="$left_out|model suite on the portable CPU kernels"
 # Under both: the SDK walk-through again with only the model's weights changed (int8, int4, MoE, MXFP4, w8a8,
-# w8a16, a W8A16 checkpoint), whose loaders and kernels the model tests run in-process under the sanitizers and
+# w8a16, a W8A16 checkpoint, int4 checkpoints), whose loaders and kernels the model tests run in-process under the sanitizers and
 # whose serving path is the first walk-through's; and the cluster with other templates, families or a browser
 # (the chat-template, Gemma 3 and Qwen3 e2e tests, the web chat page), whose Jinja, tokenizers and gateway pages
 # the unit, parity and fuzz tests cover. About 160 s of ASan test time on an Intel Xeon (2026-11-30).
-left_out="$left_out|^integration: ?gateway e2e: a (worker serving|worker quantizing|Qwen3-MoE|GPT-OSS-shaped|W8A16)"
+left_out="$left_out|^integration: ?gateway e2e: (a (worker serving|worker quantizing|Qwen3-MoE|GPT-OSS-shaped|W8A16)|GPTQ)"
 left_out="$left_out|^integration: ?(gemma3 e2e|qwen3 e2e|chat templates e2e|web chat):"
 runner=()
 serial=''

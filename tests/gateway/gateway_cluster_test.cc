@@ -172,6 +172,23 @@ TEST_CASE("gateway e2e: a W8A16 checkpoint from llm-compressor, exported as it i
   CHECK(model["dtype"] == "bfloat16");
 }
 
+TEST_CASE(
+    "gateway e2e: GPTQ with act-order, AWQ and compressed-tensors int4 checkpoints, exported as they are, answer the "
+    "SDK and say int4",
+    "[integration][gateway][int4]") {
+  struct Checkpoint {
+    std::string format;
+    bool act_order;
+  };
+  for (const Checkpoint& checkpoint :
+       {Checkpoint{"gptq", true}, Checkpoint{"awq", false}, Checkpoint{"compressed-tensors", false}}) {
+    INFO(checkpoint.format << (checkpoint.act_order ? " with act-order" : ""));
+    const json model = RunSdkEndToEnd(SmallInt4CheckpointPackage(checkpoint.format, checkpoint.act_order));
+    CHECK(model["quantization"] == "int4");
+    CHECK(model["dtype"] == "bfloat16");
+  }
+}
+
 TEST_CASE("gateway e2e: a client that disconnects mid-stream frees the worker's sequence", "[integration][gateway]") {
   ControllerProcess controller(LLMC_CONTROLLER_BINARY, {});
   WorkerProcess worker(LLMC_WORKER_BINARY, SmallModelPackage(), SmallWorkerArgs(controller.address(), "cut-worker"));

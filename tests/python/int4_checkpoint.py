@@ -6,6 +6,11 @@ written from each format's documented layout (see tools/llmc_export/prequantized
 exporter's reader.
 
   int4_checkpoint.py --out DIR [--format gptq|gptq_v2|awq|compressed-tensors] [--asymmetric] [--group-size N]
+                     [--act-order] [--shape tiny|small|qwen2-0.5b] [--seed N]
+
+--act-order (GPTQ, compressed-tensors): groups made of scattered inputs, as GPTQ's activation order quantizes them
+(desc_act true; compressed-tensors actorder "group"): g_idx names each input's group. Inputs that one matrix of
+llmc's shares (q/k/v, gate/up) share an order, as they share a Hessian in GPTQ. --shape: as int8_checkpoint.py's.
 """
 import argparse
 import json
@@ -17,12 +22,18 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import paged_scenario  # noqa: F401,E402  (puts tools/ on sys.path)
 from llmc_export.safetensors import write_safetensors  # noqa: E402
+from int8_checkpoint import SHAPES  # noqa: E402
 from test_exporter import HF_CONFIG, random_hf_tensors  # noqa: E402
 
 LINEAR_PARTS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
                 "mlp.up_proj", "mlp.down_proj")
 FORMATS = ("gptq", "gptq_v2", "awq", "compressed-tensors", "gptq8")
 AWQ_PACK_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # nibble p of a word holds column 8w + AWQ_PACK_ORDER[p]
+# The projections that read one input (and so share GPTQ's activation order): the part of the name after "mlp."
+# or "self_attn." that names the input.
+SHARED_INPUT = {"q_proj": "attention input", "k_proj": "attention input", "v_proj": "attention input",
+                "o_proj": "attention output", "gate_proj": "mlp input", "up_proj": "mlp input",
+                "down_proj": "mlp activation"}
 
 
 def int32_words(nibbles):
@@ -66,13 +77,25 @@ def random_group_weights(rows, columns, group_size, asymmetric, generator, zero_
     return u, scale, zero
 
 
-def dequantize(u, scale, zero):
-    """The checkpoint's matrix in float32: (u - z) * scale per group."""
-    width = u.shape[1] // scale.shape[1]
-    return (u.float() - zero.float().repeat_interleave(width, 1)) * scale.float().repeat_interleave(width, 1)
+def dequantize(u, scale, zero, group_index=None):
+    """The checkpoint's matrix in float32: (u - z) * scale per group; input k in group group_index[k] (act-order),
+    or in group k // width."""
+    if group_index is None:
+        width = u.shape[1] // scale.shape[1]
+        group_index = torch.arange(u.shape[1]) // width
+    return (u.float() - zero.float()[:, group_index]) * scale.float()[:, group_index]
 
 
-def write_module(tensors, base, u, scale, zero, fmt, group_size):
+def act_order_groups(columns, group_size, generator):
+    """g_idx of an activation-order quantization: the inputs taken in a random order, each run of group_size of
+    them one group (GPTQ's g_idx[perm[i]] = i // group_size)."""
+    order = torch.randperm(columns, generator=generator)
+    group_index = torch.empty(columns, dtype=torch.int32)
+    group_index[order] = (torch.arange(columns) // group_size).to(torch.int32)
+    return group_index
+
+
+def write_module(tensors, base, u, scale, zero, fmt, group_size, group_index=None):
     rows, columns = u.shape
     if fmt in ("gptq", "gptq_v2"):
         stored = zero - 1 if fmt == "gptq" else zero  # v1 stores z - 1
@@ -81,7 +104,8 @@ def write_module(tensors, base, u, scale, zero, fmt, group_size):
         tensors[base + ".qzeros"] = int32_words(stored.t().contiguous())
         tensors[base + ".scales"] = scale.t().contiguous()
         width = columns if group_size <= 0 else group_size
-        tensors[base + ".g_idx"] = (torch.arange(columns) // width).to(torch.int32)
+        tensors[base + ".g_idx"] = (torch.arange(columns) // width).to(torch.int32) if group_index is None \
+            else group_index
     elif fmt == "awq":
         def interleaved(values):  # [X, N] -> [X, N] with each 8 columns in AWQ's packing order
             return values.reshape(values.shape[0], rows // 8, 8)[..., list(AWQ_PACK_ORDER)].reshape(values.shape[0], rows)
@@ -92,36 +116,42 @@ def write_module(tensors, base, u, scale, zero, fmt, group_size):
         tensors[base + ".weight_packed"] = int32_words(u)
         tensors[base + ".weight_shape"] = torch.tensor([rows, columns])
         tensors[base + ".weight_scale"] = scale
+        if group_index is not None:
+            tensors[base + ".weight_g_idx"] = group_index
         if not bool((zero == 8).all()):
             # zero point q_z = z - 8, stored + 8 and packed along the rows: row 8i + j in bits 4j of word [i, g].
             tensors[base + ".weight_zero_point"] = int32_words(zero.t().contiguous()).t().contiguous()
 
 
-def quantization_config(fmt, group_size, asymmetric):
+def quantization_config(fmt, group_size, asymmetric, act_order=False):
     if fmt == "gptq8":
         return {"quant_method": "gptq", "bits": 8, "group_size": group_size, "desc_act": False,
                 "sym": not asymmetric, "checkpoint_format": "gptq"}
     if fmt in ("gptq", "gptq_v2"):
-        return {"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": False,
+        return {"quant_method": "gptq", "bits": 4, "group_size": group_size, "desc_act": act_order,
                 "sym": not asymmetric, "checkpoint_format": fmt, "static_groups": False, "true_sequential": True,
                 "damp_percent": 0.01}
     if fmt == "awq":
         return {"quant_method": "awq", "bits": 4, "group_size": group_size, "version": "gemm", "zero_point": True}
     weights = {"num_bits": 4, "type": "int", "symmetric": not asymmetric,
                "strategy": "channel" if group_size <= 0 else "group", "group_size": None if group_size <= 0
-               else group_size, "dynamic": False, "actorder": None}
+               else group_size, "dynamic": False, "actorder": "group" if act_order else None}
     return {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
             "ignore": ["lm_head"], "kv_cache_scheme": None,
             "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None,
                                           "output_activations": None}}}
 
 
-def make_int4_checkpoint(folder, fmt="gptq", group_size=32, asymmetric=False, seed=3, hf_overrides=None, edit=None):
+def make_int4_checkpoint(folder, fmt="gptq", group_size=32, asymmetric=False, seed=3, hf_overrides=None, edit=None,
+                         act_order=False):
     """A checkpoint of the test architecture with every layer's projections 4-bit in `fmt` and the (tied) LM head
     and embeddings in float. Returns ({weight name: dequantized float32 [N, K]}, ModelConfig)."""
+    if act_order and (fmt not in ("gptq", "gptq_v2", "compressed-tensors") or group_size <= 0):
+        raise ValueError("act-order groups are GPTQ's and compressed-tensors', in groups of a given size")
     hf_config = dict(HF_CONFIG, **(hf_overrides or {}))
     _, config, tensors = random_hf_tensors(hf_config, seed)
     generator = torch.Generator().manual_seed(seed)
+    orders = {}  # (layer, input) -> g_idx
     # GPTQ v1 stores z - 1 in a nibble: its zero points run 1..16; AWQ and compressed-tensors store 0..15.
     zero_range = (1, 17) if fmt == "gptq" else (0, 16)
     dequantized = {}
@@ -136,9 +166,16 @@ def make_int4_checkpoint(folder, fmt="gptq", group_size=32, asymmetric=False, se
         u, scale, zero = random_group_weights(rows, columns, group_size, asymmetric, generator, zero_range)
         if asymmetric:  # the extremes of the range, in every matrix
             zero[0, 0], zero[-1, -1] = zero_range[0], zero_range[1] - 1
-        write_module(tensors, name[:-len(".weight")], u, scale, zero, fmt, group_size)
-        dequantized[name] = dequantize(u, scale, zero)
-    hf_config["quantization_config"] = quantization_config(fmt, group_size, asymmetric)
+        group_index = None
+        if act_order:
+            layer, _, part = name[:-len(".weight")].rpartition(".")
+            key = (layer.rpartition(".")[0], SHARED_INPUT[part])
+            if key not in orders:
+                orders[key] = act_order_groups(columns, group_size, generator)
+            group_index = orders[key]
+        write_module(tensors, name[:-len(".weight")], u, scale, zero, fmt, group_size, group_index)
+        dequantized[name] = dequantize(u, scale, zero, None if group_index is None else group_index.long())
+    hf_config["quantization_config"] = quantization_config(fmt, group_size, asymmetric, act_order)
     if edit:
         edit(hf_config, tensors)
     with open(os.path.join(folder, "config.json"), "w") as f:
@@ -155,10 +192,13 @@ def main(argv=None):
     parser.add_argument("--format", default="gptq", choices=FORMATS)
     parser.add_argument("--asymmetric", action="store_true")
     parser.add_argument("--group-size", type=int, default=32)
+    parser.add_argument("--act-order", action="store_true")
+    parser.add_argument("--shape", default="tiny", choices=sorted(SHAPES))
     parser.add_argument("--seed", type=int, default=3)
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    dequantized, _ = make_int4_checkpoint(args.out, args.format, args.group_size, args.asymmetric, args.seed)
+    dequantized, _ = make_int4_checkpoint(args.out, args.format, args.group_size, args.asymmetric, args.seed,
+                                          hf_overrides=SHAPES[args.shape], act_order=args.act_order)
     print(f"wrote {args.out}: {len(dequantized)} 4-bit matrices ({args.format})")
     return 0
 

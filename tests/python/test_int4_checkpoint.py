@@ -13,7 +13,14 @@ import test_exporter
 from int4_checkpoint import make_int4_checkpoint
 from llmc_export.ops import dequantize
 from llmc_export.quantize import dequantize_int4, quantize_int4
+from llmc_export.safetensors import read_checkpoint
 from test_exporter import dequantized_copy, export, scenario_logits
+
+
+def input_order(stored, base):
+    """The order an act-order weight's inputs take in the package: sorted by the checkpoint's g_idx, stably."""
+    group_index = stored.get(base + ".g_idx", stored.get(base + ".weight_g_idx"))
+    return torch.sort(group_index.long(), stable=True).indices
 
 STACKS = (("self_attn.qkv_proj", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")),
           ("self_attn.o_proj", ("self_attn.o_proj",)),
@@ -38,18 +45,22 @@ class Int4CheckpointTest(unittest.TestCase):
         code, error = export("--checkpoint", checkpoint, "--out", out, "--dtype", "float32", *extra)
         return code, error, out, dequantized, config
 
-    def check_exact(self, fmt, group_size, asymmetric, package_group_size=None, hf_overrides=None):
+    def check_exact(self, fmt, group_size, asymmetric, package_group_size=None, hf_overrides=None, act_order=False):
         code, error, out, checkpoint, config = self.export_checkpoint(
-            fmt=fmt, group_size=group_size, asymmetric=asymmetric, hf_overrides=hf_overrides)
+            fmt=fmt, group_size=group_size, asymmetric=asymmetric, hf_overrides=hf_overrides, act_order=act_order)
         self.assertEqual(code, 0, error)
+        stored = read_checkpoint(self.folder("ckpt"))
         with open(os.path.join(out, "llmc-model.json")) as f:
             manifest = json.load(f)
         self.assertEqual(manifest["quantization"], "int4")
         self.assertEqual(manifest["quantization_group_size"], package_group_size or group_size)
         self.assertEqual(manifest["format_version"], 11 if asymmetric else 9)
         loaded = torch.jit.load(os.path.join(out, "model.pt"))
+        gathered = 0
         for layer_index in range(config.num_layers):
             layer = getattr(loaded.model.layers, str(layer_index))
+            # Act-order: down_proj's inputs sorted by group, and gate/up's rows with them (input_order.py).
+            down_order = input_order(stored, f"model.layers.{layer_index}.mlp.down_proj") if act_order else None
             for module_name, parts in STACKS:
                 module = layer
                 for attribute in module_name.split("."):
@@ -57,18 +68,46 @@ class Int4CheckpointTest(unittest.TestCase):
                 self.assertEqual(module.weight.dtype, torch.uint8)
                 self.assertEqual(module.weight_scale.dim(), 3 if asymmetric else 2)
                 want = torch.cat([checkpoint[f"model.layers.{layer_index}.{part}.weight"] for part in parts])
+                if hasattr(module, "input_order"):
+                    gathered += 1
+                    self.assertEqual(module.input_order.tolist(),
+                                     input_order(stored, f"model.layers.{layer_index}.{parts[0]}").tolist())
+                    want = want[:, module.input_order]
+                if down_order is not None and module_name == "mlp.down_proj":
+                    want = want[:, down_order]
+                if down_order is not None and module_name == "mlp.gate_up_proj":
+                    want = want[torch.cat([down_order, config.intermediate_size + down_order])]
                 got = dequantize(module.weight, module.weight_scale, torch.float32)
                 self.assertTrue(torch.equal(got, want), (fmt, module_name, (got - want).abs().max()))
+            self.assertFalse(hasattr(layer.mlp.down_proj, "input_order"))  # absorbed into gate/up's rows
+        # qkv, o and gate/up of every layer gather their input: act-order, or not at all.
+        self.assertEqual(gathered, 3 * config.num_layers if act_order else 0)
         # The LM head, in float in the checkpoint, is quantized by the exporter (symmetric); the tied embedding
         # shares it.
         self.assertEqual(loaded.lm_head.weight.dtype, torch.uint8)
         self.assertEqual(loaded.lm_head.weight_scale.dim(), 2)
         self.assertIs(loaded.model.embed_tokens.weight, loaded.lm_head.weight)
+        # The reference knows nothing of orders: the checkpoint's matrices and norms as they are, the LM head as
+        # the package quantized it.
         reference = dequantized_copy(loaded, config)
+        with torch.no_grad():
+            for layer_index, layer in enumerate(reference.model.layers):
+                for module_name, parts in STACKS:
+                    layer.get_submodule(module_name).weight.copy_(
+                        torch.cat([checkpoint[f"model.layers.{layer_index}.{part}.weight"] for part in parts]))
+                for norm in ("input_layernorm", "post_attention_layernorm"):
+                    getattr(layer, norm).weight.copy_(stored[f"model.layers.{layer_index}.{norm}.weight"].float())
         actual = scenario_logits(loaded, reference, config, torch.float32)
         expected = scenario_logits(reference, reference, config, torch.float32)
         self.assertTrue(torch.allclose(actual, expected, atol=1e-4), (actual - expected).abs().max())
         test_exporter.ExporterTest.check_forward_top_k(self, loaded, config)
+
+    def test_gptq_act_order(self):
+        self.check_exact("gptq", 32, asymmetric=True, act_order=True)
+        self.check_exact("gptq_v2", 32, asymmetric=False, act_order=True)
+
+    def test_compressed_tensors_act_order_group(self):
+        self.check_exact("compressed-tensors", 32, asymmetric=True, act_order=True)
 
     def test_gptq_symmetric(self):
         self.check_exact("gptq", 32, asymmetric=False)
@@ -135,7 +174,6 @@ class Int4CheckpointTest(unittest.TestCase):
         def config_edit(**fields):
             return lambda hf_config, tensors: hf_config["quantization_config"].update(fields)
 
-        self.check_refused("act-order (desc_act true)", fmt="gptq", edit=config_edit(desc_act=True))
         self.check_refused("GPTQ 3-bit weights are not supported", fmt="gptq", edit=config_edit(bits=3))
         self.check_refused("GPTQ 2-bit weights are not supported", fmt="gptq", edit=config_edit(bits=2))
         self.check_refused("checkpoint_format 'marlin'", fmt="gptq", edit=config_edit(checkpoint_format="marlin"))
@@ -144,10 +182,24 @@ class Int4CheckpointTest(unittest.TestCase):
         self.check_refused("zero_point false", fmt="awq", edit=config_edit(zero_point=False))
         self.check_refused("'bitsandbytes' are not supported", fmt="awq", edit=config_edit(quant_method="bitsandbytes"))
 
-        def shuffle_g_idx(hf_config, tensors):
+        def drop_g_idx(hf_config, tensors):
+            del tensors["model.layers.1.self_attn.o_proj.g_idx"]
+        self.check_refused("model.layers.1.self_attn.o_proj.g_idx is missing: an act-order checkpoint", fmt="gptq",
+                           act_order=True, edit=drop_g_idx)
+
+        def uneven_groups(hf_config, tensors):
             name = "model.layers.0.mlp.down_proj.g_idx"
+            tensors[name] = tensors[name].clone()
+            tensors[name][tensors[name] == 1] = 0
+        self.check_refused("model.layers.0.mlp.down_proj.g_idx gives group 0 64 inputs, not 32", fmt="gptq",
+                           act_order=True, edit=uneven_groups)
+
+        def k_order_of_its_own(hf_config, tensors):
+            name = "model.layers.0.self_attn.k_proj.g_idx"
             tensors[name] = tensors[name].flip(0).contiguous()
-        self.check_refused("act-order", fmt="gptq", edit=shuffle_g_idx)
+        self.check_refused("read one input but the checkpoint orders it differently", fmt="gptq", act_order=True,
+                           edit=k_order_of_its_own)
+        self.check_refused("8-bit GPTQ with act-order", fmt="gptq8", edit=config_edit(desc_act=True))
 
         def w4a8(hf_config, tensors):
             group = hf_config["quantization_config"]["config_groups"]["group_0"]

@@ -47,6 +47,30 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
   return package;
 }
 
+// Writes a checkpoint with `checkpoint` (a script of tests/python and its arguments) and exports it under the small
+// package's name with the Qwen3 tokenizer, once per build folder and key (CachedFolder), remembered per process.
+std::string ExportCheckpointOnce(const std::string& key, const std::vector<std::string>& checkpoint) {
+  static std::mutex mu;
+  static std::map<std::string, std::string>* packages = new std::map<std::string, std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  std::string& package = (*packages)[key];
+  if (package.empty()) {
+    const std::vector<std::string> export_flags = {"--dtype",       "bfloat16",    "--name",
+                                                   kSmallModelName, "--tokenizer", TokenizerJsonPath("qwen3")};
+    std::vector<std::string> inputs = checkpoint;
+    inputs.insert(inputs.end(), export_flags.begin(), export_flags.end());
+    const std::string dir = CachedFolder(key, inputs, [&](const std::string& out) {
+      RunPythonInto(checkpoint, out + "/checkpoint", "making the checkpoint for " + key);
+      std::vector<std::string> export_package = {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
+                                                 "--checkpoint", out + "/checkpoint"};
+      export_package.insert(export_package.end(), export_flags.begin(), export_flags.end());
+      RunPythonInto(export_package, out + "/" + kSmallModelName, "exporting the checkpoint for " + key);
+    });
+    package = dir + "/" + kSmallModelName;
+  }
+  return package;
+}
+
 }  // namespace
 
 std::string SmallModelPackage(const std::string& quantize) {
@@ -62,35 +86,24 @@ std::string SmallGptOssPackage(const std::string& quantize) {
 }
 
 std::string SmallW8A16CheckpointPackage() {
-  static std::mutex mu;
-  static std::string* package = new std::string();
-  std::lock_guard<std::mutex> lock(mu);
-  if (package->empty()) {
-    const std::vector<std::string> checkpoint = {std::string(LLMC_SOURCE_DIR) + "/tests/python/int8_checkpoint.py",
-                                                 "--shape",
-                                                 "small",
-                                                 "--seed",
-                                                 "1",
-                                                 "--strategy",
-                                                 "group",
-                                                 "--group-size",
-                                                 "32",
-                                                 "--packed",
-                                                 "--w8a16"};
-    const std::vector<std::string> export_flags = {"--dtype",       "bfloat16",    "--name",
-                                                   kSmallModelName, "--tokenizer", TokenizerJsonPath("qwen3")};
-    std::vector<std::string> key = checkpoint;
-    key.insert(key.end(), export_flags.begin(), export_flags.end());
-    const std::string dir = CachedFolder("small-w8a16-checkpoint", key, [&](const std::string& out) {
-      RunPythonInto(checkpoint, out + "/checkpoint", "making the W8A16 checkpoint");
-      std::vector<std::string> export_package = {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
-                                                 "--checkpoint", out + "/checkpoint"};
-      export_package.insert(export_package.end(), export_flags.begin(), export_flags.end());
-      RunPythonInto(export_package, out + "/" + kSmallModelName, "exporting the W8A16 checkpoint");
-    });
-    *package = dir + "/" + kSmallModelName;
-  }
-  return *package;
+  return ExportCheckpointOnce("small-w8a16-checkpoint",
+                              {std::string(LLMC_SOURCE_DIR) + "/tests/python/int8_checkpoint.py", "--shape", "small",
+                               "--seed", "1", "--strategy", "group", "--group-size", "32", "--packed", "--w8a16"});
+}
+
+std::string SmallInt4CheckpointPackage(const std::string& format, bool act_order) {
+  std::vector<std::string> checkpoint = {std::string(LLMC_SOURCE_DIR) + "/tests/python/int4_checkpoint.py",
+                                         "--shape",
+                                         "small",
+                                         "--seed",
+                                         "1",
+                                         "--format",
+                                         format,
+                                         "--group-size",
+                                         "64",
+                                         "--asymmetric"};
+  if (act_order) checkpoint.push_back("--act-order");
+  return ExportCheckpointOnce("small-int4-checkpoint-" + format + (act_order ? "-act-order" : ""), checkpoint);
 }
 
 std::string SecondSmallModelPackage() {

@@ -30,6 +30,12 @@ std::string SmallGptOssPackage(const std::string& quantize = "none");
 // served as w8a16.
 std::string SmallW8A16CheckpointPackage();
 
+// The small shape (seed 1) as a 4-bit checkpoint in `format` ("gptq", "awq" or "compressed-tensors", each in its
+// documented layout; tests/python/int4_checkpoint.py), asymmetric in groups of 64, with activation-order groups
+// if `act_order` (GPTQ, compressed-tensors), exported as it is under the same name: an int4 package holding the
+// checkpoint's own nibbles, scales and zero points.
+std::string SmallInt4CheckpointPackage(const std::string& format, bool act_order = false);
+
 // The name the second small package serves under, and the package: the same shape with other random
 // weights (seed 2) and the 128k-token Llama 3 vocabulary, for tests that serve two different models; its
 // embeddings pool the mean (the first package's the last token).

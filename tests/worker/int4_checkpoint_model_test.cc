@@ -27,7 +27,8 @@ void Run(const std::vector<std::string>& args) {
 }
 
 // A checkpoint of tests/python/int4_checkpoint.py's tiny network in `format`, exported with `dtype`; the package.
-std::string ExportCheckpoint(const std::string& format, bool asymmetric, const std::string& dtype) {
+std::string ExportCheckpoint(const std::string& format, bool asymmetric, const std::string& dtype,
+                             bool act_order = false) {
   const std::string dir = testing::MakeTempDir("llmc-int4-checkpoint");
   std::vector<std::string> write = {std::string(LLMC_SOURCE_DIR) + "/tests/python/int4_checkpoint.py",
                                     "--out",
@@ -37,24 +38,30 @@ std::string ExportCheckpoint(const std::string& format, bool asymmetric, const s
                                     "--group-size",
                                     "32"};
   if (asymmetric) write.push_back("--asymmetric");
+  if (act_order) write.push_back("--act-order");
   Run(write);
   Run({std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py", "--checkpoint", dir + "/checkpoint", "--out",
        dir + "/package", "--dtype", dtype});
   return dir + "/package";
 }
 
-TEST_CASE("int4 checkpoints: GPTQ, AWQ and compressed-tensors packages load; packed kernels match the composite",
+TEST_CASE("int4 checkpoints: GPTQ, AWQ and compressed-tensors packages load, packed kernels match the composite",
           "[integration][model][int4]") {
   const std::vector<int64_t> tokens = {1, 7, 42, 99, 300, 383, 3, 8, 150, 77, 2, 200, 12, 13, 14, 15, 16, 17, 18};
   struct Case {
     std::string format;
     bool asymmetric;
     std::string dtype;
+    bool act_order = false;
   };
+  // Act-order packages gather the hidden state and the attention's output into each weight's input order
+  // (tools/llmc_export/input_order.py): the graph the worker freezes and runs holds index_select there.
   for (const Case& c : {Case{"gptq", true, "float32"}, Case{"awq", true, "bfloat16"},
-                        Case{"compressed-tensors", true, "float32"}, Case{"gptq", false, "float32"}}) {
-    INFO("format " << c.format << (c.asymmetric ? " asymmetric " : " symmetric ") << c.dtype);
-    const std::string package = ExportCheckpoint(c.format, c.asymmetric, c.dtype);
+                        Case{"compressed-tensors", true, "float32"}, Case{"gptq", false, "float32"},
+                        Case{"gptq", true, "bfloat16", true}, Case{"compressed-tensors", false, "float32", true}}) {
+    INFO("format " << c.format << (c.asymmetric ? " asymmetric " : " symmetric ") << c.dtype
+                   << (c.act_order ? " act-order" : ""));
+    const std::string package = ExportCheckpoint(c.format, c.asymmetric, c.dtype, c.act_order);
     const nlohmann::json manifest = testing::ReadPackageManifest(package);
     CHECK(manifest["quantization"] == "int4");
     CHECK(manifest["format_version"] ==

@@ -170,15 +170,20 @@ class DecoderLayer(nn.Module):
                 value_cache: torch.Tensor, slot_mapping: torch.Tensor, block_tables: torch.Tensor,
                 seq_lens: torch.Tensor, query_start_locs: torch.Tensor) -> torch.Tensor:
         attn = self.self_attn
+        # Act-order 4-bit weights take their input in their own order (input_order.py); resolved when scripted,
+        # so other packages record no gather.
+        attn_input = hidden
+        if hasattr(attn.qkv_proj, "input_order"):
+            attn_input = hidden.index_select(-1, attn.qkv_proj.input_order)
         # Resolved when the model is scripted: a layer without QK-norm records the call without its operands,
         # as packages before Qwen3 have it.
         if hasattr(self.self_attn, "q_norm"):
-            q = torch.ops.llmc.rms_norm_qkv_rope(hidden, self.input_layernorm.weight, self.input_layernorm.eps,
+            q = torch.ops.llmc.rms_norm_qkv_rope(attn_input, self.input_layernorm.weight, self.input_layernorm.eps,
                                                  attn.qkv_proj.weight, attn.qkv_proj.weight_scale, attn.qkv_proj.bias,
                                                  cos, sin, key_cache, value_cache, slot_mapping, attn.num_heads,
                                                  attn.num_kv_heads, attn.q_norm.weight, attn.k_norm.weight)
         else:
-            q = torch.ops.llmc.rms_norm_qkv_rope(hidden, self.input_layernorm.weight, self.input_layernorm.eps,
+            q = torch.ops.llmc.rms_norm_qkv_rope(attn_input, self.input_layernorm.weight, self.input_layernorm.eps,
                                                  attn.qkv_proj.weight, attn.qkv_proj.weight_scale, attn.qkv_proj.bias,
                                                  cos, sin, key_cache, value_cache, slot_mapping, attn.num_heads,
                                                  attn.num_kv_heads)
@@ -195,6 +200,8 @@ class DecoderLayer(nn.Module):
             out = torch.ops.llmc.paged_attention(q, key_cache, value_cache, block_tables, seq_lens, query_start_locs,
                                                  attn.scale)
         mlp = self.mlp
+        if hasattr(attn.o_proj, "input_order"):
+            out = out.reshape(-1, attn.num_heads * attn.head_dim).index_select(-1, attn.o_proj.input_order)
         # Resolved when the model is scripted: packages without sandwich norms record Llama's calls unchanged.
         if hasattr(self, "pre_feedforward_layernorm"):
             hidden = torch.ops.llmc.linear_residual(out.reshape(-1, attn.num_heads * attn.head_dim),
@@ -225,13 +232,17 @@ class DecoderLayer(nn.Module):
                                                       mlp.gate_up_weights, mlp.gate_up_scales, mlp.down_weights,
                                                       mlp.down_scales, mlp.top_k, mlp.normalize_top_k,
                                                       mlp.intermediate_size)
+        mlp_input = hidden
+        if hasattr(mlp.gate_up_proj, "input_order"):
+            mlp_input = hidden.index_select(-1, mlp.gate_up_proj.input_order)
         if hasattr(mlp, "gelu_tanh"):
-            act = torch.ops.llmc.rms_norm_gate_up_gelu_tanh(hidden, mlp_norm.weight, mlp_norm.eps,
+            act = torch.ops.llmc.rms_norm_gate_up_gelu_tanh(mlp_input, mlp_norm.weight, mlp_norm.eps,
                                                             mlp.gate_up_proj.weight, mlp.gate_up_proj.weight_scale,
                                                             mlp.intermediate_size)
         else:
-            act = torch.ops.llmc.rms_norm_gate_up_silu(hidden, mlp_norm.weight, mlp_norm.eps, mlp.gate_up_proj.weight,
-                                                       mlp.gate_up_proj.weight_scale, mlp.intermediate_size)
+            act = torch.ops.llmc.rms_norm_gate_up_silu(mlp_input, mlp_norm.weight, mlp_norm.eps,
+                                                       mlp.gate_up_proj.weight, mlp.gate_up_proj.weight_scale,
+                                                       mlp.intermediate_size)
         if hasattr(self, "post_feedforward_layernorm"):
             return torch.ops.llmc.linear_residual(act, mlp.down_proj.weight, mlp.down_proj.weight_scale, hidden,
                                                   self.post_feedforward_layernorm.weight,

@@ -16,6 +16,7 @@ from .moe import rename_mixtral_tensors
 from .phi3 import prepare_phi3_tensors
 from .output_formats import detect_output_formats, read_output_formats, resolve_output_formats
 from .prequantized import by_module, take_int8_weights
+from .input_order import apply_input_orders
 from .prequantized_int4 import Gptq8Scheme, Int4Scheme, take_quantized_weights
 from .ops import MXFP4_GROUP_SIZE
 from .quantize import (INT4_DEFAULT_GROUP_SIZE, check_group_size, check_int4_group_size, is_expert_projection,
@@ -268,8 +269,9 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "
                               "checkpoint with --quantize int8 instead")
         gemma3_text_tensors(tensors, config.source_model_type)
     gptq_like = isinstance(scheme, (Int4Scheme, Gptq8Scheme))
+    input_orders = {}
     if gptq_like:
-        exact = take_quantized_weights(tensors, scheme)
+        exact = take_quantized_weights(tensors, scheme, input_orders)
     else:
         exact = take_int8_weights(tensors, scheme) if scheme is not None else {}
     if config.tie_word_embeddings:
@@ -310,7 +312,9 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "
     if config.architecture == "gemma3":
         prepare_gemma3_tensors(tensors, config, DTYPES.get(dtype, torch.float32))
     load_hf_tensors(model, config, tensors)
-    return model, by_module(exact, config.tie_word_embeddings, "int4" if isinstance(scheme, Int4Scheme) else "int8")
+    modules = by_module(exact, config.tie_word_embeddings, "int4" if isinstance(scheme, Int4Scheme) else "int8")
+    apply_input_orders(model, modules, input_orders)
+    return model, modules
 
 
 def place_mxfp4_experts(model: CausalLM, kept: dict, expected: dict) -> None:

@@ -14,6 +14,10 @@ Layouts (each for a projection `base`, weight [N outputs, K inputs], G groups of
   word [n, i], each stored as q + 8 (q in -8..7); base.weight_shape [N, K]; base.weight_scale [N, G];
   asymmetric: base.weight_zero_point int32 [N / 8, G] packed along the rows (row 8i + j in bits 4j of word
   [i, g]), also + 8, so z = the stored nibble.
+Activation order (GPTQ desc_act, compressed-tensors actorder "group"): g_idx [K] names each input's group, and a
+group's inputs are scattered over the row. Such a weight's inputs are reordered by group (input_order.py), so that
+each group is again a run of group-size inputs as the int4 kernels need; the network then takes its input in that
+order. The nibbles, scales and zero points are kept as they are.
 Symmetric checkpoints (every zero point 8: GPTQ sym, compressed-tensors symmetric) give symmetric packages (format
 version 9); any other zero point keeps them all ([N, G, 2] scales, version 11). Groups of 32, 64 or 128 inputs are
 kept; per-channel scales and groups of a multiple of 128 repeat exactly over groups of 128.
@@ -42,6 +46,7 @@ class Int4Scheme:
     group_size: int  # the package's: 32, 64 or 128
     source_group_size: int  # the checkpoint's; 0: one scale per output channel
     zero_offset: int = 0  # added to each stored zero point (GPTQ v1: 1)
+    act_order: bool = False  # the config declares activation-order groups: every weight must have its g_idx
 
 
 @dataclasses.dataclass
@@ -69,9 +74,6 @@ def _gptq_scheme(config: dict) -> Int4Scheme:
     if bits not in (4, 8):
         raise ExportError(f"GPTQ {bits}-bit weights are not supported (llmc reads 4-bit GPTQ checkpoints, and "
                           "symmetric 8-bit ones as int8)")
-    if config.get("desc_act"):
-        raise ExportError("GPTQ act-order (desc_act true) is not supported: its groups are not contiguous runs of "
-                          "inputs, which the int4 kernels need; quantize without act-order (desc_act false)")
     if config.get("is_marlin_format") or config.get("checkpoint_format", "gptq") not in GPTQ_FORMATS:
         fmt = "marlin" if config.get("is_marlin_format") else config.get("checkpoint_format")
         raise ExportError(f"GPTQ checkpoint_format '{fmt}' is not supported (supported: {', '.join(GPTQ_FORMATS)})")
@@ -84,10 +86,15 @@ def _gptq_scheme(config: dict) -> Int4Scheme:
         if type(group_size) is not int or group_size not in GROUP_SIZES:
             raise ExportError(f"GPTQ 8-bit group size {group_size} is not supported (int8 packages take -1, per "
                               f"channel, or {', '.join(map(str, GROUP_SIZES[1:]))})")
+        if config.get("desc_act"):
+            raise ExportError("8-bit GPTQ with act-order (desc_act true) is not supported: its int8 package needs "
+                              "each group's inputs side by side; quantize without act-order")
         return Gptq8Scheme(group_size=group_size, packed=False, activations="none",
                            group_sizes=(group_size,) if group_size else (), zero_offset=zero_offset)
     group_size, source = _package_group("GPTQ", config.get("group_size", 128))
-    return Int4Scheme("gptq", group_size, source, zero_offset)
+    if config.get("desc_act") and source == 0:
+        raise ExportError("GPTQ act-order (desc_act true) with one scale per channel has no groups to order")
+    return Int4Scheme("gptq", group_size, source, zero_offset, act_order=bool(config.get("desc_act")))
 
 
 def _awq_scheme(config: dict) -> Int4Scheme:
@@ -121,6 +128,7 @@ def _compressed_tensors_scheme(config: dict) -> Int4Scheme:
     if not isinstance(sparsity, dict) or sparsity.get("format", "dense") != "dense":
         raise ExportError(f"sparse checkpoints ({sparsity}) are not supported")
     sizes = set()
+    act_order = False
     for name, group in config["config_groups"].items():
         weights = group.get("weights") if isinstance(group, dict) else None
         if not isinstance(weights, dict) or weights.get("num_bits") != 4 or weights.get("type", "int") != "int":
@@ -133,6 +141,10 @@ def _compressed_tensors_scheme(config: dict) -> Int4Scheme:
         if group.get("input_activations") or group.get("output_activations"):
             raise ExportError(f"quantization config group {name}: quantized activations with 4-bit weights (W4A8) "
                               "are not supported (llmc reads W4A16)")
+        if weights.get("actorder") not in (None, False, "group", "weight", "static"):
+            raise ExportError(f"quantization config group {name}: actorder '{weights.get('actorder')}' is not "
+                              "supported (supported: group, weight, static)")
+        act_order = act_order or weights.get("actorder") in (True, "group")
         if weights.get("dynamic", False):
             raise ExportError(f"quantization config group {name}: dynamic weight quantization is not supported")
         strategy = weights.get("strategy")
@@ -146,7 +158,7 @@ def _compressed_tensors_scheme(config: dict) -> Int4Scheme:
     if len(sizes) != 1:
         raise ExportError(f"4-bit weight groups of different sizes ({sorted(sizes)}) are not supported")
     group_size, source = _package_group("compressed-tensors", sizes.pop())
-    return Int4Scheme("compressed-tensors", group_size, source)
+    return Int4Scheme("compressed-tensors", group_size, source, act_order=act_order and source != 0)
 
 
 def read_int4_scheme(hf_config: dict):
@@ -204,14 +216,30 @@ def _groups(scheme: Int4Scheme, columns: int, name: str) -> int:
     return groups
 
 
-def _check_group_index(tensors: dict, name: str, scheme: Int4Scheme, columns: int) -> None:
+def _input_order(tensors: dict, name: str, scheme: Int4Scheme, columns: int) -> Optional[torch.Tensor]:
+    """None when the weight's groups are runs of consecutive inputs (no g_idx, or g_idx[k] = k // width); for
+    activation-order groups, the inputs sorted by group (stable), after which each group is `width` consecutive
+    inputs again, in the order of its scales."""
     group_index = tensors.pop(name, None)
     if group_index is None:
-        return
+        if scheme.act_order:
+            raise ExportError(f"{name} is missing: an act-order checkpoint (desc_act true) names each input's group")
+        return None
     width = scheme.source_group_size or columns
-    if group_index.shape != (columns,) or not torch.equal(group_index.long(), torch.arange(columns) // width):
-        raise ExportError(f"{name} reorders the input columns (act-order / activation-order groups), which is not "
-                          "supported: quantize without act-order")
+    groups = columns // width
+    if tuple(group_index.shape) != (columns,) or group_index.is_floating_point():
+        raise ExportError(f"{name} is {group_index.dtype} {tuple(group_index.shape)}, not {columns} group numbers")
+    group_index = group_index.long()
+    if torch.equal(group_index, torch.arange(columns) // width):
+        return None
+    if bool((group_index < 0).any()) or bool((group_index >= groups).any()):
+        raise ExportError(f"{name} names groups outside 0..{groups - 1}")
+    sizes = torch.bincount(group_index, minlength=groups)
+    if not bool((sizes == width).all()):
+        group = int(torch.nonzero(sizes != width)[0])
+        raise ExportError(f"{name} gives group {group} {int(sizes[group])} inputs, not {width}: act-order groups "
+                          "of other sizes than the group size are not supported")
+    return torch.sort(group_index, stable=True).indices
 
 
 def _gptq(tensors: dict, base: str, scheme: Int4Scheme) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -224,10 +252,10 @@ def _gptq(tensors: dict, base: str, scheme: Int4Scheme) -> Tuple[torch.Tensor, t
     if tuple(qzeros.shape) != (groups, rows // 8):
         raise ExportError(f"{base}.qzeros has shape {tuple(qzeros.shape)}, not {(groups, rows // 8)}")
     scale = _scales(tensors.pop(base + ".scales", None), base + ".scales", (groups, rows))
-    _check_group_index(tensors, base + ".g_idx", scheme, columns)
+    order = _input_order(tensors, base + ".g_idx", scheme, columns)
     u = _nibbles(qweight.t().contiguous())  # [N, K]: word [i, n] holds inputs 8i..8i+7 of column n
     zero = _nibbles(qzeros).t() + scheme.zero_offset  # [N, G]
-    return u, scale.t(), zero.float()
+    return u, scale.t(), zero.float(), order
 
 
 def _awq(tensors: dict, base: str, scheme: Int4Scheme) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -243,7 +271,7 @@ def _awq(tensors: dict, base: str, scheme: Int4Scheme) -> Tuple[torch.Tensor, to
         nibbles = _nibbles(words).reshape(words.shape[0], -1, 8)
         return nibbles[..., list(AWQ_NIBBLE_OF_COLUMN)].reshape(words.shape[0], -1)
 
-    return columns_in_order(qweight).t(), scale.t(), columns_in_order(qzeros).t().float()
+    return columns_in_order(qweight).t(), scale.t(), columns_in_order(qzeros).t().float(), None
 
 
 def _compressed_tensors(tensors: dict, base: str,
@@ -261,7 +289,7 @@ def _compressed_tensors(tensors: dict, base: str,
     if scale is not None and scale.dim() == 1:
         scale = scale.reshape(-1, 1)
     scale = _scales(scale, base + ".weight_scale", (rows, groups))
-    _check_group_index(tensors, base + ".weight_g_idx", scheme, columns)
+    order = _input_order(tensors, base + ".weight_g_idx", scheme, columns)
     for suffix in (".input_scale", ".input_zero_point"):
         tensors.pop(base + suffix, None)
     zero_point = tensors.pop(base + ".weight_zero_point", None)
@@ -274,7 +302,7 @@ def _compressed_tensors(tensors: dict, base: str,
     else:
         raise ExportError(f"{base}.weight_zero_point has shape {tuple(zero_point.shape)} ({zero_point.dtype}), "
                           f"neither packed int32 [{(rows + 7) // 8}, {groups}] nor [{rows}, {groups}]")
-    return _nibbles(packed)[:, :columns], scale, zero
+    return _nibbles(packed)[:, :columns], scale, zero, order
 
 
 def _gptq8(tensors: dict, base: str, scheme: Gptq8Scheme) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -288,7 +316,9 @@ def _gptq8(tensors: dict, base: str, scheme: Gptq8Scheme) -> Tuple[torch.Tensor,
     if tuple(qzeros.shape) != (groups, rows // 4):
         raise ExportError(f"{base}.qzeros has shape {tuple(qzeros.shape)}, not {(groups, rows // 4)}")
     scale = _scales(tensors.pop(base + ".scales", None), base + ".scales", (groups, rows))
-    _check_group_index(tensors, base + ".g_idx", int4_like, columns)
+    if _input_order(tensors, base + ".g_idx", int4_like, columns) is not None:
+        raise ExportError(f"{base}.g_idx reorders the inputs (act-order), which 8-bit GPTQ packages do not support: "
+                          "quantize without act-order")
     shifts = torch.arange(4, dtype=torch.int32) * 8
 
     def bytes_of(words):
@@ -301,10 +331,11 @@ def _gptq8(tensors: dict, base: str, scheme: Gptq8Scheme) -> Tuple[torch.Tensor,
     return q.contiguous(), scale.t().contiguous()
 
 
-def take_quantized_weights(tensors: dict, scheme) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+def take_quantized_weights(tensors: dict, scheme,
+                           input_orders: Dict[str, torch.Tensor]) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
     """take_int4_weights, or for symmetric 8-bit GPTQ {weight name: (int8 [N, K], float32 scales [N, G])}."""
     if not isinstance(scheme, Gptq8Scheme):
-        return take_int4_weights(tensors, scheme)
+        return take_int4_weights(tensors, scheme, input_orders)
     exact = {}
     for base in sorted(name[:-len(".qweight")] for name in tensors if name.endswith(".qweight")):
         q, scale = _gptq8(tensors, base, scheme)
@@ -317,15 +348,20 @@ READERS = {"gptq": (_gptq, ".qweight"), "awq": (_awq, ".qweight"),
            "compressed-tensors": (_compressed_tensors, ".weight_packed")}
 
 
-def take_int4_weights(tensors: dict, scheme: Int4Scheme) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
+def take_int4_weights(tensors: dict, scheme: Int4Scheme,
+                      input_orders: Dict[str, torch.Tensor]) -> Dict[str, Tuple[torch.Tensor, torch.Tensor]]:
     """Takes every 4-bit projection out of `tensors` (Hugging Face names) and leaves a zero placeholder of its
     shape in its place, as take_int8_weights does. Returns {weight name: (uint8 [N, K / 2], float32 scales
     [N, K / group_size], or [N, K / group_size, 2] with zero points)}: zero points are kept for every matrix
-    unless all of them are 8 (a symmetric checkpoint)."""
+    unless all of them are 8 (a symmetric checkpoint). An act-order weight's inputs come sorted by group, and
+    input_orders gets {weight name: the checkpoint's input at each position} for it (input_order.py)."""
     read, marker = READERS[scheme.method]
     taken = {}
     for base in sorted(name[:-len(marker)] for name in tensors if name.endswith(marker)):
-        u, scale, zero = read(tensors, base, scheme)
+        u, scale, zero, order = read(tensors, base, scheme)
+        if order is not None:
+            u = u[:, order]
+            input_orders[base + ".weight"] = order
         rows, columns = u.shape
         if columns % 2:
             raise ExportError(f"{base} has an odd number of inputs ({columns})")
