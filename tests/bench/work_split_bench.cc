@@ -42,7 +42,7 @@ Int8Kernel PickKernel(bool int4) {
 #ifdef LLMC_CPU_X86_KERNELS
   using llmc::model::cpu::ActiveCpuIsa;
   using llmc::model::cpu::CpuIsa;
-  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Vnni) {
     return int4 ? &llmc::model::cpu::PanelInt4Avx512 : &llmc::model::cpu::PanelInt8Avx512;
   }
   if (ActiveCpuIsa() >= CpuIsa::kAvx2)

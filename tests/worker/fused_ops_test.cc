@@ -43,6 +43,9 @@ TEST_CASE("cpu kernels: a path above the CPU's is refused, names parse", "[unit]
   CpuIsa isa;
   CHECK(ParseCpuIsa("avx2", &isa).ok());
   CHECK(isa == CpuIsa::kAvx2);
+  CHECK(ParseCpuIsa("avx512_vnni", &isa).ok());
+  CHECK(isa == CpuIsa::kAvx512Vnni);
+  CHECK(std::string(CpuIsaName(CpuIsa::kAvx512Vnni)) == "avx512_vnni");
   CHECK_FALSE(ParseCpuIsa("sse9", &isa).ok());
   if (DetectedCpuIsa() != CpuIsa::kAmx) CHECK_FALSE(ForceCpuIsa(CpuIsa::kAmx).ok());
   CHECK(ForceCpuIsa(CpuIsa::kPortable).ok());

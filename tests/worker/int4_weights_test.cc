@@ -239,7 +239,7 @@ at::Tensor ByteQuantized(const at::Tensor& x, int64_t group_size) {
 
 TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quantized to bytes, M 1..33, 300",
           "[unit][int4]") {
-  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) {
+  if (DetectedCpuIsa() < CpuIsa::kAvx512Vnni) {
     WARN("no AVX512-VNNI here: W4A8 does not run (int4 weights take int16 activations)");
     return;
   }

@@ -225,7 +225,7 @@ at::Tensor ZeroPointW4A8Activations(const at::Tensor& x, int64_t group_size) {
 }
 
 TEST_CASE("int4 zero points: W4A8 adds the same correction to the byte activations' sums", "[unit][int4]") {
-  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) {
+  if (DetectedCpuIsa() < CpuIsa::kAvx512Vnni) {
     WARN("no AVX512-VNNI here: W4A8 does not run");
     return;
   }

@@ -112,7 +112,7 @@ TEST_CASE("int8 model: w8a8 rounds the activations of the same int8 weights, int
   auto by_batch = testing::LoadModelOrFail(int8, {"cpu", ""});
   CHECK(by_batch->manifest().quantization == "int8");
   CHECK(testing::MeasureQuantizationQuality(*w8a16, *by_batch, tokens, 4).max_kl == 0.0);
-  const bool int8_kernel = cpu::ActiveCpuIsa() >= cpu::CpuIsa::kAvx512Bf16;
+  const bool int8_kernel = cpu::ActiveCpuIsa() >= cpu::CpuIsa::kAvx512Vnni;
   const int64_t whole = static_cast<int64_t>(tokens.size());
   CHECK(testing::MeasureQuantizationQuality(int8_kernel ? *w8a8 : *w8a16, *by_batch, tokens, whole).max_kl == 0.0);
   auto plain = testing::LoadModelOrFail(bf16, {"cpu", ""});

@@ -286,7 +286,7 @@ TEST_CASE("int8 weights: activation rows quantize to int16 within half a step, I
 
 TEST_CASE("int8 weights: every kernel path quantizes activation rows to the same values, from float32 and bfloat16",
           "[unit][int8]") {
-  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) WARN("no AVX512 here: only the portable quantizer is compared");
+  if (DetectedCpuIsa() < CpuIsa::kAvx512Vnni) WARN("no AVX512 here: only the portable quantizer is compared");
   std::mt19937 random(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   struct Shape {

@@ -106,7 +106,7 @@ TEST_CASE("mxfp4 weights: linear_residual and gate/up on packed weights match th
             return;
           }
           CHECK(RelativeError(out, expected) < 3e-2);
-          if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+          if (ActiveCpuIsa() >= CpuIsa::kAvx512Vnni) {
             // Bytes: the sums of the byte-quantized activations exactly, but for bfloat16's output rounding.
             CHECK(RelativeError(out, composite::LinearResidual(ByteQuantized(input), weight.dequantized, none,
                                                                residual.to(at::kFloat))) < 1e-2);

@@ -118,7 +118,7 @@ struct W8A8Case {
 
 TEST_CASE("w8a8: the vpdpbusd kernel sums exactly the integers the int16 kernels sum", "[unit][int8]") {
 #ifdef LLMC_CPU_X86_KERNELS
-  if (DetectedCpuIsa() < CpuIsa::kAvx512Bf16) {
+  if (DetectedCpuIsa() < CpuIsa::kAvx512Vnni) {
     WARN("no AVX512-VNNI here: the W8A8 kernel is not exercised (the int16 paths run W8A8 activations)");
     return;
   }
@@ -269,7 +269,7 @@ TEST_CASE("w8a8: by the batch, small batches run int16 activations and larger on
       INFO("m " << m << " path " << CpuIsaName(ActiveCpuIsa()));
       // Only the AVX512-VNNI and AMX kernels multiply int8 activations faster; elsewhere they would only
       // lose precision.
-      const bool int8 = m >= kInt8ActivationMinRows && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
+      const bool int8 = m >= kInt8ActivationMinRows && ActiveCpuIsa() >= CpuIsa::kAvx512Vnni;
       {
         const ScopedInt8Activations by_batch(Int8Activations::kByBatch);
         CHECK(Int8ActivationsForRows(m) == (int8 ? Int8Activations::kInt8 : Int8Activations::kInt16));

@@ -45,7 +45,7 @@ AttendKernel SelectAttendKernel() {
 #ifdef LLMC_CPU_X86_KERNELS
   const cpu::CpuIsa isa = cpu::ActiveCpuIsa();
   if (isa >= cpu::CpuIsa::kAvx512Bf16) return &cpu::AttendAvx512;
-  if (isa == cpu::CpuIsa::kAvx2) return &cpu::AttendAvx2;
+  if (isa >= cpu::CpuIsa::kAvx2) return &cpu::AttendAvx2;
 #endif
   return &cpu::AttendPortable;
 }

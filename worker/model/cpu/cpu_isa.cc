@@ -35,11 +35,11 @@ unsigned AmxFeatureBits() {
 CpuIsa Detect() {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16") &&
-                      __builtin_cpu_supports("avx512vnni");
+  const bool avx512_vnni = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
   if (!avx2) return CpuIsa::kPortable;
-  if (!avx512) return CpuIsa::kAvx2;
+  if (!avx512_vnni) return CpuIsa::kAvx2;
+  if (!__builtin_cpu_supports("avx512bf16")) return CpuIsa::kAvx512Vnni;
   // VBMI as well: panel_kernels_amx.cc is compiled with it (its int4 requantization looks values up with vpermi2b),
   // and every CPU with AMX has it.
   const bool amx_cpu =
@@ -91,6 +91,8 @@ const char* CpuIsaName(CpuIsa isa) {
       return "portable";
     case CpuIsa::kAvx2:
       return "avx2";
+    case CpuIsa::kAvx512Vnni:
+      return "avx512_vnni";
     case CpuIsa::kAvx512Bf16:
       return "avx512_bf16";
     case CpuIsa::kAmx:
@@ -100,14 +102,15 @@ const char* CpuIsaName(CpuIsa isa) {
 }
 
 absl::Status ParseCpuIsa(std::string_view name, CpuIsa* isa) {
-  for (const CpuIsa candidate : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
+  for (const CpuIsa candidate :
+       {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
     if (name == CpuIsaName(candidate)) {
       *isa = candidate;
       return absl::OkStatus();
     }
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown CPU kernel path '", std::string(name), "' (portable, avx2, avx512_bf16, amx)"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown CPU kernel path '", std::string(name),
+                                                 "' (portable, avx2, avx512_vnni, avx512_bf16, amx)"));
 }
 
 CpuIsa DetectedCpuIsa() {

@@ -10,13 +10,14 @@
 namespace llmc::model::cpu {
 
 // The instruction-set paths of the CPU kernels, slowest first. Each is a superset of the one before on the
-// CPUs that have it: kAvx2 needs AVX2 and FMA; kAvx512Bf16 needs AVX512F/BW/VL, AVX512_BF16 and
-// AVX512_VNNI (int8 weights); kAmx needs
+// CPUs that have it: kAvx2 needs AVX2 and FMA; kAvx512Vnni needs AVX512F/BW/VL and AVX512_VNNI (Ice Lake and
+// Cascade Lake Xeons): the int8 and 4-bit weight kernels and the activation quantizer run on AVX512 there, the
+// bfloat16 and float kernels on AVX2; kAvx512Bf16 needs AVX512_BF16 as well (every kernel on AVX512); kAmx needs
 // those plus AMX-TILE, AMX-BF16 and AVX512_VBMI, and the kernel's permission to use the tile registers.
-enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512Bf16 = 2, kAmx = 3 };
+enum class CpuIsa { kPortable = 0, kAvx2 = 1, kAvx512Vnni = 2, kAvx512Bf16 = 3, kAmx = 4 };
 
 const char* CpuIsaName(CpuIsa isa);
-// "portable", "avx2", "avx512_bf16", "amx"; INVALID_ARGUMENT otherwise.
+// "portable", "avx2", "avx512_vnni", "avx512_bf16", "amx"; INVALID_ARGUMENT otherwise.
 absl::Status ParseCpuIsa(std::string_view name, CpuIsa* isa);
 
 // The best path this CPU (and, for AMX, the operating system) supports. Computed once.

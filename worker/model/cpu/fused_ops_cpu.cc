@@ -39,7 +39,7 @@ GatedActivationKernel SelectGatedActivation(GateActivation activation) {
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
   if (isa >= CpuIsa::kAvx512Bf16) return silu ? &SiluMulAvx512 : &GeluTanhMulAvx512;
-  if (isa == CpuIsa::kAvx2) return silu ? &SiluMulAvx2 : &GeluTanhMulAvx2;
+  if (isa >= CpuIsa::kAvx2) return silu ? &SiluMulAvx2 : &GeluTanhMulAvx2;
 #endif
   return silu ? &SiluMulPortable : &GeluTanhMulPortable;
 }
@@ -54,7 +54,7 @@ Bf16RowKernels SelectBf16RowKernels() {
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
   if (isa >= CpuIsa::kAvx512Bf16) return {&RoundRowToBf16Avx512, &AddRowToBf16Avx512};
-  if (isa == CpuIsa::kAvx2) return {&RoundRowToBf16Avx2, &AddRowToBf16Avx2};
+  if (isa >= CpuIsa::kAvx2) return {&RoundRowToBf16Avx2, &AddRowToBf16Avx2};
 #endif
   return {&RoundRowToBf16Portable, &AddRowToBf16Portable};
 }

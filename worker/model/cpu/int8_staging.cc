@@ -26,7 +26,7 @@ ScopedInt8Activations::~ScopedInt8Activations() { active_int8_activations = prev
 
 bool HasByteActivationKernel() {
 #ifdef LLMC_CPU_X86_KERNELS
-  return ActiveCpuIsa() >= CpuIsa::kAvx512Bf16;
+  return ActiveCpuIsa() >= CpuIsa::kAvx512Vnni;
 #else
   return false;
 #endif
@@ -95,7 +95,7 @@ void QuantizeActivationRowPortable(const float* x, int64_t k, int64_t stride, in
 void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                            int16_t levels, int16_t* dst, float* scales) {
 #ifdef LLMC_CPU_X86_KERNELS
-  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Vnni) {
     QuantizeActivationRowAvx512(x, k, stride, group_size, groups, levels, dst, scales);
     return;
   }
@@ -106,7 +106,7 @@ void QuantizeActivationRow(const float* x, int64_t k, int64_t stride, int64_t gr
 void QuantizeActivationRow(const c10::BFloat16* x, int64_t k, int64_t stride, int64_t group_size, int64_t groups,
                            int16_t levels, int16_t* dst, float* scales) {
 #ifdef LLMC_CPU_X86_KERNELS
-  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Vnni) {
     QuantizeActivationRowBf16Avx512(reinterpret_cast<const uint16_t*>(x), k, stride, group_size, groups, levels, dst,
                                     scales);
     return;
@@ -121,7 +121,7 @@ void QuantizeActivationRow(const c10::BFloat16* x, int64_t k, int64_t stride, in
 void NarrowActivationRow(const int16_t* src, int64_t stride, int64_t group_size, int64_t groups, bool int4_byte_order,
                          int8_t* dst, int32_t* offsets) {
 #ifdef LLMC_CPU_X86_KERNELS
-  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Vnni) {
     NarrowActivationRowAvx512(src, stride, group_size, groups, int4_byte_order, dst, offsets);
     return;
   }

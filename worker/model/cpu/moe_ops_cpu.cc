@@ -34,7 +34,7 @@ GatedActivationKernel SelectSiluMul() {
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
   if (isa >= CpuIsa::kAvx512Bf16) return &SiluMulAvx512;
-  if (isa == CpuIsa::kAvx2) return &SiluMulAvx2;
+  if (isa >= CpuIsa::kAvx2) return &SiluMulAvx2;
 #endif
   return &SiluMulPortable;
 }

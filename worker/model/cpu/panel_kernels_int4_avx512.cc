@@ -1,5 +1,6 @@
-// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 (worker/CMakeLists.txt); called only where the
-// CPU has them (cpu_isa.h: the avx512_bf16 path requires VNNI too).
+// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (worker/CMakeLists.txt); called only where the CPU has
+// them (cpu_isa.h: the avx512_vnni path and above). The dequantization to bfloat16 panels alone needs AVX512_BF16,
+// as its target attribute says, and runs only on the avx512_bf16 path and above.
 //
 // W4A16 decode: a k octet of the 64 columns is 256 bytes, four vectors of 16 columns x 8 weights. Each vector
 // gives the int16 pairs of its four k pairs with one or two 16-bit shifts each (vpsllw, vpsraw: no shuffles,
@@ -112,8 +113,9 @@ namespace {
 // together and interleaved into the pairs of the plain layout. Adding the zero offsets (small integers) to the
 // nibbles is exact, so the values are rounded once, as the portable path rounds them.
 template <bool kZeroOffsets>
-void DequantizeInt4Octets(const uint8_t* panel, const float* scales, const float* zero_offsets, int64_t weight_groups,
-                          int64_t group_pairs, int64_t pairs, uint16_t* out) {
+__attribute__((target("avx512bf16"))) void DequantizeInt4Octets(const uint8_t* panel, const float* scales,
+                                                                const float* zero_offsets, int64_t weight_groups,
+                                                                int64_t group_pairs, int64_t pairs, uint16_t* out) {
   // vcvtne2ps2bf16 puts the even k's 16 values below the odd k's; bfloat16 i of each pair comes from i / 2 of
   // the even ones (i even) or of the odd ones.
   alignas(64) static const uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
@@ -147,8 +149,10 @@ void DequantizeInt4Octets(const uint8_t* panel, const float* scales, const float
 
 }  // namespace
 
-void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales, const float* zero_offsets,
-                                   int64_t weight_groups, int64_t group_pairs, int64_t pairs, uint16_t* out) {
+__attribute__((target("avx512bf16"))) void DequantizeInt4PanelBf16Avx512(const uint8_t* panel, const float* scales,
+                                                                         const float* zero_offsets,
+                                                                         int64_t weight_groups, int64_t group_pairs,
+                                                                         int64_t pairs, uint16_t* out) {
   if (zero_offsets != nullptr) {
     DequantizeInt4Octets<true>(panel, scales, zero_offsets, weight_groups, group_pairs, pairs, out);
   } else {

@@ -1,5 +1,6 @@
-// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 (worker/CMakeLists.txt); called only where the
-// CPU has them (cpu_isa.h: the avx512_bf16 path requires VNNI too).
+// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (worker/CMakeLists.txt); called only where the CPU has
+// them (cpu_isa.h: the avx512_vnni path and above). The dequantization to bfloat16 panels alone needs AVX512_BF16,
+// as its target attribute says, and runs only on the avx512_bf16 path and above.
 #include <algorithm>
 
 #include "worker/model/cpu/panel_kernels.h"
@@ -171,8 +172,9 @@ struct W8A8Runner {
 
 }  // namespace
 
-void DequantizePanelBf16Avx512(const int8_t* panel, const float* scales, int64_t weight_groups, int64_t group_pairs,
-                               int64_t pairs, uint16_t* out) {
+__attribute__((target("avx512bf16"))) void DequantizePanelBf16Avx512(const int8_t* panel, const float* scales,
+                                                                     int64_t weight_groups, int64_t group_pairs,
+                                                                     int64_t pairs, uint16_t* out) {
   // Element j of a 16-value block holds column j / 2: each scale twice.
   const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   for (int64_t group_start = 0; group_start < pairs; group_start += group_pairs) {

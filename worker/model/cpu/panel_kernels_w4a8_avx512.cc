@@ -1,5 +1,5 @@
-// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mavx512bf16 (worker/CMakeLists.txt); called only where the
-// CPU has them (HasByteActivationKernel).
+// Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (worker/CMakeLists.txt); called only where the CPU has
+// them (HasByteActivationKernel: the avx512_vnni path and above).
 //
 // 4-bit weights against activations quantized to bytes, four products per lane and vpdpbusd: int4 (W4A8, twice
 // W4A16's products per instruction and about half its unpacking) and MXFP4 (mxfp4_weight.h), which share int4's

@@ -71,6 +71,9 @@ int64_t DequantizedPanelMinRows(Int8Activations activations, bool int4) {
   // On AMX the W8A16 kernels keep decode batches: dequantizing a panel for 16 rows cost more than the tiles
   // saved (Xeon, 2026-11-25: b=16 60 ms against 46 ms in bfloat16).
   if (ActiveCpuIsa() == CpuIsa::kAmx) return activations == Int8Activations::kInt16 ? 64 : 16;
+  // Without AVX512-BF16 a dequantized panel would go to the AVX2 bfloat16 kernel: the integer kernels keep
+  // every batch.
+  if (ActiveCpuIsa() == CpuIsa::kAvx512Vnni) return std::numeric_limits<int64_t>::max();
   return activations == Int8Activations::kInt8 ? std::numeric_limits<int64_t>::max() : 256;
 }
 
@@ -99,11 +102,11 @@ PanelKernel SelectPanelKernel(at::ScalarType dtype, int64_t rows) {
   if (dtype == at::kBFloat16) {
     if (isa == CpuIsa::kAmx && rows >= kAmxMinRows) return &PanelBf16Amx;
     if (isa >= CpuIsa::kAvx512Bf16) return &PanelBf16Avx512;
-    if (isa == CpuIsa::kAvx2) return &PanelBf16Avx2;
+    if (isa >= CpuIsa::kAvx2) return &PanelBf16Avx2;
     return &PanelBf16Portable;
   }
   if (isa >= CpuIsa::kAvx512Bf16) return &PanelFloatAvx512;
-  if (isa == CpuIsa::kAvx2) return &PanelFloatAvx2;
+  if (isa >= CpuIsa::kAvx2) return &PanelFloatAvx2;
 #else
   (void)isa;
   (void)rows;
@@ -122,8 +125,8 @@ constexpr int64_t kByteKernelMinRows = 2;
 Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
-  if (isa >= CpuIsa::kAvx512Bf16) return byte_activations ? &PanelW8A8Avx512 : &PanelInt8Avx512;
-  if (isa == CpuIsa::kAvx2) return &PanelInt8Avx2;
+  if (isa >= CpuIsa::kAvx512Vnni) return byte_activations ? &PanelW8A8Avx512 : &PanelInt8Avx512;
+  if (isa >= CpuIsa::kAvx2) return &PanelInt8Avx2;
 #endif
   (void)byte_activations;
   return &PanelInt8Portable;
@@ -132,7 +135,7 @@ Int8PanelKernel SelectInt8PanelKernel(bool byte_activations) {
 // MXFP4 weights: only rows staged as bytes take a kernel (PrepareStaging dequantizes panels elsewhere).
 Int8PanelKernel SelectMxfp4PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
-  if (byte_activations && ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+  if (byte_activations && ActiveCpuIsa() >= CpuIsa::kAvx512Vnni) {
     return ActiveWeightPrefetch() == WeightPrefetch::kToL2 ? &PanelMxfp4Avx512PrefetchL2 : &PanelMxfp4Avx512;
   }
 #else
@@ -146,13 +149,13 @@ Int8PanelKernel SelectMxfp4PanelKernel(bool byte_activations) {
 Int8PanelKernel SelectInt4PanelKernel(bool byte_activations) {
 #ifdef LLMC_CPU_X86_KERNELS
   const CpuIsa isa = ActiveCpuIsa();
-  if (isa >= CpuIsa::kAvx512Bf16) {
+  if (isa >= CpuIsa::kAvx512Vnni) {
     if (ActiveWeightPrefetch() == WeightPrefetch::kToL2) {
       return byte_activations ? &PanelW4A8Avx512PrefetchL2 : &PanelInt4Avx512PrefetchL2;
     }
     return byte_activations ? &PanelW4A8Avx512 : &PanelInt4Avx512;
   }
-  if (isa == CpuIsa::kAvx2) return &PanelInt4Avx2;
+  if (isa >= CpuIsa::kAvx2) return &PanelInt4Avx2;
 #endif
   (void)byte_activations;
   return &PanelInt4Portable;
