@@ -134,7 +134,9 @@ void RunPythonClient(StructuredOutputsCluster& cluster, const std::string& part)
                                    part};
   if (kSanitized && part == "corpus") args.insert(args.end(), {"--n", "1", "--max-tokens", "48", "--every", "8"});
   if (kSanitized && part != "corpus") args.insert(args.end(), {"--n", "1", "--max-tokens", "64", "--every", "4"});
-  const CommandResult result = RunCommand(LLMC_PYTHON, args, absl::Seconds(110));
+  // The whole corpus took 96-112 s on a 2.6 GHz Ice Lake Xeon (2026-12-01), whose bfloat16 kernels are AVX2's: the
+  // bound leaves room for slower machines and busy neighbours (ctest's own limit is 300 s).
+  const CommandResult result = RunCommand(LLMC_PYTHON, args, absl::Seconds(280));
   INFO("python output:\n" << result.output);
   INFO(cluster.Logs());
   CHECK(result.exit_code == 0);

@@ -173,7 +173,7 @@ TEST_CASE("regex character classes", "[grammar][regex]") {
   });
 }
 
-TEST_CASE("regex class escapes \\d \\w \\s and their negations", "[grammar][regex]") {
+TEST_CASE("regex class escapes for digits, word and space characters and their negations", "[grammar][regex]") {
   CheckCases({
       {R"(\d+)", "0123456789", true},
       {R"(\d)", "\xD9\xA3", false},  // ARABIC-INDIC DIGIT THREE: \d is ASCII
