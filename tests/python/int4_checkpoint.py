@@ -151,6 +151,11 @@ def make_int4_checkpoint(folder, fmt="gptq", group_size=32, asymmetric=False, se
     hf_config = dict(HF_CONFIG, **(hf_overrides or {}))
     _, config, tensors = random_hf_tensors(hf_config, seed)
     generator = torch.Generator().manual_seed(seed)
+    # Norm weights other than 1, so that a norm left in the wrong order (act-order packages reorder the norms
+    # before q/k/v and gate/up) changes the logits.
+    for name in sorted(tensors):
+        if name.endswith("norm.weight"):
+            tensors[name] = 1 + 0.2 * torch.randn(tensors[name].shape, generator=generator)
     orders = {}  # (layer, input) -> g_idx
     # GPTQ v1 stores z - 1 in a nibble: its zero points run 1..16; AWQ and compressed-tensors store 0..15.
     zero_range = (1, 17) if fmt == "gptq" else (0, 16)

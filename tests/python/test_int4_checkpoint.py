@@ -45,9 +45,13 @@ class Int4CheckpointTest(unittest.TestCase):
         code, error = export("--checkpoint", checkpoint, "--out", out, "--dtype", "float32", *extra)
         return code, error, out, dequantized, config
 
-    def check_exact(self, fmt, group_size, asymmetric, package_group_size=None, hf_overrides=None, act_order=False):
+    def check_exact(self, fmt, group_size, asymmetric, package_group_size=None, hf_overrides=None, act_order=False,
+                    config_edit=None):
+        def edit(hf_config, tensors):
+            hf_config["quantization_config"].update(config_edit)
         code, error, out, checkpoint, config = self.export_checkpoint(
-            fmt=fmt, group_size=group_size, asymmetric=asymmetric, hf_overrides=hf_overrides, act_order=act_order)
+            fmt=fmt, group_size=group_size, asymmetric=asymmetric, hf_overrides=hf_overrides, act_order=act_order,
+            edit=edit if config_edit else None)
         self.assertEqual(code, 0, error)
         stored = read_checkpoint(self.folder("ckpt"))
         with open(os.path.join(out, "llmc-model.json")) as f:
@@ -80,6 +84,13 @@ class Int4CheckpointTest(unittest.TestCase):
                 got = dequantize(module.weight, module.weight_scale, torch.float32)
                 self.assertTrue(torch.equal(got, want), (fmt, module_name, (got - want).abs().max()))
             self.assertFalse(hasattr(layer.mlp.down_proj, "input_order"))  # absorbed into gate/up's rows
+            # The norms before q/k/v and gate/up hold their weights in those matrices' input order.
+            for norm, module in (("input_layernorm", layer.self_attn.qkv_proj),
+                                 ("post_attention_layernorm", layer.mlp.gate_up_proj)):
+                want = stored[f"model.layers.{layer_index}.{norm}.weight"].float()
+                if act_order:
+                    want = want[module.input_order]
+                self.assertTrue(torch.equal(getattr(layer, norm).weight, want), (fmt, layer_index, norm))
         # qkv, o and gate/up of every layer gather their input: act-order, or not at all.
         self.assertEqual(gathered, 3 * config.num_layers if act_order else 0)
         # The LM head, in float in the checkpoint, is quantized by the exporter (symmetric); the tied embedding
@@ -200,6 +211,18 @@ class Int4CheckpointTest(unittest.TestCase):
         self.check_refused("read one input but the checkpoint orders it differently", fmt="gptq", act_order=True,
                            edit=k_order_of_its_own)
         self.check_refused("8-bit GPTQ with act-order", fmt="gptq8", edit=config_edit(desc_act=True))
+
+        def actorder(value):
+            def edit(hf_config, tensors):
+                hf_config["quantization_config"]["config_groups"]["group_0"]["weights"]["actorder"] = value
+            return edit
+        self.check_refused("actorder 'dynamic' is not supported", fmt="compressed-tensors", edit=actorder("dynamic"))
+
+    def test_act_order_without_groups_to_order(self):
+        # GPTQ desc_act with one scale per channel: every input in group 0, nothing to reorder.
+        self.check_exact("gptq", -1, asymmetric=True, package_group_size=128, act_order=False,
+                         hf_overrides={"hidden_size": 128, "intermediate_size": 256},
+                         config_edit={"desc_act": True})
 
         def w4a8(hf_config, tensors):
             group = hf_config["quantization_config"]["config_groups"]["group_0"]

@@ -276,6 +276,7 @@ def load_checkpoint(config: ModelConfig, checkpoint: str, scheme, dtype: str = "
         exact = take_int8_weights(tensors, scheme) if scheme is not None else {}
     if config.tie_word_embeddings:
         tensors.pop("lm_head.weight", None)
+        input_orders.pop("lm_head.weight", None)  # by_module leaves a tied checkpoint's LM head out
     if config.architecture == "phi3":
         if scheme is not None:
             raise ExportError("phi3 int8 (compressed-tensors) checkpoints are not supported: export the float "

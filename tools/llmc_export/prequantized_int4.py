@@ -46,7 +46,7 @@ class Int4Scheme:
     group_size: int  # the package's: 32, 64 or 128
     source_group_size: int  # the checkpoint's; 0: one scale per output channel
     zero_offset: int = 0  # added to each stored zero point (GPTQ v1: 1)
-    act_order: bool = False  # the config declares activation-order groups: every weight must have its g_idx
+    act_order: bool = False  # GPTQ's desc_act with groups: every weight must have its g_idx
 
 
 @dataclasses.dataclass
@@ -92,9 +92,8 @@ def _gptq_scheme(config: dict) -> Int4Scheme:
         return Gptq8Scheme(group_size=group_size, packed=False, activations="none",
                            group_sizes=(group_size,) if group_size else (), zero_offset=zero_offset)
     group_size, source = _package_group("GPTQ", config.get("group_size", 128))
-    if config.get("desc_act") and source == 0:
-        raise ExportError("GPTQ act-order (desc_act true) with one scale per channel has no groups to order")
-    return Int4Scheme("gptq", group_size, source, zero_offset, act_order=bool(config.get("desc_act")))
+    # With one scale per channel every input is in group 0: act-order changes nothing the package holds.
+    return Int4Scheme("gptq", group_size, source, zero_offset, act_order=bool(config.get("desc_act")) and source != 0)
 
 
 def _awq_scheme(config: dict) -> Int4Scheme:
@@ -128,7 +127,6 @@ def _compressed_tensors_scheme(config: dict) -> Int4Scheme:
     if not isinstance(sparsity, dict) or sparsity.get("format", "dense") != "dense":
         raise ExportError(f"sparse checkpoints ({sparsity}) are not supported")
     sizes = set()
-    act_order = False
     for name, group in config["config_groups"].items():
         weights = group.get("weights") if isinstance(group, dict) else None
         if not isinstance(weights, dict) or weights.get("num_bits") != 4 or weights.get("type", "int") != "int":
@@ -141,10 +139,11 @@ def _compressed_tensors_scheme(config: dict) -> Int4Scheme:
         if group.get("input_activations") or group.get("output_activations"):
             raise ExportError(f"quantization config group {name}: quantized activations with 4-bit weights (W4A8) "
                               "are not supported (llmc reads W4A16)")
-        if weights.get("actorder") not in (None, False, "group", "weight", "static"):
+        # Activation order "group" stores weight_g_idx (read where present); "weight" and "static" only changed
+        # the order in which the quantizer went through the inputs.
+        if weights.get("actorder") not in (None, False, True, "group", "weight", "static"):
             raise ExportError(f"quantization config group {name}: actorder '{weights.get('actorder')}' is not "
                               "supported (supported: group, weight, static)")
-        act_order = act_order or weights.get("actorder") in (True, "group")
         if weights.get("dynamic", False):
             raise ExportError(f"quantization config group {name}: dynamic weight quantization is not supported")
         strategy = weights.get("strategy")
@@ -158,7 +157,7 @@ def _compressed_tensors_scheme(config: dict) -> Int4Scheme:
     if len(sizes) != 1:
         raise ExportError(f"4-bit weight groups of different sizes ({sorted(sizes)}) are not supported")
     group_size, source = _package_group("compressed-tensors", sizes.pop())
-    return Int4Scheme("compressed-tensors", group_size, source, act_order=act_order and source != 0)
+    return Int4Scheme("compressed-tensors", group_size, source)
 
 
 def read_int4_scheme(hf_config: dict):

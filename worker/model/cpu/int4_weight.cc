@@ -35,7 +35,7 @@ NibbleSums SumNibbles(const double* x, int64_t count, double rounding) {
   const double inverse = 1.0 / rounding;
   double sums[2];
 #ifdef LLMC_CPU_X86_KERNELS
-  if (ActiveCpuIsa() >= CpuIsa::kAvx512Bf16) {
+  if (ActiveCpuIsa() >= CpuIsa::kAvx512Vnni) {
     SumInt4NibblesAvx512(x, count, inverse, sums);
     return {sums[0], sums[1]};
   }
