@@ -20,7 +20,8 @@ from typing import Dict, Tuple
 import torch
 
 from .config import ExportError
-from .model import STACKED_PARTS, CausalLM
+from .model import CausalLM
+from .prequantized import stacked_parts
 
 # Module (under model.layers.N) whose input the network gathers, and the norm whose weights follow the order.
 GATHERED = {"self_attn.qkv_proj": "input_layernorm", "mlp.gate_up_proj": "post_attention_layernorm",
@@ -31,18 +32,15 @@ def _module_orders(orders: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
     """{weight name (Hugging Face's): order} -> {module name (model.py's): order}, stacked parts checked alike."""
     by_module = {}
     for name in sorted(orders):
-        module = name[:-len(".weight")]
-        parent, _, leaf = module.rpartition(".")
-        stacked = next((s for s, parts in STACKED_PARTS.items() if leaf in parts), None)
-        if stacked is None:
-            by_module[module] = orders[name]
+        target, parts = stacked_parts(name)
+        if parts is None:
+            by_module[target] = orders[name]
             continue
-        parts = [f"{parent}.{part}.weight" for part in STACKED_PARTS[stacked]]
         first = orders.get(parts[0])
         if any(part not in orders or not torch.equal(orders[part], first) for part in parts):
             raise ExportError(f"{', '.join(parts)} read one input but the checkpoint orders it differently for them "
                               "(act-order g_idx); llmc stacks them into one matrix, which needs one order")
-        by_module[f"{parent}.{stacked}"] = first
+        by_module[target] = first
     return by_module
 
 

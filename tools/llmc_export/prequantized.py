@@ -9,7 +9,7 @@ input_scale is not used. Projections the checkpoint leaves in floating point (it
 lm_head) are quantized by the exporter with the package's group size.
 """
 import dataclasses
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 
@@ -191,6 +191,17 @@ def take_int8_weights(tensors: dict, scheme: Int8Scheme) -> Dict[str, Tuple[torc
     return exact
 
 
+def stacked_parts(name: str) -> Tuple[str, Optional[List[str]]]:
+    """For a projection's weight under Hugging Face's name: model.py's module holding it and, where that module
+    stacks several (q/k/v, gate/up), the weight names of all its parts; None for a module of its own."""
+    module = name[:-len(".weight")]
+    parent, _, leaf = module.rpartition(".")
+    stacked = next((s for s, parts in STACKED_PARTS.items() if leaf in parts), None)
+    if stacked is None:
+        return module, None
+    return f"{parent}.{stacked}", [f"{parent}.{part}.weight" for part in STACKED_PARTS[stacked]]
+
+
 def by_module(exact: Dict[str, Tuple[torch.Tensor, torch.Tensor]], tied: bool, kind: str = "int8") -> Dict[str, tuple]:
     """The exact int8 weights under model.py's module names, q/k/v and gate/up stacked as its matrices are.
     A stacked matrix must come whole from the checkpoint or not at all. With tied embeddings the LM head is
@@ -198,17 +209,13 @@ def by_module(exact: Dict[str, Tuple[torch.Tensor, torch.Tensor]], tied: bool, k
     out, as Hugging Face and vLLM tie the LM head to the embedding."""
     modules = {}
     for name in exact:
-        module = name[:-len(".weight")]
-        parent, _, leaf = module.rpartition(".")
-        stacked = next((s for s, parts in STACKED_PARTS.items() if leaf in parts), None)
-        if stacked is None:
-            if not (tied and module == "lm_head"):
-                modules[module] = exact[name]
+        target, parts = stacked_parts(name)
+        if parts is None:
+            if not (tied and target == "lm_head"):
+                modules[target] = exact[name]
             continue
-        target = f"{parent}.{stacked}"
         if target in modules:
             continue
-        parts = [f"{parent}.{part}.weight" for part in STACKED_PARTS[stacked]]
         missing = [part for part in parts if part not in exact]
         if missing:
             raise ExportError(f"{', '.join(parts)} must be quantized alike, but {', '.join(missing)} "
