@@ -1,5 +1,6 @@
 #include "tests/support/small_model.h"
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -12,15 +13,21 @@ namespace llmc::testing {
 
 namespace {
 
-// Exports a small random-weight package once per build folder and `key` (CachedFolder), remembered per process.
-std::string ExportOnce(const std::string& key, const std::string& name, const std::string& tokenizer,
-                       const std::string& seed, const std::string& eos, const std::string& quantize,
-                       const std::string& embedding_pooling = "last", const std::string& preset = "small") {
+// make()'s package folder, made once per process and `key` (the first caller makes it, the others wait).
+std::string Remembered(const std::string& key, const std::function<std::string()>& make) {
   static std::mutex mu;
   static std::map<std::string, std::string>* packages = new std::map<std::string, std::string>();
   std::lock_guard<std::mutex> lock(mu);
   std::string& package = (*packages)[key];
-  if (package.empty()) {
+  if (package.empty()) package = make();
+  return package;
+}
+
+// Exports a small random-weight package once per build folder and `key` (CachedFolder), remembered per process.
+std::string ExportOnce(const std::string& key, const std::string& name, const std::string& tokenizer,
+                       const std::string& seed, const std::string& eos, const std::string& quantize,
+                       const std::string& embedding_pooling = "last", const std::string& preset = "small") {
+  return Remembered("small-model-" + key, [&] {
     const std::vector<std::string> args = {std::string(LLMC_SOURCE_DIR) + "/tools/export_model.py",
                                            "--random",
                                            "--preset",
@@ -42,19 +49,14 @@ std::string ExportOnce(const std::string& key, const std::string& name, const st
     const std::string folder = CachedFolder("small-model-" + key, args, [&](const std::string& out) {
       RunPythonInto(args, out + "/" + name, "exporting " + name);
     });
-    package = folder + "/" + name;
-  }
-  return package;
+    return folder + "/" + name;
+  });
 }
 
 // Writes a checkpoint with `checkpoint` (a script of tests/python and its arguments) and exports it under the small
 // package's name with the Qwen3 tokenizer, once per build folder and key (CachedFolder), remembered per process.
 std::string ExportCheckpointOnce(const std::string& key, const std::vector<std::string>& checkpoint) {
-  static std::mutex mu;
-  static std::map<std::string, std::string>* packages = new std::map<std::string, std::string>();
-  std::lock_guard<std::mutex> lock(mu);
-  std::string& package = (*packages)[key];
-  if (package.empty()) {
+  return Remembered(key, [&] {
     const std::vector<std::string> export_flags = {"--dtype",       "bfloat16",    "--name",
                                                    kSmallModelName, "--tokenizer", TokenizerJsonPath("qwen3")};
     std::vector<std::string> inputs = checkpoint;
@@ -66,9 +68,8 @@ std::string ExportCheckpointOnce(const std::string& key, const std::vector<std::
       export_package.insert(export_package.end(), export_flags.begin(), export_flags.end());
       RunPythonInto(export_package, out + "/" + kSmallModelName, "exporting the checkpoint for " + key);
     });
-    package = dir + "/" + kSmallModelName;
-  }
-  return package;
+    return dir + "/" + kSmallModelName;
+  });
 }
 
 }  // namespace
