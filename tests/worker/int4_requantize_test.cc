@@ -1,7 +1,8 @@
-// int4 weights requantized to int8 for large batches on AMX-INT8 tiles (int4_requantize.h): the portable values
-// against the exact ones (the largest group of a column exact, every value within half a column step), which weights
-// qualify, the tiles' operand against the portable values, and linear_residual from kInt4RequantizedMinRows rows
-// against the requantized matrix with one activation scale per row, symmetric and with zero points.
+// int4 weights requantized to int8 for large batches on AMX-INT8 tiles or PanelW8A8Avx512 (int4_requantize.h): the
+// portable values against the exact ones (the largest group of a column exact, every value within half a column
+// step), which weights qualify, the tiles' operand and the AVX512 panel against the portable values, and
+// linear_residual from Int4RequantizedMinRows() rows against the requantized matrix with one activation scale per row,
+// symmetric and with zero points, on each path that requantizes.
 #include "worker/model/cpu/int4_requantize.h"
 
 #include <cmath>
@@ -132,12 +133,12 @@ TEST_CASE("int4 requantize: a weight qualifies only when every group keeps two i
   CHECK_FALSE(Int4RequantizesToInt8(PanelWeight(packed, kept.clone())));
 }
 
-TEST_CASE("int4 requantize: the tiles' operand holds the portable values, zeros past the panel's depth",
+TEST_CASE("int4 requantize: the tiles' operand and the AVX512 panel hold the portable values, zeros past the depth",
           "[unit][int4][requantize]") {
-  if (!HasAmxInt8()) {
-    WARN("no AMX-INT8 here (" << DescribeCpu() << "): the requantized tile operand is not built");
-    return;
-  }
+  const bool amx_int8 = HasAmxInt8();
+  const bool avx512_vbmi = DetectedCpuIsa() >= CpuIsa::kAvx512Vnni && __builtin_cpu_supports("avx512vbmi");
+  if (!amx_int8) WARN("no AMX-INT8 here (" << DescribeCpu() << "): the requantized tile operand is not built");
+  if (!avx512_vbmi) WARN("no AVX512-VBMI here: the requantized AVX512 panel is not built");
   at::manual_seed(62);
   for (const bool zero_points : {false, true}) {
     for (const int64_t group_size : {32, 64, 128}) {
@@ -154,19 +155,34 @@ TEST_CASE("int4 requantize: the tiles' operand holds the portable values, zeros 
                               factors.data(), offsets.data(), column_scales.data());
         RequantizeInt4PanelPortable(panel.bytes.data(), factors.data(), offsets.data(), groups, group_size / 2,
                                     k_padded, expected.data());
-        const int8_t* tiles = RequantizedInt4TilePanel(panel.bytes.data(), factors.data(), offsets.data(), groups,
-                                                       group_size / 2, k_padded);
-        const int64_t padded_inputs = (k_padded + kAmxInt8StepInputs - 1) / kAmxInt8StepInputs * kAmxInt8StepInputs;
-        int64_t mismatches = 0;
-        for (int64_t k = 0; k < padded_inputs; ++k) {
-          for (int64_t c = 0; c < kPanelWidth; ++c) {
-            // The tiles' layout: [k / 4][kPanelWidth][4].
-            const int8_t tile_value = tiles[(k / 4 * kPanelWidth + c) * 4 + k % 4];
-            mismatches += tile_value != (k < k_padded ? expected[k * kPanelWidth + c] : 0);
-          }
-        }
         INFO("zero points " << zero_points << " group " << group_size << " k " << k_padded);
-        CHECK(mismatches == 0);
+        if (amx_int8) {
+          const int8_t* tiles = RequantizedInt4TilePanel(panel.bytes.data(), factors.data(), offsets.data(), groups,
+                                                         group_size / 2, k_padded);
+          const int64_t padded_inputs = (k_padded + kAmxInt8StepInputs - 1) / kAmxInt8StepInputs * kAmxInt8StepInputs;
+          int64_t mismatches = 0;
+          for (int64_t k = 0; k < padded_inputs; ++k) {
+            for (int64_t c = 0; c < kPanelWidth; ++c) {
+              // The tiles' layout: [k / 4][kPanelWidth][4].
+              const int8_t tile_value = tiles[(k / 4 * kPanelWidth + c) * 4 + k % 4];
+              mismatches += tile_value != (k < k_padded ? expected[k * kPanelWidth + c] : 0);
+            }
+          }
+          CHECK(mismatches == 0);
+        }
+        if (avx512_vbmi) {
+          std::vector<int8_t> pairs(k_padded * kPanelWidth, int8_t{99});
+          RequantizeInt4PanelPairsAvx512(panel.bytes.data(), factors.data(), offsets.data(), groups, group_size / 2,
+                                         k_padded, pairs.data());
+          int64_t mismatches = 0;
+          for (int64_t k = 0; k < k_padded; ++k) {
+            for (int64_t c = 0; c < kPanelWidth; ++c) {
+              // The W8A8 kernels' layout: [k / 2][kPanelWidth][2].
+              mismatches += pairs[(k / 2 * kPanelWidth + c) * 2 + k % 2] != expected[k * kPanelWidth + c];
+            }
+          }
+          CHECK(mismatches == 0);
+        }
       }
     }
   }
@@ -178,10 +194,20 @@ at::Tensor WithQuietGroup(at::Tensor weight, int64_t group_size) {
   return weight;
 }
 
-TEST_CASE("int4 requantize: large batches on the tiles multiply the requantized weight, smaller ones sum per group",
+TEST_CASE("int4 requantize: large batches multiply the requantized weight, smaller ones sum per group",
           "[unit][int4][requantize]") {
-  if (!HasAmxInt8()) {
-    WARN("no AMX-INT8 here (" << DescribeCpu() << "): int4 batches are not requantized");
+  // Each path that requantizes: the tiles, and PanelW8A8Avx512 on the avx512_vnni path (forced on an AMX machine).
+  std::vector<CpuIsa> paths;
+  struct Reset {
+    ~Reset() { ResetCpuIsa(); }
+  } reset;
+  for (const CpuIsa isa : {CpuIsa::kAmx, CpuIsa::kAvx512Vnni}) {
+    if (ForceCpuIsa(isa).ok() && RequantizesLargeInt4Batches()) paths.push_back(isa);
+  }
+  ResetCpuIsa();
+  if (paths.empty()) {
+    WARN("neither AMX-INT8 nor AVX512-VBMI on the avx512_vnni path here (" << DescribeCpu()
+                                                                           << "): int4 batches are not requantized");
     return;
   }
   at::manual_seed(63);
@@ -234,23 +260,29 @@ TEST_CASE("int4 requantize: large batches on the tiles multiply the requantized 
     // The requantized weight stays near the exact one: within half a column step of each value.
     CHECK(RelativeError(requantized, dequantized) < (quiet ? 1.0 : 0.03));
     const std::vector<int64_t> rows =
-        k > kMaxInt8ActivationGroup ? std::vector<int64_t>{kInt4RequantizedMinRows}
-                                    : std::vector<int64_t>{kInt4RequantizedMinRows - 1, kInt4RequantizedMinRows, 300};
+        k > kMaxInt8ActivationGroup
+            ? std::vector<int64_t>{kInt4RequantizedMinRowsOnTiles}
+            : std::vector<int64_t>{kInt4RequantizedMinRowsAvx512 - 1, kInt4RequantizedMinRowsAvx512,
+                                   kInt4RequantizedMinRowsOnTiles - 1, kInt4RequantizedMinRowsOnTiles, 300};
     for (const int64_t m : rows) {
-      INFO("zero points " << zero_points << " group " << group_size << " quiet " << quiet << " k " << k << " m " << m);
       const at::Tensor input = Random({m, k}, at::kFloat), residual = Random({m, n}, at::kFloat);
-      const at::Tensor out = LinearResidual(input, packed, scales, residual);
-      const at::Tensor exact = composite::LinearResidual(input, dequantized, none, residual);
-      CHECK(RelativeError(out, exact) < 3e-2);
-      const bool requantizes = !quiet && m >= kInt4RequantizedMinRows;
-      const at::Tensor as_int8 =
-          composite::LinearResidual(testing::RowWideByteQuantized(input), requantized, none, residual);
-      // The same products, summed in another order: O(1e-6) apart when requantized, O(1e-3) when not (unless one
-      // group spans the row: then both paths quantize the rows alike and the requantized values are exact).
-      if (requantizes) {
-        CHECK(RelativeError(out, as_int8) < 1e-4);
-      } else if (k > group_size) {
-        CHECK(RelativeError(out, as_int8) > 1e-4);
+      for (const CpuIsa isa : paths) {
+        REQUIRE(ForceCpuIsa(isa).ok());
+        INFO("zero points " << zero_points << " group " << group_size << " quiet " << quiet << " k " << k << " m " << m
+                            << " path " << CpuIsaName(isa));
+        const at::Tensor out = LinearResidual(input, packed, scales, residual);
+        const at::Tensor exact = composite::LinearResidual(input, dequantized, none, residual);
+        CHECK(RelativeError(out, exact) < 3e-2);
+        const bool requantizes = !quiet && m >= Int4RequantizedMinRows();
+        const at::Tensor as_int8 =
+            composite::LinearResidual(testing::RowWideByteQuantized(input), requantized, none, residual);
+        // The same products, summed in another order: O(1e-6) apart when requantized, O(1e-3) when not (unless one
+        // group spans the row: then both paths quantize the rows alike and the requantized values are exact).
+        if (requantizes) {
+          CHECK(RelativeError(out, as_int8) < 1e-4);
+        } else if (k > group_size) {
+          CHECK(RelativeError(out, as_int8) > 1e-4);
+        }
       }
     }
   }

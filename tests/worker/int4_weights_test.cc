@@ -260,9 +260,9 @@ TEST_CASE("int4 weights: W4A8 sums the int4 weights against the activations quan
         const Int4Weight weight = MakeInt4(n, k, group_size);
         for (const int64_t m : rows) {
           const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);
-          // From kInt4RequantizedMinRows rows the tiles multiply the weight requantized to int8, one activation
-          // scale per row.
-          const bool requantized = HasAmxInt8() && m >= kInt4RequantizedMinRows &&
+          // From Int4RequantizedMinRows() rows the tiles (or, on the avx512_vnni path, PanelW8A8Avx512) multiply the
+          // weight requantized to int8, one activation scale per row.
+          const bool requantized = RequantizesLargeInt4Batches() && m >= Int4RequantizedMinRows() &&
                                    Int4RequantizesToInt8(PanelWeight(weight.packed, weight.scales));
           const bool on_tiles = HasAmxInt8() && group_size % 64 == 0;
           const bool dequantized =
@@ -331,7 +331,7 @@ TEST_CASE("int4 weights: W4A8 batches on AMX-INT8 tiles sum exactly the integers
       const bool requantizes = Int4RequantizesToInt8(PanelWeight(weight.packed, weight.scales));
       CHECK(requantizes == (k == group_size));
       for (const int64_t m : {16, 17, 33, 64, 300}) {
-        if (requantizes && m >= kInt4RequantizedMinRows) continue;
+        if (requantizes && m >= kInt4RequantizedMinRowsOnTiles) continue;
         for (const auto dtype : {at::kFloat, at::kBFloat16}) {
           INFO("group " << group_size << " k " << k << " m " << m << " dtype " << dtype);
           const at::Tensor input = Random({m, k}, dtype), residual = Random({m, n}, dtype);

@@ -357,7 +357,8 @@ void PackWeightsForCpu(std::vector<Projection>& projections, Projection& embeddi
     p.weight.set_data(p.weight.scalar_type() == at::kByte ? cpu::PackInt4Weight(p.weight, order, arena.get())
                                                           : cpu::PackWeight(p.weight, order, arena.get()));
     // Decided here rather than in the first large batch, which would scan every scale of the weight.
-    if (p.weight.scalar_type() == at::kByte && p.scale.scalar_type() == at::kFloat && cpu::HasAmxInt8()) {
+    if (p.weight.scalar_type() == at::kByte && p.scale.scalar_type() == at::kFloat &&
+        cpu::RequantizesLargeInt4Batches()) {
       cpu::Int4RequantizesToInt8(cpu::PanelWeight(p.weight, p.scale));
     }
     // The original went back to the heap; trimmed now, loading peaks at one projection above the weights.

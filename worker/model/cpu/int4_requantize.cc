@@ -6,6 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "worker/model/cpu/cpu_isa.h"
 #include "worker/model/cpu/panel_kernels.h"
 
 namespace llmc::model::cpu {
@@ -53,6 +54,19 @@ bool ScanRequantizes(const PanelWeight& weight) {
 }
 
 }  // namespace
+
+bool RequantizesLargeInt4Batches() {
+#ifdef LLMC_CPU_X86_KERNELS
+  static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
+  return HasAmxInt8() || (ActiveCpuIsa() == CpuIsa::kAvx512Vnni && has_vbmi);
+#else
+  return false;
+#endif
+}
+
+int64_t Int4RequantizedMinRows() {
+  return HasAmxInt8() ? kInt4RequantizedMinRowsOnTiles : kInt4RequantizedMinRowsAvx512;
+}
 
 bool Int4RequantizesToInt8(const PanelWeight& weight) {
   const void* key = weight.scales.data_ptr();

@@ -57,7 +57,7 @@ constexpr int64_t kInt4ByteActivationMinRows = 1;
 // 128 inputs; Xeon, 2026-11-30, Qwen2-0.5B shape: b=16 35 ms against 51 dequantized, b=32 48 against 67; prefill
 // 512 302 ms against 316-336 once the tile buffers sat on cache lines, 2026-12-01). Groups of 32 inputs do not
 // fill a tile step: from this many rows their panels are dequantized to bfloat16 for the AMX-BF16 tiles instead
-// (the activations then stay unquantized), below it they run on PanelW4A8Avx512. From kInt4RequantizedMinRows rows
+// (the activations then stay unquantized), below it they run on PanelW4A8Avx512. From Int4RequantizedMinRows() rows
 // (int4_requantize.h) weights that qualify, groups of 32 included, run requantized to int8 on the W8A8 tiles.
 constexpr int64_t kAmxInt4DequantizedMinRows = 64;
 // k pairs per activation group, the inputs that share one activation scale, for an int8 weight with

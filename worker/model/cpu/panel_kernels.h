@@ -96,6 +96,10 @@ const int8_t* AmxTilePanel(const void* panel, int64_t k_padded, bool int4);
 // values in the tiles' layout.
 const int8_t* RequantizedInt4TilePanel(const uint8_t* panel, const float* factors, const int32_t* offsets,
                                        int64_t weight_groups, int64_t group_pairs, int64_t k_padded);
+// The same values in the W8A8 kernels' layout ([k_padded / 2][kPanelWidth][2], PanelW8A8Avx512's panel), into
+// `values`. Needs AVX512_VBMI as well.
+void RequantizeInt4PanelPairsAvx512(const uint8_t* panel, const float* factors, const int32_t* offsets,
+                                    int64_t weight_groups, int64_t group_pairs, int64_t k_padded, int8_t* values);
 
 // int4 weights (W4A16, int4_weight.h): the panel is [k_padded / 8][kPanelWidth][4] bytes, one 32-bit word per
 // column holding 8 signed (two's complement) 4-bit weights of k = 8o..8o+7: bits 4j..4j+3 hold k = 8o + 2j and

@@ -1,6 +1,7 @@
 // Built with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (worker/CMakeLists.txt); called only where the CPU has
 // them (cpu_isa.h: the avx512_vnni path and above). The dequantization to bfloat16 panels alone needs AVX512_BF16,
-// as its target attribute says, and runs only on the avx512_bf16 path and above.
+// as its target attribute says, and runs only on the avx512_bf16 path and above; the requantization to int8 panels
+// needs AVX512_VBMI, as its own says.
 //
 // W4A16 decode: a k octet of the 64 columns is 256 bytes, four vectors of 16 columns x 8 weights. Each vector
 // gives the int16 pairs of its four k pairs with one or two 16-bit shifts each (vpsllw, vpsraw: no shuffles,
@@ -157,6 +158,72 @@ __attribute__((target("avx512bf16"))) void DequantizeInt4PanelBf16Avx512(const u
     DequantizeInt4Octets<true>(panel, scales, zero_offsets, weight_groups, group_pairs, pairs, out);
   } else {
     DequantizeInt4Octets<false>(panel, scales, zero_offsets, weight_groups, group_pairs, pairs, out);
+  }
+}
+
+// RequantizeInt4PanelPortable's values in the W8A8 kernels' layout. Each group's sixteen possible values of each
+// column are computed once into a table that the stored nibbles index (vpermi2b, eight columns a table pair, as
+// RequantizedInt4TilePanel looks them up). Within each 32-bit word the nibbles masked off the low halves of its bytes
+// are k 0, 4, 1, 5 of the octet and those of the high halves k 2, 6, 3, 7: bytes 0, 2, 1, 3 of each make k pairs
+// 0 and 2, and 1 and 3, whose 16-bit halves go out a pair at a time.
+__attribute__((target("avx512vbmi"))) void RequantizeInt4PanelPairsAvx512(const uint8_t* panel, const float* factors,
+                                                                          const int32_t* offsets, int64_t weight_groups,
+                                                                          int64_t group_pairs, int64_t k_padded,
+                                                                          int8_t* values) {
+  const int64_t octets = k_padded / 8;
+  const __m512i even_bytes_first =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  // Byte b of a vector of sixteen columns' words holds column b / 4: its entry in a table pair of eight columns
+  // starts at 16 * (b / 4 % 8).
+  alignas(64) static const uint8_t kTableRows[64] = {
+      0,  0,  0,  0,  16, 16, 16,  16,  32,  32,  32, 32, 48, 48, 48, 48, 64,  64,  64,  64, 80, 80,
+      80, 80, 96, 96, 96, 96, 112, 112, 112, 112, 0,  0,  0,  0,  16, 16, 16,  16,  32,  32, 32, 32,
+      48, 48, 48, 48, 64, 64, 64,  64,  80,  80,  80, 80, 96, 96, 96, 96, 112, 112, 112, 112};
+  const __m512i table_rows = _mm512_load_si512(kTableRows);
+  // The nibbles 0..15 as the signed values they store.
+  const __m512i signed_nibbles = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+  // table[16 c + n]: column c's requantized value of stored nibble n in the current group.
+  alignas(64) int8_t table[kPanelWidth * 16];
+  int64_t group = -1;
+  for (int64_t o = 0; o < octets; ++o) {
+    const int64_t g = std::min(4 * o / group_pairs, weight_groups - 1);
+    if (g != group) {
+      group = g;
+      for (int64_t c = 0; c < kPanelWidth; ++c) {
+        const int64_t at = g * kPanelWidth + c;
+        const __m512i unscaled = _mm512_add_epi32(signed_nibbles, _mm512_set1_epi32(offsets[at]));
+        const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(unscaled), _mm512_set1_ps(factors[at]));
+        _mm_store_si128(reinterpret_cast<__m128i*>(table + 16 * c), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(scaled)));
+      }
+    }
+    int8_t* out = values + o * 4 * 2 * kPanelWidth;
+    for (int i = 0; i < 4; ++i) {  // 16 columns at a time
+      const __m512i raw = _mm512_loadu_si512(panel + o * kPanelWidth * 4 + 64 * i);
+      const __m512i first_and_third = _mm512_shuffle_epi8(_mm512_and_si512(raw, nibble), even_bytes_first);
+      const __m512i second_and_fourth =
+          _mm512_shuffle_epi8(_mm512_and_si512(_mm512_srli_epi32(raw, 4), nibble), even_bytes_first);
+      const int8_t* columns = table + 16 * 16 * i;
+      const __m512i first_a = _mm512_load_si512(columns), first_b = _mm512_load_si512(columns + 64);
+      const __m512i second_a = _mm512_load_si512(columns + 128), second_b = _mm512_load_si512(columns + 192);
+      const __m512i low_index = _mm512_or_si512(first_and_third, table_rows);
+      const __m512i high_index = _mm512_or_si512(second_and_fourth, table_rows);
+      const __m512i low =
+          _mm512_mask_blend_epi8(0xffffffff00000000ull, _mm512_permutex2var_epi8(first_a, low_index, first_b),
+                                 _mm512_permutex2var_epi8(second_a, low_index, second_b));
+      const __m512i high =
+          _mm512_mask_blend_epi8(0xffffffff00000000ull, _mm512_permutex2var_epi8(first_a, high_index, first_b),
+                                 _mm512_permutex2var_epi8(second_a, high_index, second_b));
+      // k pair j of the octet: 32 bytes of [16 columns][2].
+      const auto store_pair = [&](int j, __m512i words) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * 2 * kPanelWidth + 32 * i),
+                            _mm512_cvtepi32_epi16(words));
+      };
+      store_pair(0, low);
+      store_pair(1, high);
+      store_pair(2, _mm512_srli_epi32(low, 16));
+      store_pair(3, _mm512_srli_epi32(high, 16));
+    }
   }
 }
 

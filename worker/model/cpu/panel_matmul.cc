@@ -62,8 +62,9 @@ constexpr int64_t kAmxMinRows = 4;
 // twice the bfloat16 kernels' products per instruction, so without AMX it keeps every batch; with AMX-INT8,
 // its tiles (UsesAmxInt8) take the batches the AVX512 kernel does not. int4 rows staged as bytes stay W4A8: on
 // AMX-INT8 tiles from 16 rows where their groups are whole tile steps, else on PanelW4A8Avx512 below
-// kAmxInt4DequantizedMinRows rows; at every batch size without AMX. From kInt4RequantizedMinRows rows a weight
-// that qualifies runs on the W8A8 tiles requantized instead, whatever its groups (int4_requantize.h).
+// kAmxInt4DequantizedMinRows rows; at every batch size without AMX. From Int4RequantizedMinRows() rows a weight
+// that qualifies runs requantized instead, whatever its groups (int4_requantize.h): on the W8A8 tiles, or on the
+// avx512_vnni path PanelW8A8Avx512.
 int64_t DequantizedPanelMinRows(Int8Activations activations, bool int4) {
   if (int4 && activations == Int8Activations::kInt8) {
     return ActiveCpuIsa() == CpuIsa::kAmx ? kAmxInt4DequantizedMinRows : std::numeric_limits<int64_t>::max();
@@ -201,6 +202,22 @@ const int8_t* RequantizedTilePanel(const uint8_t* panel, const float* scales, co
   const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
   return RequantizedInt4TilePanel(panel, factors.data(), offsets.data(), weight_groups, group_pairs, k_padded);
 }
+
+// The same requantization in PanelW8A8Avx512's layout, in the calling thread's buffer.
+const int8_t* RequantizedPairPanel(const uint8_t* panel, const float* scales, const float* zero_offsets,
+                                   int64_t weight_groups, int64_t k, int64_t k_padded, float* column_scales) {
+  thread_local CacheAlignedVector<float> factors;
+  thread_local CacheAlignedVector<int32_t> offsets;
+  thread_local CacheAlignedVector<int8_t> values;
+  factors.resize(weight_groups * kPanelWidth);
+  offsets.resize(weight_groups * kPanelWidth);
+  values.resize(k_padded * kPanelWidth);
+  Int4RequantizeFactors(scales, zero_offsets, weight_groups, factors.data(), offsets.data(), column_scales);
+  const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
+  RequantizeInt4PanelPairsAvx512(panel, factors.data(), offsets.data(), weight_groups, group_pairs, k_padded,
+                                 values.data());
+  return values.data();
+}
 #endif
 
 float* TeamScratch() {
@@ -267,11 +284,13 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
                                       : weight.int4() ? Int4ActivationsForRows(rows)
                                                       : Int8ActivationsForRows(rows);
   const bool int4 = weight.int4() && !weight.mxfp4();
-  // Large batches for the tiles requantize int4 weights to int8 where they allow it; their rows then take one scale
-  // each.
-  const bool int4_as_int8 = int4 && large_int4 == LargeInt4Batches::kOnTiles && rows >= kInt4RequantizedMinRows &&
-                            UsesAmxInt8(rows, activations, ActivationGroupPairs(k, 1, activations)) &&
-                            Int4RequantizesToInt8(weight);
+  // Large batches for the tiles (or PanelW8A8Avx512) requantize int4 weights to int8 where they allow it; their rows
+  // then take one scale each.
+  const bool int4_as_int8 =
+      int4 && large_int4 == LargeInt4Batches::kOnTiles && rows >= Int4RequantizedMinRows() &&
+      activations == Int8Activations::kInt8 && RequantizesLargeInt4Batches() &&
+      (!HasAmxInt8() || UsesAmxInt8(rows, activations, ActivationGroupPairs(k, 1, activations))) &&
+      Int4RequantizesToInt8(weight);
   const int64_t group_pairs =
       weight.quantized() ? ActivationGroupPairs(k, int4_as_int8 ? 1 : weight.scales.size(1), activations) : 0;
   const int64_t dequantized_min_rows = DequantizedPanelMinRows(activations, int4);
@@ -305,7 +324,7 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
       staged.bytes = reinterpret_cast<int8_t*>(CallerBuffer(kActivationBytes, staged.rows_padded * stride));
       staged.offsets = reinterpret_cast<int32_t*>(
           CallerBuffer(kActivationOffsets, staged.rows_padded * staged.groups * sizeof(int32_t)));
-      staged.int4_byte_order = weight.int4() && !amx_int8;
+      staged.int4_byte_order = weight.int4() && !amx_int8 && !int4_as_int8;
     }
   }
   return staged;
@@ -413,7 +432,11 @@ PanelMultiplier::PanelMultiplier(const Staged& staged, const PanelWeight& panel_
     int8_kernel = weight.int4() ? SelectInt4PanelKernel(a.bytes != nullptr) : SelectInt8PanelKernel(a.bytes != nullptr);
   }
 #ifdef LLMC_CPU_X86_KERNELS
-  if (a.amx_int8) int8_kernel = weight.int4() && !a.int4_as_int8 ? &PanelW4A8Amx : &PanelW8A8Amx;
+  if (a.amx_int8) {
+    int8_kernel = weight.int4() && !a.int4_as_int8 ? &PanelW4A8Amx : &PanelW8A8Amx;
+  } else if (a.int4_as_int8) {
+    int8_kernel = &PanelW8A8Avx512;
+  }
 #endif
   dequantize = weight.quantized() && !a.int16;
   plain_type = dequantize ? (a.element_size == 4 ? at::kFloat : at::kBFloat16) : packed.scalar_type();
@@ -440,10 +463,15 @@ void PanelMultiplier::Multiply(int64_t p, float* c, PanelEpilogue epilogue) cons
   alignas(64) float column_scales[kPanelWidth];
 #ifdef LLMC_CPU_X86_KERNELS
   if (a.int4_as_int8) {
-    amx_tile_panel =
-        RequantizedTilePanel(static_cast<const uint8_t*>(panel), panel_scales,
-                             zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth,
-                             weight_groups, a.features, k_padded, column_scales);
+    const float* panel_zero_offsets =
+        zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth;
+    if (a.amx_int8) {
+      amx_tile_panel = RequantizedTilePanel(static_cast<const uint8_t*>(panel), panel_scales, panel_zero_offsets,
+                                            weight_groups, a.features, k_padded, column_scales);
+    } else {
+      panel = RequantizedPairPanel(static_cast<const uint8_t*>(panel), panel_scales, panel_zero_offsets, weight_groups,
+                                   a.features, k_padded, column_scales);
+    }
     panel_scales = column_scales;
     kernel_weight_groups = 1;
   } else if (a.amx_int8) {

@@ -78,7 +78,8 @@ struct Staged {
   int32_t* group_sums = nullptr;  // int4 with zero points: each row's sum of its staged values, per group
   bool amx_int8 = false;          // bytes for PanelW8A8Amx, rows of whole tile steps
   bool int4_byte_order = false;   // bytes for PanelW4A8Avx512 (NarrowActivationRow)
-  // int4 weights requantized per panel to int8 for PanelW8A8Amx (int4_requantize.h), the rows with one scale each.
+  // int4 weights requantized per panel to int8 for PanelW8A8Amx or PanelW8A8Avx512 (int4_requantize.h), the rows
+  // with one scale each.
   bool int4_as_int8 = false;
   // What the workers read while they wait once their panels are done (read_ahead.h); none unless set.
   NextPanels read_after;
@@ -87,7 +88,9 @@ struct Staged {
 // How int4 batches that AMX-INT8 tiles could take run: on the tiles (the dense projections, faster there:
 // docs/performance.md), requantized to int8 where the weight allows (int4_requantize.h) and else summed per group
 // where the groups fill whole tile steps; or, from kAmxInt4DequantizedMinRows rows, dequantized to bfloat16 panels
-// (the MoE operator, whose one-job path takes no tile staging; its experts were not measured on the tiles).
+// (the MoE operator, whose one-job path takes no tile staging; its experts were not measured on the tiles). Without
+// AMX, kOnTiles lets large batches run requantized on PanelW8A8Avx512 where RequantizesLargeInt4Batches; kDequantized
+// keeps them on W4A8.
 enum class LargeInt4Batches { kOnTiles, kDequantized };
 
 // The staging a projection's input needs: in the activations' dtype, or int16 (and bytes) in groups for int8
