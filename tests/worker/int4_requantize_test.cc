@@ -133,6 +133,30 @@ TEST_CASE("int4 requantize: a weight qualifies only when every group keeps two i
   CHECK_FALSE(Int4RequantizesToInt8(PanelWeight(packed, kept.clone())));
 }
 
+TEST_CASE("int4 requantize: large batches requantize on the tiles and on the avx512_vnni path with VBMI, nowhere else",
+          "[unit][int4][requantize]") {
+  struct Reset {
+    ~Reset() { ResetCpuIsa(); }
+  } reset;
+#ifdef LLMC_CPU_X86_KERNELS
+  const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+#else
+  const bool vbmi = false;
+#endif
+  for (int isa = 0; isa <= static_cast<int>(DetectedCpuIsa()); ++isa) {
+    const CpuIsa path = static_cast<CpuIsa>(isa);
+    REQUIRE(ForceCpuIsa(path).ok());
+    INFO("kernel path " << CpuIsaName(path));
+    const bool expected = path == CpuIsa::kAmx ? HasAmxInt8() : path == CpuIsa::kAvx512Vnni && vbmi;
+    CHECK(RequantizesLargeInt4Batches() == expected);
+    if (expected) {
+      CHECK(Int4RequantizedMinRows() ==
+            (path == CpuIsa::kAmx ? kInt4RequantizedMinRowsOnTiles : kInt4RequantizedMinRowsAvx512));
+    }
+  }
+}
+
+#ifdef LLMC_CPU_X86_KERNELS
 TEST_CASE("int4 requantize: the tiles' operand and the AVX512 panel hold the portable values, zeros past the depth",
           "[unit][int4][requantize]") {
   const bool amx_int8 = HasAmxInt8();
@@ -187,6 +211,8 @@ TEST_CASE("int4 requantize: the tiles' operand and the AVX512 panel hold the por
     }
   }
 }
+
+#endif  // LLMC_CPU_X86_KERNELS
 
 // A weight whose first group of inputs is 100 times quieter than the rest: too fine to requantize.
 at::Tensor WithQuietGroup(at::Tensor weight, int64_t group_size) {

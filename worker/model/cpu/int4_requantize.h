@@ -4,8 +4,8 @@
 // int4 prefill as int8 (panel_matmul.cc). Summed per group of 32-128 inputs, int4 weights end every group's
 // products with a float epilogue. On AMX-INT8 tiles those epilogues do not overlap the products: W4A8 ran at half of
 // W8A8's rate (llmc_panel_kernel_bench --tiles). On an Ice Lake Xeon's avx512_vnni path, PanelW4A8Avx512 ran prefill
-// 512 in 1.27 times PanelW8A8Avx512's time. So for large batches each panel is requantized to int8 with one scale per
-// column, and runs PanelW8A8Amx, or PanelW8A8Avx512, against activations with one scale per row.
+// 512 in 1.27-1.28 times PanelW8A8Avx512's time. So for large batches each panel is requantized to int8 with one scale
+// per column, and runs PanelW8A8Amx, or PanelW8A8Avx512, against activations with one scale per row.
 //
 // Column c's largest group scale s_max keeps its values exactly: v = (q + 8 - z) * T, with T = 15 for symmetric
 // weights (|q| <= 8, so |v| <= 120) and 7 with zero points (|u - z| <= 16, |v| <= 112); the column's scale is
