@@ -96,6 +96,12 @@ const int8_t* AmxTilePanel(const void* panel, int64_t k_padded, bool int4);
 // values in the tiles' layout.
 const int8_t* RequantizedInt4TilePanel(const uint8_t* panel, const float* factors, const int32_t* offsets,
                                        int64_t weight_groups, int64_t group_pairs, int64_t k_padded);
+// Both look the values up per group and column: table[16 c + n] is column c's value of stored nibble n in group
+// `group` (factors and offsets as above), filled with AVX512F. In a vector of sixteen columns' 32-bit words, byte b
+// belongs to column b / 4, whose entry in a vpermi2b table pair of eight columns starts at
+// kInt4RequantizeTableRows[b] = 16 * (b / 4 % 8).
+void FillInt4RequantizeTableAvx512(const float* factors, const int32_t* offsets, int64_t group, int8_t* table);
+extern const uint8_t kInt4RequantizeTableRows[64];
 // The same values in the W8A8 kernels' layout ([k_padded / 2][kPanelWidth][2], PanelW8A8Avx512's panel), into
 // `values`. Needs AVX512_VBMI as well.
 void RequantizeInt4PanelPairsAvx512(const uint8_t* panel, const float* factors, const int32_t* offsets,

@@ -227,28 +227,14 @@ const int8_t* RequantizedInt4TilePanel(const uint8_t* panel, const float* factor
   const __m512i even_bytes_first =
       _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
   const __m512i nibble = _mm512_set1_epi8(0x0f);
-  // Byte b of a quad vector holds column b / 4 of its sixteen: its entry in a table pair of eight columns starts
-  // at 16 * (b / 4 % 8).
-  alignas(64) static const uint8_t kTableRows[64] = {
-      0,  0,  0,  0,  16, 16, 16,  16,  32,  32,  32, 32, 48, 48, 48, 48, 64,  64,  64,  64, 80, 80,
-      80, 80, 96, 96, 96, 96, 112, 112, 112, 112, 0,  0,  0,  0,  16, 16, 16,  16,  32,  32, 32, 32,
-      48, 48, 48, 48, 64, 64, 64,  64,  80,  80,  80, 80, 96, 96, 96, 96, 112, 112, 112, 112};
-  const __m512i table_rows = _mm512_load_si512(kTableRows);
-  // The nibbles 0..15 as the signed values they store.
-  const __m512i signed_nibbles = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
-  // table[16 c + n]: column c's requantized value of stored nibble n in the current group.
+  const __m512i table_rows = _mm512_loadu_si512(kInt4RequantizeTableRows);
   alignas(64) int8_t table[kPanelWidth * 16];
   int64_t group = -1;
   for (int64_t o = 0; o < octets; ++o) {
     const int64_t g = std::min(4 * o / group_pairs, weight_groups - 1);
     if (g != group) {
       group = g;
-      for (int64_t c = 0; c < kPanelWidth; ++c) {
-        const int64_t at = g * kPanelWidth + c;
-        const __m512i values = _mm512_add_epi32(signed_nibbles, _mm512_set1_epi32(offsets[at]));
-        const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(values), _mm512_set1_ps(factors[at]));
-        _mm_store_si128(reinterpret_cast<__m128i*>(table + 16 * c), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(scaled)));
-      }
+      FillInt4RequantizeTableAvx512(factors, offsets, g, table);
     }
     int8_t* first_quad = buffer + 2 * o * kQuadBytes;
     for (int i = 0; i < 4; ++i) {  // 16 columns at a time, as QuadPanelFromInt4

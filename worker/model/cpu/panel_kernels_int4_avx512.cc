@@ -161,11 +161,27 @@ __attribute__((target("avx512bf16"))) void DequantizeInt4PanelBf16Avx512(const u
   }
 }
 
+alignas(64) const uint8_t kInt4RequantizeTableRows[64] = {
+    0,  0,  0,  0,  16, 16, 16,  16,  32,  32,  32, 32, 48, 48, 48, 48, 64,  64,  64,  64, 80, 80,
+    80, 80, 96, 96, 96, 96, 112, 112, 112, 112, 0,  0,  0,  0,  16, 16, 16,  16,  32,  32, 32, 32,
+    48, 48, 48, 48, 64, 64, 64,  64,  80,  80,  80, 80, 96, 96, 96, 96, 112, 112, 112, 112};
+
+void FillInt4RequantizeTableAvx512(const float* factors, const int32_t* offsets, int64_t group, int8_t* table) {
+  // The nibbles 0..15 as the signed values they store.
+  const __m512i signed_nibbles = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+  for (int64_t c = 0; c < kPanelWidth; ++c) {
+    const int64_t at = group * kPanelWidth + c;
+    const __m512i unscaled = _mm512_add_epi32(signed_nibbles, _mm512_set1_epi32(offsets[at]));
+    const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(unscaled), _mm512_set1_ps(factors[at]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(table + 16 * c), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(scaled)));
+  }
+}
+
 // RequantizeInt4PanelPortable's values in the W8A8 kernels' layout. Each group's sixteen possible values of each
-// column are computed once into a table that the stored nibbles index (vpermi2b, eight columns a table pair, as
-// RequantizedInt4TilePanel looks them up). Within each 32-bit word the nibbles masked off the low halves of its bytes
-// are k 0, 4, 1, 5 of the octet and those of the high halves k 2, 6, 3, 7: bytes 0, 2, 1, 3 of each make k pairs
-// 0 and 2, and 1 and 3, whose 16-bit halves go out a pair at a time.
+// column are computed once (FillInt4RequantizeTableAvx512) into a table that the stored nibbles index (vpermi2b,
+// eight columns a table pair, as RequantizedInt4TilePanel looks them up). Within each 32-bit word the nibbles masked
+// off the low halves of its bytes are k 0, 4, 1, 5 of the octet and those of the high halves k 2, 6, 3, 7: bytes 0, 2,
+// 1, 3 of each make k pairs 0 and 2, and 1 and 3, whose 16-bit halves go out a pair at a time.
 __attribute__((target("avx512vbmi"))) void RequantizeInt4PanelPairsAvx512(const uint8_t* panel, const float* factors,
                                                                           const int32_t* offsets, int64_t weight_groups,
                                                                           int64_t group_pairs, int64_t k_padded,
@@ -174,28 +190,14 @@ __attribute__((target("avx512vbmi"))) void RequantizeInt4PanelPairsAvx512(const 
   const __m512i even_bytes_first =
       _mm512_broadcast_i32x4(_mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15));
   const __m512i nibble = _mm512_set1_epi8(0x0f);
-  // Byte b of a vector of sixteen columns' words holds column b / 4: its entry in a table pair of eight columns
-  // starts at 16 * (b / 4 % 8).
-  alignas(64) static const uint8_t kTableRows[64] = {
-      0,  0,  0,  0,  16, 16, 16,  16,  32,  32,  32, 32, 48, 48, 48, 48, 64,  64,  64,  64, 80, 80,
-      80, 80, 96, 96, 96, 96, 112, 112, 112, 112, 0,  0,  0,  0,  16, 16, 16,  16,  32,  32, 32, 32,
-      48, 48, 48, 48, 64, 64, 64,  64,  80,  80,  80, 80, 96, 96, 96, 96, 112, 112, 112, 112};
-  const __m512i table_rows = _mm512_load_si512(kTableRows);
-  // The nibbles 0..15 as the signed values they store.
-  const __m512i signed_nibbles = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
-  // table[16 c + n]: column c's requantized value of stored nibble n in the current group.
+  const __m512i table_rows = _mm512_loadu_si512(kInt4RequantizeTableRows);
   alignas(64) int8_t table[kPanelWidth * 16];
   int64_t group = -1;
   for (int64_t o = 0; o < octets; ++o) {
     const int64_t g = std::min(4 * o / group_pairs, weight_groups - 1);
     if (g != group) {
       group = g;
-      for (int64_t c = 0; c < kPanelWidth; ++c) {
-        const int64_t at = g * kPanelWidth + c;
-        const __m512i unscaled = _mm512_add_epi32(signed_nibbles, _mm512_set1_epi32(offsets[at]));
-        const __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(unscaled), _mm512_set1_ps(factors[at]));
-        _mm_store_si128(reinterpret_cast<__m128i*>(table + 16 * c), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(scaled)));
-      }
+      FillInt4RequantizeTableAvx512(factors, offsets, g, table);
     }
     int8_t* out = values + o * 4 * 2 * kPanelWidth;
     for (int i = 0; i < 4; ++i) {  // 16 columns at a time

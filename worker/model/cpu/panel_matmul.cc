@@ -191,29 +191,22 @@ int64_t PanelBytes(const PanelWeight& weight) {
 }
 
 #ifdef LLMC_CPU_X86_KERNELS
-// An int4 panel requantized for the W8A8 tiles (int4_requantize.h), its column scales into column_scales.
-const int8_t* RequantizedTilePanel(const uint8_t* panel, const float* scales, const float* zero_offsets,
-                                   int64_t weight_groups, int64_t k, int64_t k_padded, float* column_scales) {
+// An int4 panel requantized (int4_requantize.h) as the W8A8 tiles' operand or, for PanelW8A8Avx512, in the int8
+// panels' layout, in the calling thread's buffers; its column scales into column_scales.
+const int8_t* RequantizedPanel(const uint8_t* panel, const float* scales, const float* zero_offsets,
+                               int64_t weight_groups, int64_t k, int64_t k_padded, bool for_tiles,
+                               float* column_scales) {
   thread_local CacheAlignedVector<float> factors;
   thread_local CacheAlignedVector<int32_t> offsets;
   factors.resize(weight_groups * kPanelWidth);
   offsets.resize(weight_groups * kPanelWidth);
   Int4RequantizeFactors(scales, zero_offsets, weight_groups, factors.data(), offsets.data(), column_scales);
   const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
-  return RequantizedInt4TilePanel(panel, factors.data(), offsets.data(), weight_groups, group_pairs, k_padded);
-}
-
-// The same requantization in PanelW8A8Avx512's layout, in the calling thread's buffer.
-const int8_t* RequantizedPairPanel(const uint8_t* panel, const float* scales, const float* zero_offsets,
-                                   int64_t weight_groups, int64_t k, int64_t k_padded, float* column_scales) {
-  thread_local CacheAlignedVector<float> factors;
-  thread_local CacheAlignedVector<int32_t> offsets;
+  if (for_tiles) {
+    return RequantizedInt4TilePanel(panel, factors.data(), offsets.data(), weight_groups, group_pairs, k_padded);
+  }
   thread_local CacheAlignedVector<int8_t> values;
-  factors.resize(weight_groups * kPanelWidth);
-  offsets.resize(weight_groups * kPanelWidth);
   values.resize(k_padded * kPanelWidth);
-  Int4RequantizeFactors(scales, zero_offsets, weight_groups, factors.data(), offsets.data(), column_scales);
-  const int64_t group_pairs = weight_groups == 1 ? k_padded / 2 : k / weight_groups / 2;
   RequantizeInt4PanelPairsAvx512(panel, factors.data(), offsets.data(), weight_groups, group_pairs, k_padded,
                                  values.data());
   return values.data();
@@ -286,11 +279,9 @@ Staged PrepareStaging(int64_t rows, int64_t k, const PanelWeight& weight, at::Sc
   const bool int4 = weight.int4() && !weight.mxfp4();
   // Large batches for the tiles (or PanelW8A8Avx512) requantize int4 weights to int8 where they allow it; their rows
   // then take one scale each.
-  const bool int4_as_int8 =
-      int4 && large_int4 == LargeInt4Batches::kOnTiles && rows >= Int4RequantizedMinRows() &&
-      activations == Int8Activations::kInt8 && RequantizesLargeInt4Batches() &&
-      (!HasAmxInt8() || UsesAmxInt8(rows, activations, ActivationGroupPairs(k, 1, activations))) &&
-      Int4RequantizesToInt8(weight);
+  const bool int4_as_int8 = int4 && large_int4 == LargeInt4Batches::kOnTiles && rows >= Int4RequantizedMinRows() &&
+                            activations == Int8Activations::kInt8 && RequantizesLargeInt4Batches() &&
+                            Int4RequantizesToInt8(weight);
   const int64_t group_pairs =
       weight.quantized() ? ActivationGroupPairs(k, int4_as_int8 ? 1 : weight.scales.size(1), activations) : 0;
   const int64_t dequantized_min_rows = DequantizedPanelMinRows(activations, int4);
@@ -463,14 +454,14 @@ void PanelMultiplier::Multiply(int64_t p, float* c, PanelEpilogue epilogue) cons
   alignas(64) float column_scales[kPanelWidth];
 #ifdef LLMC_CPU_X86_KERNELS
   if (a.int4_as_int8) {
-    const float* panel_zero_offsets =
-        zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth;
+    const int8_t* requantized =
+        RequantizedPanel(static_cast<const uint8_t*>(panel), panel_scales,
+                         zero_offsets == nullptr ? nullptr : zero_offsets + p * weight_groups * kPanelWidth,
+                         weight_groups, a.features, k_padded, /*for_tiles=*/a.amx_int8, column_scales);
     if (a.amx_int8) {
-      amx_tile_panel = RequantizedTilePanel(static_cast<const uint8_t*>(panel), panel_scales, panel_zero_offsets,
-                                            weight_groups, a.features, k_padded, column_scales);
+      amx_tile_panel = requantized;
     } else {
-      panel = RequantizedPairPanel(static_cast<const uint8_t*>(panel), panel_scales, panel_zero_offsets, weight_groups,
-                                   a.features, k_padded, column_scales);
+      panel = requantized;
     }
     panel_scales = column_scales;
     kernel_weight_groups = 1;
